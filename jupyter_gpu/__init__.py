@@ -1,0 +1,51 @@
+"""jupyter-gpu: a GPU monitor for JupyterLab and IPython magics for PyTorch on NVIDIA GPUs.
+
+Importing this package is cheap: it imports neither torch nor NVML. The server extension
+(``jupyter_gpu.server``) and the magics (``jupyter_gpu.magics``) are loaded on demand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+try:
+    from ._version import __version__
+except ImportError:  # a source tree that was never built
+    __version__ = "0.0.0+unknown"
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+    from jupyter_server.serverapp import ServerApp
+
+__all__ = ["__version__"]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the prebuilt frontend extension."""
+    return [{"src": "labextension", "dest": "jupyter-gpu"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    """The Jupyter server extension that samples the GPUs and serves the API."""
+    return [{"module": "jupyter_gpu"}]
+
+
+def _load_jupyter_server_extension(server_app: ServerApp) -> None:
+    """Start the sampler and register the API handlers (called by Jupyter Server)."""
+    from .server.extension import load_server_extension
+
+    load_server_extension(server_app)
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """``%load_ext jupyter_gpu``: register the magics (torch is imported by the magics, later)."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """``%unload_ext jupyter_gpu``: remove hooks the magics installed (e.g. ``%amp on``)."""
+    from .magics import unload_ipython_extension as unload
+
+    unload(ipython)

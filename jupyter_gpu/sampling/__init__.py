@@ -1,0 +1,1 @@
+"""GPU and host sampling: the only package that talks to NVML."""
