@@ -1,0 +1,147 @@
+/**
+ * The shapes of the jupyter-gpu server API v1 (see docs/api.md), and the transport the model
+ * reads them through. Units are in the names; a value that could not be read is `null`.
+ *
+ * This module imports nothing, so the model and its tests run without JupyterLab.
+ */
+
+/** One GPU as `GET devices` lists it (static facts). */
+export interface IDeviceInfo {
+  index: number;
+  uuid: string;
+  name: string;
+  mem_total_bytes: number | null;
+  power_limit_w: number | null;
+  pci_bus_id: string | null;
+}
+
+/** The sampler's configuration, as the server reports it. */
+export interface IServerConfig {
+  interval_s: number;
+  history_s: number;
+  slow_metrics?: boolean;
+  slow_interval_s?: number;
+  cache_scan_interval_s?: number;
+}
+
+/** `GET devices`: what is there. */
+export interface IDevicesInfo {
+  api_version: string;
+  backend: 'nvml' | 'simulated' | 'none' | string;
+  simulated: boolean;
+  gpu_available: boolean;
+  reason: string | null;
+  driver_version: string | null;
+  cuda_driver_version: string | null;
+  hostname: string | null;
+  devices: IDeviceInfo[];
+  config: IServerConfig;
+}
+
+/** A process that holds memory on a GPU, with the notebook that owns it when known. */
+export interface IGpuProcess {
+  pid: number;
+  name: string | null;
+  used_mem_bytes: number | null;
+  kernel_id: string | null;
+  notebook: string | null;
+}
+
+/** One GPU in one sample. */
+export interface IDeviceSample {
+  index: number;
+  uuid: string | null;
+  name: string | null;
+  state: 'ok' | 'lost' | 'error' | string;
+  error: string | null;
+  util_pct: number | null;
+  mem_util_pct?: number | null;
+  mem_used_bytes: number | null;
+  mem_total_bytes: number | null;
+  power_w: number | null;
+  power_limit_w: number | null;
+  temperature_c: number | null;
+  sm_clock_mhz?: number | null;
+  processes?: IGpuProcess[] | null;
+  unavailable?: { [field: string]: string } | null;
+}
+
+/** The host's CPU and memory (cgroup limits where there are some). */
+export interface IHostSample {
+  cpu_pct: number | null;
+  cpu_count: number | null;
+  mem_used_bytes: number | null;
+  mem_total_bytes: number | null;
+  mem_limit_source?: string | null;
+}
+
+/** The torch.compile caches on disk (inductor, triton, …), scanned now and then. */
+export interface ICompileCacheSample {
+  size_bytes: number | null;
+  file_count: number | null;
+  scanned_ts: number | null;
+  dirs?: {
+    kind: string;
+    path: string;
+    exists: boolean;
+    size_bytes: number;
+    file_count: number;
+  }[];
+}
+
+/** One tick of the server's sampler. `ts` is Unix time in seconds. */
+export interface ISample {
+  seq: number;
+  ts: number;
+  backend: string;
+  simulated: boolean;
+  reason: string | null;
+  devices: IDeviceSample[];
+  host: IHostSample | null;
+  compile_cache: ICompileCacheSample | null;
+}
+
+/** `GET history`: the server's ring buffer, oldest first. */
+export interface IHistory {
+  interval_s: number;
+  samples: ISample[];
+}
+
+/** An HTTP answer other than 2xx, or no answer at all (`status` 0). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+/** Callbacks of one WebSocket stream. */
+export interface IStreamHandlers {
+  /** The socket is open. */
+  onOpen(): void;
+  /** A sample arrived. */
+  onSample(sample: ISample): void;
+  /** The socket closed (or never opened); not called after `close()` by the caller. */
+  onClose(): void;
+}
+
+/** An open (or opening) stream; `close()` ends it without calling `onClose`. */
+export interface IStreamConnection {
+  close(): void;
+}
+
+/**
+ * How the model reaches the server. The real one (`api.ts`) goes through JupyterLab's
+ * ServerConnection; tests give the model a scripted one.
+ */
+export interface IGpuTransport {
+  /** `GET devices`. Rejects with an `ApiError`. */
+  devices(): Promise<IDevicesInfo>;
+  /** `GET history?since=<ts>` (all of it without `since`). Rejects with an `ApiError`. */
+  history(since?: number): Promise<IHistory>;
+  /** Open the WebSocket stream. */
+  openStream(handlers: IStreamHandlers): IStreamConnection;
+}
