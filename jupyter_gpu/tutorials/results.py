@@ -1,0 +1,215 @@
+"""Record a notebook's measured figures and target checks; show them; save them as JSON.
+
+A notebook never types a number into its prose: it adds each measurement here, then shows
+the summary table built from them. With ``JUPYTER_GPU_RESULTS_DIR`` set, :meth:`Results.save`
+writes ``<notebook>.json`` there, which ``benchmarks/update_results.py`` turns into the
+tutorials section of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .sizing import Machine
+
+RESULTS_ENV = "JUPYTER_GPU_RESULTS_DIR"
+SCHEMA_VERSION = 1
+
+_FORMATS = {
+    "tokens/s": ",.0f",
+    "images/s": ",.0f",
+    "x": ".2f",
+    "TFLOP/s": ".1f",
+    "GiB": ".2f",
+    "MiB": ".1f",
+    "ms": ".2f",
+    "s": ".1f",
+    "%": ".0f",
+}
+
+
+def format_value(value: float, unit: str) -> str:
+    """A figure with the digits its unit deserves, e.g. ``1.27x``, ``412,345 tokens/s``."""
+    if math.isnan(value):
+        return "n/a"
+    text = format(value, _FORMATS.get(unit, ".4g"))
+    if unit == "x":
+        return f"{text}x"
+    if unit == "%":
+        return f"{text}%"
+    return f"{text} {unit}" if unit else text
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured number: what it is, its value and unit, and how it was measured."""
+
+    key: str
+    label: str
+    value: float
+    unit: str
+    detail: str = ""
+
+    def text(self) -> str:
+        """The value with its unit."""
+        return format_value(self.value, self.unit)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A measured figure against a target (``value >= target``).
+
+    ``met`` is ``None`` where the target does not apply (it is set for full-size runs on the
+    GPU named in ``applies_to``, not for smoke or CPU runs).
+    """
+
+    key: str
+    label: str
+    value: float
+    target: float
+    unit: str
+    met: bool | None
+    applies_to: str
+
+    def verdict(self) -> str:
+        """``met``, ``NOT met`` or why it does not apply."""
+        if self.met is None:
+            return f"n/a (target is for {self.applies_to} at full size)"
+        return "met" if self.met else "NOT met"
+
+
+class Results:
+    """The figures and checks of one notebook run.
+
+    Raises (from :meth:`add` and :meth:`check`):
+        ValueError: a key is used twice, or a value is not a finite number.
+    """
+
+    def __init__(self, notebook: str, machine: Machine) -> None:
+        self.notebook = notebook
+        self.machine = machine
+        self.figures: dict[str, Figure] = {}
+        self.checks: dict[str, Check] = {}
+        self.started = time.time()
+
+    def add(self, key: str, label: str, value: float, unit: str, detail: str = "") -> float:
+        """Record a figure; returns ``value`` so a measurement reads ``x = results.add(...)``."""
+        self._new_key(key, self.figures)
+        number = _finite(key, value)
+        self.figures[key] = Figure(key, label, number, unit, detail)
+        return number
+
+    def check(
+        self,
+        key: str,
+        label: str,
+        value: float,
+        target: float,
+        unit: str = "x",
+        *,
+        applies_to: str = "H200",
+    ) -> Check:
+        """Compare ``value`` with ``target`` (higher is better) and record the outcome.
+
+        The outcome is only judged on a full-size GPU run whose GPU name contains
+        ``applies_to``; elsewhere the check is recorded as not applicable.
+        """
+        self._new_key(key, self.checks)
+        number = _finite(key, value)
+        gpu = self.machine.gpu_name or ""
+        applies = self.machine.mode == "gpu" and applies_to.lower() in gpu.lower()
+        check = Check(
+            key, label, number, target, unit, number >= target if applies else None, applies_to
+        )
+        self.checks[key] = check
+        return check
+
+    def __getitem__(self, key: str) -> float:
+        return self.figures[key].value
+
+    def _new_key(self, key: str, table: dict[str, Figure] | dict[str, Check]) -> None:
+        if key in table:
+            raise ValueError(f"{key!r} is recorded already (run the notebook from the top)")
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready: notebook, machine, date, figures, checks."""
+        return {
+            "schema": SCHEMA_VERSION,
+            "notebook": self.notebook,
+            "machine": self.machine.as_dict(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.started)),
+            "elapsed_s": time.time() - self.started,
+            "figures": [asdict(f) for f in self.figures.values()],
+            "checks": [asdict(c) for c in self.checks.values()],
+        }
+
+    def save(self, directory: str | Path | None = None) -> Path | None:
+        """Write ``<notebook>.json`` into ``directory`` or ``$JUPYTER_GPU_RESULTS_DIR``.
+
+        Returns the path, or ``None`` when neither is set (nothing is written then).
+        """
+        target = directory or os.environ.get(RESULTS_ENV)
+        if not target:
+            return None
+        folder = Path(target)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.notebook}.json"
+        path.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        return path
+
+    def __str__(self) -> str:
+        lines = [f"{self.notebook}: measured on {self._where()}"]
+        width = max((len(f.label) for f in self.figures.values()), default=10)
+        for fig in self.figures.values():
+            extra = f"  ({fig.detail})" if fig.detail else ""
+            lines.append(f"  {fig.label:<{width}}  {fig.text()}{extra}")
+        for check in self.checks.values():
+            target = format_value(check.target, check.unit)
+            lines.append(
+                f"  target: {check.label} {format_value(check.value, check.unit)} "
+                f">= {target}: {check.verdict()}"
+            )
+        return "\n".join(lines)
+
+    def _where(self) -> str:
+        m = self.machine
+        device = m.gpu_name if m.has_gpu else f"CPU only ({m.cpu_count} cores)"
+        return f"{device}, torch {m.torch_version}, {m.mode} sizes"
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        rows = "".join(
+            f"<tr><td>{esc(f.label)}</td><td style='text-align:right'>{esc(f.text())}</td>"
+            f"<td>{esc(f.detail)}</td></tr>"
+            for f in self.figures.values()
+        )
+        checks = "".join(
+            f"<tr><td>{esc(c.label)}</td><td style='text-align:right'>"
+            f"{esc(format_value(c.value, c.unit))}</td><td>&ge; "
+            f"{esc(format_value(c.target, c.unit))}: <b>{esc(c.verdict())}</b></td></tr>"
+            for c in self.checks.values()
+        )
+        check_part = (
+            f"<tr><th colspan='3' style='text-align:left'>targets</th></tr>{checks}"
+            if checks
+            else ""
+        )
+        return (
+            f"<p><b>{esc(self.notebook)}</b>: measured on {esc(self._where())}</p>"
+            "<table><thead><tr><th style='text-align:left'>figure</th><th>value</th>"
+            f"<th style='text-align:left'>how</th></tr></thead><tbody>{rows}{check_part}"
+            "</tbody></table>"
+        )
+
+
+def _finite(key: str, value: float) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{key!r}: {value!r} is not a finite number")
+    return number
