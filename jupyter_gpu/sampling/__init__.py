@@ -1,1 +1,115 @@
-"""GPU and host sampling: the only package that talks to NVML."""
+"""GPU and host sampling: the only package that talks to NVML.
+
+Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend is opened.
+
+- ``read_once()``: one reading of the GPUs and the host, now (for ``%gpu`` and ``%memsummary``).
+- ``Sampler``: the server's background sampler (one thread, one batched read per tick).
+- The records (``Sample``, ``DeviceSample``, ...): frozen dataclasses with units in their names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from jupyter_gpu.sampling.attribution import (
+    KernelMap,
+    KernelRef,
+    ProcessAnnotator,
+    freeze_kernel_map,
+)
+from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
+from jupyter_gpu.sampling.compile_cache import cache_dirs, scan_caches
+from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
+from jupyter_gpu.sampling.history import Entry, History
+from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.sampling.records import (
+    NOT_SCANNED,
+    BackendInfo,
+    CacheDirSample,
+    CompileCacheSample,
+    DeviceInfo,
+    DeviceSample,
+    HostSample,
+    ProcessSample,
+    Sample,
+)
+from jupyter_gpu.sampling.sampler import Sampler, SamplerOptions
+
+__all__ = [
+    "BACKEND_CHOICES",
+    "Backend",
+    "BackendInfo",
+    "CacheDirSample",
+    "CompileCacheSample",
+    "DeviceInfo",
+    "DeviceSample",
+    "Entry",
+    "History",
+    "HostSample",
+    "KernelMap",
+    "KernelRef",
+    "NoGpuBackend",
+    "ProcessSample",
+    "Sample",
+    "Sampler",
+    "SamplerOptions",
+    "cache_dirs",
+    "freeze_kernel_map",
+    "open_backend",
+    "read_once",
+    "scan_caches",
+]
+
+_CPU_WINDOW_S = 0.1
+
+
+def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = False) -> Sample:
+    """One reading of the GPUs and the host, now, in the calling thread; no background thread.
+
+    NVML is initialised for this call and shut down after it (NVML counts inits, so a sampler
+    in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
+    ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
+    ``None`` (kernel attribution needs the server). Takes about 0.1 s: host CPU % is measured
+    over that window.
+
+    Args:
+        backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
+        scan_cache: also walk the torch.compile caches (can take a second on a big cache).
+        slow: also read PCIe throughput (about 21 ms per GPU with NVML).
+
+    Raises:
+        ValueError: for an unknown ``backend``.
+    """
+    host = HostReader()
+    host.read()  # the first CPU reading only sets the baseline
+    started = time.monotonic()
+    opened = open_backend(backend)
+    try:
+        info = opened.info()
+        devices = opened.read()
+        if slow:
+            pcie = opened.read_slow()
+            devices = tuple(
+                replace(
+                    d,
+                    pcie_tx_bytes_per_s=pcie.get(d.index, (None, None))[0],
+                    pcie_rx_bytes_per_s=pcie.get(d.index, (None, None))[1],
+                )
+                for d in devices
+            )
+    finally:
+        opened.close()
+    devices = ProcessAnnotator().annotate(devices)
+    cache = scan_caches() if scan_cache else NOT_SCANNED
+    time.sleep(max(0.0, _CPU_WINDOW_S - (time.monotonic() - started)))
+    return Sample(
+        seq=0,
+        ts=time.time(),
+        backend=info.backend,
+        simulated=info.simulated,
+        reason=info.reason,
+        devices=devices,
+        host=host.read(),
+        compile_cache=cache,
+    )

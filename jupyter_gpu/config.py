@@ -1,0 +1,111 @@
+"""The server extension's settings: one traitlets ``Configurable`` named ``JupyterGpu``.
+
+Set them in ``jupyter_server_config.py`` (``c.JupyterGpu.interval_s = 0.5``) or on the command
+line (``jupyter lab --JupyterGpu.backend=simulated``). Each option has help text and bounds; a
+value out of bounds stops the extension at start-up with a message naming the option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Bool, Enum, Float, Int, TraitError, validate
+from traitlets.config import Configurable
+
+MAX_HISTORY_SAMPLES = 100_000
+"""Upper bound on history_s / interval_s: about 300 MB of JSON at 8 GPUs per sample."""
+
+
+class JupyterGpu(Configurable):
+    """GPU monitoring for Jupyter: which backend, how often to sample, how much to keep."""
+
+    backend = Enum(
+        ["auto", "nvml", "simulated", "none"],
+        default_value="auto",
+        help=(
+            "Where GPU readings come from. 'auto': NVML if it works, else no GPU (the API says "
+            "why); never simulated. 'nvml': the same, but a failure is logged as a warning. "
+            "'simulated': synthetic GPUs with moving load, labelled simulated everywhere (for "
+            "demos and tests). 'none': no GPU monitoring; host metrics only."
+        ),
+    ).tag(config=True)
+
+    interval_s = Float(
+        1.0,
+        min=0.1,
+        max=60.0,
+        help="Seconds between samples (0.1 to 60). One sampler serves every client.",
+    ).tag(config=True)
+
+    history_s = Float(
+        600.0,
+        min=1.0,
+        max=86_400.0,
+        help=(
+            "Seconds of history the server keeps, so a panel opened late shows the past "
+            f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s)."
+        ),
+    ).tag(config=True)
+
+    slow_metrics = Bool(
+        False,
+        help=(
+            "Also read PCIe throughput. NVML takes about 21 ms per call for it (it samples a "
+            "20 ms window), so it runs in its own thread every slow_interval_s."
+        ),
+    ).tag(config=True)
+
+    slow_interval_s = Float(
+        5.0,
+        min=1.0,
+        max=3600.0,
+        help="Seconds between slow reads (PCIe throughput), when slow_metrics is on (1 to 3600).",
+    ).tag(config=True)
+
+    cache_scan_interval_s = Float(
+        30.0,
+        min=1.0,
+        max=86_400.0,
+        help=(
+            "Seconds between scans of the torch.compile caches on disk (Inductor and Triton), "
+            "done in a background thread (1 to 86400)."
+        ),
+    ).tag(config=True)
+
+    simulated_devices = Int(
+        2,
+        min=1,
+        max=16,
+        help="How many synthetic GPUs the 'simulated' backend shows (1 to 16).",
+    ).tag(config=True)
+
+    kernel_map_interval_s = Float(
+        3.0,
+        min=0.5,
+        max=300.0,
+        help=(
+            "Seconds between refreshes of which kernel (and notebook) has which process id, "
+            "used to say which notebook holds which GPU memory (0.5 to 300)."
+        ),
+    ).tag(config=True)
+
+    @validate("history_s")
+    def _history_fits(self, proposal: dict[str, Any]) -> float:
+        value = float(proposal["value"])
+        self._check_samples(value, self.interval_s)
+        return value
+
+    @validate("interval_s")
+    def _interval_fits(self, proposal: dict[str, Any]) -> float:
+        value = float(proposal["value"])
+        self._check_samples(self.history_s, value)
+        return value
+
+    @staticmethod
+    def _check_samples(history_s: float, interval_s: float) -> None:
+        if history_s / interval_s > MAX_HISTORY_SAMPLES:
+            raise TraitError(
+                f"JupyterGpu.history_s / JupyterGpu.interval_s must be at most "
+                f"{MAX_HISTORY_SAMPLES:,} samples; got {history_s:g} s / {interval_s:g} s = "
+                f"{history_s / interval_s:,.0f}. Keep less history or sample less often."
+            )

@@ -1,0 +1,52 @@
+"""Open the backend the configuration asks for; ``auto`` falls back to no GPU, with a reason."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
+from jupyter_gpu.sampling.simulated import SimulatedBackend
+
+BackendChoice = Literal["auto", "nvml", "simulated", "none"]
+BACKEND_CHOICES: tuple[BackendChoice, ...] = ("auto", "nvml", "simulated", "none")
+
+
+def open_backend(
+    choice: str = "auto",
+    *,
+    simulated_devices: int = 2,
+    pids: Callable[[], Sequence[int]] | None = None,
+    nvml: Any = None,
+    log: logging.Logger | None = None,
+) -> Backend:
+    """Open a backend. Never raises for a missing GPU: that is a ``NoGpuBackend`` with a reason.
+
+    Args:
+        choice: ``auto`` (NVML if it works, else no GPU; never simulated), ``nvml`` (the same,
+            but a failure is logged as a warning), ``simulated`` or ``none``.
+        simulated_devices: how many simulated devices (1 to 16).
+        pids: for the simulated backend, pids to show as GPU processes.
+        nvml: an object with pynvml's interface to use instead of ``pynvml`` (tests inject a
+            fake NVML here).
+        log: where to say which backend was chosen and why.
+
+    Raises:
+        ValueError: for an unknown ``choice``.
+    """
+    log = log or logging.getLogger("jupyter_gpu")
+    if choice not in BACKEND_CHOICES:
+        raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}; got {choice!r}")
+    if choice == "simulated":
+        return SimulatedBackend(simulated_devices, pids=pids)
+    if choice == "none":
+        return NoGpuBackend("GPU monitoring is switched off (backend 'none')")
+    from jupyter_gpu.sampling.nvml import NvmlBackend, NvmlUnavailable
+
+    try:
+        return NvmlBackend(nvml=nvml, log=log)
+    except NvmlUnavailable as err:
+        level = logging.WARNING if choice == "nvml" else logging.INFO
+        log.log(level, "jupyter_gpu: no GPU to monitor: %s", err.reason)
+        return NoGpuBackend(err.reason)

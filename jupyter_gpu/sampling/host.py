@@ -1,0 +1,79 @@
+"""Host CPU and memory, as the cgroup (container) limits them where it does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import psutil
+
+from jupyter_gpu.sampling.cgroup import CgroupReader, affinity_cpu_count
+from jupyter_gpu.sampling.records import HostSample
+
+
+class HostReader:
+    """Reads host CPU and memory; keeps the previous CPU reading to compute a percentage.
+
+    With a cgroup CPU quota, ``cpu_pct`` is the cgroup's CPU time over the interval as a share
+    of its quota; without one, the busy share of the CPUs in this process's affinity mask
+    (psutil). The first reading has no interval, so its ``cpu_pct`` is ``None``.
+    """
+
+    def __init__(
+        self,
+        cgroup: CgroupReader | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cgroup = cgroup if cgroup is not None else CgroupReader()
+        self._clock = clock
+        self._affinity = affinity_cpu_count()
+        self._cpus: list[int] | None = None
+        try:
+            self._cpus = sorted(psutil.Process().cpu_affinity() or [])
+        except (AttributeError, psutil.Error):  # not on Linux: use every CPU
+            self._cpus = None
+        self._last_usage: tuple[float, float] | None = None
+        self._primed = False
+
+    def _psutil_cpu_pct(self) -> float | None:
+        per_cpu = psutil.cpu_percent(interval=None, percpu=True)
+        if not self._primed:  # psutil's first call compares against boot: meaningless
+            self._primed = True
+            return None
+        mine = [per_cpu[i] for i in self._cpus if i < len(per_cpu)] if self._cpus else per_cpu
+        return round(sum(mine) / len(mine), 1) if mine else None
+
+    def read(self) -> HostSample:
+        """One reading (a few file reads; under a millisecond)."""
+        limits = self._cgroup.read()
+        cpu_count = float(self._affinity)
+        if limits.cpu_quota is not None:
+            cpu_count = min(cpu_count, limits.cpu_quota)
+        cpu_pct: float | None
+        if limits.cpu_quota is not None and limits.cpu_usage_s is not None:
+            now = self._clock()
+            last, self._last_usage = self._last_usage, (now, limits.cpu_usage_s)
+            cpu_pct = None
+            if last is not None and now > last[0]:
+                busy = (limits.cpu_usage_s - last[1]) / (now - last[0])
+                cpu_pct = round(min(100.0, max(0.0, 100.0 * busy / cpu_count)), 1)
+        else:
+            cpu_pct = self._psutil_cpu_pct()
+
+        vm = psutil.virtual_memory()
+        if limits.mem_limit_bytes is not None and limits.mem_limit_bytes < vm.total:
+            used = limits.mem_used_bytes
+            return HostSample(
+                cpu_pct=cpu_pct,
+                cpu_count=round(cpu_count, 2),
+                mem_used_bytes=used if used is not None else int(vm.total - vm.available),
+                mem_total_bytes=limits.mem_limit_bytes,
+                mem_limit_source="cgroup",
+            )
+        return HostSample(
+            cpu_pct=cpu_pct,
+            cpu_count=round(cpu_count, 2),
+            mem_used_bytes=int(vm.total - vm.available),
+            mem_total_bytes=int(vm.total),
+            mem_limit_source="host",
+        )

@@ -1,0 +1,285 @@
+"""The real GPUs, through NVML (NVIDIA's ``nvidia-ml-py``, imported as ``pynvml``).
+
+This is the only module that imports ``pynvml``, and only when a backend is opened: never at
+import. Every ``NVMLError`` becomes a value: a field NVML refuses is ``None`` with the reason in
+``unavailable`` (``"Not Supported"``), a GPU that fell off the bus is ``state="lost"``, and a
+failed ``nvmlInit`` is ``NvmlUnavailable`` with a reason the API shows (the caller serves the
+no-GPU state). Problems are logged once when they start, not every tick.
+
+Per tick and device it reads (each 1 to 6 us on an H200 with driver 580, except the process
+list): utilization, memory, power, enforced power limit, temperature, SM clock and the compute
+and graphics processes. PCIe throughput (about 21 ms per call: NVML samples a 20 ms window) is in
+``read_slow``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.records import (
+    BackendInfo,
+    BackendName,
+    DeviceInfo,
+    DeviceSample,
+    ProcessSample,
+)
+
+T = TypeVar("T")
+
+LOST_MESSAGE = (
+    "NVML reports this GPU as lost (it fell off the bus or stopped answering); "
+    "its processes have likely failed, and it needs a reset or a reboot"
+)
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used here; ``reason`` says why in words the API can show."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Lost(Exception):
+    """A read met NVML_ERROR_GPU_IS_LOST: the rest of this device's reads are pointless."""
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _init_failure_reason(nvml: Any, err: Exception) -> str:
+    code = getattr(err, "value", None)
+    if code == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "NVML Shared Library Not Found"
+    if code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
+        return "NVIDIA driver is not loaded"
+    if code == nvml.NVML_ERROR_NO_PERMISSION:
+        return "No permission to use NVML (Insufficient Permissions)"
+    if code == nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "NVML and the NVIDIA kernel driver differ in version (reload the driver or reboot)"
+    return f"NVML failed to initialise: {err}"
+
+
+class NvmlBackend(Backend):
+    """Reads every GPU NVML sees, with one batch of calls per tick.
+
+    Args:
+        nvml: an object with pynvml's interface (default: ``pynvml`` itself); tests pass a fake
+            that raises real ``pynvml.NVMLError`` instances.
+        log: where state changes (a GPU lost, a field not supported) are reported once.
+
+    Raises:
+        NvmlUnavailable: nvidia-ml-py missing, ``nvmlInit`` failed, or no GPU.
+    """
+
+    name: BackendName = "nvml"
+
+    def __init__(self, nvml: Any = None, log: logging.Logger | None = None) -> None:
+        if nvml is None:
+            try:
+                import pynvml
+            except ImportError as err:
+                raise NvmlUnavailable(
+                    "nvidia-ml-py is not installed, so NVML cannot be used"
+                ) from err
+            nvml = pynvml
+        self._nvml = nvml
+        self._log = log or logging.getLogger("jupyter_gpu")
+        self._error = nvml.NVMLError
+        self._open = False
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as err:
+            raise NvmlUnavailable(_init_failure_reason(nvml, err)) from err
+        self._open = True
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except nvml.NVMLError as err:
+            self.close()
+            raise NvmlUnavailable(f"NVML could not count the GPUs: {err}") from err
+        if count == 0:
+            self.close()
+            raise NvmlUnavailable("No NVIDIA GPU found")
+        self._handles: list[Any] = []
+        self._lost_at_start: set[int] = set()
+        for i in range(count):
+            try:
+                self._handles.append(nvml.nvmlDeviceGetHandleByIndex(i))
+            except nvml.NVMLError as err:
+                self._handles.append(None)
+                self._lost_at_start.add(i)
+                self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, err)
+        self._reported: set[tuple[int, str, str]] = set()
+        self._state: dict[int, str] = {}
+        self._devices = tuple(self._describe(i) for i in range(count))
+        self._info = BackendInfo(
+            backend="nvml",
+            simulated=False,
+            reason=None,
+            driver_version=self._system(nvml.nvmlSystemGetDriverVersion),
+            cuda_driver_version=self._cuda_version(),
+            devices=self._devices,
+        )
+
+    # -- static facts
+
+    def _system(self, fn: Callable[[], Any]) -> str | None:
+        try:
+            return _text(fn())
+        except self._error:
+            return None
+
+    def _cuda_version(self) -> str | None:
+        try:
+            version = int(self._nvml.nvmlSystemGetCudaDriverVersion())
+        except self._error:
+            return None
+        return f"{version // 1000}.{version % 1000 // 10}"
+
+    def _static(self, handle: Any, fn: Callable[[Any], T]) -> T | None:
+        if handle is None:
+            return None
+        try:
+            return fn(handle)
+        except self._error:
+            return None
+
+    def _describe(self, index: int) -> DeviceInfo:
+        nvml, h = self._nvml, self._handles[index]
+        uuid = self._static(h, nvml.nvmlDeviceGetUUID)
+        name = self._static(h, nvml.nvmlDeviceGetName)
+        memory = self._static(h, nvml.nvmlDeviceGetMemoryInfo)
+        limit_mw = self._static(h, nvml.nvmlDeviceGetEnforcedPowerLimit)
+        pci = self._static(h, nvml.nvmlDeviceGetPciInfo)
+        return DeviceInfo(
+            index=index,
+            uuid=_text(uuid) if uuid is not None else None,
+            name=_text(name) if name is not None else None,
+            mem_total_bytes=int(memory.total) if memory is not None else None,
+            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+            pci_bus_id=_text(pci.busId) if pci is not None else None,
+        )
+
+    def info(self) -> BackendInfo:
+        return self._info
+
+    # -- per tick
+
+    def _report(self, index: int, what: str, err: Exception) -> None:
+        key = (index, what, str(err))
+        if key not in self._reported:
+            self._reported.add(key)
+            self._log.info("jupyter_gpu: GPU %d: NVML cannot read %s: %s", index, what, err)
+
+    def _set_state(self, index: int, state: str, detail: str = "") -> None:
+        before = self._state.get(index, "ok")
+        if before == state:
+            return
+        self._state[index] = state
+        if state == "lost":
+            self._log.warning("jupyter_gpu: GPU %d is lost: %s", index, detail)
+        elif state == "error":
+            self._log.warning("jupyter_gpu: GPU %d cannot be read: %s", index, detail)
+        else:
+            self._log.info("jupyter_gpu: GPU %d answers again", index)
+
+    def _read_device(self, info: DeviceInfo) -> DeviceSample:
+        nvml, h, i = self._nvml, self._handles[info.index], info.index
+        if h is None:
+            return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
+        unavailable: dict[str, str] = {}
+        failures: list[Exception] = []
+
+        def get(fields: tuple[str, ...], fn: Callable[..., T], *args: Any) -> T | None:
+            try:
+                return fn(h, *args)
+            except self._error as err:
+                if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
+                    raise _Lost from err
+                failures.append(err)
+                for name in fields:
+                    unavailable[name] = str(err)
+                self._report(i, getattr(fn, "__name__", "a value"), err)
+                return None
+
+        try:
+            util = get(("util_pct", "mem_util_pct"), nvml.nvmlDeviceGetUtilizationRates)
+            memory = get(("mem_used_bytes",), nvml.nvmlDeviceGetMemoryInfo)
+            power_mw = get(("power_w",), nvml.nvmlDeviceGetPowerUsage)
+            limit_mw = get(("power_limit_w",), nvml.nvmlDeviceGetEnforcedPowerLimit)
+            temp = get(("temperature_c",), nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)
+            clock = get(("sm_clock_mhz",), nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)
+            compute = get(("processes",), nvml.nvmlDeviceGetComputeRunningProcesses)
+            # Compute GPUs may not list graphics processes: that alone hides no process.
+            graphics = get((), nvml.nvmlDeviceGetGraphicsRunningProcesses)
+        except _Lost:
+            self._set_state(i, "lost", "NVML_ERROR_GPU_IS_LOST")
+            return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
+
+        if failures and len(failures) == 8:  # every read failed: not a device we can show
+            self._set_state(i, "error", str(failures[0]))
+            return DeviceSample(
+                i,
+                info.uuid,
+                info.name,
+                state="error",
+                error=f"NVML cannot read this GPU: {failures[0]}",
+                unavailable=unavailable,
+            )
+        self._set_state(i, "ok")
+        processes: dict[int, ProcessSample] = {}
+        for p in [*(compute or []), *(graphics or [])]:
+            pid = int(p.pid)
+            if pid not in processes:
+                used = int(p.usedGpuMemory) if p.usedGpuMemory is not None else None
+                processes[pid] = ProcessSample(pid=pid, name=None, used_mem_bytes=used)
+        return DeviceSample(
+            index=i,
+            uuid=info.uuid,
+            name=info.name,
+            util_pct=float(util.gpu) if util is not None else None,
+            mem_util_pct=float(util.memory) if util is not None else None,
+            mem_used_bytes=int(memory.used) if memory is not None else None,
+            mem_total_bytes=int(memory.total) if memory is not None else info.mem_total_bytes,
+            power_w=round(power_mw / 1000.0, 3) if power_mw is not None else None,
+            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+            temperature_c=float(temp) if temp is not None else None,
+            sm_clock_mhz=int(clock) if clock is not None else None,
+            processes=tuple(processes.values()),
+            unavailable=unavailable,
+        )
+
+    def read(self) -> tuple[DeviceSample, ...]:
+        return tuple(self._read_device(info) for info in self._devices)
+
+    def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
+        """PCIe throughput of each GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
+        nvml = self._nvml
+        out: dict[int, tuple[float | None, float | None]] = {}
+        for info in self._devices:
+            h = self._handles[info.index]
+            values: list[float | None] = []
+            for counter in (nvml.NVML_PCIE_UTIL_TX_BYTES, nvml.NVML_PCIE_UTIL_RX_BYTES):
+                try:
+                    values.append(
+                        float(nvml.nvmlDeviceGetPcieThroughput(h, counter)) * 1024.0
+                        if h is not None
+                        else None
+                    )
+                except self._error as err:
+                    self._report(info.index, "PCIe throughput", err)
+                    values.append(None)
+            out[info.index] = (values[0], values[1])
+        return out
+
+    def close(self) -> None:
+        """``nvmlShutdown`` (NVML counts inits, so other users in this process are unaffected)."""
+        if self._open:
+            self._open = False
+            with contextlib.suppress(self._error):
+                self._nvml.nvmlShutdown()

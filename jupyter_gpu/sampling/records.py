@@ -1,0 +1,241 @@
+"""Typed, immutable records of what one tick of sampling saw.
+
+Units are in the field names (``_bytes``, ``_pct``, ``_w``, ``_c``, ``_mhz``, ``_s``). A value that
+could not be read is ``None``, never a string; where NVML refused it, ``unavailable`` maps the
+field name to NVML's reason (e.g. ``{"power_w": "Not Supported"}``). ``to_dict()`` gives the JSON
+shape of ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BackendName = Literal["nvml", "simulated", "none"]
+DeviceState = Literal["ok", "lost", "error"]
+
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """A process that holds memory on a GPU.
+
+    ``kernel_id``/``notebook`` name the Jupyter kernel (and its session's notebook path) that is
+    this process or one of its parents; ``None`` for processes that are not this server's.
+    """
+
+    pid: int
+    name: str | None
+    used_mem_bytes: int | None
+    kernel_id: str | None = None
+    notebook: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "used_mem_bytes": self.used_mem_bytes,
+            "kernel_id": self.kernel_id,
+            "notebook": self.notebook,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What does not change while the server runs: one GPU's identity and capacity."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    mem_total_bytes: int | None
+    power_limit_w: float | None
+    pci_bus_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "mem_total_bytes": self.mem_total_bytes,
+            "power_limit_w": self.power_limit_w,
+            "pci_bus_id": self.pci_bus_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    """One GPU at one tick (``nvidia-smi -q -d UTILIZATION,MEMORY,POWER,TEMPERATURE,CLOCK,PIDS``).
+
+    ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus) or ``"error"`` (every
+    read failed); ``error`` is then a sentence for people. ``pcie_*`` are ``None`` unless the slow
+    metrics are on.
+    """
+
+    index: int
+    uuid: str | None
+    name: str | None
+    state: DeviceState = "ok"
+    error: str | None = None
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: int | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    processes: tuple[ProcessSample, ...] = ()
+    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "state": self.state,
+            "error": self.error,
+            "util_pct": self.util_pct,
+            "mem_util_pct": self.mem_util_pct,
+            "mem_used_bytes": self.mem_used_bytes,
+            "mem_total_bytes": self.mem_total_bytes,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "temperature_c": self.temperature_c,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "pcie_tx_bytes_per_s": self.pcie_tx_bytes_per_s,
+            "pcie_rx_bytes_per_s": self.pcie_rx_bytes_per_s,
+            "processes": [p.to_dict() for p in self.processes],
+            "unavailable": dict(self.unavailable),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """The host (or the container's cgroup) at one tick.
+
+    ``cpu_count`` is the CPUs this server may use (affinity and cgroup quota, so it can be
+    fractional); ``mem_total_bytes`` is the cgroup memory limit where there is one
+    (``mem_limit_source == "cgroup"``), else the machine's memory (``"host"``).
+    ``cpu_pct`` is busy time as a percentage of ``cpu_count`` CPUs, ``None`` on a first reading.
+    """
+
+    cpu_pct: float | None
+    cpu_count: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    mem_limit_source: Literal["cgroup", "host"] = "host"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpu_pct": self.cpu_pct,
+            "cpu_count": self.cpu_count,
+            "mem_used_bytes": self.mem_used_bytes,
+            "mem_total_bytes": self.mem_total_bytes,
+            "mem_limit_source": self.mem_limit_source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CacheDirSample:
+    """One torch.compile cache directory on disk (a missing directory has size 0)."""
+
+    kind: Literal["inductor", "triton"]
+    path: str
+    exists: bool
+    size_bytes: int
+    file_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "exists": self.exists,
+            "size_bytes": self.size_bytes,
+            "file_count": self.file_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompileCacheSample:
+    """The torch.compile caches: totals (a directory inside another counts once) and each dir.
+
+    ``scanned_ts`` is when the last background scan finished (``None`` before the first one).
+    """
+
+    size_bytes: int
+    file_count: int
+    scanned_ts: float | None
+    dirs: tuple[CacheDirSample, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size_bytes": self.size_bytes,
+            "file_count": self.file_count,
+            "scanned_ts": self.scanned_ts,
+            "dirs": [d.to_dict() for d in self.dirs],
+        }
+
+
+NOT_SCANNED = CompileCacheSample(size_bytes=0, file_count=0, scanned_ts=None)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """What a backend serves, fixed once it is open: the ``GET devices`` payload, less config."""
+
+    backend: BackendName
+    simulated: bool
+    reason: str | None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    devices: tuple[DeviceInfo, ...] = ()
+
+    @property
+    def gpu_available(self) -> bool:
+        """Whether there is at least one GPU to show (simulated ones count)."""
+        return self.backend != "none" and bool(self.devices)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "simulated": self.simulated,
+            "gpu_available": self.gpu_available,
+            "reason": self.reason,
+            "driver_version": self.driver_version,
+            "cuda_driver_version": self.cuda_driver_version,
+            "devices": [d.to_dict() for d in self.devices],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Everything one tick saw: the GPUs, the host and the compile caches.
+
+    ``seq`` counts ticks from 1 in a sampler (0 for ``read_once``); ``ts`` is Unix time in
+    seconds.
+    """
+
+    seq: int
+    ts: float
+    backend: BackendName
+    simulated: bool
+    reason: str | None
+    devices: tuple[DeviceSample, ...]
+    host: HostSample
+    compile_cache: CompileCacheSample = NOT_SCANNED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "backend": self.backend,
+            "simulated": self.simulated,
+            "reason": self.reason,
+            "devices": [d.to_dict() for d in self.devices],
+            "host": self.host.to_dict(),
+            "compile_cache": self.compile_cache.to_dict(),
+        }

@@ -1,0 +1,273 @@
+"""The one background sampler of a server: one batched read per tick, for every client.
+
+Threads (all daemons, all stopped by ``stop``):
+
+- ``jupyter-gpu-sampler``: opens the backend (so NVML initialises here, never on the event
+  loop), then every ``interval_s`` reads the GPUs and the host, attributes GPU processes to
+  kernels, stamps a ``Sample``, encodes it once and appends it to the history, then calls
+  ``on_sample`` (the server hands it to its event loop from there).
+- ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
+- ``jupyter-gpu-slow``: the slow NVML reads (PCIe throughput, about 21 ms per call per GPU),
+  only with ``slow_metrics`` on, every ``slow_interval_s``.
+
+The tick only merges the latest results of the other two, so a 100,000-file cache or a slow
+NVML call never delays it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
+from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
+from jupyter_gpu.sampling.factory import open_backend
+from jupyter_gpu.sampling.history import Entry, History
+from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.sampling.periodic import Periodic
+from jupyter_gpu.sampling.records import (
+    NOT_SCANNED,
+    BackendInfo,
+    CompileCacheSample,
+    DeviceSample,
+    Sample,
+)
+
+SlowReadings = Mapping[int, tuple[float | None, float | None]]
+
+
+@dataclass(frozen=True)
+class SamplerOptions:
+    """How the sampler runs (the server fills this from ``JupyterGpu``'s traits).
+
+    Attributes:
+        backend: ``auto``, ``nvml``, ``simulated`` or ``none``.
+        interval_s: seconds between ticks (at least 0.1).
+        history_s: seconds of history to keep (the ring buffer holds history_s / interval_s).
+        slow_metrics: whether to read PCIe throughput at all.
+        slow_interval_s: seconds between slow reads.
+        cache_scan_interval_s: seconds between compile-cache scans.
+        simulated_devices: devices of the simulated backend.
+    """
+
+    backend: str = "auto"
+    interval_s: float = 1.0
+    history_s: float = 600.0
+    slow_metrics: bool = False
+    slow_interval_s: float = 5.0
+    cache_scan_interval_s: float = 30.0
+    simulated_devices: int = 2
+
+    @property
+    def history_capacity(self) -> int:
+        """Samples the ring buffer keeps."""
+        return max(1, math.ceil(self.history_s / self.interval_s))
+
+
+class Sampler:
+    """Samples in background threads; thread-safe readers for the server.
+
+    Args:
+        options: cadence, backend choice and history length.
+        encode: turns a sample into its JSON text, once, in the sampler thread.
+        on_sample: called in the sampler thread with each new entry (keep it short: hand off).
+        backend_factory: opens the backend in the sampler thread (tests inject a fake NVML
+            through it); the default follows ``options.backend``.
+        host: the host reader (tests pass one over a fake cgroup tree).
+        caches: the compile-cache directories to scan (default: resolved as torch does).
+        log: where problems are reported, once each rather than once per tick.
+    """
+
+    def __init__(
+        self,
+        options: SamplerOptions | None = None,
+        *,
+        encode: Callable[[Sample], str] | None = None,
+        on_sample: Callable[[Entry], None] | None = None,
+        backend_factory: Callable[[Sampler], Backend] | None = None,
+        host: HostReader | None = None,
+        caches: tuple[tuple[CacheKind, str], ...] | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.options = options or SamplerOptions()
+        if self.options.interval_s < 0.1:
+            raise ValueError(f"interval_s must be at least 0.1 s, got {self.options.interval_s}")
+        self.log = log or logging.getLogger("jupyter_gpu")
+        self.history = History(self.options.history_capacity)
+        self.annotator = ProcessAnnotator()
+        self.ready = threading.Event()
+        """Set once the backend is open and the first sample is in the history."""
+        self.last_tick_s: float | None = None
+        """How long the last tick took, in seconds (its reads, encoding and hand-off)."""
+        self._encode = encode
+        self._on_sample = on_sample
+        self._backend_factory = backend_factory or _default_factory
+        self._host = host
+        self._info: BackendInfo | None = None
+        self._backend: Backend | None = None
+        self._seq = 0
+        self._last_ts = 0.0
+        self._stop = threading.Event()
+        self._errors_logged: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="jupyter-gpu-sampler", daemon=True)
+        dirs = cache_dirs() if caches is None else caches
+        self._cache_scan: Periodic[CompileCacheSample] = Periodic(
+            "jupyter-gpu-cache-scan",
+            self.options.cache_scan_interval_s,
+            lambda stop: scan_caches(dirs, stop),
+            NOT_SCANNED,
+            self.log,
+        )
+        self._slow: Periodic[SlowReadings] | None = None
+
+    # -- readers (any thread)
+
+    @property
+    def info(self) -> BackendInfo | None:
+        """The open backend's static facts; ``None`` until the sampler thread has opened it."""
+        return self._info
+
+    def latest(self) -> Entry | None:
+        """The newest sample with its JSON, ``None`` before the first tick."""
+        return self.history.latest()
+
+    def set_kernel_map(self, kernels: KernelMap) -> None:
+        """Hand over a new immutable pid -> kernel map (from the event loop)."""
+        self.annotator.kernel_map = kernels
+
+    @property
+    def running(self) -> bool:
+        """Whether the sampler thread is alive."""
+        return self._thread.is_alive()
+
+    @property
+    def cache_scan_duration_s(self) -> float | None:
+        """How long the last compile-cache scan took, in seconds."""
+        return self._cache_scan.last_duration_s
+
+    # -- lifecycle
+
+    def start(self) -> None:
+        """Start the threads; returns at once (the backend opens in the sampler thread)."""
+        self._cache_scan.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every thread and close the backend; waits up to ``timeout`` seconds per thread."""
+        self._stop.set()
+        self._cache_scan.stop(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        elif self._backend is not None:  # never started a loop: still release the backend
+            self._close_backend()
+
+    def threads_alive(self) -> list[str]:
+        """Names of this sampler's threads that are still running (empty after ``stop``)."""
+        alive = [self._thread.name] if self._thread.is_alive() else []
+        for periodic in (self._cache_scan, self._slow):
+            if periodic is not None and periodic.alive:
+                alive.append(periodic._thread.name)
+        return alive
+
+    # -- the sampler thread
+
+    def _run(self) -> None:
+        try:
+            self._backend = self._backend_factory(self)
+            self._info = self._backend.info()
+        except Exception:  # a bug, not a missing GPU (that is a NoGpuBackend): say so, stop
+            self.log.exception("jupyter_gpu: could not open the GPU backend")
+            return
+        if self.options.slow_metrics and self._info.devices:
+            backend = self._backend
+            self._slow = Periodic(
+                "jupyter-gpu-slow",
+                self.options.slow_interval_s,
+                lambda _stop: backend.read_slow(),
+                {},
+                self.log,
+            )
+            self._slow.start()
+        if self._host is None:
+            self._host = HostReader()
+        interval = self.options.interval_s
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            self.tick()
+            deadline += interval
+            now = time.monotonic()
+            if deadline < now:  # fell behind (a suspended VM, a stalled read): skip, don't burst
+                deadline = now + interval
+            self._stop.wait(deadline - now)
+        if self._slow is not None:
+            self._slow.stop()
+        self._close_backend()
+
+    def _close_backend(self) -> None:
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception:  # closing is best effort: the process is going away
+                self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
+
+    def _merge_slow(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
+        if self._slow is None or not self._slow.latest:
+            return devices
+        slow = self._slow.latest
+        out = []
+        for d in devices:
+            tx, rx = slow.get(d.index, (None, None))
+            out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
+        return tuple(out)
+
+    def tick(self) -> Entry | None:
+        """One tick: read, stamp, encode, store, hand off. Errors are logged once, not raised."""
+        start = time.perf_counter()
+        backend, info, host = self._backend, self._info, self._host
+        if backend is None or info is None or host is None:
+            return None
+        try:
+            devices = self.annotator.annotate(self._merge_slow(backend.read()))
+            self._seq += 1
+            # Never let ts go backwards (the wall clock can): history queries rely on order.
+            self._last_ts = max(time.time(), self._last_ts + 1e-6)
+            sample = Sample(
+                seq=self._seq,
+                ts=round(self._last_ts, 6),
+                backend=info.backend,
+                simulated=info.simulated,
+                reason=info.reason,
+                devices=devices,
+                host=host.read(),
+                compile_cache=self._cache_scan.latest,
+            )
+            entry = Entry(sample, self._encode(sample) if self._encode else "")
+            self.history.append(entry)
+            self.ready.set()
+            if self._on_sample is not None:
+                self._on_sample(entry)
+        except Exception as err:  # one bad tick must not end monitoring
+            key = f"{type(err).__name__}: {err}"
+            if key not in self._errors_logged:
+                self._errors_logged.add(key)
+                self.log.exception("jupyter_gpu: a sampler tick failed (logged once)")
+            return None
+        finally:
+            self.last_tick_s = time.perf_counter() - start
+        return entry
+
+
+def _default_factory(sampler: Sampler) -> Backend:
+    annotator = sampler.annotator
+    return open_backend(
+        sampler.options.backend,
+        simulated_devices=sampler.options.simulated_devices,
+        pids=lambda: sorted(annotator.kernel_map),
+        log=sampler.log,
+    )

@@ -1,0 +1,167 @@
+"""Synthetic GPUs with plausible, moving load: for demos, UI tests and load tests without a GPU.
+
+Everything it serves is labelled ``simulated`` (the backend name, ``simulated: true``, and each
+device's name starts with "Simulated"). Each device runs a made-up training job in a loop: idle,
+loading (memory ramps up, PCIe busy), training (utilization high, with a short dip for an
+evaluation every 15 s), teardown. Power follows utilization and temperature follows power with a
+lag, as on a real GPU. If the sampler knows the pids of this server's kernels, the simulated
+devices report those kernels as their processes, so kernel attribution can be shown end to end.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.records import (
+    BackendInfo,
+    BackendName,
+    DeviceInfo,
+    DeviceSample,
+    ProcessSample,
+)
+
+SIM_MEM_TOTAL_BYTES = 150_754_820_096  # what NVML reports for an H200 (141 GiB usable)
+SIM_POWER_LIMIT_W = 700.0
+_IDLE_POWER_W = 75.0
+_CONTEXT_BYTES = 530_000_000  # a CUDA context's footprint before any tensor
+_AMBIENT_C = 30.0
+_THERMAL_TAU_S = 20.0
+
+
+class SimulatedBackend(Backend):
+    """``count`` synthetic H200-like devices (1 to 16).
+
+    Args:
+        count: how many devices.
+        seed: seeds the noise, so two backends with one seed agree.
+        clock: monotonic seconds; tests pass a fake clock to step time.
+        pids: returns pids to show as GPU processes (kernel ``i`` on device ``i % count``).
+    """
+
+    name: BackendName = "simulated"
+
+    def __init__(
+        self,
+        count: int = 2,
+        *,
+        seed: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        pids: Callable[[], Sequence[int]] | None = None,
+    ) -> None:
+        if not 1 <= count <= 16:
+            raise ValueError(f"simulated device count must be 1 to 16, got {count}")
+        self._count = count
+        self._clock = clock
+        self._pids = pids
+        self._rng = random.Random(seed)  # noqa: S311 (noise for a demo, not a secret)
+        self._start = clock()
+        # Each device runs its own job: different period, phase and memory footprint.
+        self._period_s = [150.0 + 37.0 * i for i in range(count)]
+        self._offset_s = [self._rng.uniform(0, p) for p in self._period_s]
+        self._job_fraction = [self._rng.uniform(0.35, 0.85) for _ in range(count)]
+        self._temperature_c = [_AMBIENT_C + 5.0 for _ in range(count)]
+        self._last_t = self._start
+        self._devices = tuple(
+            DeviceInfo(
+                index=i,
+                uuid=f"GPU-51300000-0000-4000-8000-{i:012d}",
+                name="Simulated NVIDIA H200",
+                mem_total_bytes=SIM_MEM_TOTAL_BYTES,
+                power_limit_w=SIM_POWER_LIMIT_W,
+                pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
+            )
+            for i in range(count)
+        )
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend="simulated",
+            simulated=True,
+            reason=None,
+            driver_version="simulated",
+            cuda_driver_version=None,
+            devices=self._devices,
+        )
+
+    def _phase(self, index: int, t: float) -> tuple[str, float]:
+        """The job's phase on a device at ``t`` and how far into that phase (0 to 1)."""
+        period = self._period_s[index]
+        x = ((t + self._offset_s[index]) % period) / period
+        for name, start, end in (
+            ("idle", 0.0, 0.1),
+            ("loading", 0.1, 0.2),
+            ("training", 0.2, 0.9),
+            ("teardown", 0.9, 1.0),
+        ):
+            if x < end:
+                return name, (x - start) / (end - start)
+        return "teardown", 1.0
+
+    def _load(self, index: int, t: float) -> tuple[float, int, float]:
+        """Utilization %, memory used (bytes) and PCIe traffic (bytes/s) at ``t``."""
+        phase, progress = self._phase(index, t)
+        job_bytes = int(self._job_fraction[index] * (SIM_MEM_TOTAL_BYTES - _CONTEXT_BYTES))
+        noise = self._rng.gauss(0.0, 2.0)
+        if phase == "idle":
+            return max(0.0, 1.0 + noise / 2), _CONTEXT_BYTES, 0.0
+        if phase == "loading":
+            util = 10.0 + 30.0 * progress + noise
+            pcie = 12e9 * (0.6 + 0.4 * math.sin(t))
+            return util, _CONTEXT_BYTES + int(job_bytes * progress), pcie
+        if phase == "training":
+            evaluating = (t + self._offset_s[index]) % 15.0 < 2.0
+            util = (22.0 if evaluating else 94.0) + noise
+            return util, _CONTEXT_BYTES + job_bytes, 0.4e9
+        return 0.0, _CONTEXT_BYTES + int(job_bytes * (1.0 - progress)), 0.0
+
+    def read(self) -> tuple[DeviceSample, ...]:
+        now = self._clock()
+        t = now - self._start
+        dt = max(0.0, now - self._last_t)
+        self._last_t = now
+        pids = list(self._pids()) if self._pids is not None else []
+        samples = []
+        for info in self._devices:
+            i = info.index
+            util, used, _ = self._load(i, t)
+            util = min(100.0, max(0.0, util))
+            power = _IDLE_POWER_W + (SIM_POWER_LIMIT_W * 0.92 - _IDLE_POWER_W) * util / 100.0
+            power = round(power + self._rng.gauss(0.0, 4.0), 1)
+            # Temperature approaches its steady state for this power with a thermal lag.
+            target = _AMBIENT_C + 0.055 * power
+            alpha = 1.0 - math.exp(-dt / _THERMAL_TAU_S) if dt else 0.0
+            self._temperature_c[i] += (target - self._temperature_c[i]) * alpha
+            mine = [pid for k, pid in enumerate(pids) if k % self._count == i]
+            per_process = (used - _CONTEXT_BYTES) // len(mine) + _CONTEXT_BYTES if mine else 0
+            samples.append(
+                DeviceSample(
+                    index=i,
+                    uuid=info.uuid,
+                    name=info.name,
+                    util_pct=round(util, 1),
+                    mem_util_pct=round(util * 0.45, 1),
+                    mem_used_bytes=used,
+                    mem_total_bytes=info.mem_total_bytes,
+                    power_w=power,
+                    power_limit_w=info.power_limit_w,
+                    temperature_c=round(self._temperature_c[i], 1),
+                    sm_clock_mhz=1980 if util > 5.0 else 345,
+                    processes=tuple(
+                        ProcessSample(pid=pid, name=None, used_mem_bytes=per_process)
+                        for pid in mine
+                    ),
+                )
+            )
+        return tuple(samples)
+
+    def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
+        t = self._clock() - self._start
+        out: dict[int, tuple[float | None, float | None]] = {}
+        for info in self._devices:
+            _, _, pcie = self._load(info.index, t)
+            out[info.index] = (round(pcie * 0.05, 0), round(pcie, 0))
+        return out

@@ -1,0 +1,156 @@
+"""REST handlers of ``/jupyter-gpu/api/v1/``: authenticate, read the sampler, serialise.
+
+Every route needs Jupyter's authentication (403 without it) and authorization (resource
+``jupyter_gpu``, action ``read``). None of them counts as user activity, so an open GPU panel
+does not keep an idle server from being culled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE, render_metrics
+from jupyter_gpu.server.serialize import history_body
+from jupyter_gpu.server.service import GpuService
+
+AUTH_RESOURCE = "jupyter_gpu"
+SETTINGS_KEY = "jupyter_gpu"
+MAX_FUTURE_S = 86_400.0
+OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
+
+
+class GpuApiHandler(APIHandler):
+    """Base of the REST handlers: auth resource, the service, JSON errors."""
+
+    auth_resource = AUTH_RESOURCE
+    _track_activity = False  # monitoring is not user activity (idle culling must still work)
+
+    @property
+    def service(self) -> GpuService:
+        """The extension's ``GpuService`` (in the web app's settings)."""
+        service: GpuService = self.settings[SETTINGS_KEY]
+        return service
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Cache-Control", "no-store")
+
+    async def ready(self) -> None:
+        """Wait for the first sample; 503 if the sampler has none after a few seconds."""
+        if not await self.service.wait_ready():
+            raise web.HTTPError(
+                503, "The GPU sampler has not produced a sample yet; try again in a moment."
+            )
+
+
+class DevicesHandler(GpuApiHandler):
+    """``GET devices``: the backend, why there is no GPU (if so), the devices, the config."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.ready()
+        body = self.service.devices_json()
+        if body is None:
+            raise web.HTTPError(503, "The GPU backend is not open yet; try again in a moment.")
+        await self.finish(body)
+
+
+class SnapshotHandler(GpuApiHandler):
+    """``GET snapshot``: the latest sample."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.ready()
+        entry = self.service.sampler.latest()
+        assert entry is not None  # ready() said so
+        await self.finish(entry.json)
+
+
+def parse_since(raw: str | None, now: float) -> float | None:
+    """The ``since`` query argument as Unix seconds.
+
+    Raises:
+        tornado.web.HTTPError: 400 with a message for anything but a finite number from 0 to a
+            day ahead of ``now``.
+    """
+    if raw is None:
+        return None
+    try:
+        since = float(raw)
+    except ValueError:
+        raise web.HTTPError(
+            400, f"since must be a Unix time in seconds (a number); got {raw[:40]!r}"
+        ) from None
+    if not math.isfinite(since) or since < 0:
+        raise web.HTTPError(400, f"since must be a finite number of seconds >= 0; got {raw[:40]}")
+    if since > now + MAX_FUTURE_S:
+        raise web.HTTPError(
+            400, f"since is more than a day in the future ({since:.0f} > {now:.0f} + 86400)"
+        )
+    return since
+
+
+class HistoryHandler(GpuApiHandler):
+    """``GET history?since=<ts>``: the ring buffer's samples with ``ts > since``, oldest first."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        since = parse_since(self.get_query_argument("since", None), time.time())
+        await self.ready()
+        sampler = self.service.sampler
+        entries = sampler.history.since(since)
+        await self.finish(history_body(sampler.options.interval_s, [e.json for e in entries]))
+
+
+class MetricsHandler(GpuApiHandler):
+    """``GET metrics``: the latest sample in Prometheus text format (DCGM-style names)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.ready()
+        text = self.service.metrics_text(render_metrics)
+        if text is None:
+            raise web.HTTPError(503, "No sample yet.")
+        await self.finish(text, set_content_type=PROMETHEUS_CONTENT_TYPE)
+
+
+@cache
+def openapi_json() -> str:
+    """The OpenAPI document (``openapi.yaml`` beside this module) as JSON, read once."""
+    document: Any = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+    return json.dumps(document)
+
+
+class OpenApiHandler(GpuApiHandler):
+    """``GET openapi.json``: the machine-readable description of this API."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.finish(openapi_json())
+
+
+class MisconfiguredHandler(GpuApiHandler):
+    """Every route when the configuration was invalid: 503 with the reason, so the UI can say."""
+
+    def initialize(self, message: str) -> None:
+        self.message = message
+
+    @web.authenticated
+    @authorized
+    async def get(self, *args: str) -> None:
+        raise web.HTTPError(503, self.message)

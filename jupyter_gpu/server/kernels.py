@@ -1,0 +1,48 @@
+"""Which process id is which kernel of this server, and the notebook of its session.
+
+Kernel and session state belongs to the event loop, so the map is built there, every few seconds,
+and handed to the sampler thread as an immutable copy. Remote kernels (a gateway) have no local
+pid and are left out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+
+from jupyter_gpu.sampling import KernelMap, KernelRef, freeze_kernel_map
+
+
+def kernel_pid(kernel_manager: Any) -> int | None:
+    """The local process id of one kernel, or ``None`` (remote kernel, not started, ended)."""
+    provisioner = getattr(kernel_manager, "provisioner", None)
+    pid = getattr(provisioner, "pid", None)
+    if pid is None:  # jupyter_client before provisioners kept a Popen in .kernel
+        pid = getattr(getattr(kernel_manager, "kernel", None), "pid", None)
+    return int(pid) if isinstance(pid, int) and pid > 0 else None
+
+
+async def build_kernel_map(
+    multi_kernel_manager: Any, session_manager: Any, log: logging.Logger
+) -> KernelMap:
+    """Map each pid to (kernel id, notebook path) for this server's running local kernels."""
+    paths: dict[str, str | None] = {}
+    if session_manager is not None:
+        try:
+            for session in await ensure_async(session_manager.list_sessions()):
+                kernel = session.get("kernel") or {}
+                if kernel.get("id"):
+                    paths[kernel["id"]] = session.get("path")
+        except Exception:  # the map is a nicety: never let it break monitoring
+            log.debug("jupyter_gpu: could not list sessions", exc_info=True)
+    mapping: dict[int, KernelRef] = {}
+    for kernel_id in list(multi_kernel_manager.list_kernel_ids()):
+        try:
+            pid = kernel_pid(multi_kernel_manager.get_kernel(kernel_id))
+        except KeyError:  # shut down since we listed it
+            continue
+        if pid is not None:
+            mapping[pid] = KernelRef(kernel_id=kernel_id, notebook=paths.get(kernel_id))
+    return freeze_kernel_map(mapping)

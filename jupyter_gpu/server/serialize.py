@@ -1,0 +1,45 @@
+"""JSON text of the API's payloads, built once per sample (in the sampler thread)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from jupyter_gpu.sampling import Sample
+
+_SEPARATORS = (",", ":")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by ``None`` (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps(payload: Any) -> str:
+    """Compact JSON; a NaN or infinity (which JSON cannot carry) becomes ``null``."""
+    try:
+        return json.dumps(payload, separators=_SEPARATORS, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(payload), separators=_SEPARATORS, allow_nan=False)
+
+
+def encode_sample(sample: Sample) -> str:
+    """The ``Sample`` JSON of ``docs/api.md``."""
+    return dumps(sample.to_dict())
+
+
+def stream_message(sample_json: str) -> str:
+    """The WebSocket message for one sample, around its already-built JSON."""
+    return '{"type":"sample","sample":' + sample_json + "}"
+
+
+def history_body(interval_s: float, sample_jsons: list[str]) -> str:
+    """The ``GET history`` body, joining already-built sample JSON."""
+    return '{"interval_s":' + dumps(interval_s) + ',"samples":[' + ",".join(sample_jsons) + "]}"

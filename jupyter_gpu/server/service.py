@@ -1,0 +1,202 @@
+"""The event-loop side of the extension: the sampler, its hand-off to the loop, the clients.
+
+The sampler thread calls ``_on_sample`` for each new sample; that only schedules ``_publish`` on
+the event loop (Tornado's thread-safe ``add_callback``). ``_publish`` wraps the sample's JSON in
+the stream message once and writes that same text to every connected socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import Any, Protocol
+
+from tornado.ioloop import IOLoop, PeriodicCallback
+
+from jupyter_gpu import __version__
+from jupyter_gpu.config import JupyterGpu
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
+from jupyter_gpu.server.kernels import build_kernel_map
+from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
+
+API_VERSION = "1"
+
+
+class StreamClient(Protocol):
+    """What the service needs of a connected socket."""
+
+    def push(self, message: str) -> None:
+        """Send one message; never raises (a closed or stuck client just misses it)."""
+
+
+def sampler_options(config: JupyterGpu) -> SamplerOptions:
+    """The sampler's options from the validated traits."""
+    return SamplerOptions(
+        backend=config.backend,
+        interval_s=config.interval_s,
+        history_s=config.history_s,
+        slow_metrics=config.slow_metrics,
+        slow_interval_s=config.slow_interval_s,
+        cache_scan_interval_s=config.cache_scan_interval_s,
+        simulated_devices=config.simulated_devices,
+    )
+
+
+class GpuService:
+    """One per server: owns the sampler and the stream's clients.
+
+    Args:
+        config: the validated ``JupyterGpu`` settings.
+        io_loop: the server's event loop (samples are handed to it).
+        log: the server's logger.
+        kernel_manager: the server's ``MultiKernelManager`` (``None``: no kernel attribution).
+        session_manager: the server's ``SessionManager`` (for notebook paths).
+        sampler: a ready-made sampler (tests pass one over a fake NVML); it must use this
+            service's ``encode``/``on_sample`` hooks, see ``make_sampler``.
+    """
+
+    def __init__(
+        self,
+        config: JupyterGpu,
+        io_loop: IOLoop,
+        log: logging.Logger,
+        kernel_manager: Any = None,
+        session_manager: Any = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        self.config = config
+        self.log = log
+        self._io_loop = io_loop
+        self._kernel_manager = kernel_manager
+        self._session_manager = session_manager
+        self._clients: set[StreamClient] = set()
+        self._ready = asyncio.Event()
+        self._devices_json: str | None = None
+        self._metrics_cache: tuple[int, str] | None = None
+        self.sampler = sampler or self.make_sampler()
+        self._kernel_refresh: PeriodicCallback | None = None
+        self._stopped = False
+
+    def make_sampler(self, **kwargs: Any) -> Sampler:
+        """A sampler wired to this service (extra keyword arguments go to ``Sampler``)."""
+        return Sampler(
+            sampler_options(self.config),
+            encode=encode_sample,
+            on_sample=self._on_sample,
+            log=self.log,
+            **kwargs,
+        )
+
+    # -- lifecycle (event loop)
+
+    def start(self) -> None:
+        """Start the sampler threads and the kernel-map refresh."""
+        self.sampler.start()
+        if self._kernel_manager is not None:
+            self._kernel_refresh = PeriodicCallback(
+                self._refresh_kernels, self.config.kernel_map_interval_s * 1000.0
+            )
+            self._kernel_refresh.start()
+            self._io_loop.add_callback(self._refresh_kernels)
+
+    def stop(self) -> None:
+        """Stop the sampler (joining its threads) and the refresh; close every socket."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._kernel_refresh is not None:
+            self._kernel_refresh.stop()
+        self.sampler.stop()
+        for client in list(self._clients):
+            close = getattr(client, "close", None)
+            if close is not None:
+                close()
+        self._clients.clear()
+
+    async def _refresh_kernels(self) -> None:
+        if self._stopped or self._kernel_manager is None:
+            return
+        try:
+            kernels = await build_kernel_map(self._kernel_manager, self._session_manager, self.log)
+        except Exception:  # attribution is a nicety: log and keep the last map
+            self.log.debug("jupyter_gpu: kernel map refresh failed", exc_info=True)
+            return
+        self.sampler.set_kernel_map(kernels)
+
+    # -- the hand-off (sampler thread -> event loop)
+
+    def _on_sample(self, entry: Entry) -> None:
+        """Called in the sampler thread: schedule the publish on the loop, nothing else."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is going away
+            self._io_loop.add_callback(self._publish, entry)
+
+    def _publish(self, entry: Entry) -> None:
+        self._ready.set()
+        if not self._clients:
+            return
+        message = stream_message(entry.json)
+        for client in list(self._clients):
+            client.push(message)
+
+    # -- readers (event loop)
+
+    async def wait_ready(self, timeout: float = 10.0) -> bool:
+        """Wait until the first sample exists (the backend opens in the sampler thread)."""
+        if self.sampler.latest() is not None:
+            return True
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            return self.sampler.latest() is not None
+        return True
+
+    def add_client(self, client: StreamClient) -> None:
+        self._clients.add(client)
+
+    def remove_client(self, client: StreamClient) -> None:
+        self._clients.discard(client)
+
+    @property
+    def client_count(self) -> int:
+        """How many stream sockets are connected."""
+        return len(self._clients)
+
+    def devices_json(self) -> str | None:
+        """The ``GET devices`` body (built once), ``None`` before the backend is open."""
+        if self._devices_json is None:
+            info = self.sampler.info
+            if info is None:
+                return None
+            c = self.config
+            payload = {
+                "api_version": API_VERSION,
+                **info.to_dict(),
+                "hostname": socket.gethostname(),
+                "jupyter_gpu_version": __version__,
+                "config": {
+                    "interval_s": c.interval_s,
+                    "history_s": c.history_s,
+                    "slow_metrics": c.slow_metrics,
+                    "slow_interval_s": c.slow_interval_s,
+                    "cache_scan_interval_s": c.cache_scan_interval_s,
+                    "requested_backend": c.backend,
+                    "history_capacity": self.sampler.history.capacity,
+                },
+            }
+            self._devices_json = dumps(payload)
+        return self._devices_json
+
+    def metrics_text(self, render: Any) -> str | None:
+        """The Prometheus text of the latest sample, rendered at most once per sample."""
+        entry = self.sampler.latest()
+        info = self.sampler.info
+        if entry is None or info is None:
+            return None
+        cached = self._metrics_cache
+        if cached is not None and cached[0] == entry.sample.seq:
+            return cached[1]
+        text: str = render(entry.sample, info, self)
+        self._metrics_cache = (entry.sample.seq, text)
+        return text
