@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,13 @@ class GPT(nn.Module):
 
     ``model(idx)`` gives logits of shape ``(batch, length, vocab)``; ``model(idx, targets)``
     gives the mean cross-entropy loss (a scalar), so that a compiled model fuses the loss too.
+
+    With ``checkpointing = True`` each block's activations are recomputed in the backward
+    pass instead of kept (``torch.utils.checkpoint``): less memory, about one more forward
+    pass of time.
     """
+
+    checkpointing: bool = False
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -154,7 +161,10 @@ class GPT(nn.Module):
         positions = torch.arange(length, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(positions))
         for block in self.blocks:
-            x = block(x)
+            if self.checkpointing and torch.is_grad_enabled():
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         logits: torch.Tensor = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits
