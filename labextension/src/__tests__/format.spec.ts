@@ -1,0 +1,96 @@
+import {
+  formatBytes,
+  formatBytesDelta,
+  formatBytesOf,
+  formatPct,
+  noGpuMessage,
+  statusText
+} from '../format';
+import { IDevicesInfo } from '../types';
+import { makeSample } from './fakeserver';
+
+const H200 = 150754820096;
+
+function info(simulated: boolean): IDevicesInfo {
+  return {
+    api_version: '1',
+    backend: simulated ? 'simulated' : 'nvml',
+    simulated,
+    gpu_available: true,
+    reason: null,
+    driver_version: null,
+    cuda_driver_version: null,
+    hostname: null,
+    devices: [],
+    config: { interval_s: 1, history_s: 600 }
+  };
+}
+
+describe('format', () => {
+  it('formats bytes in binary units with about three digits', () => {
+    expect(formatBytes(33.5e9)).toBe('31.2 GiB');
+    expect(formatBytes(H200)).toBe('140 GiB');
+    expect(formatBytes(512 * 2 ** 20)).toBe('512 MiB');
+    expect(formatBytes(null)).toBe('–');
+    expect(formatBytesOf(33.5e9, H200)).toBe('31.2/140 GiB');
+    expect(formatBytesOf(null, H200)).toBe('–/140 GiB');
+    expect(formatBytesDelta(12 * 2 ** 20)).toBe('+12.0 MiB');
+    expect(formatBytesDelta(-3 * 2 ** 30)).toBe('−3.0 GiB');
+  });
+
+  it('formats percentages', () => {
+    expect(formatPct(87.2)).toBe('87%');
+    expect(formatPct(3.14)).toBe('3.1%');
+    expect(formatPct(0)).toBe('0%');
+    expect(formatPct(null)).toBe('–');
+  });
+
+  it('says why there is no GPU once', () => {
+    expect(noGpuMessage('NVML Shared Library Not Found')).toBe(
+      'No NVIDIA GPU found: NVML Shared Library Not Found'
+    );
+    expect(noGpuMessage('No NVIDIA GPU found')).toBe('No NVIDIA GPU found');
+    expect(noGpuMessage(null)).toBe('No NVIDIA GPU found');
+  });
+});
+
+describe('statusText', () => {
+  it('shows one GPU as in nvidia-smi', () => {
+    const sample = makeSample(3, 100, 1);
+    sample.simulated = false;
+    sample.devices[0].util_pct = 87;
+    sample.devices[0].mem_used_bytes = 33.5e9;
+    sample.devices[0].mem_total_bytes = H200;
+    expect(statusText('live', info(false), sample).text).toBe(
+      'GPU 0: 87% · 31.2/140 GiB'
+    );
+  });
+
+  it('summarises several GPUs and says they are simulated', () => {
+    const sample = makeSample(3, 100, 2);
+    sample.devices[0].util_pct = 40;
+    sample.devices[1].util_pct = 60;
+    sample.devices.forEach(d => {
+      d.mem_used_bytes = 2 ** 30;
+      d.mem_total_bytes = 80 * 2 ** 30;
+    });
+    const { text, title } = statusText('live', info(true), sample);
+    expect(text).toBe('2 GPUs: 50% · 2.0/160 GiB (simulated)');
+    expect(title).toContain('GPU 1 Simulated GPU: 60% · 1.0/80.0 GiB');
+  });
+
+  it('names a lost GPU', () => {
+    const sample = makeSample(3, 100, 2);
+    sample.devices[1].state = 'lost';
+    expect(statusText('live', info(true), sample).text).toContain('GPU 1 lost');
+  });
+
+  it('says when there is no GPU or no server extension', () => {
+    const sample = makeSample(3, 100, 0);
+    sample.reason = 'NVML Shared Library Not Found';
+    const noGpu = statusText('live', info(false), sample);
+    expect(noGpu.text).toBe('No GPU');
+    expect(noGpu.title).toContain('NVML Shared Library Not Found');
+    expect(statusText('disabled', null, null).text).toBe('GPU: extension off');
+  });
+});

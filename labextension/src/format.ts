@@ -1,0 +1,214 @@
+/**
+ * Numbers for people: the units here are the ones nvidia-smi and the JupyterLab status bar
+ * use (GiB/MiB for memory, % for utilization, W, °C). `null` shows as an en dash.
+ */
+import type { ConnectionStatus } from './model';
+import { IDeviceSample, IDevicesInfo, ISample } from './types';
+
+const GiB = 2 ** 30;
+const MiB = 2 ** 20;
+const DASH = '–';
+
+/** `87%`; one decimal under 10 % so that an idle GPU does not read as a flat 0 %. */
+export function formatPct(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) {
+    return DASH;
+  }
+  return value < 10 && value > 0
+    ? `${value.toFixed(1)}%`
+    : `${Math.round(value)}%`;
+}
+
+/** A byte count with the unit that keeps 2 to 3 digits: `31.2 GiB`, `512 MiB`, `140 GiB`. */
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) {
+    return DASH;
+  }
+  if (bytes >= GiB) {
+    return `${digits(bytes / GiB)} GiB`;
+  }
+  if (bytes >= MiB) {
+    return `${digits(bytes / MiB)} MiB`;
+  }
+  if (bytes >= 1024) {
+    return `${digits(bytes / 1024)} KiB`;
+  }
+  return `${Math.round(bytes)} B`;
+}
+
+/** `31.2/140 GiB`: used and total in the total's unit. */
+export function formatBytesOf(
+  used: number | null | undefined,
+  total: number | null | undefined
+): string {
+  if (
+    total === null ||
+    total === undefined ||
+    !Number.isFinite(total) ||
+    total <= 0
+  ) {
+    return formatBytes(used);
+  }
+  const unit = total >= GiB ? GiB : MiB;
+  const name = unit === GiB ? 'GiB' : 'MiB';
+  const usedText =
+    used === null || used === undefined || !Number.isFinite(used)
+      ? DASH
+      : digits(used / unit);
+  return `${usedText}/${digits(total / unit)} ${name}`;
+}
+
+/** `512 W`. */
+export function formatWatts(watts: number | null | undefined): string {
+  if (watts === null || watts === undefined || !Number.isFinite(watts)) {
+    return DASH;
+  }
+  return `${Math.round(watts)} W`;
+}
+
+/** `54 °C`. */
+export function formatCelsius(celsius: number | null | undefined): string {
+  if (celsius === null || celsius === undefined || !Number.isFinite(celsius)) {
+    return DASH;
+  }
+  return `${Math.round(celsius)} °C`;
+}
+
+/** A signed change in bytes, for trends: `+12.0 MiB`, `−3.1 GiB`, `±0`. */
+export function formatBytesDelta(delta: number | null): string {
+  if (delta === null || !Number.isFinite(delta)) {
+    return DASH;
+  }
+  if (Math.abs(delta) < 1) {
+    return '±0';
+  }
+  return `${delta > 0 ? '+' : '−'}${formatBytes(Math.abs(delta))}`;
+}
+
+/** A duration in seconds, rounded for a label: `45 s`, `5 min`, `1.5 h`. */
+export function formatDuration(seconds: number): string {
+  if (seconds < 90) {
+    return `${Math.round(seconds)} s`;
+  }
+  if (seconds < 5400) {
+    return `${Math.round(seconds / 60)} min`;
+  }
+  return `${digits(seconds / 3600)} h`;
+}
+
+/** A notebook path as a short label: its file name without `.ipynb`. */
+export function notebookLabel(path: string): string {
+  const name = path.split('/').pop() ?? path;
+  return name.replace(/\.ipynb$/, '');
+}
+
+/** Three significant digits at most, no trailing `.0` above 100: 0.51, 5.12, 31.2, 140. */
+function digits(value: number): string {
+  if (value >= 100) {
+    return String(Math.round(value));
+  }
+  if (value >= 10) {
+    return value.toFixed(1);
+  }
+  return value.toFixed(value >= 1 ? 1 : 2);
+}
+
+/** The short line of one GPU: `87% · 31.2/140 GiB`. */
+function deviceLine(device: IDeviceSample): string {
+  if (device.state === 'lost') {
+    return 'lost';
+  }
+  if (device.state !== 'ok') {
+    return 'error';
+  }
+  return `${formatPct(device.util_pct)} · ${formatBytesOf(
+    device.mem_used_bytes,
+    device.mem_total_bytes
+  )}`;
+}
+
+/** What the status-bar item says, and its tooltip. */
+export interface IStatusText {
+  text: string;
+  title: string;
+}
+
+/**
+ * The status-bar summary: `GPU 0: 87% · 31.2/140 GiB` for one GPU; for several the mean
+ * utilization and the summed memory, `4 GPUs: 52% · 120/560 GiB`; the tooltip has every GPU.
+ */
+export function statusText(
+  status: ConnectionStatus,
+  info: IDevicesInfo | null,
+  latest: ISample | null
+): IStatusText {
+  if (status === 'disabled') {
+    return {
+      text: 'GPU: extension off',
+      title:
+        'The jupyter-gpu server extension is not enabled. Click for details.'
+    };
+  }
+  if (status === 'forbidden') {
+    return {
+      text: 'GPU: no access',
+      title: 'This user may not read GPU metrics.'
+    };
+  }
+  if (!info || !latest) {
+    return { text: 'GPU …', title: 'Connecting to the GPU monitor…' };
+  }
+  const simulated = latest.simulated || info.simulated ? ' (simulated)' : '';
+  const devices = latest.devices ?? [];
+  if (!devices.length) {
+    const reason = latest.reason ?? info.reason ?? 'No NVIDIA GPU found';
+    return {
+      text: 'No GPU',
+      title: `${noGpuMessage(reason)}. Click for the host metrics.`
+    };
+  }
+  const lines = devices.map(d =>
+    `GPU ${d.index} ${d.name ?? ''}: ${deviceLine(d)}`.trim()
+  );
+  const stale = status === 'live' || status === 'polling' ? '' : ` [${status}]`;
+  const title =
+    lines.join('\n') +
+    (simulated ? '\nSimulated devices: synthetic numbers.' : '');
+  const bad = devices.filter(d => d.state !== 'ok');
+  const badText = bad.length
+    ? bad.length === 1
+      ? ` · GPU ${bad[0].index} ${bad[0].state === 'lost' ? 'lost' : 'error'}`
+      : ` · ${bad.length} GPUs failing`
+    : '';
+  if (devices.length === 1) {
+    const device = devices[0];
+    return {
+      text: `GPU ${device.index}: ${deviceLine(device)}${simulated}${stale}`,
+      title
+    };
+  }
+  const ok = devices.filter(d => d.state === 'ok');
+  const utils = ok.map(d => d.util_pct).filter((u): u is number => u !== null);
+  const meanUtil = utils.length
+    ? utils.reduce((a, b) => a + b, 0) / utils.length
+    : null;
+  const sum = (values: (number | null)[]) =>
+    values.some(v => v === null)
+      ? null
+      : (values as number[]).reduce((a, b) => a + b, 0);
+  const used = sum(ok.map(d => d.mem_used_bytes));
+  const total = sum(ok.map(d => d.mem_total_bytes));
+  return {
+    text: `${devices.length} GPUs: ${formatPct(meanUtil)} · ${formatBytesOf(used, total)}${badText}${simulated}${stale}`,
+    title
+  };
+}
+
+/** "No NVIDIA GPU found: NVML Shared Library Not Found", without saying it twice. */
+export function noGpuMessage(reason: string | null): string {
+  const lead = 'No NVIDIA GPU found';
+  if (!reason || reason.toLowerCase().startsWith(lead.toLowerCase())) {
+    return reason || lead;
+  }
+  return `${lead}: ${reason}`;
+}

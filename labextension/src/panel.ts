@@ -1,0 +1,316 @@
+/**
+ * The sidebar panel: a header with the connection state, notices a person can act on, one card
+ * per GPU and one for the host. It renders only while visible; the model does the rest.
+ */
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+import { DeviceCard, HostCard, IRenderContext } from './cards';
+import { Palette } from './chart';
+import { noGpuMessage } from './format';
+import { ConnectionStatus, GpuMonitorModel } from './model';
+import { DEFAULT_SETTINGS, IMonitorSettings } from './settings';
+import { setText } from './tile';
+
+/** The performance-timeline name of one panel update (read by the browser benchmark). */
+export const UPDATE_MEASURE = 'jupyter-gpu:update';
+
+const STATUS_LABELS: { [status in ConnectionStatus]: [string, string] } = {
+  idle: ['idle', 'Not connected yet.'],
+  connecting: ['connecting…', 'Loading the devices and their history.'],
+  live: ['live', 'Streaming samples over a WebSocket.'],
+  polling: [
+    'polling',
+    'The WebSocket does not connect (a proxy may block it): polling over HTTP instead.'
+  ],
+  reconnecting: [
+    'reconnecting…',
+    'The connection was lost; retrying with backoff.'
+  ],
+  paused: ['paused', 'Hidden: no connection, no updates.'],
+  disabled: ['off', 'The jupyter-gpu server extension is not enabled.'],
+  forbidden: ['no access', 'This user may not read GPU metrics.']
+};
+
+export interface IPanelOptions {
+  model: GpuMonitorModel;
+  /** Opens a notebook by path (its name in a card is then a button). */
+  openNotebook?: (path: string) => void;
+}
+
+export class GpuPanel extends Widget {
+  constructor(options: IPanelOptions) {
+    super();
+    this.model = options.model;
+    this._openNotebook = options.openNotebook ?? null;
+    this.id = 'jupyter-gpu-panel';
+    this.addClass('jp-gpu-panel');
+    this.title.caption = 'GPU monitor';
+
+    const header = document.createElement('div');
+    header.className = 'jp-gpu-header';
+    const title = document.createElement('h2');
+    title.className = 'jp-gpu-title';
+    title.textContent = 'GPUs';
+    this._subtitle = document.createElement('span');
+    this._subtitle.className = 'jp-gpu-subtitle';
+    this._status = document.createElement('span');
+    this._status.className = 'jp-gpu-status';
+    header.append(title, this._subtitle, this._status);
+
+    this._notice = document.createElement('div');
+    this._notice.className = 'jp-gpu-notice';
+    this._notice.setAttribute('role', 'status');
+    this._noticeText = document.createElement('div');
+    this._retry = document.createElement('button');
+    this._retry.className = 'jp-mod-styled jp-gpu-retry';
+    this._retry.textContent = 'Retry now';
+    this._retry.addEventListener('click', () => this.model.retryNow());
+    this._notice.append(this._noticeText, this._retry);
+
+    this._cards = document.createElement('div');
+    this._cards.className = 'jp-gpu-cards';
+    this._host = new HostCard(this._palette);
+    this._host.node.hidden = true;
+    this.node.append(header, this._notice, this._cards, this._host.node);
+
+    this.model.changed.connect(this._onChanged, this);
+    this.model.statusChanged.connect(this._onStatus, this);
+    this._onStatus();
+  }
+
+  readonly model: GpuMonitorModel;
+
+  get settings(): IMonitorSettings {
+    return this._settings;
+  }
+  set settings(settings: IMonitorSettings) {
+    this._settings = settings;
+    this._dirty = true;
+    this._renderIfVisible();
+  }
+
+  /** The theme changed: read the colours again and redraw. */
+  themeChanged(): void {
+    this._palette.reset();
+    if (this.isVisible) {
+      this._redrawCharts();
+    } else {
+      this._dirty = true;
+    }
+  }
+
+  override dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._resizeObserver?.disconnect();
+    this.model.setVisible('panel', false);
+    for (const card of this._deviceCards.values()) {
+      card.dispose();
+    }
+    this._host.dispose();
+    super.dispose();
+  }
+
+  protected override onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._resizeObserver = new ResizeObserver(() => this._onResize());
+    this._resizeObserver.observe(this.node);
+    this._visibilityChanged();
+  }
+
+  protected override onBeforeDetach(msg: Message): void {
+    this._resizeObserver?.disconnect();
+    this._resizeObserver = null;
+    this.model.setVisible('panel', false);
+    super.onBeforeDetach(msg);
+  }
+
+  protected override onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._visibilityChanged();
+  }
+
+  protected override onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._visibilityChanged();
+  }
+
+  private _visibilityChanged(): void {
+    this.model.setVisible('panel', this.isVisible);
+    this._renderIfVisible();
+  }
+
+  private _onResize(): void {
+    const width = this.node.clientWidth;
+    if (width === this._width || !this.isVisible) {
+      return;
+    }
+    this._width = width;
+    if (this._resizeFrame === 0) {
+      this._resizeFrame = requestAnimationFrame(() => {
+        this._resizeFrame = 0;
+        this._redrawCharts();
+      });
+    }
+  }
+
+  private _onChanged(): void {
+    this._dirty = true;
+    this._renderIfVisible();
+  }
+
+  private _renderIfVisible(): void {
+    if (this._dirty && this.isVisible) {
+      this._dirty = false;
+      this._render();
+    }
+  }
+
+  private _onStatus(): void {
+    const { status, error } = this.model;
+    const [label, help] = STATUS_LABELS[status];
+    setText(this._status, label);
+    this._status.dataset.status = status;
+    this._status.title = error ? `${help}\n${error}` : help;
+    this.node.dataset.status = status;
+    this._updateNotice();
+  }
+
+  /** The one notice a person should read first, if any. */
+  private _updateNotice(): void {
+    const { status, error, info, latest } = this.model;
+    let kind = '';
+    let text = '';
+    if (status === 'disabled') {
+      kind = 'disabled';
+      text =
+        'The jupyter-gpu server extension is not enabled, so there is nothing to show. ' +
+        'Enable it with “jupyter server extension enable jupyter_gpu” and restart Jupyter.';
+    } else if (status === 'forbidden') {
+      kind = 'error';
+      text = `${error ?? ''} Ask the server's administrator for the jupyter_gpu:read permission.`;
+    } else if (status === 'reconnecting' && error) {
+      kind = 'error';
+      text = `${error} Retrying; the charts keep their history and fill the gap on reconnect.`;
+    } else if (
+      info &&
+      !info.gpu_available &&
+      !(latest && latest.devices.length)
+    ) {
+      kind = 'no-gpu';
+      text = `${noGpuMessage(latest?.reason ?? info.reason)}. Host metrics are still shown.`;
+    } else if (info?.simulated || latest?.simulated) {
+      kind = 'simulated';
+      text =
+        'Simulated GPUs: the server runs the simulated backend (for demos and tests), ' +
+        'so these numbers are synthetic.';
+    }
+    this._notice.hidden = !kind;
+    this._notice.dataset.kind = kind;
+    setText(this._noticeText, text);
+    this._retry.hidden = kind !== 'error';
+  }
+
+  private _render(): void {
+    performance.mark(`${UPDATE_MEASURE}:start`);
+    const { info, latest, buffer } = this.model;
+    this._updateNotice();
+    if (info) {
+      const parts = [
+        info.hostname,
+        info.driver_version ? `driver ${info.driver_version}` : null,
+        info.cuda_driver_version ? `CUDA ${info.cuda_driver_version}` : null
+      ];
+      setText(this._subtitle, parts.filter(Boolean).join(' · '));
+    }
+    if (!info || !latest) {
+      this._endMeasure();
+      return;
+    }
+    const intervalS = info.config.interval_s || 1;
+    const ctx: IRenderContext = {
+      buffer,
+      latest,
+      charts: this._settings.charts,
+      xMax: latest.ts,
+      xMin: latest.ts - buffer.windowS,
+      intervalS,
+      simulated: latest.simulated || info.simulated
+    };
+    const indices = new Set<number>();
+    for (const d of info.devices) {
+      indices.add(d.index);
+    }
+    for (const d of latest.devices) {
+      indices.add(d.index);
+    }
+    const order = [...indices].sort((a, b) => a - b);
+    for (const [index, card] of this._deviceCards) {
+      if (!indices.has(index)) {
+        card.dispose();
+        this._deviceCards.delete(index);
+      }
+    }
+    this.node.dataset.devices = String(order.length);
+    let previous: HTMLElement | null = null;
+    for (const index of order) {
+      let card = this._deviceCards.get(index);
+      if (!card) {
+        card = new DeviceCard(index, this._palette, this._openNotebook);
+        this._deviceCards.set(index, card);
+        card.setInfo(info.devices.find(d => d.index === index));
+        // Keep the cards in index order when a device appears later.
+        const before: Element | null = previous
+          ? previous.nextElementSibling
+          : this._cards.firstElementChild;
+        this._cards.insertBefore(card.node, before);
+      }
+      previous = card.node;
+      card.render(
+        latest.devices.find(d => d.index === index),
+        ctx
+      );
+    }
+    this._host.node.hidden = false;
+    this._host.render(ctx);
+    this._endMeasure();
+  }
+
+  private _endMeasure(): void {
+    performance.measure(UPDATE_MEASURE, `${UPDATE_MEASURE}:start`);
+    performance.clearMarks(`${UPDATE_MEASURE}:start`);
+    // The timeline is a debugging aid, not a log: keep the last few hundred updates.
+    if (++this._measures % 600 === 0) {
+      performance.clearMeasures(UPDATE_MEASURE);
+    }
+  }
+
+  private _redrawCharts(): void {
+    if (this._dirty) {
+      this._renderIfVisible();
+      return;
+    }
+    for (const card of this._deviceCards.values()) {
+      card.redraw();
+    }
+    this._host.redraw();
+  }
+
+  private _settings: IMonitorSettings = DEFAULT_SETTINGS;
+  private _openNotebook: ((path: string) => void) | null;
+  private _palette = new Palette();
+  private _subtitle: HTMLSpanElement;
+  private _status: HTMLSpanElement;
+  private _notice: HTMLDivElement;
+  private _noticeText: HTMLDivElement;
+  private _retry: HTMLButtonElement;
+  private _cards: HTMLDivElement;
+  private _host: HostCard;
+  private _deviceCards = new Map<number, DeviceCard>();
+  private _dirty = true;
+  private _width = -1;
+  private _resizeFrame = 0;
+  private _resizeObserver: ResizeObserver | null = null;
+  private _measures = 0;
+}

@@ -1,0 +1,122 @@
+/**
+ * Which notebook holds which GPU memory: one compact list per card, grouped by notebook
+ * (a notebook's kernel may run several processes), biggest first.
+ */
+import { formatBytes, notebookLabel } from './format';
+import { IGpuProcess } from './types';
+import { setText } from './tile';
+
+/** How many rows a card shows before "+N more". */
+const MAX_ROWS = 3;
+
+interface IRow {
+  label: string;
+  title: string;
+  bytes: number;
+  notebook: string | null;
+}
+
+/** Group processes by notebook (or kernel); processes of other users or servers together. */
+export function groupProcesses(processes: readonly IGpuProcess[]): IRow[] {
+  const rows = new Map<string, IRow>();
+  for (const p of processes) {
+    const key = p.notebook ?? (p.kernel_id ? `kernel:${p.kernel_id}` : 'other');
+    let row = rows.get(key);
+    if (!row) {
+      const label = p.notebook
+        ? notebookLabel(p.notebook)
+        : p.kernel_id
+          ? `kernel ${p.kernel_id.slice(0, 8)}`
+          : 'other processes';
+      row = { label, title: '', bytes: 0, notebook: p.notebook };
+      rows.set(key, row);
+    }
+    row.bytes += p.used_mem_bytes ?? 0;
+    const what = `pid ${p.pid} ${p.name ?? ''}`.trim();
+    const mem =
+      p.used_mem_bytes === null
+        ? 'memory unknown'
+        : formatBytes(p.used_mem_bytes);
+    row.title += `${row.title ? '\n' : ''}${what}: ${mem}`;
+  }
+  for (const row of rows.values()) {
+    const head = row.notebook ?? row.label;
+    row.title = `${head}\n${row.title}`;
+  }
+  return [...rows.values()].sort((a, b) => b.bytes - a.bytes);
+}
+
+export class ProcessList {
+  constructor(openNotebook: ((path: string) => void) | null) {
+    this._open = openNotebook;
+    this.node = document.createElement('ul');
+    this.node.className = 'jp-gpu-procs';
+  }
+
+  readonly node: HTMLUListElement;
+
+  /** Show `processes` on a GPU of `totalBytes`; does nothing when they did not change. */
+  update(
+    processes: readonly IGpuProcess[] | null | undefined,
+    totalBytes: number | null
+  ): void {
+    const rows = groupProcesses(processes ?? []);
+    const key = JSON.stringify([rows, totalBytes]);
+    if (key === this._key) {
+      return;
+    }
+    this._key = key;
+    this.node.replaceChildren();
+    if (!rows.length) {
+      const empty = document.createElement('li');
+      empty.className = 'jp-gpu-procs-empty';
+      empty.textContent = 'No process holds memory on this GPU.';
+      this.node.append(empty);
+      return;
+    }
+    for (const row of rows.slice(0, MAX_ROWS)) {
+      this.node.append(this._row(row, totalBytes));
+    }
+    if (rows.length > MAX_ROWS) {
+      const more = document.createElement('li');
+      more.className = 'jp-gpu-procs-more';
+      const rest = rows.slice(MAX_ROWS);
+      const bytes = rest.reduce((sum, r) => sum + r.bytes, 0);
+      more.textContent = `+${rest.length} more (${formatBytes(bytes)})`;
+      more.title = rest.map(r => r.title).join('\n\n');
+      this.node.append(more);
+    }
+  }
+
+  set visible(visible: boolean) {
+    this.node.hidden = !visible;
+  }
+
+  private _row(row: IRow, totalBytes: number | null): HTMLLIElement {
+    const item = document.createElement('li');
+    item.title = row.title;
+    const name = document.createElement(
+      row.notebook && this._open ? 'button' : 'span'
+    );
+    name.className = 'jp-gpu-proc-name';
+    setText(name, row.label);
+    const notebook = row.notebook;
+    if (notebook && this._open) {
+      const open = this._open;
+      name.addEventListener('click', () => open(notebook));
+      name.setAttribute('aria-label', `Open ${notebook}`);
+    }
+    const bar = document.createElement('span');
+    bar.className = 'jp-gpu-proc-bar';
+    const share = totalBytes ? Math.min(1, row.bytes / totalBytes) : 0;
+    bar.style.setProperty('--jp-gpu-share', share.toFixed(3));
+    const mem = document.createElement('span');
+    mem.className = 'jp-gpu-proc-mem';
+    mem.textContent = formatBytes(row.bytes);
+    item.append(name, bar, mem);
+    return item;
+  }
+
+  private _open: ((path: string) => void) | null;
+  private _key = '';
+}

@@ -1,0 +1,84 @@
+/**
+ * The user's settings (schema: labextension/schema/plugin.json), read with their defaults and
+ * clamped to the schema's bounds so that a hand-edited value out of range still works.
+ */
+
+/** Which parts of the panel to show. */
+export interface IChartSettings {
+  utilization: boolean;
+  memory: boolean;
+  power: boolean;
+  temperature: boolean;
+  processes: boolean;
+  host: boolean;
+  compileCache: boolean;
+}
+
+export interface IMonitorSettings {
+  refreshIntervalMs: number;
+  historyWindowS: number;
+  charts: IChartSettings;
+  showStatusBar: boolean;
+}
+
+export const DEFAULT_SETTINGS: IMonitorSettings = {
+  refreshIntervalMs: 1000,
+  historyWindowS: 300,
+  charts: {
+    utilization: true,
+    memory: true,
+    power: true,
+    temperature: true,
+    processes: true,
+    host: true,
+    compileCache: true
+  },
+  showStatusBar: true
+};
+
+function clampInt(
+  value: unknown,
+  min: number,
+  max: number,
+  fallback: number
+): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    return fallback;
+  }
+  return Math.round(Math.min(max, Math.max(min, value)));
+}
+
+/** Settings from the registry's composite value (anything missing takes its default). */
+export function readSettings(composite: {
+  [key: string]: unknown;
+}): IMonitorSettings {
+  const charts = { ...DEFAULT_SETTINGS.charts };
+  const given = composite.charts;
+  if (given && typeof given === 'object') {
+    for (const key of Object.keys(charts) as (keyof IChartSettings)[]) {
+      const value = (given as { [key: string]: unknown })[key];
+      if (typeof value === 'boolean') {
+        charts[key] = value;
+      }
+    }
+  }
+  return {
+    refreshIntervalMs: clampInt(
+      composite.refreshIntervalMs,
+      250,
+      60000,
+      DEFAULT_SETTINGS.refreshIntervalMs
+    ),
+    historyWindowS: clampInt(
+      composite.historyWindowS,
+      30,
+      3600,
+      DEFAULT_SETTINGS.historyWindowS
+    ),
+    charts,
+    showStatusBar:
+      typeof composite.showStatusBar === 'boolean'
+        ? composite.showStatusBar
+        : DEFAULT_SETTINGS.showStatusBar
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * The status-bar item: `GPU 0: 87% · 31.2/140 GiB`, the whole list in its tooltip; a click
+ * opens the panel. It keeps the model running while the status bar shows it.
+ */
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+import { statusText } from './format';
+import { gpuIcon } from './icon';
+import { GpuMonitorModel } from './model';
+import { setText } from './tile';
+
+export class GpuStatusItem extends Widget {
+  constructor(model: GpuMonitorModel, onClick: () => void) {
+    super();
+    this.model = model;
+    this.addClass('jp-gpu-statusbar');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    const icon = gpuIcon.element({
+      tag: 'span',
+      className: 'jp-gpu-statusbar-icon'
+    });
+    this._text = document.createElement('span');
+    this._text.className = 'jp-gpu-statusbar-text';
+    this.node.append(icon, this._text);
+    this.node.addEventListener('click', onClick);
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        onClick();
+      }
+    });
+    model.changed.connect(this._render, this);
+    model.statusChanged.connect(this._render, this);
+    this._render();
+  }
+
+  readonly model: GpuMonitorModel;
+
+  /** Whether the user wants the item (the setting); hidden items cost nothing. */
+  set enabled(enabled: boolean) {
+    this._enabled = enabled;
+    this._visibilityChanged();
+  }
+
+  override dispose(): void {
+    this.model.setVisible('statusbar', false);
+    super.dispose();
+  }
+
+  protected override onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._visibilityChanged();
+  }
+  protected override onBeforeDetach(msg: Message): void {
+    this.model.setVisible('statusbar', false);
+    super.onBeforeDetach(msg);
+  }
+  protected override onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._visibilityChanged();
+  }
+  protected override onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._visibilityChanged();
+  }
+
+  private _visibilityChanged(): void {
+    this.model.setVisible('statusbar', this._enabled && this.isVisible);
+    this._render();
+  }
+
+  private _render(): void {
+    if (!this.isVisible) {
+      return;
+    }
+    const { text, title } = statusText(
+      this.model.status,
+      this.model.info,
+      this.model.latest
+    );
+    setText(this._text, text);
+    this.node.title = `${title}\nClick to open the GPU monitor.`;
+    const latest = this.model.latest;
+    this.node.dataset.state =
+      latest?.devices.some(d => d.state !== 'ok') ||
+      this.model.status === 'disabled'
+        ? 'warn'
+        : 'ok';
+  }
+
+  private _text: HTMLSpanElement;
+  private _enabled = true;
+}
