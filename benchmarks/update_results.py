@@ -1,0 +1,151 @@
+"""Write the tutorials' measured figures into benchmarks/RESULTS.md.
+
+Reads the ``<notebook>.json`` files that the notebooks save (``jupyter_gpu.tutorials.results``)
+when ``JUPYTER_GPU_RESULTS_DIR`` is set, and replaces the body of the section
+``## Tutorials on one H200 ...`` with: the machine, the date, each notebook's figures, and the
+target checks. Nothing is typed in by hand; run it after the notebooks ran at full size:
+
+    python benchmarks/update_results.py RESULTS_DIR [--results-md benchmarks/RESULTS.md]
+
+Smoke-mode and CPU results are refused (they would say nothing about a GPU) unless
+``--allow-any-mode`` is given (tests use it, writing to a scratch copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## Tutorials on one H200"
+NOTEBOOKS = (
+    "00-start-here",
+    "01-torch-compile",
+    "02-mixed-precision",
+    "03-gpu-memory",
+    "04-profiling",
+)
+_FORMATS = {
+    "tokens/s": ",.0f",
+    "images/s": ",.0f",
+    "x": ".2f",
+    "TFLOP/s": ".1f",
+    "GiB": ".2f",
+    "MiB": ".1f",
+    "ms": ".2f",
+    "s": ".1f",
+    "%": ".0f",
+}
+
+
+def fmt(value: float, unit: str) -> str:
+    text = format(value, _FORMATS.get(unit, ".4g"))
+    if unit in ("x", "%"):
+        return text + unit
+    return f"{text} {unit}" if unit else text
+
+
+def load(results_dir: Path) -> list[dict[str, Any]]:
+    runs = []
+    for path in sorted(results_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and "notebook" in data and "figures" in data:
+            runs.append(data)
+    order = {name: i for i, name in enumerate(NOTEBOOKS)}
+    return sorted(runs, key=lambda r: (order.get(r["notebook"], 99), r["notebook"]))
+
+
+def machine_line(run: dict[str, Any]) -> str:
+    m = run["machine"]
+    if m.get("gpu_name"):
+        gpu = f"{m['gpu_name']} ({(m.get('gpu_memory_bytes') or 0) / 2**30:.0f} GiB)"
+        cuda = f", CUDA {m.get('cuda_version')}"
+    else:
+        gpu, cuda = "no GPU (CPU only)", ""
+    return (
+        f"{gpu}, torch {m['torch_version']}{cuda}, Python {m['python_version']}, "
+        f"{m['cpu_count']} CPUs; {m['mode']} sizes"
+    )
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "(no results found)\n"
+    machines = sorted({machine_line(r) for r in runs})
+    dates = sorted({r["date"].split(" ")[0] for r in runs})
+    lines = [
+        "Written by `benchmarks/update_results.py` from the JSON files the notebooks saved "
+        "while `tests/gpu/run_notebooks_gpu.py` executed them with nbclient at full size. "
+        "Each figure is the notebook's own measurement (steady-state medians after warm-up, "
+        "CUDA synchronised; the *how* column says how many runs).",
+        "",
+        f"Machine: {'; '.join(machines)}. Date: {', '.join(dates)}.",
+        "",
+    ]
+    checks: list[tuple[str, dict[str, Any]]] = []
+    for run in runs:
+        lines += [
+            f"### {run['notebook']} (ran {run.get('elapsed_s', 0):.0f} s)",
+            "",
+            "| figure | value | how |",
+            "|---|---:|---|",
+        ]
+        for figure in run["figures"]:
+            detail = figure.get("detail", "").replace("|", "/")
+            lines.append(
+                f"| {figure['label']} | {fmt(figure['value'], figure['unit'])} | {detail} |"
+            )
+        lines.append("")
+        checks += [(run["notebook"], c) for c in run.get("checks", [])]
+    if checks:
+        lines += ["### Targets", "", "| notebook | target | measured | met |", "|---|---|---:|---|"]
+        for notebook, c in checks:
+            met = {True: "yes", False: "**no**", None: "n/a"}[c["met"]]
+            target = fmt(c["target"], c["unit"])
+            lines.append(
+                f"| {notebook} | {c['label']} >= {target} | {fmt(c['value'], c['unit'])} | {met} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def replace_section(markdown: str, body: str) -> str:
+    """Replace the text between the tutorials heading and the next ``## `` heading."""
+    lines = markdown.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(SECTION)), None)
+    if start is None:
+        return (
+            markdown.rstrip("\n")
+            + f"\n\n{SECTION} (`update_results.py` from the executed notebooks)\n\n{body}"
+        )
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[: start + 1]) + "\n" + body + ("\n" + tail if tail else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results_dir", type=Path, help="folder of <notebook>.json files")
+    parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    parser.add_argument("--allow-any-mode", action="store_true", help="accept smoke and CPU runs")
+    args = parser.parse_args(argv)
+    runs = load(args.results_dir)
+    if not runs:
+        print(f"no notebook results in {args.results_dir}", file=sys.stderr)
+        return 1
+    wrong = [r["notebook"] for r in runs if r["machine"]["mode"] != "gpu"]
+    if wrong and not args.allow_any_mode:
+        print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
+        return 2
+    body = render(runs)
+    text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
+    args.results_md.write_text(replace_section(text, body))
+    print(f"updated {args.results_md} from {len(runs)} notebook(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""The results recorder, benchmarks/update_results.py that reads it, charts and feedback."""
+
+import json
+import math
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jupyter_gpu.tutorials.exercises import check, check_close
+from jupyter_gpu.tutorials.images import image_grid, png_bytes
+from jupyter_gpu.tutorials.plots import PLOTLY_MIMETYPE, bar_chart, line_chart
+from jupyter_gpu.tutorials.results import Results, format_value
+from jupyter_gpu.tutorials.sizing import Machine
+from jupyter_gpu.tutorials.timing import format_seconds, time_calls
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def machine(mode: str = "gpu", gpu: str | None = "NVIDIA H200") -> Machine:
+    return Machine(
+        mode=mode,  # type: ignore[arg-type]
+        device="cuda" if gpu else "cpu",
+        gpu_name=gpu,
+        gpu_memory_bytes=150_000_000_000 if gpu else None,
+        gpu_count=1 if gpu else 0,
+        torch_version="2.11.0",
+        cuda_version="13.0" if gpu else None,
+        python_version="3.12.3",
+        cpu_count=16,
+    )
+
+
+def test_format_value() -> None:
+    assert format_value(1.2345, "x") == "1.23x"
+    assert format_value(412345.6, "tokens/s") == "412,346 tokens/s"
+    assert format_value(72.4, "%") == "72%"
+    assert format_value(float("nan"), "s") == "n/a"
+
+
+def test_checks_apply_only_to_full_size_runs_on_the_named_gpu() -> None:
+    on_h200 = Results("nb", machine())
+    assert on_h200.check("a", "speedup", 1.3, 1.25).met is True
+    assert on_h200.check("b", "speedup", 1.1, 1.25).met is False
+    smoke = Results("nb", machine("smoke", None))
+    verdict = smoke.check("a", "speedup", 9.0, 1.25)
+    assert verdict.met is None
+    assert "n/a" in verdict.verdict()
+
+
+def test_add_rejects_duplicates_and_non_numbers() -> None:
+    results = Results("nb", machine())
+    assert results.add("k", "label", 2, "x") == 2.0
+    assert results["k"] == 2.0
+    with pytest.raises(ValueError, match="recorded already"):
+        results.add("k", "label", 3, "x")
+    with pytest.raises(ValueError, match="finite"):
+        results.add("nan", "label", math.nan, "x")
+
+
+def test_save_and_update_results_md(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = Results("01-torch-compile", machine())
+    results.add("tok", "compile + bf16", 512_000, "tokens/s", "median of 10 runs")
+    results.check("speedup", "compile / eager bf16", 1.31, 1.25)
+    assert results.save() is None  # no directory given, none in the environment
+    monkeypatch.setenv("JUPYTER_GPU_RESULTS_DIR", str(tmp_path / "res"))
+    path = results.save()
+    assert path == tmp_path / "res" / "01-torch-compile.json"
+    data = json.loads(path.read_text())
+    assert data["machine"]["gpu_name"] == "NVIDIA H200"
+    assert data["checks"][0]["met"] is True
+    assert "512,000 tokens/s" in str(results)
+    assert "<table>" in results._repr_html_()
+
+    md = tmp_path / "RESULTS.md"
+    md.write_text(
+        "# Measured results\n\n## Tutorials on one H200 (x)\n\n(pending)\n\n## Later\n\nkeep\n"
+    )
+    script = ROOT / "benchmarks" / "update_results.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "res"), "--results-md", str(md)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    text = md.read_text()
+    assert "(pending)" not in text
+    assert "| compile + bf16 | 512,000 tokens/s | median of 10 runs |" in text
+    assert "| 01-torch-compile | compile / eager bf16 >= 1.25x | 1.31x | yes |" in text
+    assert text.endswith("## Later\n\nkeep\n")
+    assert "NVIDIA H200 (140 GiB), torch 2.11.0, CUDA 13.0" in text
+
+
+def test_update_results_refuses_smoke_runs(tmp_path: Path) -> None:
+    Results("00-start-here", machine("smoke", None)).save(tmp_path)
+    md = tmp_path / "RESULTS.md"
+    script = ROOT / "benchmarks" / "update_results.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--results-md", str(md)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert "did not run at full size" in run.stderr
+    assert not md.exists()
+
+
+def test_charts_carry_plotly_and_svg() -> None:
+    chart = line_chart({"fp32": [3.0, 2.0, 1.5], "bf16": [3.0, 2.1]}, title="loss")
+    bundle = chart._repr_mimebundle_()
+    assert bundle[PLOTLY_MIMETYPE]["data"][1]["y"] == [3.0, 2.1]
+    assert bundle["text/html"].startswith("<svg")
+    assert "bf16 2.1" in bundle["text/plain"]
+    bars = bar_chart({"slow": 1000.0, "fixed": 4000.0}, title="images/s", unit="images/s")
+    assert "fixed" in bars._repr_mimebundle_()["text/html"]
+    with pytest.raises(ValueError, match="non-empty"):
+        line_chart({}, title="x")
+
+
+def test_png_is_valid_grayscale() -> None:
+    grid = image_grid([np.zeros((4, 4)), np.ones((4, 4))], columns=2, gap=1)
+    assert grid.shape == (4, 9)
+    data = png_bytes(grid)
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    idat = data.index(b"IDAT")
+    length = int.from_bytes(data[idat - 4 : idat], "big")
+    raw = zlib.decompress(data[idat + 4 : idat + 4 + length])
+    assert len(raw) == 4 * (1 + 9)  # 4 rows, each a filter byte and 9 pixels
+    assert raw[1] == 0
+    assert raw[9] == 255
+
+
+def test_feedback() -> None:
+    assert check(True, "good", "try again").message == "good"
+    assert not check(False, "good", "try again")
+    close = check_close(1.005, 1.0, rel=0.01, what="ratio")
+    assert close
+    assert "✓" in str(close)
+    assert not check_close(2.0, 1.0, rel=0.01, what="ratio", hint="divide")
+
+
+def test_timing() -> None:
+    calls = []
+    timing = time_calls(lambda: calls.append(1), runs=5, warmup=2, device="cpu")
+    assert len(calls) == 7
+    assert timing.runs == 5
+    assert timing.rate(10) > 0
+    assert "median of 5 runs after 2 warm-up" in timing.describe()
+    assert format_seconds(2e-5) == "20 µs"
+    assert format_seconds(0.0123) == "12.3 ms"
+    with pytest.raises(ValueError, match="runs"):
+        time_calls(lambda: None, runs=0, warmup=0, device="cpu")
