@@ -36,7 +36,7 @@ def test_logits_and_loss() -> None:
     loss = model(idx, idx)
     assert loss.shape == ()
     # An untrained model is close to uniform over 256 tokens.
-    assert abs(float(loss) - math.log(256)) < 0.5
+    assert abs(loss.item() - math.log(256)) < 0.5
     with pytest.raises(ValueError, match="longer than the context"):
         model(torch.zeros(1, 17, dtype=torch.long))
 
