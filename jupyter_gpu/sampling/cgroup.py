@@ -44,6 +44,18 @@ def _stat_value(path: Path, key: str) -> int | None:
     return None
 
 
+def _v2_quota(text: str | None) -> float | None:
+    """CPUs' worth of a ``cpu.max`` line (``"150000 100000"`` -> 1.5); ``None`` for ``max``."""
+    fields = (text or "max").split()
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
 @dataclass(frozen=True)
 class CgroupLimits:
     """What one reading of the cgroup files found (``None``: no limit or not readable)."""
@@ -131,9 +143,8 @@ class CgroupReader:
         quota: float | None = None
         limit: int | None = None
         for d in self._cpu_dirs:
-            fields = (_read(d / "cpu.max") or "max").split()
-            if fields[0] != "max" and len(fields) == 2 and int(fields[1]) > 0:
-                q = int(fields[0]) / int(fields[1])
+            q = _v2_quota(_read(d / "cpu.max"))
+            if q is not None:
                 quota = q if quota is None else min(quota, q)
         for d in self._mem_dirs:
             value = _read(d / "memory.max")

@@ -1,0 +1,1 @@
+"""Fakes for tests: only the GPU is ever faked (a fake NVML), always labelled as such."""

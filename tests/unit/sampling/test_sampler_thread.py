@@ -1,0 +1,223 @@
+"""The sampler thread over a fake NVML: cadence, history, faults while running, clean stop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions, open_backend
+from tests.fakes.fake_nvml import FakeNvml
+
+FAST = 0.1
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def make_sampler(tmp_path: Path) -> Iterator[Callable[..., Sampler]]:
+    """Samplers over a fake NVML (or a named backend), stopped after the test."""
+    made: list[Sampler] = []
+
+    def make(fake: FakeNvml | None = None, **options: object) -> Sampler:
+        opts = SamplerOptions(**{"interval_s": FAST, **options})  # type: ignore[arg-type]
+        factory = None
+        if fake is not None:
+
+            def factory(s: Sampler) -> object:
+                return open_backend("nvml", nvml=fake, log=s.log)
+
+        sampler = Sampler(
+            opts,
+            encode=lambda s: f'{{"seq":{s.seq}}}',
+            backend_factory=factory,  # type: ignore[arg-type]
+            caches=(("inductor", str(tmp_path / "inductor")), ("triton", str(tmp_path / "t"))),
+        )
+        made.append(sampler)
+        return sampler
+
+    yield make
+    for sampler in made:
+        sampler.stop()
+
+
+def test_ticks_fill_the_history_in_order(make_sampler: Callable[..., Sampler]) -> None:
+    sampler = make_sampler(FakeNvml(devices=2))
+    sampler.start()
+    wait_for(lambda: len(sampler.history) >= 5)
+    entries = sampler.history.since()
+    seqs = [e.sample.seq for e in entries]
+    assert seqs == list(range(1, len(seqs) + 1))
+    ts = [e.ts for e in entries]
+    assert ts == sorted(ts)
+    assert len(set(ts)) == len(ts)
+    assert entries[-1].json == f'{{"seq":{seqs[-1]}}}'  # encoded once, in the sampler
+    assert sampler.history.since(ts[2]) == entries[3:]
+    latest = sampler.latest()
+    assert latest is not None
+    assert latest.sample.backend == "nvml"
+    assert len(latest.sample.devices) == 2
+
+
+def test_stop_leaves_no_thread_and_releases_nvml(make_sampler: Callable[..., Sampler]) -> None:
+    fake = FakeNvml(devices=1)
+    sampler = make_sampler(fake, slow_metrics=True, slow_interval_s=1.0)
+    sampler.start()
+    wait_for(lambda: sampler.ready.is_set())
+    assert set(sampler.threads_alive()) == {
+        "jupyter-gpu-sampler",
+        "jupyter-gpu-cache-scan",
+        "jupyter-gpu-slow",
+    }
+    sampler.stop()
+    assert sampler.threads_alive() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
+    assert (fake.inits, fake.shutdowns) == (1, 1)
+
+
+def test_a_gpu_lost_while_running_is_reported_and_sampling_goes_on(
+    make_sampler: Callable[..., Sampler], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeNvml(devices=2)
+    sampler = make_sampler(fake)
+    with caplog.at_level(logging.INFO, logger="jupyter_gpu"):
+        sampler.start()
+        wait_for(lambda: len(sampler.history) >= 2)
+        fake.lose(0)
+        lost_from = len(sampler.history) + 1
+        wait_for(lambda: len(sampler.history) >= lost_from + 3)
+    latest = sampler.latest()
+    assert latest is not None
+    assert [d.state for d in latest.sample.devices] == ["lost", "ok"]
+    assert sampler.running
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_not_supported_power_on_one_device_in_every_sample(
+    make_sampler: Callable[..., Sampler],
+) -> None:
+    fake = FakeNvml(devices=2)
+    fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device=0)
+    sampler = make_sampler(fake)
+    sampler.start()
+    wait_for(lambda: len(sampler.history) >= 3)
+    for entry in sampler.history.since():
+        d0, d1 = entry.sample.devices
+        assert d0.power_w is None
+        assert d0.unavailable == {"power_w": "Not Supported"}
+        assert d1.power_w == 300.0
+
+
+def test_init_failure_serves_host_metrics_with_the_reason(
+    make_sampler: Callable[..., Sampler],
+) -> None:
+    fake = FakeNvml(devices=2)
+    fake.fail("nvmlInit", pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    sampler = make_sampler(fake)
+    sampler.start()
+    wait_for(lambda: len(sampler.history) >= 2)
+    sample = sampler.history.since()[-1].sample
+    assert (sample.backend, sample.reason, sample.devices) == (
+        "none",
+        "NVIDIA driver is not loaded",
+        (),
+    )
+    assert sample.host.mem_total_bytes is not None
+    assert sample.host.mem_total_bytes > 0
+
+
+def test_slow_reads_never_delay_the_tick(make_sampler: Callable[..., Sampler]) -> None:
+    # Each slow run takes 2 devices x 2 counters x 0.25 s = 1 s; the tick must not wait for it.
+    fake = FakeNvml(devices=2, pcie_delay_s=0.25)
+    sampler = make_sampler(fake, slow_metrics=True, slow_interval_s=1.0)
+    sampler.start()
+    wait_for(lambda: sampler.ready.is_set())
+    start = len(sampler.history)
+    time.sleep(1.5)
+    assert len(sampler.history) - start >= 8  # about 15 ticks at 0.1 s
+    wait_for(lambda: sampler.latest().sample.devices[0].pcie_tx_bytes_per_s is not None)  # type: ignore[union-attr]
+    latest = sampler.latest()
+    assert latest is not None
+    assert latest.sample.devices[0].pcie_rx_bytes_per_s == 2000 * 1024.0
+
+
+def test_a_failing_tick_is_logged_once_and_sampling_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = {"n": 0}
+
+    def flaky_encode(sample: object) -> str:
+        calls["n"] += 1
+        if calls["n"] % 2:
+            raise RuntimeError("boom")
+        return "{}"
+
+    sampler = Sampler(
+        SamplerOptions(backend="simulated", interval_s=FAST),
+        encode=flaky_encode,  # type: ignore[arg-type]
+        caches=(),
+    )
+    with caplog.at_level(logging.ERROR, logger="jupyter_gpu"):
+        sampler.start()
+        try:
+            wait_for(lambda: calls["n"] >= 6)
+        finally:
+            sampler.stop()
+    assert len(sampler.history) >= 2
+    assert len([r for r in caplog.records if "tick failed" in r.getMessage()]) == 1
+
+
+def test_backend_that_cannot_open_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(_sampler: Sampler) -> object:
+        raise OSError("bug in a backend")
+
+    sampler = Sampler(SamplerOptions(interval_s=FAST), backend_factory=broken, caches=())  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="jupyter_gpu"):
+        sampler.start()
+        wait_for(lambda: not sampler.running)
+        sampler.stop()
+    assert sampler.latest() is None
+    assert "could not open the GPU backend" in caplog.text
+    assert sampler.threads_alive() == []
+
+
+def test_on_sample_gets_every_entry(make_sampler: Callable[..., Sampler]) -> None:
+    got: list[Entry] = []
+    sampler = Sampler(
+        SamplerOptions(backend="simulated", interval_s=FAST, simulated_devices=3),
+        on_sample=got.append,
+        caches=(),
+    )
+    sampler.start()
+    try:
+        wait_for(lambda: len(got) >= 3)
+    finally:
+        sampler.stop()
+    assert [e.sample.seq for e in got] == list(range(1, len(got) + 1))
+    assert all(e.sample.simulated for e in got)
+    assert len(got[0].sample.devices) == 3
+
+
+def test_interval_below_a_tenth_of_a_second_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"at least 0\.1 s"):
+        Sampler(SamplerOptions(interval_s=0.05))
+
+
+def test_history_capacity_follows_history_and_interval() -> None:
+    assert SamplerOptions().history_capacity == 600
+    assert SamplerOptions(interval_s=0.1, history_s=60).history_capacity == 600
+    sampler = Sampler(SamplerOptions(interval_s=0.5, history_s=2.0), caches=())
+    assert sampler.history.capacity == 4
