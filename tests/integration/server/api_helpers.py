@@ -1,0 +1,44 @@
+"""Helpers for the server API tests: the OpenAPI document, schema checks, the test config."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from traitlets.config import Config
+
+import jupyter_gpu
+
+OPENAPI = Path(jupyter_gpu.__file__).parent / "server" / "openapi.yaml"
+API = ("jupyter-gpu", "api", "v1")
+FAST_INTERVAL_S = 0.1
+
+
+@cache
+def openapi() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(OPENAPI.read_text())
+    return document
+
+
+def validate(instance: Any, schema_name: str) -> None:
+    """Check a response body against a component schema of openapi.yaml (JSON Schema 2020-12)."""
+    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": openapi()["components"]}
+    jsonschema.Draft202012Validator(schema).validate(instance)
+
+
+def gpu_config(**jupyter_gpu_options: Any) -> Config:
+    return Config(
+        {
+            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+            "JupyterGpu": {
+                "backend": "simulated",
+                "interval_s": FAST_INTERVAL_S,
+                "simulated_devices": 3,
+                "kernel_map_interval_s": 0.5,
+                **jupyter_gpu_options,
+            },
+        }
+    )

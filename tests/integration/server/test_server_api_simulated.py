@@ -1,0 +1,181 @@
+"""The API against a real Jupyter server with the simulated backend, under a non-root base URL.
+
+Every response is checked against jupyter_gpu/server/openapi.yaml.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import tornado.httpclient
+from jupyter_server.serverapp import ServerApp
+
+from jupyter_gpu.server.handlers import openapi_json
+from tests.integration.server.api_helpers import API, openapi, validate
+
+Get = Callable[..., Awaitable[Any]]
+Fetch = Callable[..., Awaitable[Any]]
+ROUTES = ("devices", "snapshot", "history", "metrics", "openapi.json")
+
+
+async def test_base_url_is_not_root(jp_base_url: str) -> None:
+    assert jp_base_url != "/"  # the routes below are found under it
+
+
+async def test_devices_says_simulated(api_get: Get) -> None:
+    body = await api_get("devices")
+    validate(body, "Devices")
+    assert (body["backend"], body["simulated"], body["gpu_available"]) == ("simulated", True, True)
+    assert body["reason"] is None
+    assert [d["index"] for d in body["devices"]] == [0, 1, 2]
+    assert all(d["name"].startswith("Simulated") for d in body["devices"])
+    assert body["config"]["interval_s"] == 0.1
+    assert body["config"]["requested_backend"] == "simulated"
+
+
+async def test_snapshot_is_the_latest_sample(api_get: Get) -> None:
+    first = await api_get("snapshot")
+    validate(first, "Sample")
+    assert (first["backend"], first["simulated"]) == ("simulated", True)
+    assert len(first["devices"]) == 3
+    assert first["host"]["mem_total_bytes"] > 0
+    await asyncio.sleep(0.35)
+    later = await api_get("snapshot")
+    assert later["seq"] > first["seq"]
+    assert later["ts"] > first["ts"]
+
+
+async def test_history_filters_by_since(api_get: Get) -> None:
+    await asyncio.sleep(0.5)
+    everything = await api_get("history")
+    validate(everything, "History")
+    assert everything["interval_s"] == 0.1
+    samples = everything["samples"]
+    assert len(samples) >= 3
+    seqs = [s["seq"] for s in samples]
+    assert seqs == sorted(seqs)
+    cut = samples[1]["ts"]
+    after = await api_get("history", since=repr(cut))
+    assert after["samples"]
+    assert all(s["ts"] > cut for s in after["samples"])
+    assert after["samples"][0]["seq"] == samples[2]["seq"]
+    future = await api_get("history", since=str(time.time() + 3600))
+    assert future["samples"] == []
+
+
+@pytest.mark.parametrize(
+    "since", ["banana", "-1", "nan", "inf", "-inf", "1e300", "", str(time.time() + 2 * 86400)]
+)
+async def test_bad_since_is_a_400_with_a_message(jp_fetch: Fetch, since: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+        await jp_fetch(*API, "history", params={"since": since})
+    assert err.value.code == 400
+    assert err.value.response is not None
+    body = json.loads(err.value.response.body)
+    validate(body, "Error")
+    assert "since" in body["message"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_every_route_is_403_without_credentials(jp_fetch: Fetch, route: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+        await jp_fetch(*API, route, headers={"Authorization": ""})
+    assert err.value.code == 403
+
+
+@pytest.mark.parametrize("token", ["", "token not-the-token"])
+async def test_the_stream_is_403_without_credentials(jp_ws_fetch: Fetch, token: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+        await jp_ws_fetch(*API, "stream", headers={"Authorization": token})
+    assert err.value.code == 403
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+async def test_nothing_changes_state(jp_fetch: Fetch, method: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+        await jp_fetch(*API, "snapshot", method=method, body=None if method == "DELETE" else "{}")
+    assert err.value.code == 405
+
+
+async def test_the_stream_delivers_every_new_sample(jp_ws_fetch: Fetch) -> None:
+    ws = await jp_ws_fetch(*API, "stream")
+    try:
+        messages = []
+        for _ in range(5):
+            raw = await asyncio.wait_for(ws.read_message(), timeout=5)
+            assert isinstance(raw, str)
+            messages.append(json.loads(raw))
+    finally:
+        ws.close()
+    for message in messages:
+        validate(message, "StreamMessage")
+        assert message["sample"]["simulated"] is True
+    seqs = [m["sample"]["seq"] for m in messages]
+    # the first is the latest at connect time; each next one is the next tick, none skipped
+    assert seqs == list(range(seqs[0], seqs[0] + 5))
+
+
+async def test_two_clients_get_the_same_samples_from_one_sampler(
+    jp_ws_fetch: Fetch, jp_serverapp: ServerApp
+) -> None:
+    a = await jp_ws_fetch(*API, "stream")
+    b = await jp_ws_fetch(*API, "stream")
+    try:
+        await asyncio.wait_for(a.read_message(), 5)  # the latest on connect
+        await asyncio.wait_for(b.read_message(), 5)
+        got_a = [await asyncio.wait_for(a.read_message(), 5) for _ in range(3)]
+        got_b = [await asyncio.wait_for(b.read_message(), 5) for _ in range(3)]
+        service = jp_serverapp.web_app.settings["jupyter_gpu"]
+        assert service.client_count == 2
+    finally:
+        a.close()
+        b.close()
+    seqs_a = [json.loads(m)["sample"]["seq"] for m in got_a]  # type: ignore[arg-type]
+    seqs_b = [json.loads(m)["sample"]["seq"] for m in got_b]  # type: ignore[arg-type]
+    assert set(seqs_a) & set(seqs_b)  # the same ticks, not one sampler per client
+    samplers = [t for t in threading.enumerate() if t.name == "jupyter-gpu-sampler"]
+    assert len(samplers) == 1
+
+
+async def test_metrics_are_prometheus_text_with_dcgm_names(jp_fetch: Fetch) -> None:
+    response = await jp_fetch(*API, "metrics")
+    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = response.body.decode()
+    util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    assert len(util) == 3
+    assert 'modelName="Simulated NVIDIA H200"' in util[0]
+    assert 'gpu="0"' in util[0]
+    assert "# TYPE DCGM_FI_DEV_FB_USED gauge" in text
+    assert 'jupyter_gpu_info{backend="simulated",simulated="true"' in text
+    assert "jupyter_gpu_host_memory_total_bytes " in text
+    for line in text.splitlines():  # every sample line is `name{labels} number`
+        if line and not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1])
+
+
+async def test_the_openapi_document_is_served(api_get: Get) -> None:
+    served = await api_get("openapi.json")
+    assert served == openapi()
+    assert json.loads(openapi_json())["openapi"] == "3.1.0"
+    documented = {p.strip("/") for p in served["paths"]}
+    assert documented == {*ROUTES, "stream"}
+
+
+async def test_monitoring_is_not_user_activity(jp_fetch: Fetch, jp_serverapp: ServerApp) -> None:
+    settings = jp_serverapp.web_app.settings
+    settings.pop("api_last_activity", None)
+    await jp_fetch(*API, "snapshot")
+    assert "api_last_activity" not in settings
+
+
+async def test_the_sampler_stops_with_the_server(jp_fetch: Fetch, jp_serverapp: ServerApp) -> None:
+    await jp_fetch(*API, "snapshot")
+    assert [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
+    await jp_serverapp.cleanup_extensions()
+    assert not [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
