@@ -1,0 +1,122 @@
+"""torch's CUDA caching allocator, and NVML's view of this process, as small records."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ._torch import cuda_in_use, torch_module
+
+
+@dataclass(frozen=True)
+class AllocatorStats:
+    """The caching allocator's counters for one CUDA device (bytes; counts since start).
+
+    ``torch.cuda.memory_stats`` keys: ``allocated_bytes.all.current``, ``.peak``,
+    ``reserved_bytes.all.current``, ``num_alloc_retries``, ``num_ooms``. ``nvidia-smi`` shows
+    the process's total, which adds the CUDA context and other libraries to ``reserved``.
+    """
+
+    device: int
+    allocated_bytes: int
+    reserved_bytes: int
+    peak_bytes: int
+    alloc_retries: int
+    ooms: int
+    initialized: bool
+
+    @property
+    def fragmentation_bytes(self) -> int:
+        """Reserved but not allocated: cached blocks, usable by torch only, often fragmented."""
+        return self.reserved_bytes - self.allocated_bytes
+
+    @classmethod
+    def read(cls, device: int) -> AllocatorStats:
+        """Read the counters; zeros, ``initialized=False``, if this kernel has not used CUDA."""
+        if not cuda_in_use():
+            return cls(device, 0, 0, 0, 0, 0, initialized=False)
+        torch = torch_module()
+        stats: dict[str, Any] = torch.cuda.memory_stats(device)
+        return cls(
+            device=device,
+            allocated_bytes=int(stats.get("allocated_bytes.all.current", 0)),
+            reserved_bytes=int(stats.get("reserved_bytes.all.current", 0)),
+            peak_bytes=int(stats.get("allocated_bytes.all.peak", 0)),
+            alloc_retries=int(stats.get("num_alloc_retries", 0)),
+            ooms=int(stats.get("num_ooms", 0)),
+            initialized=True,
+        )
+
+
+@dataclass(frozen=True)
+class NvmlProcessView:
+    """What NVML says this process uses on one GPU, or why it cannot say (``reason``)."""
+
+    used_bytes: int | None
+    total_bytes: int | None
+    device_used_bytes: int | None
+    reason: str | None
+
+
+def _norm_uuid(uuid: object) -> str:
+    text = str(uuid).lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
+def nvml_process_view(device: int) -> NvmlProcessView:
+    """NVML's reading of this process on CUDA device ``device`` (matched by UUID).
+
+    Reads through ``jupyter_gpu.sampling.read_once`` (about 0.1 s). NVML's per-process memory
+    is what ``nvidia-smi`` lists for this PID.
+    """
+    from jupyter_gpu.sampling import read_once
+
+    sample = read_once()
+    if not sample.devices:
+        return NvmlProcessView(None, None, None, sample.reason or "NVML sees no GPU")
+    torch = torch_module()
+    wanted = None
+    with contextlib.suppress(AttributeError, RuntimeError):  # no uuid in old torch builds
+        wanted = _norm_uuid(torch.cuda.get_device_properties(device).uuid)
+    match = next((d for d in sample.devices if d.uuid and _norm_uuid(d.uuid) == wanted), None)
+    if match is None:
+        if "CUDA_VISIBLE_DEVICES" in os.environ or wanted is not None:
+            return NvmlProcessView(None, None, None, "could not match the CUDA device to NVML's")
+        match = next((d for d in sample.devices if d.index == device), None)
+        if match is None:
+            return NvmlProcessView(None, None, None, "NVML does not list this device")
+    if match.state != "ok":
+        return NvmlProcessView(None, match.mem_total_bytes, None, match.error or match.state)
+    pid = os.getpid()
+    mine = [p for p in match.processes if p.pid == pid]
+    if not mine:
+        reason = (
+            "NVML does not list this process (in a container it may see other PIDs)"
+            if match.processes
+            else "NVML lists no processes on this GPU (not supported here, or none yet)"
+        )
+        return NvmlProcessView(None, match.mem_total_bytes, match.mem_used_bytes, reason)
+    used = mine[0].used_mem_bytes
+    why = None if used is not None else "NVML does not report per-process memory here"
+    return NvmlProcessView(used, match.mem_total_bytes, match.mem_used_bytes, why)
+
+
+def process_rss_bytes() -> tuple[int | None, int | None]:
+    """This process's resident memory now and its lifetime peak (bytes), for the CPU case."""
+    try:
+        import psutil
+
+        rss = int(psutil.Process().memory_info().rss)
+    except (ImportError, OSError):
+        rss = None
+    try:
+        import resource
+
+        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+        peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
+    except (ImportError, OSError):
+        peak = None
+    return rss, peak

@@ -1,0 +1,151 @@
+"""Argument parsing and notebook-namespace helpers shared by the magics.
+
+The magics declare their options with IPython's ``@magic_arguments`` (so that ``%compile?`` is
+the help) and parse them here: with POSIX quoting, so that ``--bench "model(x, y)"`` gives the
+expression without its quotes, and with errors turned into ``UsageError`` sentences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import shlex
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from IPython.core import magic_arguments as _ipython_args
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ShellMagics(Magics):
+    """``Magics`` whose ``shell`` is always set (IPython types it as optional)."""
+
+    shell: InteractiveShell
+
+
+def magic_arguments() -> Callable[[F], F]:
+    """IPython's ``@magic_arguments()`` with a type (the help of ``%name?`` comes from it)."""
+    return cast("Callable[[F], F]", _ipython_args.magic_arguments())  # type: ignore[no-untyped-call]  # IPython has no types here
+
+
+def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """IPython's ``@argument(...)`` (an ``argparse`` argument) with a type."""
+    return cast("Callable[[F], F]", _ipython_args.argument(*args, **kwargs))  # type: ignore[no-untyped-call]  # as above
+
+
+def parse(magic: Callable[..., Any], line: str) -> argparse.Namespace:
+    """Parse a magic's argument line with the parser ``@magic_arguments`` attached to it.
+
+    Raises:
+        UsageError: unbalanced quotes or arguments the magic does not take; the message says
+            what to do.
+    """
+    try:
+        argv = shlex.split(line, posix=True)
+    except ValueError as exc:
+        raise UsageError(
+            f"Could not read the arguments ({exc}): close the quotes around expressions, "
+            f'e.g. --bench "model(x)".'
+        ) from exc
+    parser: argparse.ArgumentParser = magic.parser  # type: ignore[attr-defined]  # set by @magic_arguments
+    name = getattr(magic, "__name__", "magic")
+    try:
+        return parser.parse_args(argv)
+    except UsageError as exc:
+        message = str(exc)
+        if "unrecognized arguments" in message:
+            message += f". Put expressions in quotes; %{name}? lists the options this magic takes."
+        elif "invalid choice" not in message:
+            message += f". %{name}? shows the usage."
+        raise UsageError(message) from None
+
+
+def dtype_choice(value: str) -> str:
+    """Argparse type for ``--dtype``: the autocast dtypes, with a sentence for anything else."""
+    aliases = {
+        "bf16": "bf16",
+        "bfloat16": "bf16",
+        "fp16": "fp16",
+        "float16": "fp16",
+        "half": "fp16",
+    }
+    key = value.strip().lower()
+    if key in aliases:
+        return aliases[key]
+    raise argparse.ArgumentTypeError(
+        f"--dtype {value} is not a mixed-precision dtype: use bf16 or fp16 "
+        "(autocast lowers precision to one of these; int8 and fp8 need quantization tools)"
+    )
+
+
+def positive_int(value: str) -> int:
+    """Argparse type for counts that must be at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    """Argparse type for indices and counts that may be 0."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return number
+
+
+def check_identifier(name: str, what: str = "NAME") -> str:
+    """Return ``name`` if it is a plain Python variable name, else raise ``UsageError``."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise UsageError(
+            f"{what} must be the name of a variable in the notebook, like model; got {name!r}."
+        )
+    return name
+
+
+def lookup(user_ns: dict[str, Any], name: str, what: str = "NAME") -> Any:
+    """The value bound to ``name`` in the notebook, or a ``UsageError`` that says what to do."""
+    check_identifier(name, what)
+    if name not in user_ns:
+        close = [n for n in user_ns if not n.startswith("_") and n.lower() == name.lower()]
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise UsageError(
+            f"There is no variable named {name} in the notebook: define it first (run the cell "
+            f"that creates it) or check the spelling.{hint}"
+        )
+    return user_ns[name]
+
+
+def compile_expression(shell: Any, expr: str, option: str) -> Any:
+    """Compile a Python expression given on a magic's line, for repeated ``eval`` calls.
+
+    Raises:
+        UsageError: the text is empty or not a Python expression.
+    """
+    source = expr.strip()
+    if not source:
+        raise UsageError(f'{option} needs a Python expression in quotes, e.g. {option} "model(x)".')
+    try:
+        return compile(source, f"<{option.lstrip('-')} expression>", "eval")
+    except SyntaxError as exc:
+        raise UsageError(
+            f"{option} {source!r} is not a Python expression ({exc.msg}): give one call in "
+            f'quotes, e.g. {option} "train_step()"; put several statements in a function.'
+        ) from None
+
+
+def type_name(value: object) -> str:
+    """A short, readable name of a value's type ("Tensor", "list", "Linear")."""
+    return type(value).__name__

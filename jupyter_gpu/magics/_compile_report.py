@@ -1,0 +1,110 @@
+"""Text and HTML for ``%compile``'s reports (kept apart from the magic's logic)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._args import type_name
+from ._render import (
+    Table,
+    fmt_seconds,
+    fmt_signed_bytes,
+    html_block,
+    html_note,
+    html_pre,
+    publish,
+)
+
+if TYPE_CHECKING:
+    from ._dynamo_watch import CompileReport
+    from .compile import BenchResult
+
+
+def _backend_name(options: dict[str, Any]) -> str:
+    backend = options.get("backend", "inductor")
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "custom")
+    mode = options.get("mode")
+    return f"{name}, mode {mode}" if mode else name
+
+
+def show_compiled(name: str, eager: Any, options: dict[str, Any]) -> None:
+    """Say what ``%compile NAME`` did when it did not run anything yet."""
+    reach = f"{name}._orig_mod" if hasattr(eager, "parameters") else "the result's .eager"
+    flags = [f for f in ("fullgraph", "dynamic") if options.get(f)]
+    text = (
+        f"{name} is now torch.compile({type_name(eager)}) ({_backend_name(options)}"
+        f"{', ' + ', '.join(flags) if flags else ''}). It compiles at its first call: the report "
+        f"follows the cell that first calls it. The eager one: {reach}, or %compile {name} --undo."
+    )
+    publish(text, html_block([html_note(text)]))
+
+
+def report_lines(report: CompileReport, context: str) -> list[str]:
+    """The report as plain-text lines (also used in the HTML, per line)."""
+    lines = [
+        f"torch.compile {context}: {report.graphs} graph(s) from {report.frames} frame(s), "
+        f"compile time {fmt_seconds(report.compile_time_s)} (wall {fmt_seconds(report.wall_s)})"
+    ]
+    if report.graph_break_count or report.graph_breaks:
+        lines.append(f"  graph breaks: {report.graph_break_count}")
+        for gb in report.graph_breaks:
+            count = f" (x{gb.count})" if gb.count > 1 else ""
+            source = f"  {gb.source}" if gb.source else ""
+            lines.append(f"    {gb.where}:{source}{count}")
+            lines.append(f"      {gb.reason}" + (f": {gb.explanation}" if gb.explanation else ""))
+            if gb.url:
+                lines.append(f"      {gb.url}")
+    else:
+        lines.append("  graph breaks: none")
+    if report.recompiles:
+        lines.append(f"  recompiles: {len(report.recompiles)}")
+        for rc in report.recompiles[:5]:
+            lines.append(f"    {rc.function}: {rc.reason.splitlines()[0][:160]}")
+    for failure in report.failures[:3]:
+        lines.append(f"  failed: {failure.splitlines()[0][:200]}")
+    caches = ", ".join(
+        f"{kind} {hits} hit(s) / {report.cache_misses.get(kind, 0)} miss(es)"
+        for kind, hits in report.cache_hits.items()
+    )
+    disk = (
+        f"; on disk {fmt_signed_bytes(report.cache_bytes_added)}"
+        if report.cache_bytes_added is not None
+        else ""
+    )
+    lines.append(f"  caches: {caches}{disk}")
+    return lines
+
+
+def show_report(report: CompileReport, context: str) -> None:
+    """Display one compile report."""
+    lines = report_lines(report, context)
+    parts = [html_note(lines[0])]
+    if report.graph_breaks:
+        table = Table(
+            headers=["where", "source", "reason", "times"],
+            numeric=[False, False, False, True],
+            title=f"graph breaks ({report.graph_break_count})",
+        )
+        for gb in report.graph_breaks:
+            reason = gb.reason + (f": {gb.explanation}" if gb.explanation else "")
+            table.rows.append([gb.where, gb.source, reason, str(gb.count)])
+        parts.append(table.html())
+    rest = [line.strip() for line in lines[1:] if not line.startswith("    ")]
+    rest = [
+        line for line in rest if not line.startswith("graph breaks:") or not report.graph_breaks
+    ]
+    parts.append(html_pre("\n".join(rest)))
+    publish("\n".join(lines), html_block(parts))
+
+
+def show_bench(bench: BenchResult) -> None:
+    """Display eager vs compiled time and the speedup."""
+    faster = bench.speedup
+    verdict = f"{faster:.2f}x faster" if faster >= 1 else f"{1 / faster:.2f}x slower"
+    text = (
+        f"bench {bench.expr}: eager {fmt_seconds(bench.eager_s)}, compiled "
+        f"{fmt_seconds(bench.compiled_s)} (median of {bench.eager.runs} / {bench.compiled.runs} "
+        f"runs after {bench.eager.warmup} / {bench.compiled.warmup} warm-up runs"
+        f"{'; CUDA synchronised' if bench.cuda else ''}) -> {verdict}"
+    )
+    publish(text, html_block([html_note(text, warn=faster < 1)]))

@@ -1,0 +1,130 @@
+"""After an out-of-memory error: what the last traceback and ``Out`` hold, and freeing it.
+
+A traceback keeps every frame of the failed call alive, with its local variables: the
+activations of a forward pass that ran out of memory stay allocated until the next error
+replaces ``sys.last_traceback``. IPython's output cache (``Out[n]``, ``_``, ``_n``) keeps every
+displayed value alive too. Freeing drops exactly these references, never a user's variable.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._tensors import holds_tensor, last_traceback, output_cache, traceback_locals
+from ._torch import cuda_in_use, tensor_bytes, torch_if_imported
+
+
+def last_error() -> BaseException | None:
+    """The exception of the last failed cell, as IPython kept it (``sys.last_value``)."""
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+
+
+def last_error_was_oom() -> bool:
+    """True if the last failed cell ran out of (CUDA) memory."""
+    torch = torch_if_imported()
+    error = last_error()
+    if torch is None or error is None:
+        return False
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(error, oom)
+
+
+@dataclass
+class FreeReport:
+    """What ``%memsummary --free`` released: references dropped, tensors and bytes freed.
+
+    ``freed_bytes`` comes from the CUDA allocator (allocated before minus after) when CUDA is
+    in use, else from the storages of the tensors that were collected.
+    """
+
+    cleared: list[str] = field(default_factory=list)
+    tensors_freed: int = 0
+    freed_bytes: int = 0
+    reserved_released_bytes: int = 0
+
+
+def _candidates(shell: Any) -> list[tuple[weakref.ref[Any], int, int]]:
+    """(weak reference, storage address, storage bytes) of the tensors the references hold."""
+    torch = torch_if_imported()
+    if torch is None:
+        return []
+    found: dict[int, tuple[weakref.ref[Any], int, int]] = {}
+
+    def collect(value: Any, depth: int = 0) -> None:
+        if isinstance(value, torch.Tensor):
+            try:
+                ptr = int(value.untyped_storage().data_ptr())
+            except (RuntimeError, NotImplementedError):
+                return
+            found.setdefault(id(value), (weakref.ref(value), ptr, tensor_bytes(value)))
+        elif depth < 3 and isinstance(value, dict):
+            for item in list(value.values())[:200]:
+                collect(item, depth + 1)
+        elif depth < 3 and isinstance(value, list | tuple):
+            for item in list(value)[:200]:
+                collect(item, depth + 1)
+
+    for _, value in traceback_locals(last_traceback()):
+        collect(value)
+    for _, value in output_cache(shell):
+        collect(value)
+    for name in ("_", "__", "___"):
+        collect(shell.user_ns.get(name))
+    return list(found.values())
+
+
+def free_references(shell: Any) -> FreeReport:
+    """Drop the last traceback and the cached outputs that hold tensors; empty CUDA's cache."""
+    torch = torch_if_imported()
+    report = FreeReport()
+    candidates = _candidates(shell)
+    before = torch.cuda.memory_allocated() if cuda_in_use() and torch else 0
+    reserved_before = torch.cuda.memory_reserved() if cuda_in_use() and torch else 0
+
+    tb = last_traceback()
+    if tb is not None:
+        traceback.clear_frames(tb)  # frees the frames' locals even if something keeps tb
+        report.cleared.append("the last error's traceback (sys.last_traceback and its frames)")
+    for attr in ("last_traceback", "last_value", "last_type", "last_exc"):
+        if hasattr(sys, attr):
+            setattr(sys, attr, None)
+    for handler in ("InteractiveTB", "SyntaxTB"):
+        tb_handler = getattr(shell, handler, None)
+        if tb_handler is not None and getattr(tb_handler, "tb", None) is not None:
+            tb_handler.tb = None
+
+    out = shell.user_ns.get("Out")
+    if isinstance(out, dict):
+        for n in [n for n, value in list(out.items()) if holds_tensor(value)]:
+            value = out.pop(n)
+            if shell.user_ns.get(f"_{n}") is value:
+                del shell.user_ns[f"_{n}"]
+            shell.user_ns_hidden.pop(f"_{n}", None)
+            report.cleared.append(f"Out[{n}]")
+    hook = shell.displayhook
+    for name in ("_", "__", "___"):
+        cached = getattr(hook, name, None)
+        if cached is not None and holds_tensor(cached):
+            setattr(hook, name, "")
+            if shell.user_ns.get(name) is cached:  # not a value the user assigned themselves
+                shell.user_ns[name] = ""
+            report.cleared.append(name)
+
+    del tb
+    gc.collect()
+    alive_ptrs = {ptr for ref, ptr, _ in candidates if ref() is not None}
+    dead = {ptr: size for ref, ptr, size in candidates if ref() is None and ptr not in alive_ptrs}
+    report.tensors_freed = sum(1 for ref, _, _ in candidates if ref() is None)
+    if cuda_in_use() and torch is not None:
+        torch.cuda.synchronize()
+        report.freed_bytes = max(0, before - torch.cuda.memory_allocated())
+        torch.cuda.empty_cache()
+        report.reserved_released_bytes = max(0, reserved_before - torch.cuda.memory_reserved())
+    else:
+        report.freed_bytes = sum(dead.values())  # storages no candidate still holds
+    return report

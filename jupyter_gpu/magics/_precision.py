@@ -1,0 +1,157 @@
+"""Autocast and TF32 settings, with feature detection across torch versions.
+
+TF32: torch 2.9 and later have ``torch.backends.cuda.matmul.fp32_precision`` and
+``torch.backends.cudnn.conv.fp32_precision`` (``"ieee"``, ``"tf32"`` or ``"none"``, which
+inherits from the parent setting); they raise if the older ``allow_tf32`` flags were mixed in,
+so where the new API exists only the new API is used. Older torch gets the ``allow_tf32`` flags.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ._torch import torch_module
+
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def resolve_dtype(dtype: str | None, device: str) -> str:
+    """The autocast dtype to use: the one asked for, else bf16 where supported, else fp16."""
+    if dtype is not None:
+        return dtype
+    torch = torch_module()
+    if device == "cuda" and not torch.cuda.is_bf16_supported():
+        return "fp16"
+    return "bf16"
+
+
+def resolve_device(device: str | None) -> str:
+    """The autocast device: the one asked for (checked), else cuda when present, else cpu.
+
+    Raises:
+        UsageError: cuda asked for on a machine where torch sees no GPU.
+    """
+    torch = torch_module()
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            "--device cuda: torch sees no CUDA GPU in this kernel; use --device cpu (CPU "
+            "autocast works) or run on a machine with a GPU."
+        )
+    return device
+
+
+def make_autocast(device: str, dtype: str) -> Any:
+    """A ``torch.autocast`` context for ``device``/``dtype``, checked before it is used.
+
+    Raises:
+        UsageError: this device cannot autocast to this dtype (e.g. bf16 on a pre-Ampere GPU).
+    """
+    torch = torch_module()
+    torch_dtype = getattr(torch, DTYPE_NAMES[dtype])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ctx = torch.autocast(device_type=device, dtype=torch_dtype)
+        except RuntimeError as exc:
+            raise UsageError(
+                f"{device} cannot autocast to {dtype} here ({exc}); try --dtype fp16."
+            ) from None
+    if not ctx._enabled:
+        detail = "; ".join(str(w.message).splitlines()[0] for w in caught)
+        raise UsageError(f"{device} autocast does not support {dtype} in this torch ({detail}).")
+    return ctx
+
+
+def autocast_enabled(device: str) -> bool:
+    """Whether autocast is on for ``device`` in this thread right now."""
+    torch = torch_module()
+    return bool(torch.is_autocast_enabled(device))
+
+
+def has_fp32_precision_api() -> bool:
+    """True where torch has the ``fp32_precision`` settings (torch 2.9 and later)."""
+    torch = torch_module()
+    return hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+@dataclass(frozen=True)
+class Tf32Settings:
+    """The raw TF32-related settings, to put back exactly as they were.
+
+    With the new API the values are the ``fp32_precision`` strings; with the old one,
+    the ``allow_tf32`` booleans.
+    """
+
+    matmul: str | bool
+    conv: str | bool
+
+    @classmethod
+    def read(cls) -> Tf32Settings:
+        torch = torch_module()
+        if has_fp32_precision_api():
+            return cls(
+                torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision
+            )
+        return cls(
+            bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
+        )
+
+    def apply(self) -> None:
+        """Set torch's flags to these values (only those that differ, to mix no APIs)."""
+        torch = torch_module()
+        now = Tf32Settings.read()
+        if has_fp32_precision_api():
+            if now.matmul != self.matmul:
+                torch.backends.cuda.matmul.fp32_precision = self.matmul
+            if now.conv != self.conv:
+                torch.backends.cudnn.conv.fp32_precision = self.conv
+            return
+        if now.matmul != self.matmul:
+            torch.backends.cuda.matmul.allow_tf32 = bool(self.matmul)
+        if now.conv != self.conv:
+            torch.backends.cudnn.allow_tf32 = bool(self.conv)
+
+
+def _effective(value: str, *parents: str) -> bool:
+    for setting in (value, *parents):
+        if setting != "none":
+            return setting == "tf32"
+    return False
+
+
+def tf32_enabled() -> tuple[bool, bool]:
+    """Whether float32 matmuls and convolutions on CUDA may use TF32 now: (matmul, conv)."""
+    torch = torch_module()
+    if has_fp32_precision_api():
+        root = torch.backends.fp32_precision
+        return (
+            _effective(torch.backends.cuda.matmul.fp32_precision, root),
+            _effective(
+                torch.backends.cudnn.conv.fp32_precision, torch.backends.cudnn.fp32_precision, root
+            ),
+        )
+    return bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
+
+
+def set_tf32(enabled: bool) -> None:
+    """Allow (or forbid) TF32 for float32 matmuls and convolutions on CUDA."""
+    if has_fp32_precision_api():
+        value = "tf32" if enabled else "ieee"
+        Tf32Settings(value, value).apply()
+    else:
+        Tf32Settings(enabled, enabled).apply()
+
+
+def tf32_supported() -> bool:
+    """True when the current CUDA device has TF32 tensor cores (Ampere, compute 8.0, or later)."""
+    torch = torch_module()
+    if not torch.cuda.is_available():
+        return False
+    major, _ = torch.cuda.get_device_capability()
+    return bool(major >= 8)

@@ -1,0 +1,322 @@
+"""``%amp`` / ``%%amp``: mixed precision for one cell or for every following cell, and TF32."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
+
+from . import _precision as prec
+from ._args import (
+    ShellMagics,
+    argument,
+    check_identifier,
+    dtype_choice,
+    magic_arguments,
+    parse,
+    positive_int,
+)
+from ._cell import CellCode
+from ._render import html_block, html_note, html_pre, publish
+from ._torch import torch_module
+
+RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+
+
+@dataclass(frozen=True)
+class AmpStatus:
+    """What ``%amp`` reports: the hooks' autocast setting and TF32 (``-o`` returns this)."""
+
+    autocast_on: bool
+    device: str | None
+    dtype: str | None
+    tf32_matmul: bool
+    tf32_conv: bool
+    tf32_hardware: bool
+
+
+@dataclass(frozen=True)
+class AmpRun:
+    """What ``%%amp -o`` returns: the autocast setting the cell ran under, and its value."""
+
+    device: str
+    dtype: str
+    value: Any
+
+
+class AmpHooks:
+    """Pre/post-run-cell hooks that enter autocast before each cell and leave it after.
+
+    The post hook leaves exactly what the pre hook entered, even when the cell raised, so no
+    autocast state leaks between cells. ``stop`` unregisters the pre hook at once; the post hook
+    still closes the running cell's autocast, then unregisters itself.
+    """
+
+    def __init__(self, shell: Any, device: str, dtype: str) -> None:
+        self.shell = shell
+        self.device = device
+        self.dtype = dtype
+        self._ctx: Any = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self.shell.events.register("pre_run_cell", self.pre_run_cell)
+        self.shell.events.register("post_run_cell", self.post_run_cell)
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        if self._ctx is None and not self._stopping:
+            ctx = prec.make_autocast(self.device, self.dtype)
+            ctx.__enter__()
+            self._ctx = ctx
+
+    def post_run_cell(self, result: Any = None) -> None:
+        self._leave()
+        if self._stopping:
+            self._unregister("post_run_cell", self.post_run_cell)
+
+    def stop(self, *, now: bool = False) -> None:
+        """Stop after the running cell (``now``: at once, e.g. when the extension unloads)."""
+        self._stopping = True
+        self._unregister("pre_run_cell", self.pre_run_cell)
+        if now:
+            self._leave()
+            self._unregister("post_run_cell", self.post_run_cell)
+
+    def _leave(self) -> None:
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+    def _unregister(self, event: str, fn: Any) -> None:
+        if fn in self.shell.events.callbacks[event]:
+            self.shell.events.unregister(event, fn)
+
+
+@magics_class
+class AmpMagics(ShellMagics):
+    """The ``%amp`` magics; they keep the hooks of ``%amp on`` until ``%amp off``."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.hooks: AmpHooks | None = None
+
+    @magic_arguments()
+    @argument(
+        "command",
+        nargs="?",
+        help="on | off | tf32 | compare; none: show the current settings. Omit for %%%%amp.",
+    )
+    @argument(
+        "args", nargs="*", help='for tf32: on|off; for compare: the step, e.g. "train_step()"'
+    )
+    @argument("--dtype", type=dtype_choice, help="bf16 or fp16 (default: bf16 where supported)")
+    @argument(
+        "--device", choices=["cuda", "cpu"], help="autocast device (default: cuda if present)"
+    )
+    @argument(
+        "--scaler", default="scaler", help="variable for the fp16 GradScaler (default scaler)"
+    )
+    @argument("--model", help="compare: the model's variable name, restored afterwards")
+    @argument("--optimizer", help="compare: the optimizer's variable name, restored afterwards")
+    @argument("--modes", default="fp32,tf32,bf16,fp16", help="compare: modes, comma-separated")
+    @argument("--runs", type=positive_int, help="compare: timed runs per mode (default: ~1 s)")
+    @argument("-o", "--output", action="store_true", help="return a result object")
+    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @needs_local_scope
+    @line_cell_magic
+    def amp(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> Any:
+        """Mixed precision: autocast for one cell (%%amp) or every following cell (%amp on).
+
+        %%amp [--dtype bf16|fp16] [--device cuda|cpu]  runs the cell under torch.autocast.
+        %amp on [--dtype ...] [--device ...]  autocasts every following cell; %amp off stops.
+        %amp  shows what is on.  %amp tf32 on|off  switches TF32 for float32 matmuls/convs.
+        %amp compare "train_step()" --model model --optimizer opt  runs the step under fp32,
+        tf32, bf16 and fp16 from the same state and shows time, peak memory and loss side by
+        side; the model and optimizer are restored afterwards.
+
+        The default dtype is bf16 where supported, else fp16. With fp16 a torch.amp.GradScaler
+        is put in the notebook as `scaler` and the recipe is printed.
+        """
+        args = parse(AmpMagics.amp, line)
+        if cell is not None:
+            if args.command is not None:
+                raise UsageError(
+                    f"%%amp takes only options (--dtype, --device), not {args.command!r}: "
+                    "use %amp on|off|tf32|compare on a line of its own."
+                )
+            return self._amp_cell(args, cell, local_ns)
+        command = args.command
+        if command is None:
+            return self._status(args)
+        if command == "on":
+            return self._on(args)
+        if command == "off":
+            return self._off(args)
+        if command == "tf32":
+            return self._tf32(args)
+        if command == "compare":
+            from .amp_compare import compare_from_args
+
+            return compare_from_args(self.shell, args)
+        raise UsageError(
+            f"%amp {command}: unknown command; use %amp on, %amp off, %amp tf32 on|off, "
+            '%amp compare "step()", or %%amp at the top of a cell.'
+        )
+
+    # -------------------------------------------------------------------------- cell
+
+    def _amp_cell(self, args: argparse.Namespace, cell: str, local_ns: Any) -> Any:
+        self._no_extra_args(args, "%%amp")
+        device = prec.resolve_device(args.device)
+        dtype = prec.resolve_dtype(args.dtype, device)
+        ctx = prec.make_autocast(device, dtype)
+        if dtype == "fp16":
+            self._ensure_scaler(args.scaler, device, quiet=args.quiet)
+        code = CellCode(self.shell, cell)
+        with ctx:
+            value = code.run(local_ns)
+        return AmpRun(device, dtype, value) if args.output else value
+
+    # -------------------------------------------------------------------------- on / off
+
+    def _on(self, args: argparse.Namespace) -> AmpStatus | None:
+        self._no_extra_args(args, "%amp on")
+        device = prec.resolve_device(args.device)
+        dtype = prec.resolve_dtype(args.dtype, device)
+        prec.make_autocast(device, dtype)  # raises UsageError before anything changes
+        if dtype == "fp16":
+            self._ensure_scaler(args.scaler, device, quiet=args.quiet)
+        if self.hooks is not None and not self.hooks._stopping:
+            self.hooks.device, self.hooks.dtype = device, dtype
+        else:
+            self.hooks = AmpHooks(self.shell, device, dtype)
+            self.hooks.start()
+        if not args.quiet:
+            text = (
+                f"autocast on for the following cells: {device}, {dtype} (matmuls and "
+                f"convolutions run in {dtype}; reductions, softmax and losses stay in float32). "
+                "%amp off stops it."
+            )
+            publish(text, html_block([html_note(text)]))
+        return self._status_value() if args.output else None
+
+    def _off(self, args: argparse.Namespace) -> AmpStatus | None:
+        self._no_extra_args(args, "%amp off")
+        was_on = self.hooks is not None and not self.hooks._stopping
+        if self.hooks is not None:
+            self.hooks.stop()
+            self.hooks = None
+        if not args.quiet:
+            text = "autocast off from the next cell." if was_on else "autocast was not on."
+            publish(text, html_block([html_note(text)]))
+        return self._status_value() if args.output else None
+
+    def unload(self) -> None:
+        """Remove the hooks now (``%unload_ext``), leaving autocast off."""
+        if self.hooks is not None:
+            self.hooks.stop(now=True)
+            self.hooks = None
+
+    # -------------------------------------------------------------------------- status, tf32
+
+    def _status_value(self) -> AmpStatus:
+        on = self.hooks is not None and not self.hooks._stopping
+        matmul, conv = prec.tf32_enabled()
+        return AmpStatus(
+            autocast_on=on,
+            device=self.hooks.device if on and self.hooks else None,
+            dtype=self.hooks.dtype if on and self.hooks else None,
+            tf32_matmul=matmul,
+            tf32_conv=conv,
+            tf32_hardware=prec.tf32_supported(),
+        )
+
+    def _status(self, args: argparse.Namespace) -> AmpStatus | None:
+        self._no_extra_args(args, "%amp")
+        status = self._status_value()
+        if not args.quiet:
+            lines = [
+                (
+                    f"autocast: on for every cell ({status.device}, {status.dtype}); %amp off stops"
+                    if status.autocast_on
+                    else "autocast: off (%amp on, or %%amp for one cell)"
+                ),
+                f"TF32 on CUDA: matmul {'on' if status.tf32_matmul else 'off'}, "
+                f"cuDNN convolutions {'on' if status.tf32_conv else 'off'} (%amp tf32 on|off)",
+            ]
+            lines.append(self._tf32_note())
+            text = "\n".join(line for line in lines if line)
+            publish(text, html_block([html_pre(text)]))
+        return status if args.output else None
+
+    def _tf32(self, args: argparse.Namespace) -> AmpStatus | None:
+        if len(args.args) != 1 or args.args[0] not in ("on", "off"):
+            raise UsageError("%amp tf32 takes on or off, e.g. %amp tf32 on.")
+        enabled = args.args[0] == "on"
+        prec.set_tf32(enabled)
+        if not args.quiet:
+            api = (
+                "torch.backends.cuda.matmul.fp32_precision and "
+                "torch.backends.cudnn.conv.fp32_precision = "
+                if prec.has_fp32_precision_api()
+                else "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = "
+            )
+            value = (
+                repr("tf32" if enabled else "ieee")
+                if prec.has_fp32_precision_api()
+                else str(enabled)
+            )
+            state = "on" if enabled else "off"
+            text = f"TF32 {state} for float32 matmuls and convolutions ({api}{value})."
+            note = self._tf32_note()
+            publish(
+                "\n".join(filter(None, [text, note])),
+                html_block([html_note(text), html_note(note, warn=True) if note else ""]),
+            )
+        return self._status_value() if args.output else None
+
+    @staticmethod
+    def _tf32_note() -> str:
+        torch = torch_module()
+        if not torch.cuda.is_available():
+            return "No CUDA GPU: TF32 only changes CUDA matmuls and convolutions, not CPU ones."
+        if not prec.tf32_supported():
+            return "This GPU has no TF32 tensor cores (they start with Ampere): no effect here."
+        return ""
+
+    # -------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _no_extra_args(args: argparse.Namespace, what: str) -> None:
+        if args.args:
+            raise UsageError(f"{what} takes no further words ({' '.join(args.args)}).")
+        if args.model or args.optimizer or args.runs:
+            raise UsageError(f"--model, --optimizer and --runs belong to %amp compare, not {what}.")
+
+    def _ensure_scaler(self, name: str, device: str, *, quiet: bool) -> None:
+        """Put a GradScaler in the notebook under ``name`` (unless one is there) and say how."""
+        torch = torch_module()
+        check_identifier(name, "--scaler")
+        user_ns = self.shell.user_ns
+        existing = user_ns.get(name)
+        if isinstance(existing, torch.amp.GradScaler):
+            return
+        if name in user_ns:
+            raise UsageError(
+                f"fp16 needs a GradScaler, but {name} already holds a {type(existing).__name__}: "
+                "pass --scaler OTHER_NAME to put it under another name."
+            )
+        user_ns[name] = torch.amp.GradScaler(device)
+        if not quiet:
+            recipe = RECIPE.replace("scaler", name)
+            text = (
+                f"fp16 needs loss scaling: {name} = torch.amp.GradScaler({device!r}) is in the "
+                f"notebook. In the training step, instead of loss.backward(); optimizer.step():\n"
+                f"{recipe}"
+            )
+            publish(text, html_block([html_note(text.split("\n", 1)[0]), html_pre(recipe)]))

@@ -1,0 +1,307 @@
+"""``%compile NAME``: torch.compile a notebook's model or function in place, and report on it."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import line_magic, magics_class
+
+from ._args import (
+    ShellMagics,
+    argument,
+    compile_expression,
+    lookup,
+    magic_arguments,
+    parse,
+    type_name,
+)
+from ._cell import cell_filenames
+from ._compile_report import show_bench, show_compiled, show_report
+from ._dynamo_watch import CompileReport, DynamoWatch, cache_size_bytes
+from ._torch import Timing, cuda_in_use, time_steady, torch_module
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Eager vs compiled steady-state time of ``expr`` (medians, seconds)."""
+
+    expr: str
+    eager: Timing
+    compiled: Timing
+    cuda: bool = False
+
+    @property
+    def eager_s(self) -> float:
+        return self.eager.median_s
+
+    @property
+    def compiled_s(self) -> float:
+        return self.compiled.median_s
+
+    @property
+    def runs(self) -> tuple[int, int]:
+        """Timed runs (eager, compiled)."""
+        return self.eager.runs, self.compiled.runs
+
+    @property
+    def speedup(self) -> float:
+        """Eager time divided by compiled time (above 1: compiled is faster)."""
+        return self.eager.median_s / self.compiled.median_s if self.compiled.median_s else 0.0
+
+
+@dataclass
+class CompileResult:
+    """What ``%compile -o`` returns. ``reports`` grows when later cells compile or recompile."""
+
+    name: str
+    eager: Any = field(repr=False)
+    compiled: Any = field(repr=False)
+    options: dict[str, Any]
+    reports: list[CompileReport] = field(default_factory=list)
+    bench: BenchResult | None = None
+
+
+def eager_original(value: Any) -> Any | None:
+    """The eager object behind a ``torch.compile`` result, or ``None`` if it is not compiled."""
+    torch_module()
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(value, OptimizedModule):
+        return value._orig_mod
+    return getattr(value, "_torchdynamo_orig_callable", None)
+
+
+class CompileWatcher:
+    """Pre/post-run-cell hooks: after a cell in which torch.compile compiled, report it.
+
+    torch.compile compiles at the first call, so the report of ``%compile NAME`` (without
+    ``--bench``) comes after the cell that first calls ``NAME``; recompiles later show the same
+    way. ``cache_bytes`` is the last known size of the on-disk caches (a walk per cell would cost
+    milliseconds; only compiles add to them, and each report measures again).
+    """
+
+    def __init__(self, magics: CompileMagics) -> None:
+        self.magics = magics
+        self.shell = magics.shell
+        self.watch: DynamoWatch | None = None
+        self.cache_bytes: int | None = None
+
+    def start(self) -> None:
+        self.shell.events.register("pre_run_cell", self.pre_run_cell)
+        self.shell.events.register("post_run_cell", self.post_run_cell)
+
+    def stop(self) -> None:
+        for event, fn in (
+            ("pre_run_cell", self.pre_run_cell),
+            ("post_run_cell", self.post_run_cell),
+        ):
+            if fn in self.shell.events.callbacks[event]:
+                self.shell.events.unregister(event, fn)
+        if self.watch is not None:
+            self.watch.stop({}, scan_cache=False)
+            self.watch = None
+
+    def rebaseline(self) -> None:
+        """Forget what happened so far in this cell (``--bench`` reported it already)."""
+        if self.watch is not None:
+            self.watch.stop({}, scan_cache=False)
+        self.pre_run_cell()
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        if self.watch is not None:
+            self.watch.stop({}, scan_cache=False)
+        self.watch = DynamoWatch(self.cache_bytes)
+        self.watch.start()
+
+    def post_run_cell(self, result: Any = None) -> None:
+        watch, self.watch = self.watch, None
+        if watch is None:
+            return
+        report = watch.stop(cell_filenames(self.shell))
+        if report is None:
+            return
+        report.cell = getattr(result, "execution_count", None)
+        if report.cache_bytes_added is not None and self.cache_bytes is not None:
+            self.cache_bytes += report.cache_bytes_added
+        for compiled in self.magics.results.values():
+            compiled.reports.append(report)
+        if not self.magics.quiet_reports:
+            show_report(report, "in this cell")
+
+
+@magics_class
+class CompileMagics(ShellMagics):
+    """``%compile``; keeps the results of earlier ``%compile`` calls for their later reports."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.results: dict[str, CompileResult] = {}
+        self.watcher: CompileWatcher | None = None
+        self.quiet_reports = False
+
+    @magic_arguments()
+    @argument("name", help="variable holding a torch.nn.Module or a function")
+    @argument("--mode", help="inductor mode: default, reduce-overhead, max-autotune, ...")
+    @argument("--fullgraph", action="store_true", help="a graph break is an error")
+    @argument("--dynamic", action="store_true", default=None, help="compile for dynamic shapes")
+    @argument("--backend", help="registered backend (inductor, eager, aot_eager, ...) or a name")
+    @argument(
+        "--bench", metavar="EXPR", help='compile now and time eager vs compiled, e.g. "model(x)"'
+    )
+    @argument("--undo", action="store_true", help="bind NAME to its eager original again")
+    @argument("-o", "--output", action="store_true", help="return a result object")
+    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @line_magic
+    def compile(self, line: str) -> CompileResult | None:
+        """torch.compile the module or function bound to NAME, and rebind NAME to the result.
+
+        The eager original stays reachable (NAME._orig_mod for a module, the result's .eager,
+        %compile NAME --undo). torch.compile works at the first call: the report (compile time,
+        graphs, graph breaks with their reason and source line, recompiles, cache hits and
+        misses, bytes added to the on-disk caches) follows the cell that first calls NAME.
+        --bench "model(x)" compiles now and times eager vs compiled (median after warm-up,
+        CUDA synchronised). Never calls torch._dynamo.explain, which would reset every other
+        compiled model.
+        """
+        args = parse(CompileMagics.compile, line)
+        torch = torch_module()
+        name = args.name
+        value = lookup(self.shell.user_ns, name)
+        original = eager_original(value)
+        if args.undo:
+            return self._undo(name, value, original, args)
+        eager = value if original is None else original
+        self._check_target(name, eager, torch)
+        options = self._options(args, torch)
+        bench_code = compile_expression(self.shell, args.bench, "--bench") if args.bench else None
+        try:
+            compiled = torch.compile(eager, **options)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise UsageError(f"torch.compile refused these options: {exc}") from None
+        result = CompileResult(name, eager, compiled, options)
+        self.shell.user_ns[name] = compiled
+        try:
+            if bench_code is not None:
+                self._bench(result, bench_code, args.bench, args.quiet)
+        except BaseException:
+            self.shell.user_ns[name] = value  # a failure leaves NAME as it was
+            raise
+        self.results[name] = result
+        self._ensure_watcher()
+        if not args.quiet and bench_code is None:
+            show_compiled(result.name, eager, options)
+        return result if args.output else None
+
+    # -------------------------------------------------------------------------- checks
+
+    @staticmethod
+    def _check_target(name: str, eager: Any, torch: Any) -> None:
+        if isinstance(eager, torch.nn.Module):
+            return
+        if inspect.isclass(eager):
+            raise UsageError(
+                f"{name} is a class: compile an instance or a function, e.g. "
+                f"model = {name}(); %compile model."
+            )
+        if isinstance(eager, torch.Tensor) or not callable(eager):
+            raise UsageError(
+                f"{name} is a {type_name(eager)}, not a torch.nn.Module or a function: "
+                "%compile takes the name of a model or of a function that runs tensors."
+            )
+
+    def _options(self, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
+        options: dict[str, Any] = {"fullgraph": args.fullgraph, "dynamic": args.dynamic}
+        backend: Any = args.backend or "inductor"
+        if args.backend is not None:
+            backend = self._backend(args.backend, torch)
+        options["backend"] = backend
+        if args.mode is not None:
+            if backend != "inductor":
+                raise UsageError(
+                    f"--mode {args.mode} applies to the inductor backend only: drop --mode or "
+                    "drop --backend."
+                )
+            modes = list(getattr(torch._inductor, "list_mode_options", dict)() or {})
+            if modes and args.mode not in modes:
+                raise UsageError(f"--mode {args.mode}: unknown; use one of {', '.join(modes)}.")
+            options["mode"] = args.mode
+        return options
+
+    def _backend(self, name: str, torch: Any) -> Any:
+        from torch._dynamo import list_backends
+
+        try:
+            known = list(list_backends(exclude_tags=()))
+        except TypeError:  # older torch: no exclude_tags
+            known = list(list_backends())
+        known += ["eager", "aot_eager", "inductor"]
+        if name in known:
+            return name
+        candidate = self.shell.user_ns.get(name)
+        if callable(candidate):
+            return candidate
+        raise UsageError(
+            f"--backend {name}: not a registered backend nor a function in the notebook; "
+            f"registered: {', '.join(sorted(set(known)))}."
+        )
+
+    # -------------------------------------------------------------------------- actions
+
+    def _undo(
+        self, name: str, value: Any, original: Any, args: argparse.Namespace
+    ) -> CompileResult | None:
+        if original is None:
+            raise UsageError(f"{name} is not a torch.compile result: there is nothing to undo.")
+        self.shell.user_ns[name] = original
+        result = self.results.pop(name, None)
+        if not args.quiet:
+            from ._render import html_block, html_note, publish
+
+            text = f"{name} is the eager {type_name(original)} again (the compiled one is dropped)."
+            publish(text, html_block([html_note(text)]))
+        return result if args.output else None
+
+    def _bench(self, result: CompileResult, code: Any, expr: str, quiet: bool) -> None:
+        user_ns = self.shell.user_ns
+
+        def run() -> Any:
+            return eval(code, user_ns)  # noqa: S307  # the user's own expression
+
+        user_ns[result.name] = result.eager
+        eager = time_steady(run, warmup=2)
+        user_ns[result.name] = result.compiled
+        watch = DynamoWatch(cache_size_bytes())
+        watch.start()
+        try:
+            run()  # the first call compiles
+        finally:
+            report = watch.stop(cell_filenames(self.shell))
+        if report is not None:
+            report.cell = self.shell.execution_count
+            result.reports.append(report)
+            if not quiet:
+                show_report(report, f"at the first call of {expr}")
+        # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or third call.
+        compiled = time_steady(run, warmup=3)
+        result.bench = BenchResult(expr, eager, compiled, cuda=cuda_in_use())
+        if self.watcher is not None:
+            self.watcher.rebaseline()
+        if not quiet:
+            show_bench(result.bench)
+
+    def _ensure_watcher(self) -> None:
+        if self.watcher is None:
+            self.watcher = CompileWatcher(self)
+            self.watcher.cache_bytes = cache_size_bytes()
+            self.watcher.start()
+            self.watcher.pre_run_cell()  # this cell's compiles (none yet) count from now
+
+    def unload(self) -> None:
+        """Remove the reporter hooks (``%unload_ext``)."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None

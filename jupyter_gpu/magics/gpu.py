@@ -1,0 +1,113 @@
+"""``%gpu``: one line per GPU (name, utilization, memory, this kernel's torch memory)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import line_magic, magics_class
+
+from ._args import ShellMagics, argument, magic_arguments, parse
+from ._render import Table, fmt_bytes, html_block, html_note, publish
+from ._torch import cuda_in_use, torch_if_imported
+
+_BACKENDS = ("auto", "nvml", "simulated", "none")
+
+
+def _torch_memory_by_uuid() -> dict[str, tuple[int, int, int]]:
+    """{normalised UUID: (torch index, allocated, reserved)} for the devices this kernel uses.
+
+    Empty unless this kernel already initialised CUDA: ``%gpu`` never creates a CUDA context
+    (that alone takes hundreds of MB of GPU memory).
+    """
+    if not cuda_in_use():
+        return {}
+    torch = torch_if_imported()
+    assert torch is not None
+    out = {}
+    for i in range(torch.cuda.device_count()):
+        try:
+            uuid = str(torch.cuda.get_device_properties(i).uuid).lower().removeprefix("gpu-")
+        except (AttributeError, RuntimeError):
+            continue
+        out[uuid] = (i, int(torch.cuda.memory_allocated(i)), int(torch.cuda.memory_reserved(i)))
+    return out
+
+
+@magics_class
+class GpuMagics(ShellMagics):
+    """``%gpu``."""
+
+    @magic_arguments()
+    @argument(
+        "--backend",
+        default="auto",
+        help="auto (NVML if it works), nvml, simulated (labelled demo GPUs) or none",
+    )
+    @argument("-o", "--output", action="store_true", help="return the sample that was read")
+    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @line_magic
+    def gpu(self, line: str) -> Any:
+        """The GPUs at a glance, one line per GPU.
+
+        Each line: name, utilization, memory used of total, and this kernel's torch memory
+        (only if it already uses CUDA). Says plainly why when there is no GPU. Reads NVML once
+        (about 0.1 s); never imports torch.
+        """
+        args = parse(GpuMagics.gpu, line)
+        if args.backend not in _BACKENDS:
+            raise UsageError(f"--backend {args.backend}: use one of {', '.join(_BACKENDS)}.")
+        from jupyter_gpu.sampling import read_once
+
+        sample = read_once(args.backend)
+        if not args.quiet:
+            show_sample(sample)
+        return sample if args.output else None
+
+
+def show_sample(sample: Any) -> None:
+    """Display a ``jupyter_gpu.sampling`` sample as one line per GPU."""
+    if not sample.devices:
+        reason = sample.reason or "NVML reports no GPU"
+        text = f"No GPU: {reason}."
+        if cuda_in_use():
+            text += " (torch in this kernel does use CUDA: NVML is what is missing.)"
+        publish(text, html_block([html_note(text, warn=True)]))
+        return
+    label = " (simulated)" if sample.simulated else ""
+    torch_mem = {} if sample.simulated else _torch_memory_by_uuid()
+    pid = os.getpid()
+    table = Table(
+        headers=["GPU", "name", "util", "memory used", "this kernel"],
+        numeric=[True, False, True, True, False],
+        title=f"GPUs{label}",
+    )
+    lines = []
+    for d in sample.devices:
+        name = (d.name or "unknown") + label
+        if d.state != "ok":
+            row = [str(d.index), name, d.state, "", d.error or ""]
+        else:
+            util = "n/a" if d.util_pct is None else f"{d.util_pct:.0f}%"
+            used = f"{fmt_bytes(d.mem_used_bytes)} of {fmt_bytes(d.mem_total_bytes)}"
+            row = [str(d.index), name, util, used, _kernel_cell(d, torch_mem, pid)]
+        table.rows.append(list(row))
+        lines.append(
+            f"GPU {row[0]}  {row[1]}  util {row[2]}  memory {row[3]}  this kernel: {row[4]}"
+            if d.state == "ok"
+            else f"GPU {row[0]}  {row[1]}  {row[2]}: {row[4]}"
+        )
+    publish("\n".join(lines), html_block([table.html()]))
+
+
+def _kernel_cell(device: Any, torch_mem: dict[str, tuple[int, int, int]], pid: int) -> str:
+    nvml = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
+    nvml_text = f" (NVML {fmt_bytes(nvml)})" if nvml is not None else ""
+    uuid = str(device.uuid or "").lower().removeprefix("gpu-")
+    if uuid in torch_mem:
+        _, allocated, reserved = torch_mem[uuid]
+        return f"torch {fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved{nvml_text}"
+    if nvml is not None:
+        return f"NVML {fmt_bytes(nvml)} (torch not using this GPU)"
+    return "not using this GPU"

@@ -1,0 +1,251 @@
+"""``%%profile``: torch.profiler around a cell, with a table, a timeline and plain hints."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import cell_magic, magics_class, needs_local_scope
+
+from ._args import ShellMagics, argument, magic_arguments, parse, positive_int
+from ._cell import CellCode, cell_filenames
+from ._profile_analysis import Analysis, OpRow, analyse
+from ._render import (
+    Cell,
+    Table,
+    fmt_bytes,
+    fmt_pct,
+    fmt_seconds,
+    html_block,
+    html_note,
+    publish,
+    publish_figure,
+    timeline_figure,
+    timeline_svg,
+)
+from ._torch import synchronize, torch_module
+
+#: --sort keys: ours, then torch's own names for the same columns.
+SORT_KEYS = {
+    "self_gpu": "self_gpu_s",
+    "gpu": "gpu_s",
+    "self_cpu": "self_cpu_s",
+    "cpu": "cpu_s",
+    "calls": "calls",
+    "memory": "memory",
+    "name": "name",
+    "self_cuda_time_total": "self_gpu_s",
+    "self_device_time_total": "self_gpu_s",
+    "cuda_time_total": "gpu_s",
+    "device_time_total": "gpu_s",
+    "self_cpu_time_total": "self_cpu_s",
+    "cpu_time_total": "cpu_s",
+    "count": "calls",
+    "self_cpu_memory_usage": "memory",
+    "self_cuda_memory_usage": "memory",
+    "self_device_memory_usage": "memory",
+}
+
+
+@dataclass
+class ProfileResult:
+    """What ``%%profile -o`` returns (seconds, bytes). ``profiler`` is torch's own object."""
+
+    rows: list[OpRow]
+    gpu_idle_fraction: float | None
+    hints: list[str]
+    wall_s: float
+    trace_file: str | None
+    sort: str
+    kernel_count: int = 0
+    value: Any = None
+    profiler: Any = field(default=None, repr=False)
+
+
+def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
+    if key == "memory":
+        return row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
+    return getattr(row, key)
+
+
+@magics_class
+class ProfileMagics(ShellMagics):
+    """``%%profile``."""
+
+    @magic_arguments()
+    @argument(
+        "--sort", help="self_gpu (default with CUDA), gpu, self_cpu, cpu, calls, memory, name"
+    )
+    @argument("--row-limit", type=positive_int, default=15, help="rows in the table (15)")
+    @argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace to FILE")
+    @argument("--memory", action="store_true", help="record allocations (memory columns)")
+    @argument("--stack", action="store_true", help="record Python stacks (calling source line)")
+    @argument("-o", "--output", action="store_true", help="return a result object")
+    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @needs_local_scope
+    @cell_magic
+    def profile(self, line: str, cell: str, local_ns: dict[str, Any] | None = None) -> Any:
+        """Run the cell under torch.profiler and show what took the time.
+
+        A sortable table of the top ops (self/total CPU and GPU time, calls), a timeline of CPU
+        ops and GPU kernels, the fraction of the cell the GPU was idle, and one or two hints.
+        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). The profiler
+        stops even if the cell raises.
+        """
+        args = parse(ProfileMagics.profile, line)
+        torch = torch_module()
+        cuda = bool(torch.cuda.is_available())
+        sort = self._sort_key(args.sort, cuda)
+        trace = self._trace_path(args.trace)
+        if torch.autograd._profiler_enabled():
+            raise UsageError(
+                "A torch profiler is already running in this kernel (another %%profile or a "
+                "torch.profiler.profile block): stop it first, then run this cell again."
+            )
+        code = CellCode(self.shell, cell)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        from ._precision import autocast_enabled
+
+        autocast_on = autocast_enabled("cuda" if cuda else "cpu")
+        prof = torch.profiler.profile(
+            activities=activities, profile_memory=args.memory, with_stack=args.stack
+        )
+        start = time.perf_counter()
+        with prof:  # __exit__ stops the profiler whatever the cell does
+            value = code.run(local_ns)
+            synchronize()
+        wall = time.perf_counter() - start
+        analysis = analyse(
+            prof, cuda=cuda, autocast_on=autocast_on, cell_names=cell_filenames(self.shell)
+        )
+        if trace is not None:
+            prof.export_chrome_trace(trace)
+        result = ProfileResult(
+            rows=analysis.rows,
+            gpu_idle_fraction=analysis.gpu_idle_fraction,
+            hints=analysis.hints,
+            wall_s=wall,
+            trace_file=trace,
+            sort=sort,
+            kernel_count=analysis.kernel_count,
+            value=value,
+            profiler=prof,
+        )
+        if not args.quiet:
+            self._show(result, analysis, cuda=cuda, args=args)
+        return result if args.output else value
+
+    # -------------------------------------------------------------------------- checks
+
+    @staticmethod
+    def _sort_key(key: str | None, cuda: bool) -> str:
+        if key is None:
+            return "self_gpu_s" if cuda else "self_cpu_s"
+        if key not in SORT_KEYS:
+            raise UsageError(
+                f"--sort {key}: unknown key; use one of self_gpu, gpu, self_cpu, cpu, calls, "
+                "memory, name (or torch's own names, e.g. self_cuda_time_total)."
+            )
+        column = SORT_KEYS[key]
+        if not cuda and column in ("self_gpu_s", "gpu_s"):
+            raise UsageError(
+                f"--sort {key}: there is no GPU time to sort by without CUDA; use self_cpu or cpu."
+            )
+        return column
+
+    @staticmethod
+    def _trace_path(trace: str | None) -> str | None:
+        if trace is None:
+            return None
+        path = Path(trace).expanduser()
+        folder = path.parent if str(path.parent) else Path()
+        if not folder.is_dir():
+            raise UsageError(
+                f"--trace {trace}: the folder {folder} does not exist; create it first."
+            )
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"--trace {trace}: the folder {folder} is not writable here.")
+        if path.is_dir():
+            raise UsageError(f"--trace {trace} is a folder: give a file name, e.g. trace.json.")
+        return str(path)
+
+    # -------------------------------------------------------------------------- output
+
+    def _show(self, r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Namespace) -> None:
+        headers = ["op", "calls", "self CPU", "CPU total"]
+        numeric = [False, True, True, True]
+        if cuda:
+            headers += ["self GPU", "GPU total"]
+            numeric += [True, True]
+        if args.memory:
+            headers.append("self memory")
+            numeric.append(True)
+        if args.stack:
+            headers.append("called from")
+            numeric.append(False)
+        reverse = r.sort != "name"
+        rows = sorted(r.rows, key=lambda row: _sort_value(row, r.sort, cuda), reverse=reverse)
+        table = Table(
+            headers=headers,
+            numeric=numeric,
+            sortable=True,
+            title=f"top {min(args.row_limit, len(rows))} of {len(rows)} ops, by "
+            f"{r.sort.removesuffix('_s').replace('_', ' ')}; "
+            f"cell wall time {fmt_seconds(r.wall_s)}",
+        )
+        for row in rows[: args.row_limit]:
+            cells: list[Cell | str] = [
+                row.name[:80],
+                Cell(str(row.calls), row.calls),
+                Cell(fmt_seconds(row.self_cpu_s), row.self_cpu_s),
+                Cell(fmt_seconds(row.cpu_s), row.cpu_s),
+            ]
+            if cuda:
+                cells += [
+                    Cell(fmt_seconds(row.self_gpu_s), row.self_gpu_s),
+                    Cell(fmt_seconds(row.gpu_s), row.gpu_s),
+                ]
+            if args.memory:
+                mem = row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
+                cells.append(Cell(fmt_bytes(mem), mem))
+            if args.stack:
+                cells.append(row.called_from or "-")
+            table.rows.append(cells)
+        notes = []
+        if cuda:
+            idle = r.gpu_idle_fraction
+            notes.append(
+                f"GPU idle {fmt_pct(idle)} of the profiled {fmt_seconds(a.window_s)} "
+                f"({r.kernel_count:,} kernels)."
+                if idle is not None
+                else "GPU idle time: not measured."
+            )
+        else:
+            notes.append("No CUDA GPU: CPU ops only.")
+        notes += [f"Hint: {h}" for h in r.hints]
+        if r.trace_file:
+            notes.append(
+                f"Trace written to {r.trace_file} (open in ui.perfetto.dev or chrome://tracing)."
+            )
+        publish(
+            table.text() + "\n" + "\n".join(notes),
+            html_block([table.html(), *(html_note(n, warn=n.startswith("Hint")) for n in notes)]),
+        )
+        if a.bars:
+            lanes = len({b.lane for b in a.bars})
+            summary = (
+                f"timeline: {len(a.bars):,} events on {lanes} lane(s) "
+                f"over {fmt_seconds(a.window_s)}"
+            )
+            publish_figure(
+                timeline_figure(a.bars, "CPU ops and GPU kernels over the cell"),
+                timeline_svg(a.bars),
+                summary,
+            )
