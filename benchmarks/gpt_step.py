@@ -43,6 +43,7 @@ from jupyter_gpu.tutorials.flops import (  # noqa: E402
 )
 from jupyter_gpu.tutorials.gpt import GPT, GPTConfig  # noqa: E402
 from jupyter_gpu.tutorials.mlp import launch_bound_mlp, mlp_widths  # noqa: E402
+from jupyter_gpu.tutorials.presets import GPT_RUNS  # noqa: E402
 from jupyter_gpu.tutorials.timing import time_calls, time_first_call  # noqa: E402
 
 
@@ -68,6 +69,7 @@ SIZES = {
         _size("1536x12", 1536, 12, 12, 1024, 16),
         _size("2048x8", 2048, 8, 16, 1024, 16),
         _size("tiny", 128, 2, 2, 64, 4),  # CPU dry run only
+        Size("notebook", GPT_RUNS["gpu"].config, GPT_RUNS["gpu"].batch),  # 01/02's GPU size
     )
 }
 DEFAULT_SIZES = "768x12,1024x12,1536x8"

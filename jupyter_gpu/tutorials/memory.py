@@ -1,0 +1,87 @@
+"""Memory measurements for notebook 03: what autograd saves, and the allocator's peaks.
+
+:func:`saved_tensor_bytes` works on any device: it counts the bytes of the tensors autograd
+keeps for the backward pass (the activations), through ``saved_tensors_hooks``. The other
+helpers read torch's CUDA caching allocator and return ``None`` without CUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Total bytes of ``tensors`` (elements x element size)."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def saved_tensor_bytes(forward: Callable[[], object]) -> int:
+    """Bytes of the tensors autograd saves for backward while ``forward()`` runs.
+
+    Each storage is counted once (a weight saved by several operations, or a view of a saved
+    tensor, is not counted twice). Parameters are left out: they are alive anyway.
+    """
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    params: set[int] = set()
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal total
+        if isinstance(t, torch.nn.Parameter) or t.data_ptr() in params:
+            return t
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return total
+
+
+@dataclass(frozen=True)
+class AllocatorReading:
+    """torch's CUDA allocator at one moment, in bytes."""
+
+    stage: str
+    allocated: int
+    reserved: int
+    peak: int
+
+
+def allocator_reading(stage: str) -> AllocatorReading | None:
+    """Allocated, reserved and peak-allocated bytes now (``None`` without CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.synchronize()
+    return AllocatorReading(
+        stage,
+        torch.cuda.memory_allocated(),
+        torch.cuda.memory_reserved(),
+        torch.cuda.max_memory_allocated(),
+    )
+
+
+def peak_bytes_of(fn: Callable[[], object]) -> int | None:
+    """Peak bytes allocated while ``fn()`` runs, above what was allocated before it.
+
+    ``None`` without CUDA. Resets the allocator's peak counter.
+    """
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is torch's out-of-memory error (CUDA or otherwise)."""
+    return isinstance(error, torch.OutOfMemoryError)
