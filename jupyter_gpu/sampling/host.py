@@ -33,15 +33,30 @@ class HostReader:
         except (AttributeError, psutil.Error):  # not on Linux: use every CPU
             self._cpus = None
         self._last_usage: tuple[float, float] | None = None
-        self._primed = False
+        self._last_cpu_times: dict[int, tuple[float, float]] | None = None
 
     def _psutil_cpu_pct(self) -> float | None:
-        per_cpu = psutil.cpu_percent(interval=None, percpu=True)
-        if not self._primed:  # psutil's first call compares against boot: meaningless
-            self._primed = True
+        """Busy share of this process's CPUs since the last call, from per-CPU time counters.
+
+        Computed from our own previous reading rather than ``psutil.cpu_percent``, whose
+        baseline is shared by every caller in the process.
+        """
+        times = psutil.cpu_times(percpu=True)
+        cpus = [i for i in self._cpus if i < len(times)] if self._cpus else range(len(times))
+        busy = total = 0.0
+        current: dict[int, tuple[float, float]] = {}
+        for i in cpus:
+            t = times[i]
+            idle = t.idle + getattr(t, "iowait", 0.0)
+            current[i] = (sum(t), idle)
+        last, self._last_cpu_times = self._last_cpu_times, current
+        if last is None:
             return None
-        mine = [per_cpu[i] for i in self._cpus if i < len(per_cpu)] if self._cpus else per_cpu
-        return round(sum(mine) / len(mine), 1) if mine else None
+        for i, (all_time, idle) in current.items():
+            if i in last:
+                total += all_time - last[i][0]
+                busy += (all_time - last[i][0]) - (idle - last[i][1])
+        return round(min(100.0, max(0.0, 100.0 * busy / total)), 1) if total > 0 else None
 
     def read(self) -> HostSample:
         """One reading (a few file reads; under a millisecond)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psutil
@@ -113,6 +114,7 @@ def test_v1_without_limits_is_the_host(tmp_path: Path) -> None:
     )
     reader = HostReader(CgroupReader(root, proc))
     assert reader.read().cpu_pct is None
+    time.sleep(0.1)  # CPU time counters tick every 10 ms
     sample = reader.read()
     assert sample.mem_limit_source == "host"
     assert sample.mem_total_bytes == psutil.virtual_memory().total
