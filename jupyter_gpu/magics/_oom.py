@@ -100,11 +100,13 @@ def free_references(shell: Any) -> FreeReport:
 
     out = shell.user_ns.get("Out")
     if isinstance(out, dict):
-        for n in [n for n, value in list(out.items()) if holds_tensor(value)]:
-            value = out.pop(n)
-            if shell.user_ns.get(f"_{n}") is value:
+        # No local variable may hold a value here: it would survive the collection below.
+        for n in [n for n, held in list(out.items()) if holds_tensor(held)]:
+            if shell.user_ns.get(f"_{n}") is out[n]:
                 del shell.user_ns[f"_{n}"]
-            shell.user_ns_hidden.pop(f"_{n}", None)
+            if shell.user_ns_hidden.get(f"_{n}") is out[n]:
+                del shell.user_ns_hidden[f"_{n}"]
+            del out[n]
             report.cleared.append(f"Out[{n}]")
     hook = shell.displayhook
     for name in ("_", "__", "___"):
@@ -113,7 +115,15 @@ def free_references(shell: Any) -> FreeReport:
             setattr(hook, name, "")
             if shell.user_ns.get(name) is cached:  # not a value the user assigned themselves
                 shell.user_ns[name] = ""
+            if shell.user_ns_hidden.get(name) is cached:  # IPython's copy, to tell them apart
+                shell.user_ns_hidden[name] = ""
             report.cleared.append(name)
+        cached = None
+
+    # IPython keeps the previous cell's ExecutionResult, whose .result is its displayed value.
+    last = getattr(shell, "last_execution_result", None)
+    if last is not None and holds_tensor(getattr(last, "result", None)):
+        last.result = None
 
     del tb
     gc.collect()

@@ -251,10 +251,16 @@ def _count_unnamed(walker: _Walker) -> None:
     torch = walker.torch
     named = walker.census.by_storage
     unnamed: dict[tuple[str, int], TensorInfo] = {}
+    objects = []
     with warnings.catch_warnings():
-        # isinstance() on some objects (deprecated torch aliases) warns; that is not ours to show
+        # isinstance() on some objects (deprecated torch aliases) warns; not ours to show.
         warnings.simplefilter("ignore")
-        objects = [obj for obj in gc.get_objects() if isinstance(obj, torch.Tensor)]
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, torch.Tensor):
+                    objects.append(obj)
+            except ReferenceError:  # a weakref.proxy whose object is gone
+                continue
     for obj in objects:
         try:
             if not device_matches(obj, walker.device) or obj.is_meta:

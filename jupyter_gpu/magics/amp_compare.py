@@ -89,7 +89,9 @@ class TrainingState:
                 for p, g in zip(self.model.parameters(), self.grads or [], strict=False):
                     p.grad = None if g is None else g.clone()
             if self.optimizer is not None and self.optim_state is not None:
-                self.optimizer.load_state_dict(self.optim_state)
+                # A copy each time: load_state_dict may adopt our tensors (the step counts),
+                # which the next steps would then update in place.
+                self.optimizer.load_state_dict(copy.deepcopy(self.optim_state))
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)

@@ -1,0 +1,110 @@
+"""A fresh, real IPython shell per test with ``%load_ext jupyter_gpu`` (CPU torch)."""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import CapturedIO, capture_output
+from traitlets.config import Config
+
+
+@dataclass
+class Ran:
+    """One cell run: IPython's result and what it printed and displayed."""
+
+    result: Any
+    captured: CapturedIO
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.result.error_before_exec or self.result.error_in_exec
+
+    @property
+    def text(self) -> str:
+        """stdout, stderr and every display's text/plain, in one string."""
+        parts = [self.captured.stdout, self.captured.stderr]
+        parts += [o.data.get("text/plain", "") for o in self.captured.outputs]
+        return "\n".join(parts)
+
+    def bundles(self, mimetype: str) -> list[Any]:
+        return [o.data[mimetype] for o in self.captured.outputs if mimetype in o.data]
+
+
+class Shell:
+    """A thin helper around a real ``InteractiveShell``."""
+
+    def __init__(self, ip: InteractiveShell) -> None:
+        self.ip = ip
+
+    def run(self, source: str) -> Ran:
+        with capture_output() as captured:
+            result = self.ip.run_cell(source, store_history=True)
+        return Ran(result, captured)
+
+    def ok(self, source: str) -> Ran:
+        ran = self.run(source)
+        assert ran.error is None, f"{source!r} failed: {ran.error!r}\n{ran.text}"
+        return ran
+
+    def usage_error(self, source: str) -> str:
+        """Run ``source``, check it raised UsageError, return the message."""
+        from IPython.core.error import UsageError
+
+        ran = self.run(source)
+        assert isinstance(ran.error, UsageError), f"{source!r}: {ran.error!r}\n{ran.text}"
+        return str(ran.error)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.ip.user_ns[name]
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    InteractiveShell.clear_instance()
+    ip = InteractiveShell.instance(config=config)
+    ip.run_line_magic("load_ext", "jupyter_gpu")
+    helper = Shell(ip)
+    helper.ok("import torch\ntorch.manual_seed(0)")
+    yield helper
+    if "jupyter_gpu" in ip.extension_manager.loaded:
+        ip.run_line_magic("unload_ext", "jupyter_gpu")
+    # No torch._dynamo.reset() here: each test defines its own classes and functions, so no
+    # compiled code is shared. IPython's exit hook would clear this shell's namespace at exit,
+    # under dynamo's feet (it then prints KeyErrors from its weakref callbacks): skip it.
+    atexit.unregister(ip.atexit_operations)
+    InteractiveShell.clear_instance()
+
+
+# A class defined in the test's own cell: dynamo caches compiled code per code object, so each
+# test gets a fresh one (an nn.Sequential would share its forward across tests).
+MODEL_CELL = """
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, t):
+        return self.fc2(torch.relu(self.fc1(t)))
+
+model = Net()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+x = torch.randn(8, 16)
+y = torch.randn(8, 4)
+
+def train_step():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+"""

@@ -1,0 +1,189 @@
+"""%amp and %%amp in a real IPython shell (CPU autocast)."""
+
+from __future__ import annotations
+
+import torch
+
+from .conftest import MODEL_CELL, Shell
+
+
+def test_cell_magic_runs_the_cell_under_autocast_and_returns_its_value(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok("%%amp\nout = model(x)\nout.dtype")
+    assert shell["out"].dtype == torch.bfloat16
+    assert shell.ip.user_ns["Out"][ran.result.execution_count] == torch.bfloat16
+    assert not torch.is_autocast_enabled("cpu")
+    assert shell.ok("model(x).dtype").result.result == torch.float32
+
+
+def test_trailing_semicolon_hides_the_value(shell: Shell) -> None:
+    ran = shell.ok("%%amp\n1 + 1;")
+    assert ran.result.result is None
+
+
+def test_fp16_puts_a_grad_scaler_in_the_notebook_and_prints_the_recipe(shell: Shell) -> None:
+    ran = shell.ok("%%amp --dtype fp16\nz = torch.ones(2, 2) @ torch.ones(2, 2)")
+    assert shell["z"].dtype == torch.float16
+    assert isinstance(shell["scaler"], torch.amp.GradScaler)
+    assert "scaler.scale(loss).backward()" in ran.text
+    assert "scaler.update()" in ran.text
+
+
+def test_fp16_refuses_to_overwrite_another_scaler_variable(shell: Shell) -> None:
+    shell.ok("scaler = [1, 2]")
+    message = shell.usage_error("%%amp --dtype fp16\nz = 1")
+    assert "--scaler" in message
+    assert shell["scaler"] == [1, 2]
+    assert "z" not in shell.ip.user_ns
+
+
+def test_bad_dtype_is_a_usage_error_and_changes_nothing(shell: Shell) -> None:
+    message = shell.usage_error("%%amp --dtype int8\nz = 1")
+    assert "bf16 or fp16" in message
+    assert "z" not in shell.ip.user_ns
+    assert not torch.is_autocast_enabled("cpu")
+    assert "bf16 or fp16" in shell.usage_error("%amp on --dtype int8")
+    assert loaded_amp(shell).hooks is None
+
+
+def test_cell_that_raises_shows_its_own_error_and_leaves_autocast_off(shell: Shell) -> None:
+    ran = shell.run("%%amp\nbefore = 1\n1 / 0")
+    assert isinstance(ran.error, ZeroDivisionError)
+    assert shell["before"] == 1
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_cuda_device_without_cuda_is_a_usage_error(shell: Shell) -> None:
+    assert "--device cpu" in shell.usage_error("%%amp --device cuda\nz = 1")
+
+
+def test_line_command_in_cell_form_is_a_usage_error(shell: Shell) -> None:
+    assert "only options" in shell.usage_error("%%amp on\nz = 1")
+
+
+def loaded_amp(shell: Shell) -> object:
+    from jupyter_gpu.magics import AmpMagics, loaded_magics
+
+    magics = loaded_magics(shell.ip, AmpMagics)
+    assert magics is not None
+    return magics
+
+
+def test_on_autocasts_following_cells_until_off(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok("%amp on")
+    assert "autocast on" in ran.text
+    assert shell.ok("model(x).dtype").result.result == torch.bfloat16
+    # Between cells (here, in the test) autocast is off: the post-run hook left it.
+    assert not torch.is_autocast_enabled("cpu")
+    failing = shell.run("model(x)\nraise ValueError('boom')")
+    assert isinstance(failing.error, ValueError)
+    assert not torch.is_autocast_enabled("cpu")
+    assert shell.ok("model(x).dtype").result.result == torch.bfloat16
+    shell.ok("%amp off")
+    assert shell.ok("model(x).dtype").result.result == torch.float32
+    callbacks = shell.ip.events.callbacks
+    assert not any("AmpHooks" in repr(cb) for cb in callbacks["pre_run_cell"])
+    assert not any("AmpHooks" in repr(cb) for cb in callbacks["post_run_cell"])
+
+
+def test_on_twice_changes_the_dtype_without_stacking_hooks(shell: Shell) -> None:
+    shell.ok("%amp on")
+    shell.ok("%amp on --dtype fp16")
+    assert shell.ok("(torch.ones(2, 2) @ torch.ones(2, 2)).dtype").result.result == torch.float16
+    hooks = [cb for cb in shell.ip.events.callbacks["pre_run_cell"] if "AmpHooks" in repr(cb)]
+    assert len(hooks) == 1
+    shell.ok("%amp off")
+
+
+def test_status_reports_autocast_and_tf32(shell: Shell) -> None:
+    ran = shell.ok("%amp")
+    assert "autocast: off" in ran.text
+    assert "TF32" in ran.text
+    shell.ok("%amp on")
+    status = shell.ok("s = %amp -o -q").result
+    assert status.error_in_exec is None
+    assert shell["s"].autocast_on
+    assert shell["s"].dtype == "bf16"
+    assert shell["s"].device == "cpu"
+    shell.ok("%amp off")
+
+
+def test_unload_removes_the_hooks(shell: Shell) -> None:
+    shell.ok("%amp on")
+    shell.ok("%unload_ext jupyter_gpu")
+    assert shell.ok("(torch.ones(2, 2) @ torch.ones(2, 2)).dtype").result.result == torch.float32
+    assert not torch.is_autocast_enabled("cpu")
+    assert "amp" not in shell.ip.magics_manager.magics["line"]
+
+
+def test_tf32_switch_uses_the_available_api_and_says_cpu_is_unaffected(shell: Shell) -> None:
+    from jupyter_gpu.magics import _precision as prec
+
+    saved = prec.Tf32Settings.read()
+    try:
+        ran = shell.ok("%amp tf32 on")
+        assert prec.tf32_enabled() == (True, True)
+        assert "CPU" in ran.text
+        shell.ok("%amp tf32 off")
+        assert prec.tf32_enabled() == (False, False)
+        assert "on or off" in shell.usage_error("%amp tf32 maybe")
+    finally:
+        saved.apply()
+
+
+def test_unknown_command_is_a_usage_error(shell: Shell) -> None:
+    assert "%amp on" in shell.usage_error("%amp sideways")
+
+
+def test_compare_restores_model_optimizer_and_rng(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("train_step(); train_step()")  # optimizer state exists before the comparison
+    before = {k: v.clone() for k, v in shell["model"].state_dict().items()}
+    opt_step = shell["opt"].state_dict()["state"][0]["step"].clone()
+    rng = torch.get_rng_state().clone()
+    ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
+    r = shell["r"]
+    assert [m.mode for m in r.results] == ["fp32", "tf32", "bf16", "fp16"]
+    assert all(m.error is None and m.time_s > 0 and m.runs == 3 for m in r.results)
+    assert all(m.loss is not None for m in r.results)
+    bf16 = next(m for m in r.results if m.mode == "bf16")
+    assert bf16.loss_diff is not None
+    assert 0 <= bf16.loss_diff < 0.05
+    for key, value in shell["model"].state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert torch.equal(shell["opt"].state_dict()["state"][0]["step"], opt_step)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert "Restored afterwards: model, opt" in ran.text
+    assert "fp32" in ran.text
+    assert "bf16" in ran.text
+
+
+def test_compare_modes_and_warning_without_state_names(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok('%amp compare "train_step()" --modes bf16 --runs 3')
+    assert "fp32" in ran.text
+    assert "bf16" in ran.text
+    assert "tf32" not in ran.text
+    assert "--model and --optimizer" in ran.text
+
+
+def test_compare_bad_input(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    assert "one expression" in shell.usage_error("%amp compare")
+    assert "not a Python expression" in shell.usage_error('%amp compare "x ="')
+    assert "no variable named modle" in shell.usage_error(
+        '%amp compare "train_step()" --model modle'
+    )
+    assert "not a torch.nn.Module" in shell.usage_error('%amp compare "train_step()" --model x')
+    assert "--modes" in shell.usage_error('%amp compare "train_step()" --modes fp8')
+    assert "--model, --optimizer" in shell.usage_error("%amp on --model model")
+
+
+def test_compare_step_failing_in_fp32_restores_and_says_why(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    before = shell["model"].fc1.weight.clone()
+    shell.ok("def bad_step():\n    train_step()\n    raise RuntimeError('data ran out')")
+    message = shell.usage_error('%amp compare "bad_step()" --model model --optimizer opt')
+    assert "data ran out" in message
+    assert torch.equal(shell["model"].fc1.weight, before)

@@ -1,0 +1,152 @@
+"""%compile in a real IPython shell (dynamo with the eager backend: fast, no C++ compiler)."""
+
+from __future__ import annotations
+
+import torch
+
+from .conftest import MODEL_CELL, Shell
+
+
+def test_compile_rebinds_and_reports_after_the_first_call(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    eager = shell["model"]
+    ran = shell.ok("r = %compile model --backend eager -o")
+    assert "compiles at its first call" in ran.text
+    compiled = shell["model"]
+    assert compiled is not eager
+    assert compiled._orig_mod is eager
+    assert shell["r"].eager is eager
+    assert shell["r"].compiled is compiled
+    first = shell.ok("out = model(x)")
+    assert "torch.compile in this cell: 1 graph(s)" in first.text
+    assert "graph breaks: none" in first.text
+    assert len(shell["r"].reports) == 1
+    assert shell["r"].reports[0].graphs == 1
+    quiet = shell.ok("out = model(x)")  # cached: nothing compiles, nothing is reported
+    assert "torch.compile" not in quiet.text
+
+
+def test_graph_break_reason_and_user_line(shell: Shell) -> None:
+    shell.ok(
+        "def step(t):\n    t = t * 2\n    print('logging in the middle')\n    return t.sin()\n"
+    )
+    defining_cell = shell.ip.execution_count - 1
+    shell.ok("%compile step --backend eager")
+    ran = shell.ok("step(torch.ones(3))")
+    assert "graph breaks: 1" in ran.text
+    assert f"cell [{defining_cell}] line 3" in ran.text
+    assert "print('logging in the middle')" in ran.text
+    assert "print" in ran.text.split("graph breaks: 1", 1)[1]
+    html = "".join(ran.bundles("text/html"))
+    assert "<table" in html
+    assert "logging in the middle" in html
+
+
+def test_recompile_is_reported_with_its_reason(shell: Shell) -> None:
+    shell.ok("def double(t):\n    return t * 2\n")
+    shell.ok("%compile double --backend eager")
+    shell.ok("double(torch.ones(3))")
+    ran = shell.ok("double(torch.ones(4, 4))")
+    assert "recompiles: 1" in ran.text
+    assert "double" in ran.text
+
+
+def test_bench_times_eager_and_compiled(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok('r = %compile model --backend eager --bench "model(x)" -o')
+    bench = shell["r"].bench
+    assert bench is not None
+    assert bench.eager.runs >= 5
+    assert bench.compiled.runs >= 5
+    assert bench.eager_s > 0
+    assert bench.compiled_s > 0
+    assert abs(bench.speedup - bench.eager_s / bench.compiled_s) < 1e-9
+    assert "bench model(x): eager" in ran.text
+    assert "median of" in ran.text
+    assert "at the first call of model(x)" in ran.text
+    assert shell["r"].reports
+    assert shell["r"].reports[0].graphs >= 1
+    assert shell["model"] is shell["r"].compiled
+    # The per-cell reporter must not report the same compile twice.
+    assert ran.text.count("torch.compile ") == 1
+
+
+def test_undo_and_recompiling_a_compiled_name(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    eager = shell["model"]
+    shell.ok("%compile model --backend eager")
+    shell.ok("%compile model --backend aot_eager")  # compiles the eager original again
+    assert shell["model"]._orig_mod is eager
+    ran = shell.ok("%compile model --undo")
+    assert shell["model"] is eager
+    assert "eager Net again" in ran.text
+    assert "nothing to undo" in shell.usage_error("%compile model --undo")
+
+
+def test_bad_input_leaves_the_name_alone(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    eager = shell["model"]
+    assert "no variable named modle" in shell.usage_error("%compile modle")
+    assert "not a torch.nn.Module or a function" in shell.usage_error("%compile x")
+    shell.ok("class Net(torch.nn.Module):\n    pass")
+    assert "is a class" in shell.usage_error("%compile Net")
+    assert "unknown" in shell.usage_error("%compile model --mode fastest")
+    assert "inductor backend only" in shell.usage_error(
+        "%compile model --backend eager --mode max-autotune"
+    )
+    assert "not a registered backend" in shell.usage_error("%compile model --backend nope")
+    assert "not a Python expression" in shell.usage_error('%compile model --bench "model(x"')
+    assert "quotes" in shell.usage_error("%compile model --bench model(x) extra")
+    assert "must be the name of a variable" in shell.usage_error("%compile model.layer")
+    assert shell["model"] is eager
+
+
+def test_bench_failure_restores_the_eager_model(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    eager = shell["model"]
+    ran = shell.run('%compile model --backend eager --bench "model(torch.ones(2, 3))"')
+    assert isinstance(ran.error, RuntimeError)  # the user's own error: shapes do not match
+    assert shell["model"] is eager
+
+
+def test_fullgraph_graph_break_fails_and_restores(shell: Shell) -> None:
+    shell.ok("def chatty(t):\n    print('hi')\n    return t + 1\n")
+    original = shell["chatty"]
+    ran = shell.run('%compile chatty --backend eager --fullgraph --bench "chatty(torch.ones(2))"')
+    assert ran.error is not None
+    assert "UsageError" not in type(ran.error).__name__
+    assert shell["chatty"] is original
+
+
+def test_other_compiled_functions_keep_their_compiled_code(shell: Shell) -> None:
+    # torch._dynamo.explain would reset dynamo; %compile must not.
+    shell.ok("def first(t):\n    return t.cos() + 1\n")
+    shell.ok("%compile first --backend eager")
+    shell.ok("first(torch.ones(3))")
+    shell.ok(MODEL_CELL)
+    shell.ok('%compile model --backend eager --bench "model(x)"')
+    again = shell.ok("first(torch.ones(3))")
+    assert "torch.compile" not in again.text  # still compiled: no new compile in this cell
+
+
+def test_custom_backend_function_from_the_notebook(shell: Shell) -> None:
+    shell.ok(
+        "calls = []\n"
+        "def my_backend(gm, example_inputs):\n"
+        "    calls.append(len(gm.graph.nodes))\n"
+        "    return gm.forward\n"
+        "def f(t):\n"
+        "    return t.relu() * 3\n"
+    )
+    shell.ok("%compile f --backend my_backend")
+    shell.ok("f(torch.ones(2))")
+    assert shell["calls"]
+
+
+def test_unload_removes_the_reporter(shell: Shell) -> None:
+    shell.ok("def g(t):\n    return t * 5\n")
+    shell.ok("%compile g --backend eager")
+    shell.ok("%unload_ext jupyter_gpu")
+    ran = shell.ok("g(torch.ones(2))")
+    assert "torch.compile" not in ran.text
+    assert torch.equal(ran.result.result, torch.full((2,), 5.0))

@@ -1,0 +1,69 @@
+"""Loading, unloading and the help of every magic, in a real IPython shell."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import Shell
+
+LINE_MAGICS = ("compile", "amp", "memsummary", "gpu")
+CELL_MAGICS = ("amp", "memsummary", "profile")
+
+
+def test_loading_imports_neither_torch_nor_plotly() -> None:
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+        "print(sorted(m for m in ('torch', 'plotly', 'numpy', 'pynvml') if m in sys.modules))\n"
+        "print(sorted(ip.magics_manager.magics['line']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    imported, magics = out.stdout.strip().splitlines()
+    assert imported == "[]"
+    for name in LINE_MAGICS:
+        assert f"'{name}'" in magics
+
+
+def test_magics_are_registered_and_removed_on_unload(shell: Shell) -> None:
+    table = shell.ip.magics_manager.magics
+    for name in LINE_MAGICS:
+        assert name in table["line"]
+    for name in CELL_MAGICS:
+        assert name in table["cell"]
+    shell.ok("%unload_ext jupyter_gpu")
+    for name in LINE_MAGICS:
+        assert name not in table["line"]
+    assert "profile" not in table["cell"]
+    assert "prun" in table["line"]  # IPython's own magics are untouched
+    shell.ok("%load_ext jupyter_gpu")
+    assert "compile" in table["line"]
+    shell.ok("%reload_ext jupyter_gpu")
+    assert "compile" in table["line"]
+
+
+@pytest.mark.parametrize(
+    ("magic", "expected"),
+    [
+        ("%compile?", "--bench EXPR"),
+        ("%amp?", "compare"),
+        ("%memsummary?", "--snapshot"),
+        ("%%profile?", "--row-limit"),
+        ("%gpu?", "--backend"),
+    ],
+)
+def test_help_is_the_docstring_with_the_options(shell: Shell, magic: str, expected: str) -> None:
+    ran = shell.ok(magic)
+    assert expected in ran.text
+    assert "-o, --output" in ran.text
+    assert "-q, --quiet" in ran.text
+
+
+def test_profile_is_a_cell_magic_only(shell: Shell) -> None:
+    ran = shell.run("%profile")
+    assert ran.error is not None
+    assert "%%profile" in str(ran.error) or "cell magic" in ran.text

@@ -1,0 +1,106 @@
+"""%memsummary and %%memsummary in a real IPython shell (CPU: no CUDA allocator)."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from .conftest import MODEL_CELL, Shell
+
+
+def test_summary_names_the_tensors_that_hold_memory(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("train_step()")
+    shell.ok(
+        "big = torch.zeros(512, 512)\nview = big[10:]\n"
+        "batch = {'input_ids': torch.ones(64, 256), 'labels': [torch.ones(100, 100)]}"
+    )
+    ran = shell.ok("s = %memsummary -o -n 50")
+    s = shell["s"]
+    assert s.device == "cpu"
+    assert s.allocated_bytes is None
+    by_name = {name: t for t in s.tensors for name in t.names}
+    assert by_name["big"].nbytes == 512 * 512 * 4
+    assert by_name["big"] is by_name["view"]  # one storage, counted once
+    assert by_name["batch['input_ids']"].shape == (64, 256)
+    assert "batch['labels'][0]" in by_name
+    assert "model.fc1.weight" in by_name
+    assert "model.fc1.weight.grad" in by_name
+    exp_avg = [n for n in by_name if n.startswith("opt.state[model.fc1.weight]")]
+    assert exp_avg, sorted(by_name)
+    assert s.tensors[0].nbytes >= s.tensors[-1].nbytes  # largest first
+    assert "No CUDA device" in ran.text
+
+
+def test_summary_text_lists_names_with_sizes(shell: Shell) -> None:
+    shell.ok("big = torch.zeros(1024, 1024)")
+    ran = shell.ok("%memsummary")
+    assert "4.0 MiB" in ran.text
+    assert "big" in ran.text
+    html = "".join(ran.bundles("text/html"))
+    assert "<table" in html
+    assert "big" in html
+
+
+def test_output_cache_and_last_error_are_named_and_freed(shell: Shell) -> None:
+    shell.ok("keep = torch.ones(10, 10)")
+    n = shell.ok("torch.zeros(300, 300)").result.execution_count
+    failing = shell.run(
+        "def step():\n"
+        "    activations = torch.zeros(400, 400)\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory (raised by the test)')\n"
+        "step()"
+    )
+    assert isinstance(failing.error, torch.OutOfMemoryError)
+    del failing  # the test's own reference to the error (IPython's are what --free drops)
+    s = shell.ok("s = %memsummary -o -q").result
+    assert s.error_in_exec is None
+    summary = shell["s"]
+    names = {name for t in summary.tensors for name in t.names}
+    assert f"Out[{n}]" in names
+    assert "<last error> step.activations" in names
+    assert summary.last_error_was_oom
+    assert summary.held_by_last_error_bytes >= 400 * 400 * 4 + 300 * 300 * 4
+    advice = shell.ok("%memsummary").text
+    assert "ran out of memory" in advice
+    assert "%memsummary --free" in advice
+
+    out_ref = weakref.ref(shell.ip.user_ns["Out"][n])
+    freed = shell.ok("f = %memsummary --free -o")
+    report = shell["f"]
+    assert report.tensors_freed >= 2
+    assert report.freed_bytes >= 400 * 400 * 4 + 300 * 300 * 4
+    assert out_ref() is None
+    assert n not in shell.ip.user_ns["Out"]
+    assert torch.equal(shell["keep"], torch.ones(10, 10))  # user variables are kept
+    assert "Your variables are untouched" in freed.text
+    again = shell.ok("%memsummary --free")
+    assert "Nothing to free" in again.text
+
+
+def test_cell_magic_reports_delta_and_returns_value(shell: Shell) -> None:
+    ran = shell.ok("%%memsummary\nblock = torch.ones(2048, 2048)\nblock.shape")
+    assert ran.result.result == torch.Size([2048, 2048])
+    assert "cell memory (cpu" in ran.text
+    result = shell.ok("%%memsummary -o -q\nblock2 = torch.ones(4, 4)").result.result
+    assert result.device == "cpu"
+    assert result.before_bytes is not None
+    assert result.after_bytes is not None
+
+
+def test_cell_magic_with_error_reports_and_reraises(shell: Shell) -> None:
+    ran = shell.run("%%memsummary\npartial = 1\nraise KeyError('missing')")
+    assert isinstance(ran.error, KeyError)
+    assert shell["partial"] == 1
+    assert "the cell raised" in ran.text
+
+
+def test_bad_input(shell: Shell) -> None:
+    assert "needs a CUDA device" in shell.usage_error("%%memsummary --snapshot\nz = 1")
+    assert "z" not in shell.ip.user_ns
+    assert "no CUDA device" in shell.usage_error("%memsummary -d 1")
+    assert "top of the cell" in shell.usage_error("%memsummary --snapshot")
+    assert "--free" in shell.usage_error("%%memsummary --free\nz = 1")
+    assert "at least 1" in shell.usage_error("%memsummary -n 0")
+    assert "whole number" in shell.usage_error("%memsummary -d one")

@@ -1,0 +1,107 @@
+"""%%profile in a real IPython shell (CPU profiler)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from jupyter_gpu.magics._render import PLOTLY_MIMETYPE
+
+from .conftest import MODEL_CELL, Shell
+
+
+def test_profile_shows_a_table_a_timeline_and_hints(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok("%%profile\nfor _ in range(3):\n    loss = train_step()\nloss.item() > 0")
+    assert ran.result.result is True  # the cell's value comes back
+    assert "aten::addmm" in ran.text
+    assert "self CPU" in ran.text
+    assert "No CUDA GPU" in ran.text
+    html = "".join(ran.bundles("text/html"))
+    assert "<table" in html
+    assert 'onclick="' in html
+    assert "aten::addmm" in html
+    figures = ran.bundles(PLOTLY_MIMETYPE)
+    assert len(figures) == 1
+    figure = figures[0]
+    assert figure["data"]
+    assert figure["data"][0]["orientation"] == "h"
+    assert any("aten::" in label for trace in figure["data"] for label in trace["text"])
+    json.dumps(figure)  # the bundle must be plain JSON
+    assert "<svg" in html  # the exported-HTML fallback of the timeline
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_profile_result_object(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("%%profile -o -q --sort calls --row-limit 5\ntrain_step()")
+    result = shell.ip.user_ns["_"]
+    assert result.sort == "calls"
+    assert result.gpu_idle_fraction is None
+    assert result.wall_s > 0
+    names = {row.name for row in result.rows}
+    assert "aten::addmm" in names
+    assert result.profiler is not None
+    assert all(row.calls > 0 for row in result.rows)
+
+
+def test_sort_and_row_limit(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok("%%profile --sort calls --row-limit 3\ntrain_step()")
+    assert "top 3 of" in ran.text
+    assert "by calls" in ran.text
+
+
+def test_stack_shows_the_calling_cell_line(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    defining_cell = shell.ip.execution_count - 1
+    ran = shell.ok("%%profile --stack\ntrain_step()")
+    assert "called from" in ran.text
+    assert f"cell [{defining_cell}] line" in ran.text
+
+
+def test_memory_adds_a_memory_column(shell: Shell) -> None:
+    ran = shell.ok("%%profile --memory --sort memory\nbig = torch.ones(1000, 1000) * 2")
+    assert "self memory" in ran.text
+    assert "MiB" in ran.text
+
+
+def test_trace_writes_a_chrome_trace(shell: Shell, tmp_path: Path) -> None:
+    shell.ok(MODEL_CELL)
+    trace = tmp_path / "step.json"
+    ran = shell.ok(f"%%profile --trace {trace}\ntrain_step()")
+    data = json.loads(trace.read_text())
+    assert any(e.get("name", "").startswith("aten::") for e in data["traceEvents"])
+    assert str(trace) in ran.text
+
+
+def test_bad_input_runs_nothing(shell: Shell, tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "t.json"
+    assert "does not exist" in shell.usage_error(f"%%profile --trace {missing}\nran = 1")
+    assert "is a folder" in shell.usage_error(f"%%profile --trace {tmp_path}\nran = 1")
+    assert "unknown key" in shell.usage_error("%%profile --sort speed\nran = 1")
+    assert "no GPU time" in shell.usage_error("%%profile --sort self_gpu\nran = 1")
+    assert "at least 1" in shell.usage_error("%%profile --row-limit 0\nran = 1")
+    assert "ran" not in shell.ip.user_ns
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_profiler_stops_when_the_cell_raises(shell: Shell) -> None:
+    ran = shell.run("%%profile\nstarted = True\nraise RuntimeError('bad batch')")
+    assert isinstance(ran.error, RuntimeError)
+    assert "bad batch" in str(ran.error)
+    assert shell["started"] is True
+    assert not torch.autograd._profiler_enabled()
+    # ... and profiling works again afterwards
+    assert "aten::" in shell.ok("%%profile\ntorch.ones(10).sum()").text
+
+
+def test_nested_profiler_is_a_usage_error(shell: Shell) -> None:
+    shell.ok("p = torch.profiler.profile()\np.__enter__()")
+    try:
+        assert "already running" in shell.usage_error("%%profile\nz = 1")
+    finally:
+        shell.ok("p.__exit__(None, None, None)")
+    assert not torch.autograd._profiler_enabled()
