@@ -7,6 +7,8 @@ does not keep an idle server from being culled.
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
 import math
 import time
@@ -26,6 +28,7 @@ from jupyter_gpu.server.service import GpuService
 AUTH_RESOURCE = "jupyter_gpu"
 SETTINGS_KEY = "jupyter_gpu"
 MAX_FUTURE_S = 86_400.0
+GZIP_MIN_BYTES = 8192
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 
 
@@ -112,7 +115,19 @@ class HistoryHandler(GpuApiHandler):
         await self.ready()
         sampler = self.service.sampler
         entries = sampler.history.since(since)
-        await self.finish(history_body(sampler.options.interval_s, [e.json for e in entries]))
+        body = history_body(sampler.options.interval_s, [e.json for e in entries])
+        self.set_header("Vary", "Accept-Encoding")
+        if len(body) >= GZIP_MIN_BYTES and "gzip" in self.request.headers.get(
+            "Accept-Encoding", ""
+        ):
+            # Ten minutes of samples are megabytes of very repetitive JSON (about 10x smaller
+            # gzipped); compress in a worker thread so the event loop keeps serving.
+            loop = asyncio.get_running_loop()
+            data = await loop.run_in_executor(None, gzip.compress, body.encode(), 1)
+            self.set_header("Content-Encoding", "gzip")
+            await self.finish(data)
+            return
+        await self.finish(body)
 
 
 class MetricsHandler(GpuApiHandler):

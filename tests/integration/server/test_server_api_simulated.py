@@ -69,6 +69,17 @@ async def test_history_filters_by_since(api_get: Get) -> None:
     assert future["samples"] == []
 
 
+async def test_a_long_history_is_sent_gzipped(jp_fetch: Fetch) -> None:
+    await asyncio.sleep(0.6)
+    response = await jp_fetch(*API, "history", headers={"Accept-Encoding": "gzip"})
+    # tornado's client decompresses, and says what it undid
+    assert response.headers.get("X-Consumed-Content-Encoding") == "gzip"
+    assert len(json.loads(response.body)["samples"]) >= 3
+    plain = await jp_fetch(*API, "history", decompress_response=False)
+    assert "Content-Encoding" not in plain.headers  # the client did not ask for gzip
+    validate(json.loads(plain.body), "History")
+
+
 @pytest.mark.parametrize(
     "since", ["banana", "-1", "nan", "inf", "-inf", "1e300", "", str(time.time() + 2 * 86400)]
 )
