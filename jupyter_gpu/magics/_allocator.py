@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -61,9 +60,35 @@ class NvmlProcessView:
     reason: str | None
 
 
-def _norm_uuid(uuid: object) -> str:
+def norm_uuid(uuid: object) -> str:
+    """A GPU UUID as NVML and torch both can be compared by ("GPU-" prefix dropped, lower case)."""
     text = str(uuid).lower()
     return text[4:] if text.startswith("gpu-") else text
+
+
+def torch_uuid(index: int) -> str | None:
+    """The UUID of torch's CUDA device ``index`` (normalised), ``None`` if torch cannot say."""
+    torch = torch_module()
+    try:
+        return norm_uuid(torch.cuda.get_device_properties(index).uuid)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def match_nvml_device(devices: Any, index: int) -> Any | None:
+    """NVML's record of torch's CUDA device ``index``.
+
+    Matched by UUID; else by index where both numberings must agree (no
+    ``CUDA_VISIBLE_DEVICES``, as many devices on both sides).
+    """
+    wanted = torch_uuid(index)
+    match = next((d for d in devices if d.uuid and norm_uuid(d.uuid) == wanted), None)
+    if match is not None:
+        return match
+    torch = torch_module()
+    if "CUDA_VISIBLE_DEVICES" not in os.environ and len(devices) == torch.cuda.device_count():
+        return next((d for d in devices if d.index == index), None)
+    return None
 
 
 def nvml_process_view(device: int) -> NvmlProcessView:
@@ -77,17 +102,9 @@ def nvml_process_view(device: int) -> NvmlProcessView:
     sample = read_once()
     if not sample.devices:
         return NvmlProcessView(None, None, None, sample.reason or "NVML sees no GPU")
-    torch = torch_module()
-    wanted = None
-    with contextlib.suppress(AttributeError, RuntimeError):  # no uuid in old torch builds
-        wanted = _norm_uuid(torch.cuda.get_device_properties(device).uuid)
-    match = next((d for d in sample.devices if d.uuid and _norm_uuid(d.uuid) == wanted), None)
+    match = match_nvml_device(sample.devices, device)
     if match is None:
-        if "CUDA_VISIBLE_DEVICES" in os.environ or wanted is not None:
-            return NvmlProcessView(None, None, None, "could not match the CUDA device to NVML's")
-        match = next((d for d in sample.devices if d.index == device), None)
-        if match is None:
-            return NvmlProcessView(None, None, None, "NVML does not list this device")
+        return NvmlProcessView(None, None, None, "could not match the CUDA device to NVML's")
     if match.state != "ok":
         return NvmlProcessView(None, match.mem_total_bytes, None, match.error or match.state)
     pid = os.getpid()

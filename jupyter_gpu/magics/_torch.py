@@ -92,6 +92,9 @@ class Timing:
     warmup: int
     times_s: tuple[float, ...]
 
+    def __repr__(self) -> str:
+        return f"Timing(median_s={self.median_s:.6g}, runs={self.runs}, warmup={self.warmup})"
+
     @property
     def spread_s(self) -> float:
         """Inter-quartile range of the runs (seconds): how steady the measurement was."""

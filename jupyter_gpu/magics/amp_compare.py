@@ -51,6 +51,10 @@ class AmpComparison:
     results: list[AmpModeResult] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        times = ", ".join(f"{r.mode} {fmt_seconds(r.time_s)}" for r in self.results)
+        return f"<AmpComparison {self.expr} on {self.device}: {times}>"
+
     def speedup(self, mode: str) -> float | None:
         """fp32 time divided by ``mode``'s time (``None`` if either is missing)."""
         times = {r.mode: r.time_s for r in self.results}

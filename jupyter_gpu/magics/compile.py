@@ -64,6 +64,15 @@ class CompileResult:
     reports: list[CompileReport] = field(default_factory=list)
     bench: BenchResult | None = None
 
+    def __repr__(self) -> str:
+        bench = f", speedup={self.bench.speedup:.2f}x" if self.bench else ""
+        graphs = sum(r.graphs for r in self.reports)
+        breaks = sum(r.graph_break_count for r in self.reports)
+        return (
+            f"<CompileResult {self.name}: {len(self.reports)} report(s), {graphs} graph(s), "
+            f"{breaks} graph break(s){bench}>"
+        )
+
 
 def eager_original(value: Any) -> Any | None:
     """The eager object behind a ``torch.compile`` result, or ``None`` if it is not compiled."""

@@ -15,23 +15,26 @@ from ._torch import cuda_in_use, torch_if_imported
 _BACKENDS = ("auto", "nvml", "simulated", "none")
 
 
-def _torch_memory_by_uuid() -> dict[str, tuple[int, int, int]]:
-    """{normalised UUID: (torch index, allocated, reserved)} for the devices this kernel uses.
+def _torch_memory(devices: Any) -> dict[int, tuple[int, int]]:
+    """{NVML index: (allocated, reserved)} for the GPUs this kernel's torch uses.
 
     Empty unless this kernel already initialised CUDA: ``%gpu`` never creates a CUDA context
     (that alone takes hundreds of MB of GPU memory).
     """
     if not cuda_in_use():
         return {}
+    from ._allocator import match_nvml_device
+
     torch = torch_if_imported()
     assert torch is not None
     out = {}
     for i in range(torch.cuda.device_count()):
-        try:
-            uuid = str(torch.cuda.get_device_properties(i).uuid).lower().removeprefix("gpu-")
-        except (AttributeError, RuntimeError):
-            continue
-        out[uuid] = (i, int(torch.cuda.memory_allocated(i)), int(torch.cuda.memory_reserved(i)))
+        match = match_nvml_device(devices, i)
+        if match is not None:
+            out[match.index] = (
+                int(torch.cuda.memory_allocated(i)),
+                int(torch.cuda.memory_reserved(i)),
+            )
     return out
 
 
@@ -76,7 +79,7 @@ def show_sample(sample: Any) -> None:
         publish(text, html_block([html_note(text, warn=True)]))
         return
     label = " (simulated)" if sample.simulated else ""
-    torch_mem = {} if sample.simulated else _torch_memory_by_uuid()
+    torch_mem = {} if sample.simulated else _torch_memory(sample.devices)
     pid = os.getpid()
     table = Table(
         headers=["GPU", "name", "util", "memory used", "this kernel"],
@@ -101,12 +104,11 @@ def show_sample(sample: Any) -> None:
     publish("\n".join(lines), html_block([table.html()]))
 
 
-def _kernel_cell(device: Any, torch_mem: dict[str, tuple[int, int, int]], pid: int) -> str:
+def _kernel_cell(device: Any, torch_mem: dict[int, tuple[int, int]], pid: int) -> str:
     nvml = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
     nvml_text = f" (NVML {fmt_bytes(nvml)})" if nvml is not None else ""
-    uuid = str(device.uuid or "").lower().removeprefix("gpu-")
-    if uuid in torch_mem:
-        _, allocated, reserved = torch_mem[uuid]
+    if device.index in torch_mem:
+        allocated, reserved = torch_mem[device.index]
         return f"torch {fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved{nvml_text}"
     if nvml is not None:
         return f"NVML {fmt_bytes(nvml)} (torch not using this GPU)"

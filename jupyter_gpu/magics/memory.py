@@ -47,6 +47,13 @@ class MemorySummary:
     held_by_last_error_bytes: int = 0
     last_error_was_oom: bool = False
 
+    def __repr__(self) -> str:
+        return (
+            f"<MemorySummary {self.device}: allocated {fmt_bytes(self.allocated_bytes)}, "
+            f"reserved {fmt_bytes(self.reserved_bytes)}, peak {fmt_bytes(self.peak_bytes)}, "
+            f"{len(self.tensors)} largest tensors listed>"
+        )
+
 
 @dataclass
 class CellMemory:
@@ -67,6 +74,13 @@ class CellMemory:
     value: Any = None
     failed: bool = False
     out_of_memory: bool = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<CellMemory {self.device}: {fmt_bytes(self.before_bytes)} -> "
+            f"{fmt_bytes(self.after_bytes)}, peak {fmt_bytes(self.peak_bytes)}"
+            f"{', timeline' if self.timeline else ''}{', failed' if self.failed else ''}>"
+        )
 
     @property
     def delta_bytes(self) -> int | None:

@@ -47,6 +47,12 @@ class MemoryTimeline:
     events: int = 0
     timed: bool = True  # False: the trace has no timestamps and x is the event number
 
+    def __repr__(self) -> str:
+        return (
+            f"<MemoryTimeline device {self.device}: {self.events} events, "
+            f"peak {fmt_bytes(self.peak_bytes)}>"
+        )
+
 
 @contextlib.contextmanager
 def recording(max_entries: int) -> Iterator[bool]:

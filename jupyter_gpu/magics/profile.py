@@ -66,6 +66,13 @@ class ProfileResult:
     value: Any = None
     profiler: Any = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        return (
+            f"<ProfileResult: {len(self.rows)} ops, wall {fmt_seconds(self.wall_s)}, GPU idle "
+            f"{fmt_pct(self.gpu_idle_fraction)}, {self.kernel_count} kernels, "
+            f"{len(self.hints)} hint(s)>"
+        )
+
 
 def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
     if key == "memory":
