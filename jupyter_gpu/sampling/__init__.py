@@ -9,6 +9,7 @@ Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend 
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
@@ -62,6 +63,10 @@ __all__ = [
 ]
 
 _CPU_WINDOW_S = 0.1
+
+# A library stays quiet unless the application configures logging (the server passes its own
+# logger): without this, a warning would reach a notebook's stderr through logging.lastResort.
+logging.getLogger("jupyter_gpu").addHandler(logging.NullHandler())
 
 
 def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = False) -> Sample:

@@ -106,13 +106,13 @@ class NvmlBackend(Backend):
             self.close()
             raise NvmlUnavailable("No NVIDIA GPU found")
         self._handles: list[Any] = []
-        self._lost_at_start: set[int] = set()
+        self._open_errors: dict[int, Exception] = {}
         for i in range(count):
             try:
                 self._handles.append(nvml.nvmlDeviceGetHandleByIndex(i))
             except nvml.NVMLError as err:
                 self._handles.append(None)
-                self._lost_at_start.add(i)
+                self._open_errors[i] = err
                 self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, err)
         self._reported: set[tuple[int, str, str]] = set()
         self._state: dict[int, str] = {}
@@ -190,8 +190,13 @@ class NvmlBackend(Backend):
 
     def _read_device(self, info: DeviceInfo) -> DeviceSample:
         nvml, h, i = self._nvml, self._handles[info.index], info.index
-        if h is None:
-            return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
+        if h is None:  # NVML could not open it when the backend started
+            err = self._open_errors.get(i)
+            if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
+                return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
+            return DeviceSample(
+                i, info.uuid, info.name, state="error", error=f"NVML cannot open this GPU: {err}"
+            )
         unavailable: dict[str, str] = {}
         failures: list[Exception] = []
 

@@ -119,6 +119,14 @@ def test_a_device_that_cannot_be_opened_is_lost_and_the_others_work() -> None:
     assert d1.state == "ok"
 
 
+def test_a_device_nvml_refuses_to_open_is_an_error_with_the_reason() -> None:
+    fake = FakeNvml(devices=2)
+    fake.fail("nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_NO_PERMISSION, device=1)
+    _, d1 = NvmlBackend(nvml=fake).read()
+    assert d1.state == "error"
+    assert d1.error == "NVML cannot open this GPU: Insufficient Permissions"
+
+
 @pytest.mark.parametrize(
     ("code", "reason"),
     [
