@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, TraitError, validate
+from traitlets import Bool, Enum, Float, Int, TraitError
 from traitlets.config import Configurable
 
-MAX_HISTORY_SAMPLES = 100_000
-"""Upper bound on history_s / interval_s: about 300 MB of JSON at 8 GPUs per sample."""
+MAX_HISTORY_SAMPLES = 36_000
+"""Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs takes about
+6 KB of memory (its records and its JSON), so the history stays under about 220 MB."""
 
 
 class JupyterGpu(Configurable):
@@ -43,7 +44,8 @@ class JupyterGpu(Configurable):
         max=86_400.0,
         help=(
             "Seconds of history the server keeps, so a panel opened late shows the past "
-            f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s)."
+            f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s; "
+            "a sample takes about 1 KB of memory per GPU)."
         ),
     ).tag(config=True)
 
@@ -89,17 +91,11 @@ class JupyterGpu(Configurable):
         ),
     ).tag(config=True)
 
-    @validate("history_s")
-    def _history_fits(self, proposal: dict[str, Any]) -> float:
-        value = float(proposal["value"])
-        self._check_samples(value, self.interval_s)
-        return value
-
-    @validate("interval_s")
-    def _interval_fits(self, proposal: dict[str, Any]) -> float:
-        value = float(proposal["value"])
-        self._check_samples(self.history_s, value)
-        return value
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Checked once every value is loaded: per-trait validators would see the other option
+        # still at its default, and so depend on the order the options were given in.
+        self._check_samples(self.history_s, self.interval_s)
 
     @staticmethod
     def _check_samples(history_s: float, interval_s: float) -> None:

@@ -36,6 +36,13 @@ def test_config_values_are_loaded_and_coerced() -> None:
     )
 
 
+def test_the_history_bound_does_not_depend_on_the_order_of_options() -> None:
+    c = make(history_s=86_400.0, interval_s=5.0)  # 17,280 samples: fine in either order
+    assert (c.history_s, c.interval_s) == (86_400.0, 5.0)
+    c = make(interval_s=5.0, history_s=86_400.0)
+    assert c.history_s == 86_400.0
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -48,8 +55,8 @@ def test_config_values_are_loaded_and_coerced() -> None:
         ({"slow_interval_s": 0.01}, "slow_interval_s"),
         ({"cache_scan_interval_s": 0.5}, "cache_scan_interval_s"),
         (
-            {"interval_s": 0.1, "history_s": 86_400.0},
-            "history_s / JupyterGpu.interval_s must be at most 100,000 samples",
+            {"interval_s": 0.1, "history_s": 7200.0},
+            "history_s / JupyterGpu.interval_s must be at most 36,000 samples",
         ),
     ],
 )
