@@ -47,6 +47,11 @@ class Periodic(Generic[T]):
             self._thread.join(timeout)
 
     @property
+    def name(self) -> str:
+        """The thread's name."""
+        return self._thread.name
+
+    @property
     def alive(self) -> bool:
         """Whether the thread is running."""
         return self._thread.is_alive()

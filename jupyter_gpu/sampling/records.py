@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 BackendName = Literal["nvml", "simulated", "none"]
 DeviceState = Literal["ok", "lost", "error"]
 
-_EMPTY: Mapping[str, str] = {}
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,7 +171,7 @@ class Sampler:
         alive = [self._thread.name] if self._thread.is_alive() else []
         for periodic in (self._cache_scan, self._slow):
             if periodic is not None and periodic.alive:
-                alive.append(periodic._thread.name)
+                alive.append(periodic.name)
         return alive
 
     # -- the sampler thread
