@@ -248,8 +248,10 @@ def measure_tick(slow: bool, seconds: float = 3.0) -> dict[str, float]:
     finally:
         sampler.stop()
     latest = sampler.latest()
-    assert latest is not None
-    assert latest.sample.backend == "nvml"
+    assert latest is not None, "the sampler produced no sample"
+    assert latest.sample.backend == "nvml", (
+        f"backend {latest.sample.backend}: {latest.sample.reason}"
+    )
     if slow:
         assert latest.sample.devices[0].pcie_rx_bytes_per_s is not None
     # last_tick_s is set after on_sample: each value read is the previous tick's full duration
@@ -435,37 +437,37 @@ def print_table() -> None:
 
 
 def main() -> int:
-    failures = []
-    job = start_cuda_job()
-    steps: list[tuple[str, Callable[[], Any]]] = [
-        ("backend", lambda: check_backend_reads_the_gpu(job)),
-        ("call costs", measure_call_costs),
-        ("tick (fast only)", lambda: RESULTS.__setitem__("tick_fast_only", measure_tick(False))),
-        (
-            "tick (slow on)",
-            lambda: RESULTS.__setitem__("tick_with_slow_metrics", measure_tick(True)),
-        ),
-    ]
-    try:
-        for name, step in steps:
-            try:
-                step()
-            except Exception as err:  # noqa: BLE001 (a script: report every step)
-                failures.append(f"{name}: {err!r}")
-    finally:
-        stop(job)
-    with tempfile.TemporaryDirectory() as tmp:
+    failures: list[str] = []
+
+    def attempt(name: str, step: Callable[[], Any]) -> None:
         try:
-            check_server_snapshot(Path(tmp))
-        except Exception as err:  # noqa: BLE001 (a script: report every step)
-            failures.append(f"server: {err!r}")
+            step()
+        except Exception as err:  # noqa: BLE001 (a script: run and report every step)
+            failures.append(f"{name}: {err!r}")
+
+    job: subprocess.Popen[str] | None = None
+    try:
+        job = start_cuda_job()
+    except Exception as err:  # noqa: BLE001 (report it; the other checks still run)
+        failures.append(f"CUDA job: {err!r}")
+    try:
+        if job is not None:
+            attempt("backend", lambda: check_backend_reads_the_gpu(job))
+        attempt("call costs", measure_call_costs)
+        attempt("tick (fast only)", lambda: RESULTS.update(tick_fast_only=measure_tick(False)))
+        attempt("tick (slow on)", lambda: RESULTS.update(tick_with_slow_metrics=measure_tick(True)))
+    finally:
+        if job is not None:
+            stop(job)
+    with tempfile.TemporaryDirectory() as tmp:
+        attempt("server", lambda: check_server_snapshot(Path(tmp)))
     RESULTS["failures"] = failures
     print_table()
     out = out_dir()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "nvml_server_gpu.json").write_text(json.dumps(RESULTS, indent=2, default=str))
-    print("\nFAILED: " + "; ".join(failures) if failures else "\nall GPU checks passed")
+    print("\nFAILED:\n- " + "\n- ".join(failures) if failures else "\nall GPU checks passed")
     return 1 if failures else 0
 
 
