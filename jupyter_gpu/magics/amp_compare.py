@@ -104,6 +104,7 @@ class TrainingState:
 @contextlib.contextmanager
 def precision_mode(mode: str, device: str) -> Iterator[None]:
     """Run the block in ``mode``: fp32 (TF32 off), tf32, or bf16/fp16 autocast (TF32 off)."""
+    torch = torch_module()
     saved = prec.Tf32Settings.read()
     prec.set_tf32(mode == "tf32")
     try:
@@ -111,7 +112,9 @@ def precision_mode(mode: str, device: str) -> Iterator[None]:
             with prec.make_autocast(device, mode):
                 yield
         else:
-            yield
+            # Off explicitly: under %amp on, this cell itself runs with autocast on.
+            with torch.autocast(device_type=device, enabled=False):
+                yield
     finally:
         saved.apply()
 
@@ -162,6 +165,7 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
         return eval(code, shell.user_ns)  # noqa: S307  # the user's own expression
 
     try:
+        _warm_up(step, device)
         for mode in modes:
             result = _run_mode(mode, device, step, state, args.runs, comparison.results)
             if mode == "fp32" and result.error is not None:
@@ -175,6 +179,22 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
     if not args.quiet:
         _show(comparison)
     return comparison if args.output else None
+
+
+def _warm_up(step: Any, device: str) -> None:
+    """Run one step before any timing; its state is restored by the first mode.
+
+    First-call costs (allocator growth, cuBLAS handles, kernel selection) would otherwise land
+    on whichever mode runs first.
+    """
+    torch = torch_module()
+    try:
+        with precision_mode("fp32", device):
+            step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001, S110  # the fp32 run reports the step's error properly
+        pass
 
 
 def _run_mode(

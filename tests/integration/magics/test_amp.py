@@ -187,3 +187,12 @@ def test_compare_step_failing_in_fp32_restores_and_says_why(shell: Shell) -> Non
     message = shell.usage_error('%amp compare "bad_step()" --model model --optimizer opt')
     assert "data ran out" in message
     assert torch.equal(shell["model"].fc1.weight, before)
+
+
+def test_compare_under_amp_on_still_measures_fp32_in_fp32(shell: Shell) -> None:
+    shell.ok("def dtype_step():\n    return float((torch.ones(4, 4) @ torch.ones(4, 4)).dtype.itemsize)")
+    shell.ok("%amp on")
+    shell.ok('r = %amp compare "dtype_step()" --modes fp32,bf16 --runs 3 -o -q')
+    losses = {m.mode: m.loss for m in shell["r"].results}
+    assert losses == {"fp32": 4.0, "bf16": 2.0}  # bytes per element of the matmul's result
+    shell.ok("%amp off")

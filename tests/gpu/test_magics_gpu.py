@@ -1,0 +1,434 @@
+"""On a real NVIDIA GPU: every magic on a small GPT train step, with what each one reports.
+
+Runs under pytest (marker ``gpu``; skipped without CUDA) or as a script, which prints every
+magic's output, then a table of the figures with pass/fail per check, and writes
+``$OUT/magics_gpu.json`` and ``$OUT/magics_gpu.log`` when ``$OUT`` is set:
+
+    python tests/gpu/test_magics_gpu.py
+
+Needs torch with CUDA, IPython, nvidia-ml-py, psutil (no plotly: the magics build figures as
+plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Checks:
+
+- ``%amp compare``: bf16 faster than fp32; the model and optimizer restored exactly.
+- ``%%memsummary``: its peak equals ``torch.cuda.max_memory_allocated()`` after the cell and
+  matches an independent measurement of the same step; ``--snapshot`` replays to that peak.
+- ``%memsummary``: allocated equals ``torch.cuda.memory_allocated()``; after a real CUDA OOM,
+  ``--free`` frees the failed call's activations.
+- ``%%profile``: GPU kernels in the table, GPU idle fraction; the launch-bound hint on a tiny MLP.
+- ``%compile --bench``: compiled faster than eager (GPT forward, default mode; tiny MLP,
+  reduce-overhead), graph break reported with the user's line.
+- ``%gpu``: one line per GPU with this kernel's torch memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.gpu
+
+GIB = 1024**3
+PLOTLY = "application/vnd.plotly.v1+json"
+
+SETUP = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+VOCAB, CTX, D, LAYERS, HEADS, BATCH = 8192, 256, 512, 6, 8, 16
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.fc, self.out = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, HEADS, D // HEADS).unbind(2)
+        a = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, D))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(VOCAB, D), nn.Embedding(CTX, D)
+        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        self.ln = nn.LayerNorm(D)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.ln(x) @ self.tok.weight.t()
+
+
+model = GPT().cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+idx = torch.randint(0, VOCAB, (BATCH, CTX), device="cuda")
+tgt = torch.randint(0, VOCAB, (BATCH, CTX), device="cuda")
+
+
+def train_step():
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(idx).flatten(0, 1), tgt.flatten())
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def infer():
+    with torch.no_grad(), torch.autocast("cuda", torch.bfloat16):
+        return model(idx)
+
+
+mlp = nn.Sequential(*[m for _ in range(9) for m in (nn.Linear(64, 64), nn.ReLU())]).cuda()
+xs = torch.randn(32, 64, device="cuda")
+
+
+def mlp_steps():
+    with torch.no_grad():
+        for _ in range(20):
+            mlp(xs)
+
+
+train_step()
+torch.cuda.synchronize()
+"""
+
+
+def pct(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{fraction:.0%}"
+
+
+def gib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / GIB:.3f} GiB"
+
+
+@dataclass
+class Check:
+    name: str
+    figure: str
+    ok: bool | None  # None: informational
+
+
+class Session:
+    """A real IPython shell with the extension loaded; every cell's output is kept and printed."""
+
+    def __init__(self) -> None:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"
+        self.ip = InteractiveShell.instance(config=config)
+        self.log: list[str] = []
+        self.checks: list[Check] = []
+        self.timings: dict[str, float] = {}
+        self.outputs: list[Any] = []
+
+    def run(self, source: str, *, allow_error: bool = False) -> Any:
+        from IPython.utils.capture import capture_output
+
+        with capture_output() as captured:
+            result = self.ip.run_cell(source, store_history=True)
+        self.outputs = captured.outputs
+        text = "\n".join(
+            [captured.stdout, captured.stderr]
+            + [o.data.get("text/plain", "") for o in captured.outputs]
+        ).strip()
+        shown = source if len(source) < 400 else source[:400] + " ..."
+        block = f"In [{result.execution_count}]: {shown}\n{text}\n"
+        print(block, flush=True)
+        self.log.append(block)
+        error = result.error_before_exec or result.error_in_exec
+        if error is not None and not allow_error:
+            raise RuntimeError(f"cell failed: {source[:80]!r}: {error!r}")
+        result.text = text  # type: ignore[attr-defined]  # kept with the result for the checks
+        return result
+
+    def check(self, name: str, figure: str, ok: bool | None) -> None:
+        self.checks.append(Check(name, figure, ok))
+
+    def stage(self, name: str) -> Any:
+        """A timed block; an exception in it becomes a FAIL row and the next stage still runs."""
+        session = self
+
+        class _Stage:
+            def __enter__(self) -> None:
+                self.start = time.perf_counter()
+                print(f"\n===== {name} =====", flush=True)
+
+            def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+                session.timings[name] = time.perf_counter() - self.start
+                if error is not None:
+                    traceback.print_exception(kind, error, tb)
+                    session.check(f"{name}: stage ran", f"{kind.__name__}: {error}"[:90], False)
+                return True
+
+        return _Stage()
+
+
+def run_all() -> Session:
+    import torch
+
+    s = Session()
+    with s.stage("setup"):
+        s.run("%load_ext jupyter_gpu")
+        s.run(SETUP)
+
+    with s.stage("%gpu"):
+        r = s.run("%gpu")
+        line = next((x for x in r.text.splitlines() if x.startswith("GPU 0")), r.text[:120])
+        s.check(
+            "%gpu: names the GPU and this kernel's torch memory",
+            line[:110],
+            "NVIDIA" in line and "torch" in line and "allocated" in line,
+        )
+
+    with s.stage("%amp compare"):
+        s.run("before = [p.detach().clone() for p in model.parameters()]")
+        r = s.run('cmp = %amp compare "train_step()" --model model --optimizer opt -o')
+        cmp = s.ip.user_ns["cmp"]
+        times = {m.mode: m.time_s for m in cmp.results}
+        speed = cmp.speedup("bf16") or 0.0
+        s.check(
+            "%amp compare: bf16 faster than fp32",
+            f"fp32 {times.get('fp32', 0) * 1e3:.2f} ms, tf32 {times.get('tf32', 0) * 1e3:.2f} ms, "
+            f"bf16 {times.get('bf16', 0) * 1e3:.2f} ms ({speed:.2f}x)",
+            speed > 1.0,
+        )
+        bf16 = next(m for m in cmp.results if m.mode == "bf16")
+        s.check(
+            "%amp compare: bf16 loss close to fp32",
+            f"|diff| {bf16.loss_diff:.2e}",
+            bf16.loss_diff is not None and bf16.loss_diff < 0.05,
+        )
+        peaks = {m.mode: m.peak_bytes for m in cmp.results}
+        s.check(
+            "%amp compare: step peak memory per mode",
+            ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in peaks.items() if v),
+            None,
+        )
+        same = s.run("all(torch.equal(a, b) for a, b in zip(before, model.parameters()))").result
+        s.check("%amp compare: model restored exactly", str(same), same is True)
+
+    with s.stage("%%amp / %amp on"):
+        r = s.run("%%amp\nlogits = model(idx)\nlogits.dtype")
+        s.check("%%amp: forward in bf16", str(r.result), r.result == torch.bfloat16)
+        s.run("%amp on")
+        on = s.run("model(idx).dtype").result
+        s.run("%amp off")
+        off = s.run("model(idx).dtype").result
+        s.check(
+            "%amp on/off: following cells",
+            f"on {on}, off {off}",
+            on == torch.bfloat16 and off == torch.float32 and not torch.is_autocast_enabled("cuda"),
+        )
+        s.run("%amp tf32 on")
+        s.run("%amp")
+        s.run("%amp tf32 off")
+
+    with s.stage("%%memsummary"):
+        r = s.run("%%memsummary -o\nloss = train_step()")
+        cell = r.result
+        after = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        s.ip.user_ns["train_step"]()
+        torch.cuda.synchronize()
+        independent = torch.cuda.max_memory_allocated()
+        s.check(
+            "%%memsummary: peak == torch.cuda.max_memory_allocated()",
+            f"{cell.peak_bytes / GIB:.3f} GiB vs {after / GIB:.3f} GiB",
+            cell.peak_bytes == after,
+        )
+        rel = abs(cell.peak_bytes - independent) / independent
+        s.check(
+            "%%memsummary: peak matches an independent measurement",
+            f"{cell.peak_bytes / GIB:.3f} vs {independent / GIB:.3f} GiB ({rel:.1%})",
+            rel < 0.02,
+        )
+        r = s.run("%%memsummary --snapshot -o\nloss = train_step()")
+        snap = r.result
+        figures = [o for o in s.outputs if PLOTLY in o.data]
+        tl = snap.timeline
+        rel = abs(tl.peak_bytes - snap.peak_bytes) / snap.peak_bytes if tl else 1.0
+        where = tl.alive_at_peak[0][0] if tl and tl.alive_at_peak else "-"
+        s.check(
+            "%%memsummary --snapshot: timeline replays to the peak",
+            f"{tl.events if tl else 0} events, peak {tl.peak_bytes / GIB if tl else 0:.3f} GiB "
+            f"({rel:.1%} off); top: {where[:40]}",
+            tl is not None and rel < 0.05 and bool(figures),
+        )
+
+    with s.stage("%memsummary and OOM"):
+        r = s.run("summary = %memsummary -o")
+        summary = s.ip.user_ns["summary"]
+        now = torch.cuda.memory_allocated()
+        names = [n for t in summary.tensors for n in t.names]
+        s.check(
+            "%memsummary: allocated == torch.cuda.memory_allocated()",
+            f"{summary.allocated_bytes / GIB:.3f} GiB; top: {names[0] if names else '-'}",
+            summary.allocated_bytes == now and any(n.startswith("model.") for n in names),
+        )
+        gap = (
+            (summary.nvml_used_bytes - summary.reserved_bytes) if summary.nvml_used_bytes else None
+        )
+        s.check(
+            "%memsummary: NVML's view of this process",
+            f"NVML {summary.nvml_used_bytes / GIB:.2f} GiB, gap {gap / GIB:.2f} GiB"
+            if gap is not None
+            else f"n/a ({summary.nvml_reason})",
+            None,
+        )
+        s.run(
+            "def too_big():\n"
+            "    activations = torch.empty(2 * 1024**3, dtype=torch.uint8, device='cuda')\n"
+            "    total = torch.cuda.get_device_properties(0).total_memory\n"
+            "    more = torch.empty(4 * total, dtype=torch.uint8, device='cuda')\n"
+            "    return activations, more\n"
+        )
+        r = s.run("too_big()", allow_error=True)
+        oom = isinstance(r.error_in_exec, torch.OutOfMemoryError)
+        advice = s.run("%memsummary").text
+        r = s.run("freed = %memsummary --free -o")
+        freed = s.ip.user_ns["freed"]
+        s.check(
+            "OOM: advice, then --free frees the failed call's tensors",
+            f"freed {freed.freed_bytes / GIB:.2f} GiB, "
+            f"returned {freed.reserved_released_bytes / GIB:.2f} GiB",
+            oom and "%memsummary --free" in advice and freed.freed_bytes >= 2 * GIB,
+        )
+
+    with s.stage("%%profile"):
+        trace = Path(os.environ.get("OUT") or "/tmp") / "magics_gpu_trace.json"
+        r = s.run(f"%%profile -o --trace {trace}\nfor _ in range(3):\n    train_step()")
+        prof = r.result
+        kernels = [
+            row for row in prof.rows if row.self_gpu_s > 0 and not row.name.startswith("aten::")
+        ]
+        s.check(
+            "%%profile: GPU kernels in the table",
+            f"{prof.kernel_count} kernels, top: {kernels[0].name[:40] if kernels else '-'}",
+            prof.kernel_count > 0 and bool(kernels) and "self GPU" in r.text,
+        )
+        s.check(
+            "%%profile: GPU idle fraction (GPT step)",
+            pct(prof.gpu_idle_fraction),
+            prof.gpu_idle_fraction is not None,
+        )
+        size = trace.stat().st_size if trace.exists() else 0
+        s.check("%%profile --trace: Chrome trace written", f"{size / 1e6:.1f} MB", size > 0)
+        if trace.exists() and size > 15e6:
+            trace.unlink()  # too big to bring back from the GPU machine
+        r = s.run("%%profile -o\nfor _ in range(20):\n    mlp_steps()")
+        tiny = r.result
+        s.check(
+            "%%profile: hint on a launch-bound MLP",
+            f"idle {pct(tiny.gpu_idle_fraction)}: {(tiny.hints or ['-'])[0][:50]}",
+            any("Launch-bound" in h or "idle" in h for h in tiny.hints),
+        )
+
+    with s.stage("%compile"):
+        r = s.run('gpt = %compile model --bench "infer()" -o')
+        gpt = s.ip.user_ns["gpt"]
+        report = gpt.reports[0] if gpt.reports else None
+        s.check(
+            "%compile --bench: GPT forward (bf16, default mode) faster",
+            f"eager {gpt.bench.eager_s * 1e3:.2f} ms, compiled {gpt.bench.compiled_s * 1e3:.2f} ms "
+            f"({gpt.bench.speedup:.2f}x)",
+            gpt.bench.speedup > 1.1,
+        )
+        s.check(
+            "%compile: compile report",
+            f"{report.graphs} graph(s), {report.compile_time_s:.1f} s, cache +"
+            f"{(report.cache_bytes_added or 0) / 1e6:.1f} MB"
+            if report
+            else "none",
+            report is not None and report.graphs >= 1,
+        )
+        r = s.run('small = %compile mlp --mode reduce-overhead --bench "mlp_steps()" -o')
+        small = s.ip.user_ns["small"]
+        s.check(
+            "%compile --bench: launch-bound MLP, reduce-overhead",
+            f"eager {small.bench.eager_s * 1e3:.2f} ms, "
+            f"compiled {small.bench.compiled_s * 1e3:.2f} ms ({small.bench.speedup:.2f}x)",
+            small.bench.speedup > 1.2,
+        )
+        s.run("def normalise(t):\n    scale = t.abs().max().item()\n    return t / scale\n")
+        s.run("%compile normalise")
+        r = s.run("normalise(torch.randn(1024, device='cuda'))")
+        s.check(
+            "%compile: graph break reported with its cell line",
+            next((x.strip() for x in r.text.splitlines() if "cell [" in x), "-")[:60],
+            "graph breaks: 1" in r.text and "cell [" in r.text and ".item()" in r.text,
+        )
+
+    with s.stage("%gpu (end)"):
+        s.run("%gpu")
+    return s
+
+
+def report(s: Session) -> bool:
+    width = max(len(c.name) for c in s.checks)
+    print("\n" + "=" * 100)
+    print(f"{'check'.ljust(width)}  result  figure")
+    for c in s.checks:
+        verdict = "info" if c.ok is None else ("PASS" if c.ok else "FAIL")
+        print(f"{c.name.ljust(width)}  {verdict:6}  {c.figure}")
+    total = sum(s.timings.values())
+    print("stage times: " + ", ".join(f"{k} {v:.1f} s" for k, v in s.timings.items()))
+    print(f"total {total:.1f} s")
+    passed = all(c.ok is not False for c in s.checks)
+    print("ALL PASSED" if passed else "SOME CHECKS FAILED")
+    out = os.environ.get("OUT")
+    if out:
+        import torch
+
+        Path(out, "magics_gpu.log").write_text("\n".join(s.log))
+        Path(out, "magics_gpu.json").write_text(
+            json.dumps(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "checks": [c.__dict__ for c in s.checks],
+                    "stage_s": s.timings,
+                    "total_s": total,
+                    "passed": passed,
+                },
+                indent=2,
+            )
+        )
+    return passed
+
+
+def test_magics_on_gpu() -> None:
+    assert report(run_all())
+
+
+if __name__ == "__main__":
+    import torch
+
+    if not torch.cuda.is_available():
+        print("No CUDA GPU: nothing to run (this script is for the GPU machine).")
+        sys.exit(0)
+    sys.exit(0 if report(run_all()) else 1)
