@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class Feedback:
 
     def __str__(self) -> str:
         return f"{'✓ correct' if self.passed else '✗ not yet'}: {self.message}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
     def _repr_html_(self) -> str:
         colour = "#2e7d32" if self.passed else "#b35900"

@@ -201,3 +201,33 @@ class GPT(nn.Module):
             idx = torch.cat([idx, nxt], dim=1)
         self.train(was_training)
         return idx[0].cpu()
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: GPT,
+    tokens: torch.Tensor,
+    *,
+    batch: int,
+    batches: int = 4,
+    seed: int = 0,
+    dtype: torch.dtype | None = None,
+) -> float:
+    """Mean loss over ``batches`` random batches of ``tokens`` (the same ones for a given seed).
+
+    Evaluate the eager module, not a compiled one: a compiled model would compile again for
+    ``no_grad`` mode. ``dtype`` runs it under autocast.
+    """
+    from .corpus import random_batch
+
+    was_training = model.training
+    model.eval()
+    device = model.wte.weight.device
+    gen = torch.Generator().manual_seed(seed)
+    total = 0.0
+    for _ in range(batches):
+        x, y = random_batch(tokens, batch, model.config.context, gen)
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            total += float(model(x, y))
+    model.train(was_training)
+    return total / batches

@@ -87,7 +87,7 @@ def bar_chart(
         raise ValueError("bar_chart needs at least one value")
     labels = list(values)
     numbers = [float(v) for v in values.values()]
-    texts = [f"{v:,.3g} {unit}".strip() for v in numbers]
+    texts = [f"{format_number(v)} {unit}".strip() for v in numbers]
     figure = {
         "data": [
             {
@@ -104,6 +104,13 @@ def bar_chart(
     }
     summary = ", ".join(f"{k} {t}" for k, t in zip(labels, texts, strict=True))
     return Chart(title, figure, _bar_svg(labels, numbers, texts, title, y_label or unit), summary)
+
+
+def format_number(value: float) -> str:
+    """Three significant digits, thousands separated: ``1,571``, ``58.2``, ``0.0123``."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
 def _layout(title: str, x_label: str, y_label: str) -> dict[str, Any]:
@@ -175,6 +182,25 @@ def _line_svg(traces: list[dict[str, Any]], title: str, x_label: str, y_label: s
     return "".join(parts)
 
 
+def _wrapped_label(label: str, x: float, y: float, width: int = 24) -> str:
+    """A centred label on up to two lines of ``width`` characters (the rest is cut)."""
+    words, lines, line = label.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    lines.append(line)
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])[: width - 1] + "…"]
+    spans = "".join(
+        f'<tspan x="{x:.1f}" dy="{0 if i == 0 else 12}">{html.escape(text)}</tspan>'
+        for i, text in enumerate(lines)
+    )
+    return f'<text x="{x:.1f}" y="{y}" text-anchor="middle">{spans}</text>'
+
+
 def _bar_svg(
     labels: list[str], values: list[float], texts: list[str], title: str, y_label: str
 ) -> str:
@@ -191,8 +217,7 @@ def _bar_svg(
             f'fill="{PALETTE[i % len(PALETTE)]}"/>'
             f'<text x="{x + slot * 0.35:.1f}" y="{y - 3:.1f}" text-anchor="middle">'
             f"{html.escape(text)}</text>"
-            f'<text x="{x + slot * 0.35:.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle">'
-            f"{html.escape(label[:18])}</text>"
+            + _wrapped_label(label, x + slot * 0.35, _H - _BOTTOM + 14)
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .sizing import Machine
 
@@ -177,6 +178,9 @@ class Results:
             )
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
     def _where(self) -> str:
         m = self.machine
         device = m.gpu_name if m.has_gpu else f"CPU only ({m.cpu_count} cores)"
@@ -185,13 +189,14 @@ class Results:
     def _repr_html_(self) -> str:
         esc = html.escape
         rows = "".join(
-            f"<tr><td>{esc(f.label)}</td><td style='text-align:right'>{esc(f.text())}</td>"
-            f"<td>{esc(f.detail)}</td></tr>"
+            f"<tr><td style='text-align:left'>{esc(f.label)}</td>"
+            f"<td style='text-align:right'>{esc(f.text())}</td>"
+            f"<td style='text-align:left'>{esc(f.detail)}</td></tr>"
             for f in self.figures.values()
         )
         checks = "".join(
-            f"<tr><td>{esc(c.label)}</td><td style='text-align:right'>"
-            f"{esc(format_value(c.value, c.unit))}</td><td>&ge; "
+            f"<tr><td style='text-align:left'>{esc(c.label)}</td><td style='text-align:right'>"
+            f"{esc(format_value(c.value, c.unit))}</td><td style='text-align:left'>&ge; "
             f"{esc(format_value(c.target, c.unit))}: <b>{esc(c.verdict())}</b></td></tr>"
             for c in self.checks.values()
         )

@@ -1,0 +1,181 @@
+"""Execute every tutorial notebook at full size on the GPU machine and collect the evidence.
+
+    python tests/gpu/run_notebooks_gpu.py            # all notebooks, about 6 minutes on one H200
+    python tests/gpu/run_notebooks_gpu.py --only 01,02
+
+For each notebook in ``notebooks/``: execute it with nbclient (no JUPYTER_GPU_SMOKE: full size),
+from a scratch working directory, with a fresh torch.compile cache (so compile times are cold,
+as a workshop participant first sees them) and ``JUPYTER_GPU_RESULTS_DIR`` set so each notebook
+saves its figures. Then:
+
+- write the executed copies (``.ipynb``, and ``.html`` when nbconvert is installed) and the
+  figures' JSON into ``$OUT/notebooks-executed.tar.gz`` (one file: the device tool brings back
+  at most 8 files);
+- run ``benchmarks/update_results.py`` on the figures, writing ``$OUT/RESULTS.md`` (a copy of
+  ``benchmarks/RESULTS.md`` with the tutorials section replaced). To update the repository's
+  file, run ``benchmarks/update_results.py`` on the archive's ``results/`` folder there (it only
+  replaces its own section, so other sections edited meanwhile are kept);
+- print a table: each notebook's status, time and error cells, then every target check.
+
+Exit status: 0 when every notebook ran without an error cell and every target was met; 1 when a
+notebook failed; 3 when all ran but a target was missed; 2 without a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def executed_errors(nb: object) -> list[str]:
+    """``cell N: Ename: message`` for every error output in an executed notebook."""
+    errors = []
+    for i, cell in enumerate(nb.cells):  # type: ignore[attr-defined]
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                errors.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}")
+    return errors
+
+
+def to_html(nb: object, path: Path) -> bool:
+    """Write ``nb`` as HTML beside ``path`` if nbconvert is available; True if written."""
+    try:
+        from nbconvert import HTMLExporter
+    except ImportError:
+        return False
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    path.write_text(body)
+    return True
+
+
+def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+    )
+    start = time.perf_counter()
+    failure = None
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        failure = str(exc).strip().splitlines()[-1][:300]
+    except Exception as exc:  # noqa: BLE001 (a dead kernel or a timeout: record it, go on)
+        failure = f"{type(exc).__name__}: {exc}"[:300]
+    elapsed = time.perf_counter() - start
+    out_ipynb = workdir / path.name
+    nbformat.write(nb, out_ipynb)
+    html = to_html(nb, out_ipynb.with_suffix(".html"))
+    return {
+        "notebook": path.stem,
+        "seconds": elapsed,
+        "failure": failure,
+        "errors": executed_errors(nb),
+        "ipynb": out_ipynb,
+        "html": out_ipynb.with_suffix(".html") if html else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma list of notebook number prefixes, e.g. 01,04")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (600)")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "gpu-run")))
+    parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (testing)")
+    parser.add_argument("--smoke", action="store_true", help="smoke sizes (testing the runner)")
+    parser.add_argument(
+        "--keep-cache", action="store_true", help="use the usual torch.compile cache (warm)"
+    )
+    args = parser.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available() and not args.allow_cpu:
+        print("no CUDA GPU: these runs are for the GPU machine (use --allow-cpu to test)")
+        return 2
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    print(f"{gpu}; torch {torch.__version__}; {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
+
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+    if args.only:
+        wanted = set(args.only.split(","))
+        paths = [p for p in paths if p.name[:2] in wanted]
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="notebooks-gpu-"))
+    results_dir = scratch / "results"
+    workdir = scratch / "executed"
+    workdir.mkdir()
+    if args.smoke:
+        os.environ["JUPYTER_GPU_SMOKE"] = "1"
+    else:
+        os.environ.pop("JUPYTER_GPU_SMOKE", None)
+    os.environ["JUPYTER_GPU_RESULTS_DIR"] = str(results_dir)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    if not args.keep_cache:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor-cache")
+
+    runs = []
+    for path in paths:
+        print(f"running {path.name} ...", flush=True)
+        run = run_notebook(path, workdir, args.timeout)
+        runs.append(run)
+        status = "ok" if not run["failure"] else f"FAILED: {run['failure']}"
+        print(f"  {run['seconds']:.0f} s, {len(run['errors'])} error cell(s); {status}", flush=True)
+
+    results_md = args.out / "RESULTS.md"
+    shutil.copy(ROOT / "benchmarks" / "RESULTS.md", results_md)
+    update = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "update_results.py"), str(results_dir)]
+        + ["--results-md", str(results_md)]
+        + (["--allow-any-mode"] if args.allow_cpu or args.smoke else []),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(update.stdout.strip() or update.stderr.strip())
+    archive = args.out / "notebooks-executed.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(workdir, arcname="executed")
+        if results_dir.exists():
+            tar.add(results_dir, arcname="results")
+
+    print("\n| notebook | seconds | error cells | status |\n|---|---:|---:|---|")
+    for run in runs:
+        status = "ok" if not run["failure"] else f"FAILED: {run['failure']}"
+        print(f"| {run['notebook']} | {run['seconds']:.0f} | {len(run['errors'])} | {status} |")
+    print(f"| total | {sum(r['seconds'] for r in runs):.0f} | | |")
+    missed = 0
+    print("\n| notebook | target | measured | met |\n|---|---|---:|---|")
+    for path in sorted(results_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        for check in data["checks"]:
+            met = {True: "yes", False: "NO", None: "n/a"}[check["met"]]
+            missed += check["met"] is False
+            print(
+                f"| {data['notebook']} | {check['label']} >= {check['target']:g} | "
+                f"{check['value']:.2f} | {met} |"
+            )
+    print(f"\nexecuted notebooks and figures: {archive}; RESULTS.md: {results_md}")
+    if any(r["failure"] or r["errors"] for r in runs):
+        return 1
+    return 3 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
