@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -121,12 +122,18 @@ def nvml_process_view(device: int) -> NvmlProcessView:
     return NvmlProcessView(used, match.mem_total_bytes, match.mem_used_bytes, why)
 
 
+@functools.cache
+def _this_process() -> Any:
+    """``psutil.Process()`` of this process, made once (it reads /proc when made)."""
+    import psutil
+
+    return psutil.Process()
+
+
 def process_rss_bytes() -> tuple[int | None, int | None]:
     """This process's resident memory now and its lifetime peak (bytes), for the CPU case."""
     try:
-        import psutil
-
-        rss = int(psutil.Process().memory_info().rss)
+        rss = int(_this_process().memory_info().rss)
     except (ImportError, OSError):
         rss = None
     try:

@@ -130,7 +130,11 @@ class ProfileMagics(ShellMagics):
             synchronize()
         wall = time.perf_counter() - start
         analysis = analyse(
-            prof, cuda=cuda, autocast_on=autocast_on, cell_names=cell_filenames(self.shell)
+            prof,
+            cuda=cuda,
+            autocast_on=autocast_on,
+            cell_names=cell_filenames(self.shell),
+            stack=args.stack,
         )
         if trace is not None:
             prof.export_chrome_trace(trace)

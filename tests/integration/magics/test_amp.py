@@ -190,7 +190,9 @@ def test_compare_step_failing_in_fp32_restores_and_says_why(shell: Shell) -> Non
 
 
 def test_compare_under_amp_on_still_measures_fp32_in_fp32(shell: Shell) -> None:
-    shell.ok("def dtype_step():\n    return float((torch.ones(4, 4) @ torch.ones(4, 4)).dtype.itemsize)")
+    shell.ok(
+        "def dtype_step():\n    return float((torch.ones(4, 4) @ torch.ones(4, 4)).dtype.itemsize)"
+    )
     shell.ok("%amp on")
     shell.ok('r = %amp compare "dtype_step()" --modes fp32,bf16 --runs 3 -o -q')
     losses = {m.mode: m.loss for m in shell["r"].results}

@@ -1,0 +1,205 @@
+"""What ``%%amp``, ``%%memsummary`` and ``%%profile`` add to a cell, beyond the torch calls.
+
+In a real IPython shell with ``%load_ext jupyter_gpu``, each magic's cell is timed against the
+same cell written by hand with the torch call the magic wraps (whole ``run_cell`` calls, output
+captured in both), alternating the two so that drift hits both alike:
+
+- ``%%amp``: against ``with torch.autocast(...)`` around the same code. Target: under 1 ms.
+- ``%%memsummary``: against the same code between the allocator reads the magic makes
+  (``torch.cuda.memory_stats`` before/after and ``reset_peak_memory_stats`` on CUDA; the
+  process's resident memory on CPU). Target: under 1 ms.
+- ``%%profile`` (table, timeline, GPU idle time, hints): against a bare
+  ``torch.profiler.profile`` block that prints ``key_averages().table()``. Target: within 10 %.
+  Also shown (no target): against the profiler block and ``key_averages()`` alone, no table.
+
+On CPU torch runs one intra-op thread: on a shared machine its threads wait on each other and
+add milliseconds of noise to every cell, magic or not.
+
+Also: the time of ``%load_ext jupyter_gpu`` in a fresh process (target under 0.3 s) and
+whether it imported torch. Runs on CUDA when torch sees a GPU, else on CPU:
+
+    python benchmarks/magic_overhead.py              # about a minute
+    python benchmarks/magic_overhead.py --runs 50    # quicker, noisier
+    python benchmarks/magic_overhead.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SETUP = """
+import torch
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+if dev == "cpu":
+    torch.set_num_threads(1)  # on a shared machine, intra-op threads wait on each other
+sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(64, 256, device=dev)
+
+def step():
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+WORK = "y = model(x)\nsync()"
+PROFILE_WORK = "for _ in range(10):\n    step()\nsync()"
+
+AMP_BASE = "with torch.autocast(dev, dtype=torch.bfloat16):\n    y = model(x)\nsync()"
+MEM_BASE_CUDA = (
+    "_b = torch.cuda.memory_stats()\ntorch.cuda.reset_peak_memory_stats()\n"
+    f"{WORK}\n_a = torch.cuda.memory_stats()"
+)
+MEM_BASE_CPU = (
+    "import psutil, resource\n_p = psutil.Process()\n"
+    "_b = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    f"{WORK}\n_a = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
+PROFILE_BARE = (
+    "from torch.profiler import ProfilerActivity, profile\n"
+    "acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == 'cuda' else [])\n"
+    "with profile(activities=acts) as prof:\n"
+    + "\n".join("    " + line for line in PROFILE_WORK.splitlines())
+    + "\nprof.key_averages()"
+)
+PROFILE_BASE = (
+    "from torch.profiler import ProfilerActivity, profile\n"
+    "acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == 'cuda' else [])\n"
+    "with profile(activities=acts) as prof:\n"
+    + "\n".join("    " + line for line in PROFILE_WORK.splitlines())
+    + "\nsort = 'self_cuda_time_total' if dev == 'cuda' else 'self_cpu_time_total'\n"
+    "print(prof.key_averages().table(sort_by=sort, row_limit=15))"
+)
+
+
+def load_time() -> tuple[float, bool]:
+    code = (
+        "import sys, time\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "t = time.perf_counter()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+        "print(time.perf_counter() - t, 'torch' in sys.modules)\n"
+    )
+    times, imported = [], False
+    for _ in range(5):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout.split()
+        times.append(float(out[0]))
+        imported = imported or out[1] == "True"
+    return statistics.median(times), imported
+
+
+def measure(ip: object, magic: str, base: str, runs: int) -> tuple[float, float]:
+    """Median wall time (s) of ``run_cell(magic)`` and of ``run_cell(base)``, interleaved."""
+    from IPython.utils.capture import capture_output
+
+    def once(src: str) -> float:
+        with capture_output():
+            start = time.perf_counter()
+            result = ip.run_cell(src)  # type: ignore[attr-defined]
+            elapsed = time.perf_counter() - start
+        if not result.success:
+            raise RuntimeError(f"cell failed: {src!r}: {result.error_in_exec!r}")
+        return elapsed
+
+    for _ in range(max(10, runs // 5)):
+        once(magic)
+        once(base)
+    magic_t, base_t = [], []
+    for i in range(runs):
+        first, second = (magic, base) if i % 2 == 0 else (base, magic)
+        t1, t2 = once(first), once(second)
+        magic_t.append(t1 if first is magic else t2)
+        base_t.append(t2 if first is magic else t1)
+    return statistics.median(magic_t), statistics.median(base_t)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per cell (200)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    load_s, torch_imported = load_time()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
+    ip.run_line_magic("load_ext", "jupyter_gpu")
+    ip.run_cell(SETUP)
+    cuda = torch.cuda.is_available()
+    device = torch.cuda.get_device_name() if cuda else f"CPU ({platform.processor() or 'x86_64'})"
+
+    rows = []
+    amp = measure(ip, f"%%amp --dtype bf16\n{WORK}", AMP_BASE, args.runs)
+    rows.append(("%%amp", amp, "< 1 ms"))
+    mem = measure(ip, f"%%memsummary\n{WORK}", MEM_BASE_CUDA if cuda else MEM_BASE_CPU, args.runs)
+    rows.append(("%%memsummary", mem, "< 1 ms"))
+    prof_runs = max(10, args.runs // 10)
+    prof = measure(ip, f"%%profile\n{PROFILE_WORK}", PROFILE_BASE, prof_runs)
+    rows.append(("%%profile", prof, "< 10 %"))
+    bare = measure(ip, f"%%profile\n{PROFILE_WORK}", PROFILE_BARE, prof_runs)
+    rows.append(("%%profile vs profiler + key_averages() only", bare, "info"))
+
+    print(f"magic overhead per cell on {device}, torch {torch.__version__}, {args.runs} runs")
+    print(
+        f"%load_ext jupyter_gpu: {load_s * 1e3:.1f} ms (target < 300 ms); "
+        f"imported torch: {torch_imported}"
+    )
+    print(f"{'magic':44} {'with magic':>12} {'by hand':>12} {'added':>12} {'target':>8}  ok")
+    results = {
+        "device": device,
+        "torch": torch.__version__,
+        "runs": args.runs,
+        "load_ext_ms": load_s * 1e3,
+        "load_ext_imported_torch": torch_imported,
+    }
+    all_ok = load_s < 0.3 and not torch_imported
+    for name, (with_magic, by_hand), target in rows:
+        added = with_magic - by_hand
+        if target == "info":
+            shown = f"{added / by_hand:+.1%}"
+            ok = True
+        elif target.endswith("%"):
+            shown = f"{added / by_hand:+.1%}"
+            ok = added / by_hand < 0.10
+        else:
+            shown = f"{added * 1e3:+.3f} ms"
+            ok = added < 1e-3
+        all_ok = all_ok and ok
+        print(
+            f"{name:44} {with_magic * 1e3:9.3f} ms {by_hand * 1e3:9.3f} ms {shown:>12} "
+            f"{target:>8}  {'yes' if ok else 'NO'}"
+        )
+        results[name] = {
+            "with_magic_ms": with_magic * 1e3,
+            "by_hand_ms": by_hand * 1e3,
+            "added_ms": added * 1e3,
+            "ok": ok,
+        }
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
