@@ -29,6 +29,8 @@ export interface IRenderContext {
   /** The server's sampling interval (s). */
   intervalS: number;
   simulated: boolean;
+  /** Two charts per GPU (power and temperature as numbers in the header). */
+  compact: boolean;
 }
 
 const pctRange = (max: number): [number, number] => [0, Math.max(100, max)];
@@ -65,7 +67,8 @@ export class DeviceCard {
     this._badge = el('span', 'jp-gpu-badge', 'simulated');
     this._badge.title =
       'A simulated device (backend=simulated): the numbers are synthetic.';
-    header.append(this._name, this._badge);
+    this._extra = el('span', 'jp-gpu-card-extra');
+    header.append(this._name, this._badge, this._extra);
     this._message = el('div', 'jp-gpu-card-message');
     this._message.setAttribute('role', 'status');
     const column = (metric: 'util' | 'mem' | 'power' | 'temp') => () =>
@@ -86,7 +89,7 @@ export class DeviceCard {
       formatAt: at('util', formatPct)
     });
     this._mem = new Tile({
-      label: 'Memory',
+      label: 'Mem',
       metric: 'mem',
       colorVar: '--jp-accent-color1',
       palette,
@@ -134,7 +137,15 @@ export class DeviceCard {
     }
   }
 
-  render(device: IDeviceSample | undefined, ctx: IRenderContext): void {
+  /**
+   * Show `device` (undefined: the server stopped reporting it). Charts are drawn only when
+   * `draw` (the card is on screen); the numbers always.
+   */
+  render(
+    device: IDeviceSample | undefined,
+    ctx: IRenderContext,
+    draw = true
+  ): void {
     this._buffer = ctx.buffer;
     this._badge.hidden = !ctx.simulated;
     const state = device?.state ?? 'missing';
@@ -177,17 +188,26 @@ export class DeviceCard {
       missing('temperature_c')
     );
 
-    const { charts } = ctx;
+    const { charts, compact } = ctx;
+    this.node.classList.toggle('jp-gpu-mod-compact', compact);
+    const extra: string[] = [];
+    if (compact && ok && charts.power) {
+      extra.push(formatWatts(device.power_w));
+    }
+    if (compact && ok && charts.temperature) {
+      extra.push(formatCelsius(device.temperature_c));
+    }
+    setText(this._extra, extra.join(' · '));
     const tiles: [Tile, boolean, 'util' | 'mem' | 'power' | 'temp'][] = [
       [this._util, charts.utilization, 'util'],
       [this._mem, charts.memory, 'mem'],
-      [this._power, charts.power, 'power'],
-      [this._temp, charts.temperature, 'temp']
+      [this._power, charts.power && !compact, 'power'],
+      [this._temp, charts.temperature && !compact, 'temp']
     ];
     this._tiles.hidden = !tiles.some(([, show]) => show);
     for (const [tile, show, metric] of tiles) {
       tile.visible = show;
-      if (show) {
+      if (show && draw) {
         const ys = ctx.buffer.column(gpuKey(this.index, metric));
         tile.update(ctx.buffer.ts, ys, ctx.xMin, ctx.xMax, ctx.intervalS);
       }
@@ -198,13 +218,9 @@ export class DeviceCard {
     }
   }
 
-  /** Redraw the charts as they are (theme change, resize). */
-  redraw(): void {
-    for (const tile of [this._util, this._mem, this._power, this._temp]) {
-      if (tile.visible) {
-        tile.chart.redraw();
-      }
-    }
+  /** Redraw the charts as they are (theme change, or a resize when `resized`). */
+  redraw(resized: boolean): void {
+    redrawTiles([this._util, this._mem, this._power, this._temp], resized);
   }
 
   dispose(): void {
@@ -217,6 +233,7 @@ export class DeviceCard {
   private _buffer: SampleBuffer | null = null;
   private _name: HTMLSpanElement;
   private _badge: HTMLSpanElement;
+  private _extra: HTMLSpanElement;
   private _message: HTMLDivElement;
   private _tiles: HTMLDivElement;
   private _util: Tile;
@@ -248,7 +265,7 @@ export class HostCard {
       formatAt: at('host.cpu', formatPct)
     });
     this._mem = new Tile({
-      label: 'Memory',
+      label: 'RAM',
       metric: 'host-mem',
       colorVar: '--jp-accent-color1',
       palette,
@@ -256,7 +273,7 @@ export class HostCard {
       formatAt: at('host.mem', v => formatBytesOf(v, this._memTotal))
     });
     this._cache = new Tile({
-      label: 'Compile cache',
+      label: 'Cache',
       metric: 'cache',
       colorVar: '--jp-info-color1',
       palette,
@@ -315,12 +332,8 @@ export class HostCard {
     }
   }
 
-  redraw(): void {
-    for (const tile of [this._cpu, this._mem, this._cache]) {
-      if (tile.visible) {
-        tile.chart.redraw();
-      }
-    }
+  redraw(resized: boolean): void {
+    redrawTiles([this._cpu, this._mem, this._cache], resized);
   }
 
   dispose(): void {
@@ -338,6 +351,19 @@ export class HostCard {
   private _mem: Tile;
   private _cache: Tile;
   private _memTotal: number | null = null;
+}
+
+/** Redraw visible tiles; after a resize, measure all of them before drawing any. */
+function redrawTiles(tiles: Tile[], resized: boolean): void {
+  const visible = tiles.filter(tile => tile.visible);
+  if (resized) {
+    for (const tile of visible) {
+      tile.chart.measure(); // all reads before any write: one layout, not one per chart
+    }
+  }
+  for (const tile of visible) {
+    tile.chart.redraw();
+  }
 }
 
 function cacheTitle(cache: ISample['compile_cache']): string {

@@ -108,8 +108,13 @@ export class Sparkline {
   ): void {
     this._gapS = gapS * GAP_INTERVALS;
     this._xRange = [xMin, xMax];
-    const width = this.node.clientWidth;
+    // Reading the width forces a layout: do it once, then only when told of a resize.
+    if (this._width < 0) {
+      this._width = this.node.clientWidth;
+    }
+    const width = this._width;
     if (width === 0) {
+      this._width = -1; // hidden: measure again next time
       this._pending = [xs, ys];
       return; // not laid out (hidden): draw when it is
     }
@@ -128,6 +133,11 @@ export class Sparkline {
     });
   }
 
+  /** Measure the width again (the panel was resized). Measure every chart, then draw. */
+  measure(): void {
+    this._width = this.node.clientWidth || -1;
+  }
+
   /** Draw again (after a theme change or a resize) with the data it has. */
   redraw(): void {
     if (this._pending) {
@@ -137,8 +147,12 @@ export class Sparkline {
       return;
     }
     const plot = this._plot;
-    const width = this.node.clientWidth;
+    if (this._width < 0) {
+      this._width = this.node.clientWidth;
+    }
+    const width = this._width;
     if (!plot || width === 0) {
+      this._width = -1;
       return;
     }
     plot.batch(() => {
@@ -226,4 +240,5 @@ export class Sparkline {
   private _pending: [number[], Column] | null = null;
   private _xRange: [number, number] = [0, 1];
   private _gapS = 3;
+  private _width = -1;
 }

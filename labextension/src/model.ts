@@ -385,20 +385,20 @@ export class GpuMonitorModel {
     return new Promise<void>((resolve, reject) => {
       let opened = false;
       const connection: IStreamConnection = this._transport.openStream({
-        onOpen: () => {
+        // Open means a first sample arrived: a proxy that accepts the socket and closes it at
+        // once is as blocked as one that refuses it.
+        onOpen: () => undefined,
+        onSample: sample => {
           if (this._socket !== connection) {
             return;
           }
-          opened = true;
-          this._clearOpenTimer();
-          this._socketOpen = true;
-          this._lastMessageAt = Date.now();
-          resolve();
-        },
-        onSample: sample => {
-          if (this._socket === connection) {
-            this._onStreamSample(sample);
+          if (!opened) {
+            opened = true;
+            this._clearOpenTimer();
+            this._socketOpen = true;
+            resolve();
           }
+          this._onStreamSample(sample);
         },
         onClose: () => {
           if (this._socket !== connection) {
@@ -410,7 +410,9 @@ export class GpuMonitorModel {
           if (opened) {
             this._onStreamDropped();
           } else {
-            reject(new StreamOpenError('the socket closed before it opened'));
+            reject(
+              new StreamOpenError('the socket closed before its first sample')
+            );
           }
         }
       });

@@ -61,6 +61,7 @@ export class GpuPanel extends Widget {
     this._notice.className = 'jp-gpu-notice';
     this._notice.setAttribute('role', 'status');
     this._noticeText = document.createElement('div');
+    this._noticeText.className = 'jp-gpu-notice-text';
     this._retry = document.createElement('button');
     this._retry.className = 'jp-mod-styled jp-gpu-retry';
     this._retry.textContent = 'Retry now';
@@ -93,7 +94,7 @@ export class GpuPanel extends Widget {
   themeChanged(): void {
     this._palette.reset();
     if (this.isVisible) {
-      this._redrawCharts();
+      this._redrawCharts(false);
     } else {
       this._dirty = true;
     }
@@ -116,12 +117,24 @@ export class GpuPanel extends Widget {
     super.onAfterAttach(msg);
     this._resizeObserver = new ResizeObserver(() => this._onResize());
     this._resizeObserver.observe(this.node);
+    this._intersection = new IntersectionObserver(
+      entries => this._onIntersection(entries),
+      {
+        root: this.node
+      }
+    );
+    for (const card of this._deviceCards.values()) {
+      this._intersection.observe(card.node);
+    }
     this._visibilityChanged();
   }
 
   protected override onBeforeDetach(msg: Message): void {
     this._resizeObserver?.disconnect();
     this._resizeObserver = null;
+    this._intersection?.disconnect();
+    this._intersection = null;
+    this._offscreen.clear();
     this.model.setVisible('panel', false);
     super.onBeforeDetach(msg);
   }
@@ -150,8 +163,24 @@ export class GpuPanel extends Widget {
     if (this._resizeFrame === 0) {
       this._resizeFrame = requestAnimationFrame(() => {
         this._resizeFrame = 0;
-        this._redrawCharts();
+        this._redrawCharts(true);
       });
+    }
+  }
+
+  private _onIntersection(entries: IntersectionObserverEntry[]): void {
+    let shown = false;
+    for (const entry of entries) {
+      const node = entry.target as HTMLElement;
+      if (entry.isIntersecting) {
+        shown = shown || this._offscreen.delete(node);
+      } else {
+        this._offscreen.add(node);
+      }
+    }
+    if (shown) {
+      this._dirty = true; // draw the charts that came into view
+      this._renderIfVisible();
     }
   }
 
@@ -203,8 +232,7 @@ export class GpuPanel extends Widget {
     } else if (info?.simulated || latest?.simulated) {
       kind = 'simulated';
       text =
-        'Simulated GPUs: the server runs the simulated backend (for demos and tests), ' +
-        'so these numbers are synthetic.';
+        'Simulated GPUs: synthetic numbers from the simulated backend, for demos and tests.';
     }
     this._notice.hidden = !kind;
     this._notice.dataset.kind = kind;
@@ -236,7 +264,8 @@ export class GpuPanel extends Widget {
       xMax: latest.ts,
       xMin: latest.ts - buffer.windowS,
       intervalS,
-      simulated: latest.simulated || info.simulated
+      simulated: latest.simulated || info.simulated,
+      compact: false
     };
     const indices = new Set<number>();
     for (const d of info.devices) {
@@ -246,8 +275,13 @@ export class GpuPanel extends Widget {
       indices.add(d.index);
     }
     const order = [...indices].sort((a, b) => a - b);
+    const { layout } = this._settings;
+    ctx.compact =
+      layout === 'compact' || (layout === 'auto' && order.length > 4);
     for (const [index, card] of this._deviceCards) {
       if (!indices.has(index)) {
+        this._intersection?.unobserve(card.node);
+        this._offscreen.delete(card.node);
         card.dispose();
         this._deviceCards.delete(index);
       }
@@ -259,6 +293,7 @@ export class GpuPanel extends Widget {
       if (!card) {
         card = new DeviceCard(index, this._palette, this._openNotebook);
         this._deviceCards.set(index, card);
+        this._intersection?.observe(card.node);
         card.setInfo(info.devices.find(d => d.index === index));
         // Keep the cards in index order when a device appears later.
         const before: Element | null = previous
@@ -267,13 +302,21 @@ export class GpuPanel extends Widget {
         this._cards.insertBefore(card.node, before);
       }
       previous = card.node;
+      // A card scrolled out of view keeps its numbers current but skips its charts; they are
+      // drawn when it scrolls back (8 GPUs in a sidebar: about half are off screen).
       card.render(
         latest.devices.find(d => d.index === index),
-        ctx
+        ctx,
+        !this._offscreen.has(card.node)
       );
     }
     this._host.node.hidden = false;
     this._host.render(ctx);
+    // For tests and curious people: how much history the charts hold.
+    this.node.dataset.samples = String(buffer.length);
+    this.node.dataset.spanS = String(
+      Math.round((buffer.lastTs ?? 0) - (buffer.ts[0] ?? 0))
+    );
     this._endMeasure();
   }
 
@@ -286,15 +329,12 @@ export class GpuPanel extends Widget {
     }
   }
 
-  private _redrawCharts(): void {
-    if (this._dirty) {
-      this._renderIfVisible();
-      return;
-    }
+  private _redrawCharts(resized: boolean): void {
     for (const card of this._deviceCards.values()) {
-      card.redraw();
+      card.redraw(resized);
     }
-    this._host.redraw();
+    this._host.redraw(resized);
+    this._renderIfVisible();
   }
 
   private _settings: IMonitorSettings = DEFAULT_SETTINGS;
@@ -312,5 +352,8 @@ export class GpuPanel extends Widget {
   private _width = -1;
   private _resizeFrame = 0;
   private _resizeObserver: ResizeObserver | null = null;
+  private _intersection: IntersectionObserver | null = null;
+  /** Cards scrolled out of the panel's view. */
+  private _offscreen = new Set<Element>();
   private _measures = 0;
 }

@@ -70,7 +70,7 @@ export class ProcessList {
     if (!rows.length) {
       const empty = document.createElement('li');
       empty.className = 'jp-gpu-procs-empty';
-      empty.textContent = 'No process holds memory on this GPU.';
+      empty.textContent = 'No processes';
       this.node.append(empty);
       return;
     }

@@ -14,10 +14,14 @@ export interface IChartSettings {
   compileCache: boolean;
 }
 
+/** Four charts per GPU, or two (compact); `auto`: compact from 5 GPUs up. */
+export type CardLayout = 'auto' | 'full' | 'compact';
+
 export interface IMonitorSettings {
   refreshIntervalMs: number;
   historyWindowS: number;
   charts: IChartSettings;
+  layout: CardLayout;
   showStatusBar: boolean;
 }
 
@@ -33,6 +37,7 @@ export const DEFAULT_SETTINGS: IMonitorSettings = {
     host: true,
     compileCache: true
   },
+  layout: 'auto',
   showStatusBar: true
 };
 
@@ -76,6 +81,10 @@ export function readSettings(composite: {
       DEFAULT_SETTINGS.historyWindowS
     ),
     charts,
+    layout:
+      composite.layout === 'full' || composite.layout === 'compact'
+        ? composite.layout
+        : 'auto',
     showStatusBar:
       typeof composite.showStatusBar === 'boolean'
         ? composite.showStatusBar

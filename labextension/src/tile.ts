@@ -24,13 +24,17 @@ export class Tile {
     node.dataset.metric = options.metric;
     const head = document.createElement('div');
     head.className = 'jp-gpu-tile-head';
+    // The swatch says which line is which; the label gives way first when the panel is narrow.
+    const swatch = document.createElement('span');
+    swatch.className = 'jp-gpu-tile-swatch';
+    swatch.style.setProperty('--jp-gpu-tile-color', `var(${options.colorVar})`);
     const label = document.createElement('span');
     label.className = 'jp-gpu-tile-label';
     label.textContent = options.label;
-    label.style.setProperty('--jp-gpu-tile-color', `var(${options.colorVar})`);
     this._value = document.createElement('span');
     this._value.className = 'jp-gpu-tile-value';
-    head.append(label, this._value);
+    head.append(swatch, label, this._value);
+    this._label = options.label;
     this.chart = new Sparkline({
       colorVar: options.colorVar,
       palette: options.palette,
@@ -49,8 +53,9 @@ export class Tile {
     if (this._hovered === null) {
       setText(this._value, text);
     }
-    if (this.node.title !== title) {
-      this.node.title = title;
+    const full = title ? `${this._label}: ${title}` : this._label;
+    if (this.node.title !== full) {
+      this.node.title = full;
     }
   }
 
@@ -83,6 +88,7 @@ export class Tile {
   }
 
   private _formatAt: (index: number) => string;
+  private _label: string;
   private _value: HTMLSpanElement;
   private _text = '';
   private _hovered: number | null = null;

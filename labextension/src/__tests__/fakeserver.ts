@@ -64,6 +64,8 @@ export class FakeServer implements IGpuTransport {
   failWith: number | null = null;
   /** Sockets never open (a proxy that blocks WebSockets). */
   blockSockets = false;
+  /** Sockets open, then close before any message (a proxy that drops upgrades). */
+  acceptThenClose = false;
   sockets: FakeSocket[] = [];
   historyCalls: (number | undefined)[] = [];
   /** When each history request came (ms, the test's clock). */
@@ -143,6 +145,11 @@ export class FakeServer implements IGpuTransport {
       }
       socket.open = true;
       handlers.onOpen();
+      if (this.acceptThenClose) {
+        socket.open = false;
+        handlers.onClose();
+        return;
+      }
       const latest = this.history_[this.history_.length - 1];
       if (latest) {
         handlers.onSample(latest); // the API sends the latest sample on connect

@@ -188,6 +188,16 @@ describe('GpuMonitorModel', () => {
     expect(model.status).toBe('live');
   });
 
+  it('takes a socket that closes before its first sample as blocked', async () => {
+    server.acceptThenClose = true;
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(10000);
+    expect(model.mode).toBe('poll');
+    await run(server, 5);
+    expect(model.buffer.length).toBeGreaterThanOrEqual(124);
+  });
+
   it('pauses when hidden: no socket, no timers, no requests', async () => {
     model = newModel(server);
     model.setVisible('panel', true);

@@ -1,0 +1,90 @@
+/**
+ * Browser tests of the jupyter-gpu monitor: Playwright driving Debian's chromium against real
+ * Jupyter servers, one per project:
+ *   simulated  the simulated backend with 2 devices, under a JupyterHub-style base URL
+ *   nogpu      the default backend on a machine without a GPU, behind a token (a real login)
+ *   perf       the simulated backend with 8 devices at 1 Hz: the cost of one update
+ */
+const path = require('path');
+const { ports, token, baseUrl } = require('./servers.json');
+
+// CI's venv is <repo>/.venv (made by .ci/setup); JUPYTER overrides it.
+const jupyter = process.env.JUPYTER || path.join(__dirname, '..', '.venv', 'bin', 'jupyter');
+const config = path.join(__dirname, 'jupyter_server_test_config.py');
+
+function server(port, base, args) {
+  return {
+    command: [
+      jupyter,
+      'lab',
+      `--config=${config}`,
+      '--ServerApp.ip=127.0.0.1',
+      `--port=${port}`,
+      `--ServerApp.base_url=${base}`,
+      '--allow-root',
+      ...args
+    ].join(' '),
+    url: `http://127.0.0.1:${port}${base}api`,
+    reuseExistingServer: false,
+    timeout: 120000,
+    stdout: 'ignore',
+    stderr: process.env.UI_TESTS_SERVER_LOGS ? 'pipe' : 'ignore'
+  };
+}
+
+module.exports = {
+  testDir: './tests',
+  outputDir: './test-results',
+  timeout: 60000,
+  retries: 0,
+  workers: 1,
+  reporter: [['list']],
+  use: {
+    viewport: { width: 1280, height: 800 },
+    launchOptions: {
+      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run'
+      ]
+    },
+    trace: 'off',
+    video: 'off',
+    screenshot: 'only-on-failure'
+  },
+  projects: [
+    {
+      name: 'simulated',
+      testMatch: /simulated\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.simulated}${baseUrl}` }
+    },
+    {
+      name: 'nogpu',
+      testMatch: /nogpu\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.nogpu}/` }
+    },
+    {
+      name: 'perf',
+      testMatch: /perf\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.perf}/` }
+    }
+  ],
+  webServer: [
+    server(ports.simulated, baseUrl, [
+      '--IdentityProvider.token=',
+      '--JupyterGpu.backend=simulated',
+      '--JupyterGpu.simulated_devices=2'
+    ]),
+    server(ports.nogpu, '/', [`--IdentityProvider.token=${token}`, '--JupyterGpu.backend=auto']),
+    server(ports.perf, '/', [
+      '--IdentityProvider.token=',
+      '--JupyterGpu.backend=simulated',
+      '--JupyterGpu.simulated_devices=8',
+      '--JupyterGpu.interval_s=1'
+    ])
+  ]
+};

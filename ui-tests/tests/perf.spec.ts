@@ -1,0 +1,55 @@
+/**
+ * The cost of the monitor in the browser: 8 simulated devices sampled at 1 Hz, every chart
+ * shown. Each panel update is a `jupyter-gpu:update` performance measure (data in, DOM and
+ * canvases drawn); the figures are printed and written to test-results/perf.json.
+ */
+import { expect, test } from '@playwright/test';
+import * as fs from 'fs';
+import { openLab, openPanel, updateDurations } from './lab';
+
+const SECONDS = 30;
+const BUDGET_MS = 4;
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+test('one update with 8 GPUs at 1 Hz costs less than 4 ms of JavaScript', async ({
+  page
+}) => {
+  test.setTimeout(120000);
+  await openLab(page);
+  const panel = await openPanel(page);
+  await expect(panel.locator('.jp-gpu-card[data-gpu-index]')).toHaveCount(8);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  await page.waitForTimeout(3000); // charts created, first layout done
+  await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
+  await page.waitForTimeout(SECONDS * 1000);
+  const durations = (await updateDurations(page)).sort((a, b) => a - b);
+  const result = {
+    devices: 8,
+    seconds: SECONDS,
+    updates: durations.length,
+    median_ms: +quantile(durations, 0.5).toFixed(2),
+    p90_ms: +quantile(durations, 0.9).toFixed(2),
+    p95_ms: +quantile(durations, 0.95).toFixed(2),
+    max_ms: +durations[durations.length - 1].toFixed(2),
+    samples: Number(await panel.getAttribute('data-samples')),
+    browser: page.context().browser()?.version(),
+    all: durations.map(d => +d.toFixed(1))
+  };
+  console.log(`frontend update cost: ${JSON.stringify(result)}`);
+  fs.mkdirSync('test-results', { recursive: true });
+  fs.writeFileSync('test-results/perf.json', JSON.stringify(result, null, 2));
+  expect(durations.length).toBeGreaterThanOrEqual(SECONDS - 3);
+  // The median and the 90th percentile: on a 2-core machine shared with the server (and in
+  // development with other jobs) the slowest few updates measure preemption, not our code.
+  expect(result.median_ms).toBeLessThan(BUDGET_MS);
+  expect(result.p90_ms).toBeLessThan(BUDGET_MS);
+  if (process.env.UPDATE_SCREENSHOTS) {
+    await page.screenshot({
+      path: '../docs/screenshot-8-gpus.png',
+      clip: { x: 0, y: 0, width: 560, height: 800 }
+    });
+  }
+});

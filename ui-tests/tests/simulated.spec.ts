@@ -1,0 +1,233 @@
+/**
+ * The monitor against a real Jupyter server running the simulated backend (2 devices) under a
+ * JupyterHub-style base URL (/user/test/).
+ */
+import { expect, Page, test } from '@playwright/test';
+import {
+  cardValues,
+  command,
+  openLab,
+  openPanel,
+  PANEL,
+  PANEL_TAB,
+  STATUS_ITEM,
+  updateDurations
+} from './lab';
+
+const STREAM = /jupyter-gpu\/api\/v1\/stream/;
+
+/** How many samples the server's history holds now. */
+async function serverSamples(page: Page): Promise<number> {
+  const response = await page.request.get('jupyter-gpu/api/v1/history');
+  expect(response.ok()).toBe(true);
+  return (await response.json()).samples.length;
+}
+
+/** The panel holds what the server holds (the window is longer than the server has run). */
+async function expectAllHistory(page: Page): Promise<void> {
+  const panel = page.locator(PANEL);
+  await expect(async () => {
+    const client = Number(await panel.getAttribute('data-samples'));
+    const server = await serverSamples(page);
+    expect(
+      Math.abs(server - client),
+      `client ${client}, server ${server}`
+    ).toBeLessThanOrEqual(1);
+  }).toPass({ timeout: 10000 });
+}
+
+test('the panel opens from its icon; both cards show numbers that change', async ({
+  page
+}) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  const cards = panel.locator('.jp-gpu-card[data-gpu-index]');
+  await expect(cards).toHaveCount(2);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  await expect(panel.locator('.jp-gpu-notice')).toContainText('Simulated GPUs');
+  for (const index of [0, 1]) {
+    const card = panel.locator(`.jp-gpu-card[data-gpu-index="${index}"]`);
+    await expect(card.locator('.jp-gpu-badge')).toHaveText('simulated');
+    await expect(card.locator('.jp-gpu-card-index')).toHaveText(`GPU ${index}`);
+    await expect(card.locator('canvas').first()).toBeVisible();
+    const first = await cardValues(card);
+    expect(first[0]).toMatch(/^\d+(\.\d)?%$/);
+    expect(first[1]).toMatch(/^\d+(\.\d+)?\/140 GiB$/);
+    expect(first[2]).toMatch(/^\d+ W$/);
+    expect(first[3]).toMatch(/^\d+ °C$/);
+    // The simulated load moves every second: a later read differs.
+    await expect(async () => {
+      expect(await cardValues(card)).not.toEqual(first);
+    }).toPass({ timeout: 5000 });
+  }
+  // History came at once: the charts start with everything the server kept.
+  await expectAllHistory(page);
+  await expect(
+    panel.locator('.jp-gpu-host-card .jp-gpu-tile-value').first()
+  ).toHaveText(/%$/);
+});
+
+test('the status bar summarises both GPUs and opens the panel', async ({
+  page
+}) => {
+  await openLab(page);
+  const item = page.locator(STATUS_ITEM);
+  await expect(item).toHaveText(
+    /^2 GPUs: \d+(\.\d)?% · [\d.]+\/281 GiB \(simulated\)$/
+  );
+  expect(await item.getAttribute('title')).toContain(
+    'GPU 1 Simulated NVIDIA H200'
+  );
+  await expect(page.locator(PANEL)).toBeHidden();
+  await item.click();
+  await expect(page.locator(PANEL)).toBeVisible();
+  // A second click keeps it open (it is not a toggle that hides what you asked for).
+  await item.click();
+  await expect(page.locator(PANEL)).toBeVisible();
+});
+
+test('the refresh interval in the Settings Editor takes effect', async ({
+  page
+}) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  const countUpdates = async (ms: number) => {
+    await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
+    await page.waitForTimeout(ms);
+    return (await updateDurations(page)).length;
+  };
+  expect(await countUpdates(6000)).toBeGreaterThanOrEqual(5);
+
+  await command(page, 'settingeditor:open', {
+    query: 'GPU monitor'
+  });
+  const field = page.locator(
+    '.jp-SettingsPanel input[id$="refreshIntervalMs"]'
+  );
+  await field.fill('3000');
+  await field.press('Tab');
+  await expect(panel).toHaveAttribute('data-refresh-ms', '3000', {
+    timeout: 10000
+  });
+  const slow = await countUpdates(9000);
+  expect(slow).toBeGreaterThanOrEqual(2);
+  expect(slow).toBeLessThanOrEqual(4);
+  // Nothing is lost by drawing less often: every sample is still in the charts.
+  await expectAllHistory(page);
+});
+
+test('reconnects after the stream drops and fills the gap from history', async ({
+  page
+}) => {
+  let sockets = 0;
+  await page.routeWebSocket(STREAM, ws => {
+    sockets++;
+    ws.connectToServer();
+    if (sockets === 1) {
+      setTimeout(() => ws.close(), 4000); // the network drops the first stream
+    }
+  });
+  await openLab(page);
+  const panel = await openPanel(page);
+  const status = panel.locator('.jp-gpu-status');
+  await expect(status).toHaveText('live');
+  await expect
+    .poll(() => sockets, { timeout: 15000 })
+    .toBeGreaterThanOrEqual(2);
+  await expect(status).toHaveText('live', { timeout: 15000 });
+  await page.waitForTimeout(2000);
+  await expectAllHistory(page);
+});
+
+test('falls back to polling when WebSockets are blocked', async ({ page }) => {
+  await page.routeWebSocket(STREAM, ws => ws.close()); // a proxy that drops every upgrade
+  await openLab(page);
+  const panel = await openPanel(page);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('polling', {
+    timeout: 20000
+  });
+  const card = panel.locator('.jp-gpu-card[data-gpu-index="0"]');
+  const first = await cardValues(card);
+  await expect(async () => {
+    expect(await cardValues(card)).not.toEqual(first);
+  }).toPass({ timeout: 5000 });
+  await expectAllHistory(page);
+});
+
+test('pauses when hidden and catches up when shown', async ({ page }) => {
+  let open = 0;
+  await page.routeWebSocket(STREAM, ws => {
+    open++;
+    ws.connectToServer();
+    ws.onClose(() => open--);
+  });
+  await openLab(page);
+  const panel = await openPanel(page);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  expect(open).toBe(1);
+
+  // The browser tab goes to the background: no socket, no updates.
+  const setHidden = (hidden: boolean) =>
+    page.evaluate(value => {
+      Object.defineProperty(document, 'hidden', {
+        configurable: true,
+        get: () => value
+      });
+      document.dispatchEvent(new Event('visibilitychange'));
+    }, hidden);
+  await setHidden(true);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('paused');
+  await expect.poll(() => open).toBe(0);
+  await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
+  await page.waitForTimeout(4000);
+  expect(await updateDurations(page)).toHaveLength(0);
+
+  await setHidden(false);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  await expectAllHistory(page); // the seconds it missed came from history
+
+  // The panel collapsed while the status bar shows: the stream stays for the status bar,
+  // but the panel draws nothing.
+  await page.locator(PANEL_TAB).click();
+  await expect(panel).toBeHidden();
+  await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
+  await page.waitForTimeout(3000);
+  expect(await updateDurations(page)).toHaveLength(0);
+  expect(open).toBe(1);
+});
+
+test('shows which notebook holds GPU memory', async ({ page }) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  // A new notebook starts a kernel; the simulated GPUs report kernels as their processes.
+  await command(page, 'notebook:create-new', {
+    kernelName: 'python3'
+  });
+  await expect(page.locator('.jp-NotebookPanel')).toBeVisible();
+  const row = panel.locator('.jp-gpu-procs .jp-gpu-proc-name', {
+    hasText: 'Untitled'
+  });
+  await expect(row).toBeVisible({ timeout: 20000 });
+  await expect(row.locator('xpath=..').locator('.jp-gpu-proc-mem')).toHaveText(
+    /GiB|MiB/
+  );
+  if (process.env.UPDATE_SCREENSHOTS) {
+    await screenshots(page);
+  }
+});
+
+/** The README's screenshots: the panel beside a notebook, light and dark. */
+async function screenshots(page: Page): Promise<void> {
+  await command(page, 'notebook:replace-selection', {
+    text: 'import torch\nmodel = torch.compile(model)'
+  });
+  await page.waitForTimeout(3000);
+  const clip = { x: 0, y: 0, width: 900, height: 800 };
+  await page.screenshot({ path: '../docs/screenshot-simulated.png', clip });
+  await command(page, 'apputils:change-theme', {
+    theme: 'JupyterLab Dark'
+  });
+  await page.waitForTimeout(3000);
+  await page.screenshot({ path: '../docs/screenshot-dark.png', clip });
+}
