@@ -41,15 +41,17 @@ def show_compiled(name: str, eager: Any, options: dict[str, Any]) -> None:
 
 def report_lines(report: CompileReport, context: str) -> list[str]:
     """The report as plain-text lines (also used in the HTML, per line)."""
+    span = "the first call" if context.startswith("at the first call") else "the cell"
     lines = [
         f"torch.compile {context}: {report.graphs} graph(s) from {report.frames} frame(s), "
-        f"compile time {fmt_seconds(report.compile_time_s)} (wall {fmt_seconds(report.wall_s)})"
+        f"compile time {fmt_seconds(report.compile_time_s)} ({span} took "
+        f"{fmt_seconds(report.wall_s)})"
     ]
     if report.graph_break_count or report.graph_breaks:
         lines.append(f"  graph breaks: {report.graph_break_count}")
         for gb in report.graph_breaks:
             count = f" (x{gb.count})" if gb.count > 1 else ""
-            source = f"  {gb.source}" if gb.source else ""
+            source = f" {gb.source}" if gb.source else ""
             lines.append(f"    {gb.where}:{source}{count}")
             lines.append(f"      {gb.reason}" + (f": {gb.explanation}" if gb.explanation else ""))
             if gb.url:

@@ -129,12 +129,12 @@ def tf32_enabled() -> tuple[bool, bool]:
     """Whether float32 matmuls and convolutions on CUDA may use TF32 now: (matmul, conv)."""
     torch = torch_module()
     if has_fp32_precision_api():
-        root = torch.backends.fp32_precision
+        # The parents ("none" defers to them) may be missing in some versions: then "none".
+        root = getattr(torch.backends, "fp32_precision", "none")
+        cudnn = getattr(torch.backends.cudnn, "fp32_precision", "none")
         return (
             _effective(torch.backends.cuda.matmul.fp32_precision, root),
-            _effective(
-                torch.backends.cudnn.conv.fp32_precision, torch.backends.cudnn.fp32_precision, root
-            ),
+            _effective(torch.backends.cudnn.conv.fp32_precision, cudnn, root),
         )
     return bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
 

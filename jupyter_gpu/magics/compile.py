@@ -200,6 +200,7 @@ class CompileMagics(ShellMagics):
             self.shell.user_ns[name] = value  # a failure leaves NAME as it was
             raise
         self.results[name] = result
+        self.quiet_reports = args.quiet  # -q also quiets the reports of later cells
         self._ensure_watcher()
         if not args.quiet and bench_code is None:
             show_compiled(result.name, eager, options)
