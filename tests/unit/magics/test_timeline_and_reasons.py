@@ -64,3 +64,17 @@ def test_graph_break_reason_summary() -> None:
     assert url is not None
     assert url.endswith("gb0059.html")
     assert summarize_reason("Tensor.item() call")[0] == "Tensor.item() call"
+
+
+def test_figures_are_valid_plotly_specs() -> None:
+    # plotly validates every property name and value when it builds a Figure from a dict.
+    import plotly.graph_objects as go
+
+    from jupyter_gpu.magics._render import Bar
+    from jupyter_gpu.magics._render import timeline_figure as bars_figure
+
+    trace = [event("alloc", 0, 1000, 10), event("free_completed", 0, 1000, 20)]
+    timeline = build_timeline({"device_traces": [trace]}, 0, 0, 0, {CELL: 2})
+    go.Figure(timeline_figure(timeline))
+    bars = [Bar("CPU thread 0", 0.0, 1e-3, "aten::mm"), Bar("GPU 0 stream 7", 2e-4, 9e-4, "gemm")]
+    go.Figure(bars_figure(bars, "t"))
