@@ -79,15 +79,17 @@ def torch_uuid(index: int) -> str | None:
 def match_nvml_device(devices: Any, index: int) -> Any | None:
     """NVML's record of torch's CUDA device ``index``.
 
-    Matched by UUID; else by index where both numberings must agree (no
-    ``CUDA_VISIBLE_DEVICES``, as many devices on both sides).
+    Matched by UUID; else by index where both numberings must agree (as many devices on both
+    sides, and no ``CUDA_VISIBLE_DEVICES`` unless there is only one).
     """
     wanted = torch_uuid(index)
     match = next((d for d in devices if d.uuid and norm_uuid(d.uuid) == wanted), None)
     if match is not None:
         return match
     torch = torch_module()
-    if "CUDA_VISIBLE_DEVICES" not in os.environ and len(devices) == torch.cuda.device_count():
+    same_count = len(devices) == torch.cuda.device_count()
+    # CUDA_VISIBLE_DEVICES can reorder devices; with one device on each side it cannot.
+    if same_count and ("CUDA_VISIBLE_DEVICES" not in os.environ or len(devices) == 1):
         return next((d for d in devices if d.index == index), None)
     return None
 
