@@ -1,7 +1,10 @@
 """Execute every tutorial notebook at full size on the GPU machine and collect the evidence.
 
-    python tests/gpu/run_notebooks_gpu.py            # all notebooks, about 6 minutes on one H200
+    python tests/gpu/run_notebooks_gpu.py            # all notebooks, about 5 minutes on one H200
     python tests/gpu/run_notebooks_gpu.py --only 01,02
+
+Split over two runs, extract both archives' ``results/`` into one folder and run
+``benchmarks/update_results.py`` on it.
 
 For each notebook in ``notebooks/``: execute it with nbclient (no JUPYTER_GPU_SMOKE: full size),
 from a scratch working directory, with a fresh torch.compile cache (so compile times are cold,
@@ -59,6 +62,16 @@ def to_html(nb: object, path: Path) -> bool:
     return True
 
 
+def write_archive(archive: Path, workdir: Path, results_dir: Path) -> None:
+    """Pack the executed notebooks and the figures' JSON into one ``.tar.gz``."""
+    partial = archive.with_suffix(".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(workdir, arcname="executed")
+        if results_dir.exists():
+            tar.add(results_dir, arcname="results")
+    partial.replace(archive)
+
+
 def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
     import nbformat
     from nbclient import NotebookClient
@@ -93,7 +106,7 @@ def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma list of notebook number prefixes, e.g. 01,04")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (600)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (300)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "gpu-run")))
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (testing)")
     parser.add_argument("--smoke", action="store_true", help="smoke sizes (testing the runner)")
@@ -130,6 +143,7 @@ def main() -> int:
     if not args.keep_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor-cache")
 
+    archive = args.out / "notebooks-executed.tar.gz"
     runs = []
     for path in paths:
         print(f"running {path.name} ...", flush=True)
@@ -137,6 +151,7 @@ def main() -> int:
         runs.append(run)
         status = "ok" if not run["failure"] else f"FAILED: {run['failure']}"
         print(f"  {run['seconds']:.0f} s, {len(run['errors'])} error cell(s); {status}", flush=True)
+        write_archive(archive, workdir, results_dir)  # after each: a run cut short keeps its part
 
     results_md = args.out / "RESULTS.md"
     shutil.copy(ROOT / "benchmarks" / "RESULTS.md", results_md)
@@ -149,11 +164,6 @@ def main() -> int:
         check=False,
     )
     print(update.stdout.strip() or update.stderr.strip())
-    archive = args.out / "notebooks-executed.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(workdir, arcname="executed")
-        if results_dir.exists():
-            tar.add(results_dir, arcname="results")
 
     print("\n| notebook | seconds | error cells | status |\n|---|---:|---:|---|")
     for run in runs:
