@@ -9,7 +9,8 @@ const path = require('path');
 const { ports, token, baseUrl } = require('./servers.json');
 
 // CI's venv is <repo>/.venv (made by .ci/setup); JUPYTER overrides it.
-const jupyter = process.env.JUPYTER || path.join(__dirname, '..', '.venv', 'bin', 'jupyter');
+const jupyter =
+  process.env.JUPYTER || path.join(__dirname, '..', '.venv', 'bin', 'jupyter');
 const config = path.join(__dirname, 'jupyter_server_test_config.py');
 
 function server(port, base, args) {
@@ -38,7 +39,7 @@ module.exports = {
   timeout: 60000,
   retries: 0,
   workers: 1,
-  reporter: [['list']],
+  reporter: [['list'], ['json', { outputFile: 'test-results/results.json' }]],
   use: {
     viewport: { width: 1280, height: 800 },
     launchOptions: {
@@ -79,7 +80,10 @@ module.exports = {
       '--JupyterGpu.backend=simulated',
       '--JupyterGpu.simulated_devices=2'
     ]),
-    server(ports.nogpu, '/', [`--IdentityProvider.token=${token}`, '--JupyterGpu.backend=auto']),
+    server(ports.nogpu, '/', [
+      `--IdentityProvider.token=${token}`,
+      '--JupyterGpu.backend=auto'
+    ]),
     server(ports.perf, '/', [
       '--IdentityProvider.token=',
       '--JupyterGpu.backend=simulated',

@@ -198,6 +198,7 @@ test('pauses when hidden and catches up when shown', async ({ page }) => {
 });
 
 test('shows which notebook holds GPU memory', async ({ page }) => {
+  test.setTimeout(180000); // with UPDATE_SCREENSHOTS, it waits for 90 s of history
   await openLab(page);
   const panel = await openPanel(page);
   // A new notebook starts a kernel; the simulated GPUs report kernels as their processes.
@@ -219,15 +220,41 @@ test('shows which notebook holds GPU memory', async ({ page }) => {
 
 /** The README's screenshots: the panel beside a notebook, light and dark. */
 async function screenshots(page: Page): Promise<void> {
+  // A 90 s window that the server's history already fills, in a sidebar a little wider than
+  // the default.
+  await command(page, 'settingeditor:open', { query: 'GPU monitor' });
+  const field = page.locator('.jp-SettingsPanel input[id$="historyWindowS"]');
+  await field.fill('90');
+  await field.press('Tab');
+  const panel = page.locator(PANEL);
+  await expect
+    .poll(async () => Number(await panel.getAttribute('data-span-s')), {
+      timeout: 90000
+    })
+    .toBeGreaterThanOrEqual(88);
+  await page
+    .locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'Settings' })
+    .locator('.lm-TabBar-tabCloseIcon')
+    .click();
+  const handle = page
+    .locator('#jp-main-split-panel > .lm-SplitPanel-handle')
+    .first();
+  const box = await handle.boundingBox();
+  if (box) {
+    await page.mouse.move(box.x + box.width / 2, box.y + 300);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 70, box.y + 300, { steps: 5 });
+    await page.mouse.up();
+  }
   await command(page, 'notebook:replace-selection', {
     text: 'import torch\nmodel = torch.compile(model)'
   });
-  await page.waitForTimeout(3000);
-  const clip = { x: 0, y: 0, width: 900, height: 800 };
+  await page.mouse.move(700, 500);
+  await page.waitForTimeout(2500);
+  const clip = { x: 0, y: 0, width: 960, height: 800 };
   await page.screenshot({ path: '../docs/screenshot-simulated.png', clip });
-  await command(page, 'apputils:change-theme', {
-    theme: 'JupyterLab Dark'
-  });
+  await command(page, 'apputils:change-theme', { theme: 'JupyterLab Dark' });
   await page.waitForTimeout(3000);
   await page.screenshot({ path: '../docs/screenshot-dark.png', clip });
+  await command(page, 'apputils:change-theme', { theme: 'JupyterLab Light' });
 }
