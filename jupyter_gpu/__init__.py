@@ -15,7 +15,6 @@ except ImportError:  # a source tree that was never built
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
-    from jupyter_server.serverapp import ServerApp
 
 __all__ = ["__version__"]
 
@@ -26,15 +25,14 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    """The Jupyter server extension that samples the GPUs and serves the API."""
-    return [{"module": "jupyter_gpu"}]
+    """The Jupyter server extension: ``JupyterGpuApp``, which samples the GPUs and serves the API.
 
+    Imported here, when Jupyter Server asks, so that ``import jupyter_gpu`` (e.g. by
+    ``%load_ext``) loads neither jupyter_server nor tornado.
+    """
+    from .server.app import JupyterGpuApp
 
-def _load_jupyter_server_extension(server_app: ServerApp) -> None:
-    """Start the sampler and register the API handlers (called by Jupyter Server)."""
-    from .server.extension import load_server_extension
-
-    load_server_extension(server_app)
+    return [{"module": "jupyter_gpu", "app": JupyterGpuApp}]
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

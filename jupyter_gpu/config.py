@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, TraitError
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
+
+from jupyter_gpu.sampling.faults import MAX_FAULTS, UNSUPPORTED_FIELDS, parse_faults
 
 MAX_HISTORY_SAMPLES = 36_000
 """Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs takes about
@@ -81,6 +83,22 @@ class JupyterGpu(Configurable):
         help="How many synthetic GPUs the 'simulated' backend shows (1 to 16).",
     ).tag(config=True)
 
+    simulated_faults = List(
+        Unicode(),
+        default_value=[],
+        help=(
+            "Faults the 'simulated' backend shows on purpose, for demos and browser tests "
+            "(ignored by the other backends; every message says 'simulated'). Each is "
+            "'lost:<gpu>' (the GPU is lost, as when it falls off the bus), 'error:<gpu>' "
+            "(every read fails) or 'unsupported:<gpu>:<field>' (one field reads null, "
+            "'Not Supported (simulated)'), optionally followed by '@<start>' or "
+            "'@<start>-<end>' in seconds after the server started (0 to 86400). Fields: "
+            f"{', '.join(UNSUPPORTED_FIELDS)}. At most {MAX_FAULTS}; GPU indices below "
+            "simulated_devices. Example: --JupyterGpu.simulated_faults=lost:1@10 "
+            "--JupyterGpu.simulated_faults=unsupported:0:power_w"
+        ),
+    ).tag(config=True)
+
     kernel_map_interval_s = Float(
         3.0,
         min=0.5,
@@ -96,6 +114,25 @@ class JupyterGpu(Configurable):
         # Checked once every value is loaded: per-trait validators would see the other option
         # still at its default, and so depend on the order the options were given in.
         self._check_samples(self.history_s, self.interval_s)
+        self._check_fault_devices()
+
+    @validate("simulated_faults")
+    def _valid_faults(self, proposal: Any) -> list[str]:
+        specs: list[str] = list(proposal["value"])
+        try:
+            parse_faults(specs)
+        except ValueError as err:
+            raise TraitError(f"JupyterGpu.simulated_faults: {err}") from None
+        return specs
+
+    def _check_fault_devices(self) -> None:
+        for fault in parse_faults(self.simulated_faults):
+            if fault.gpu >= self.simulated_devices:
+                raise TraitError(
+                    f"JupyterGpu.simulated_faults: {fault.spec!r} is on GPU {fault.gpu}, but "
+                    f"JupyterGpu.simulated_devices is {self.simulated_devices} (GPUs 0 to "
+                    f"{self.simulated_devices - 1})"
+                )
 
     @staticmethod
     def _check_samples(history_s: float, interval_s: float) -> None:

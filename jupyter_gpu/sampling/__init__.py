@@ -22,6 +22,7 @@ from jupyter_gpu.sampling.attribution import (
 from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
 from jupyter_gpu.sampling.compile_cache import cache_dirs, scan_caches
 from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
+from jupyter_gpu.sampling.faults import SimulatedFault, parse_faults
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.records import (
@@ -55,9 +56,11 @@ __all__ = [
     "Sample",
     "Sampler",
     "SamplerOptions",
+    "SimulatedFault",
     "cache_dirs",
     "freeze_kernel_map",
     "open_backend",
+    "parse_faults",
     "read_once",
     "scan_caches",
 ]

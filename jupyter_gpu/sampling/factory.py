@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
+from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.simulated import SimulatedBackend
 
 BackendChoice = Literal["auto", "nvml", "simulated", "none"]
@@ -18,6 +19,7 @@ def open_backend(
     *,
     simulated_devices: int = 2,
     pids: Callable[[], Sequence[int]] | None = None,
+    simulated_faults: Sequence[SimulatedFault] = (),
     nvml: Any = None,
     log: logging.Logger | None = None,
 ) -> Backend:
@@ -28,18 +30,19 @@ def open_backend(
             but a failure is logged as a warning), ``simulated`` or ``none``.
         simulated_devices: how many simulated devices (1 to 16).
         pids: for the simulated backend, pids to show as GPU processes.
+        simulated_faults: for the simulated backend, faults to show (``faults.py``).
         nvml: an object with pynvml's interface to use instead of ``pynvml`` (tests inject a
             fake NVML here).
         log: where to say which backend was chosen and why.
 
     Raises:
-        ValueError: for an unknown ``choice``.
+        ValueError: for an unknown ``choice``, or simulated options out of bounds.
     """
     log = log or logging.getLogger("jupyter_gpu")
     if choice not in BACKEND_CHOICES:
         raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}; got {choice!r}")
     if choice == "simulated":
-        return SimulatedBackend(simulated_devices, pids=pids)
+        return SimulatedBackend(simulated_devices, pids=pids, faults=simulated_faults)
     if choice == "none":
         return NoGpuBackend("GPU monitoring is switched off (backend 'none')")
     from jupyter_gpu.sampling.nvml import NvmlBackend, NvmlUnavailable

@@ -27,6 +27,7 @@ from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
 from jupyter_gpu.sampling.factory import open_backend
+from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
@@ -53,6 +54,7 @@ class SamplerOptions:
         slow_interval_s: seconds between slow reads.
         cache_scan_interval_s: seconds between compile-cache scans.
         simulated_devices: devices of the simulated backend.
+        simulated_faults: faults the simulated backend shows (ignored by the others).
     """
 
     backend: str = "auto"
@@ -62,6 +64,7 @@ class SamplerOptions:
     slow_interval_s: float = 5.0
     cache_scan_interval_s: float = 30.0
     simulated_devices: int = 2
+    simulated_faults: tuple[SimulatedFault, ...] = ()
 
     @property
     def history_capacity(self) -> int:
@@ -222,7 +225,16 @@ class Sampler:
         slow = self._slow.latest
         out = []
         for d in devices:
+            # The slow reading can be older than this tick: a GPU lost since, or a field this
+            # tick found unavailable, keeps what this tick saw.
+            if d.state != "ok":
+                out.append(d)
+                continue
             tx, rx = slow.get(d.index, (None, None))
+            if "pcie_tx_bytes_per_s" in d.unavailable:
+                tx = None
+            if "pcie_rx_bytes_per_s" in d.unavailable:
+                rx = None
             out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
         return tuple(out)
 
@@ -234,12 +246,14 @@ class Sampler:
             return None
         try:
             devices = self.annotator.annotate(self._merge_slow(backend.read()))
-            self._seq += 1
+            # seq and ts are committed only once the sample is stored, so a failed tick leaves
+            # no gap: seq goes up by exactly 1 per sample (the frontend detects gaps with it).
+            seq = self._seq + 1
             # Never let ts go backwards (the wall clock can): history queries rely on order.
-            self._last_ts = max(time.time(), self._last_ts + 1e-6)
+            ts = max(time.time(), self._last_ts + 1e-6)
             sample = Sample(
-                seq=self._seq,
-                ts=round(self._last_ts, 6),
+                seq=seq,
+                ts=round(ts, 6),
                 backend=info.backend,
                 simulated=info.simulated,
                 reason=info.reason,
@@ -249,6 +263,7 @@ class Sampler:
             )
             entry = Entry(sample, self._encode(sample) if self._encode else "")
             self.history.append(entry)
+            self._seq, self._last_ts = seq, ts
             self.ready.set()
             if self._on_sample is not None:
                 self._on_sample(entry)
@@ -268,6 +283,7 @@ def _default_factory(sampler: Sampler) -> Backend:
     return open_backend(
         sampler.options.backend,
         simulated_devices=sampler.options.simulated_devices,
+        simulated_faults=sampler.options.simulated_faults,
         pids=lambda: sorted(annotator.kernel_map),
         log=sampler.log,
     )

@@ -6,6 +6,8 @@ loading (memory ramps up, PCIe busy), training (utilization high, with a short d
 evaluation every 15 s), teardown. Power follows utilization and temperature follows power with a
 lag, as on a real GPU. If the sampler knows the pids of this server's kernels, the simulated
 devices report those kernels as their processes, so kernel attribution can be shown end to end.
+Faults given as ``SimulatedFault`` (``faults.py``) show a lost GPU, a failing one or a field that
+is "Not Supported", on a schedule, each labelled simulated in its message.
 """
 
 from __future__ import annotations
@@ -14,8 +16,17 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
 
 from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.faults import (
+    SIMULATED_ERROR_MESSAGE,
+    SIMULATED_LOST_MESSAGE,
+    SIMULATED_NOT_SUPPORTED,
+    SimulatedFault,
+)
 from jupyter_gpu.sampling.records import (
     BackendInfo,
     BackendName,
@@ -40,6 +51,10 @@ class SimulatedBackend(Backend):
         seed: seeds the noise, so two backends with one seed agree.
         clock: monotonic seconds; tests pass a fake clock to step time.
         pids: returns pids to show as GPU processes (kernel ``i`` on device ``i % count``).
+        faults: faults to show, timed from when the backend opened.
+
+    Raises:
+        ValueError: ``count`` out of 1 to 16, or a fault on a device that does not exist.
     """
 
     name: BackendName = "simulated"
@@ -51,9 +66,17 @@ class SimulatedBackend(Backend):
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         pids: Callable[[], Sequence[int]] | None = None,
+        faults: Sequence[SimulatedFault] = (),
     ) -> None:
         if not 1 <= count <= 16:
             raise ValueError(f"simulated device count must be 1 to 16, got {count}")
+        for fault in faults:
+            if fault.gpu >= count:
+                raise ValueError(
+                    f"simulated fault {fault.spec or fault.kind!r} is on GPU {fault.gpu}, but "
+                    f"there are only {count} simulated GPUs (0 to {count - 1})"
+                )
+        self._faults = tuple(faults)
         self._count = count
         self._clock = clock
         self._pids = pids
@@ -156,12 +179,44 @@ class SimulatedBackend(Backend):
                     ),
                 )
             )
+        if self._faults:
+            return tuple(self._with_faults(d, t) for d in samples)
         return tuple(samples)
+
+    def _active_faults(self, index: int, t: float) -> list[SimulatedFault]:
+        return [f for f in self._faults if f.gpu == index and f.active(t)]
+
+    def _with_faults(self, device: DeviceSample, t: float) -> DeviceSample:
+        """The device as its active faults make it look (as NVML's errors would)."""
+        active = self._active_faults(device.index, t)
+        if not active:
+            return device
+        kinds = {f.kind for f in active}
+        if "lost" in kinds or "error" in kinds:
+            lost = "lost" in kinds
+            return DeviceSample(
+                device.index,
+                device.uuid,
+                device.name,
+                state="lost" if lost else "error",
+                error=SIMULATED_LOST_MESSAGE if lost else SIMULATED_ERROR_MESSAGE,
+            )
+        fields = sorted({f.field for f in active if f.field is not None})
+        missing: dict[str, Any] = {f: () if f == "processes" else None for f in fields}
+        reasons = MappingProxyType(dict.fromkeys(fields, SIMULATED_NOT_SUPPORTED))
+        return replace(device, **missing, unavailable=reasons)
 
     def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
         t = self._clock() - self._start
         out: dict[int, tuple[float | None, float | None]] = {}
         for info in self._devices:
             _, _, pcie = self._load(info.index, t)
-            out[info.index] = (round(pcie * 0.05, 0), round(pcie, 0))
+            tx: float | None = round(pcie * 0.05, 0)
+            rx: float | None = round(pcie, 0)
+            for fault in self._active_faults(info.index, t):
+                if fault.kind != "unsupported" or fault.field == "pcie_tx_bytes_per_s":
+                    tx = None
+                if fault.kind != "unsupported" or fault.field == "pcie_rx_bytes_per_s":
+                    rx = None
+            out[info.index] = (tx, rx)
         return out

@@ -26,7 +26,9 @@ from jupyter_gpu.server.serialize import history_body
 from jupyter_gpu.server.service import GpuService
 
 AUTH_RESOURCE = "jupyter_gpu"
-SETTINGS_KEY = "jupyter_gpu"
+SERVICE_KEY = "jupyter_gpu_service"
+"""Where the ``GpuService`` lives in the web app's settings (``ExtensionApp`` keeps itself under
+``"jupyter_gpu"``, its name)."""
 MAX_FUTURE_S = 86_400.0
 GZIP_MIN_BYTES = 8192
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
@@ -41,7 +43,7 @@ class GpuApiHandler(APIHandler):
     @property
     def service(self) -> GpuService:
         """The extension's ``GpuService`` (in the web app's settings)."""
-        service: GpuService = self.settings[SETTINGS_KEY]
+        service: GpuService = self.settings[SERVICE_KEY]
         return service
 
     def set_default_headers(self) -> None:

@@ -17,7 +17,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 
 from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions, parse_faults
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
 
@@ -41,6 +41,7 @@ def sampler_options(config: JupyterGpu) -> SamplerOptions:
         slow_interval_s=config.slow_interval_s,
         cache_scan_interval_s=config.cache_scan_interval_s,
         simulated_devices=config.simulated_devices,
+        simulated_faults=parse_faults(config.simulated_faults),
     )
 
 

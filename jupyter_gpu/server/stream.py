@@ -16,7 +16,7 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from jupyter_gpu.server.handlers import AUTH_RESOURCE, SETTINGS_KEY
+from jupyter_gpu.server.handlers import AUTH_RESOURCE, SERVICE_KEY
 from jupyter_gpu.server.serialize import stream_message
 from jupyter_gpu.server.service import GpuService
 
@@ -37,7 +37,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
     @property
     def service(self) -> GpuService:
         """The extension's ``GpuService``."""
-        service: GpuService = self.settings[SETTINGS_KEY]
+        service: GpuService = self.settings[SERVICE_KEY]
         return service
 
     def set_default_headers(self) -> None:

@@ -29,10 +29,12 @@ def validate(instance: Any, schema_name: str) -> None:
     jsonschema.Draft202012Validator(schema).validate(instance)
 
 
-def gpu_config(**jupyter_gpu_options: Any) -> Config:
+def gpu_config(extension: str = "jupyter_gpu", **jupyter_gpu_options: Any) -> Config:
+    """Server config with the extension (or a test variant of it, by module) and fast options."""
+    extensions = {"jupyter_gpu": extension == "jupyter_gpu", extension: True}
     return Config(
         {
-            "ServerApp": {"jpserver_extensions": {"jupyter_gpu": True}},
+            "ServerApp": {"jpserver_extensions": extensions},
             "JupyterGpu": {
                 "backend": "simulated",
                 "interval_s": FAST_INTERVAL_S,

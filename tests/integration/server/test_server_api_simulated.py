@@ -16,6 +16,7 @@ import pytest
 import tornado.httpclient
 from jupyter_server.serverapp import ServerApp
 
+from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.handlers import openapi_json
 from tests.integration.server.api_helpers import API, openapi, validate
 
@@ -142,7 +143,7 @@ async def test_two_clients_get_the_same_samples_from_one_sampler(
         await asyncio.wait_for(b.read_message(), 5)
         got_a = [await asyncio.wait_for(a.read_message(), 5) for _ in range(3)]
         got_b = [await asyncio.wait_for(b.read_message(), 5) for _ in range(3)]
-        service = jp_serverapp.web_app.settings["jupyter_gpu"]
+        service = jp_serverapp.web_app.settings["jupyter_gpu_service"]
         assert service.client_count == 2
     finally:
         a.close()
@@ -185,8 +186,26 @@ async def test_monitoring_is_not_user_activity(jp_fetch: Fetch, jp_serverapp: Se
     assert "api_last_activity" not in settings
 
 
+async def test_seq_counts_every_sample_by_one_from_one(api_get: Get) -> None:
+    await asyncio.sleep(0.45)
+    seqs = [s["seq"] for s in (await api_get("history"))["samples"]]
+    # a fresh server (each test has one) starts again from 1, and there is no gap
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert len(seqs) >= 3
+
+
+async def test_the_extension_is_an_extension_app(jp_serverapp: ServerApp) -> None:
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_gpu"]
+    assert isinstance(app, JupyterGpuApp)
+    settings = jp_serverapp.web_app.settings
+    assert settings["jupyter_gpu"] is app  # ExtensionApp keeps itself there, by name
+    assert app.service is not None
+    assert settings["jupyter_gpu_service"] is app.service
+    assert app.service.sampler.running
+
+
 async def test_the_sampler_stops_with_the_server(jp_fetch: Fetch, jp_serverapp: ServerApp) -> None:
     await jp_fetch(*API, "snapshot")
     assert [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
-    await jp_serverapp.cleanup_extensions()
+    await jp_serverapp.cleanup_extensions()  # awaits JupyterGpuApp.stop_extension
     assert not [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]

@@ -8,18 +8,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pynvml
 import pytest
 import tornado.httpclient
 from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
-from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import open_backend
-from jupyter_gpu.server.extension import load_server_extension
-from jupyter_gpu.server.service import GpuService
-from tests.fakes.fake_nvml import FakeNvml
 from tests.integration.server.api_helpers import API, gpu_config, validate
+from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
@@ -57,8 +52,18 @@ async def test_auto_without_nvml_is_none_with_nvmls_reason(api_get: Get) -> None
     assert devices["reason"] == "NVML Shared Library Not Found"
 
 
-@pytest.mark.gpu_config(interval_s=0.01)
-async def test_invalid_config_answers_503_naming_the_option(jp_fetch: Fetch) -> None:
+INVALID = {
+    "interval": ({"interval_s": 0.01}, ("interval_s", "0.1")),
+    "fault spec": ({"simulated_faults": ["lost:one"]}, ("simulated_faults", "lost:<gpu>")),
+    "fault device": ({"simulated_faults": ["lost:3"]}, ("'lost:3' is on GPU 3", "0 to 2")),
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.gpu_config(**INVALID[c][0]), id=c) for c in INVALID],
+)
+async def test_invalid_config_answers_503_naming_the_option(jp_fetch: Fetch, case: str) -> None:
     for route in ("devices", "snapshot", "stream"):
         with pytest.raises(tornado.httpclient.HTTPClientError) as err:
             await jp_fetch(*API, route)
@@ -66,27 +71,18 @@ async def test_invalid_config_answers_503_naming_the_option(jp_fetch: Fetch) -> 
         assert err.value.response is not None
         message = json.loads(err.value.response.body)["message"]
         assert "invalid configuration" in message
-        assert "interval_s" in message
-        assert "0.1" in message
+        for words in INVALID[case][1]:
+            assert words in message
 
 
-async def _serve_fake(jp_serverapp: ServerApp, fake: FakeNvml) -> GpuService:
-    """Load the extension by hand with a sampler that reads the fake NVML."""
-    config = JupyterGpu(config=gpu_config(backend="nvml"))
-    service = GpuService(config, jp_serverapp.io_loop, jp_serverapp.log)
-    service.sampler = service.make_sampler(
-        backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log), caches=()
-    )
-    load_server_extension(jp_serverapp, service=service)
-    return service
-
-
+@pytest.mark.gpu_config(backend="nvml", extension="tests.integration.server.fake_nvml_extension")
 async def test_faults_reach_the_api_as_states(
     jp_serverapp: ServerApp, api_get: Get, jp_fetch: Fetch, jp_ws_fetch: Fetch
 ) -> None:
-    fake = FakeNvml(devices=2)
-    fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device=1)
-    service = await _serve_fake(jp_serverapp, fake)
+    app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
+    assert isinstance(app, FakeNvmlGpuApp)  # loaded by Jupyter Server, like the real one
+    fake, service = app.fake, app.service
+    assert service is not None
     devices = await api_get("devices")
     validate(devices, "Devices")
     assert (devices["backend"], devices["simulated"]) == ("nvml", False)

@@ -176,6 +176,39 @@ def test_a_failing_tick_is_logged_once_and_sampling_goes_on(
             sampler.stop()
     assert len(sampler.history) >= 2
     assert len([r for r in caplog.records if "tick failed" in r.getMessage()]) == 1
+    # a failed tick is no sample and leaves no gap: seq still counts samples by exactly 1
+    seqs = [e.sample.seq for e in sampler.history.since()]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_seq_restarts_from_one_in_a_new_sampler(make_sampler: Callable[..., Sampler]) -> None:
+    # A server restart is a new sampler: seq goes back to 1 (the frontend reloads on that).
+    first = make_sampler(backend="simulated")
+    first.start()
+    wait_for(lambda: len(first.history) >= 3)
+    first.stop()
+    second = make_sampler(backend="simulated")
+    second.start()
+    wait_for(lambda: len(second.history) >= 1)
+    assert second.history.since()[0].sample.seq == 1
+    latest = first.latest()
+    assert latest is not None
+    assert latest.sample.seq >= 3
+
+
+def test_a_lost_gpu_gets_no_stale_slow_readings(make_sampler: Callable[..., Sampler]) -> None:
+    fake = FakeNvml(devices=2)
+    sampler = make_sampler(fake, slow_metrics=True, slow_interval_s=60.0)
+    sampler.start()
+    wait_for(sampler.ready.is_set)
+    wait_for(lambda: sampler.latest().sample.devices[0].pcie_rx_bytes_per_s is not None)  # type: ignore[union-attr]
+    fake.lose(0)  # the slow reading stays the one from before, for a minute
+    wait_for(lambda: sampler.latest().sample.devices[0].state == "lost")  # type: ignore[union-attr]
+    latest = sampler.latest()
+    assert latest is not None
+    lost, alive = latest.sample.devices
+    assert (lost.pcie_tx_bytes_per_s, lost.pcie_rx_bytes_per_s) == (None, None)
+    assert alive.pcie_rx_bytes_per_s == 2000 * 1024.0
 
 
 def test_backend_that_cannot_open_is_logged_not_raised(
