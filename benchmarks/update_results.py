@@ -7,6 +7,10 @@ target checks. Nothing is typed in by hand; run it after the notebooks ran at fu
 
     python benchmarks/update_results.py RESULTS_DIR [--results-md benchmarks/RESULTS.md]
 
+If the folder also holds ``gpt_step.json`` or ``input_pipeline.json`` (what
+``benchmarks/gpt_step.py`` and ``benchmarks/input_pipeline.py`` write to ``$OUT``), their tables
+are added under *Benchmarks behind the notebooks' sizes*.
+
 Smoke-mode and CPU results are refused (they would say nothing about a GPU) unless
 ``--allow-any-mode`` is given (tests use it, writing to a scratch copy).
 """
@@ -112,6 +116,60 @@ def render(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_benchmarks(results_dir: Path) -> list[str]:
+    """Tables from gpt_step.json and input_pipeline.json, when the folder has them."""
+    lines: list[str] = []
+    gpt_path, pipe_path = results_dir / "gpt_step.json", results_dir / "input_pipeline.json"
+    if not gpt_path.exists() and not pipe_path.exists():
+        return lines
+    lines += ["### Benchmarks behind the notebooks' sizes", ""]
+    if gpt_path.exists():
+        g = json.loads(gpt_path.read_text())
+        lines += [
+            f"`benchmarks/gpt_step.py` on {g['gpu']}, torch {g['torch']}, {g['date']}: the "
+            "tutorial GPT's training step (model FLOPs = 6 N + 12 L d T per token).",
+            "",
+            "| size | config | ms/step | tokens/s | TFLOP/s | peak GiB | runs |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in g["gpt"]:
+            if "error" in r:
+                lines.append(f"| {r['size']} | {r['config']} | failed: {r['error'][:80]} | | | | |")
+                continue
+            peak = "" if r.get("peak_gib") is None else f"{r['peak_gib']:.1f}"
+            lines.append(
+                f"| {r['size']} | {r['config']} | {r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | "
+                f"{r['tflops']:.1f} | {peak} | {r['runs']} |"
+            )
+        if g.get("mlp"):
+            lines += ["", "| launch-bound MLP | ms/step | runs |", "|---|---:|---:|"]
+            for r in g["mlp"]:
+                if "error" not in r:
+                    lines.append(f"| {r['config']} | {r['step_ms']:.3f} | {r['runs']} |")
+        if g.get("checks"):
+            lines += ["", "| size | figure | measured | target |", "|---|---|---:|---:|"]
+            for c in g["checks"]:
+                lines.append(f"| {c['size']} | {c['figure']} | {c['value']:.2f} | {c['target']} |")
+        lines.append("")
+    if pipe_path.exists():
+        p = json.loads(pipe_path.read_text())
+        lines += [
+            f"`benchmarks/input_pipeline.py` on {p['gpu']}, torch {p['torch']}, {p['date']}, "
+            f"{p['cpus']} CPUs: fixed / slow = {p['fixed_over_slow']:.2f}x (target "
+            f">= {p['target']}x).",
+            "",
+            "| pipeline | workers | pin_memory | images/s |",
+            "|---|---:|---|---:|",
+        ]
+        for r in p["rows"]:
+            lines.append(
+                f"| {r['pipeline']} | {r['workers']} | {r['pin_memory']} | "
+                f"{r['images_per_s']:,.0f} |"
+            )
+        lines.append("")
+    return lines
+
+
 def replace_section(markdown: str, body: str) -> str:
     """Replace the text between the tutorials heading and the next ``## `` heading."""
     lines = markdown.splitlines(keepends=True)
@@ -140,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong and not args.allow_any_mode:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
-    body = render(runs)
+    body = render(runs) + "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
     args.results_md.write_text(replace_section(text, body))
     print(f"updated {args.results_md} from {len(runs)} notebook(s)")

@@ -155,3 +155,54 @@ def test_timing() -> None:
     assert format_seconds(0.0123) == "12.3 ms"
     with pytest.raises(ValueError, match="runs"):
         time_calls(lambda: None, runs=0, warmup=0, device="cpu")
+
+
+def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
+    Results("04-profiling", machine()).save(tmp_path)
+    gpt = {
+        "gpu": "NVIDIA H200",
+        "torch": "2.11.0",
+        "date": "2026-11-30",
+        "gpt": [
+            {
+                "size": "notebook",
+                "config": "bf16",
+                "step_ms": 40.0,
+                "tokens_per_s": 409600.0,
+                "tflops": 433.8,
+                "peak_gib": 9.5,
+                "runs": 10,
+            },
+            {"size": "notebook", "config": "bf16-cudnn", "error": "RuntimeError: no kernel"},
+        ],
+        "mlp": [{"config": "reduce-overhead", "step_ms": 1.1, "runs": 50}],
+        "checks": [
+            {"size": "notebook", "figure": "compile+bf16 TFLOP/s", "value": 460.0, "target": 450.0}
+        ],
+    }
+    pipe = {
+        "gpu": "NVIDIA H200",
+        "torch": "2.11.0",
+        "date": "2026-11-30",
+        "cpus": 16,
+        "fixed_over_slow": 5.0,
+        "target": 2.0,
+        "rows": [{"pipeline": "slow", "workers": 0, "pin_memory": False, "images_per_s": 5000.0}],
+    }
+    (tmp_path / "gpt_step.json").write_text(json.dumps(gpt))
+    (tmp_path / "input_pipeline.json").write_text(json.dumps(pipe))
+    md = tmp_path / "RESULTS.md"
+    script = ROOT / "benchmarks" / "update_results.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--results-md", str(md)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    text = md.read_text()
+    assert "| notebook | bf16 | 40.0 | 409,600 | 433.8 | 9.5 | 10 |" in text
+    assert "failed: RuntimeError: no kernel" in text
+    assert "| reduce-overhead | 1.100 | 50 |" in text
+    assert "fixed / slow = 5.00x" in text
+    assert "| slow | 0 | False | 5,000 |" in text
