@@ -52,6 +52,13 @@ async def test_snapshot_is_the_latest_sample(api_get: Get) -> None:
     assert later["ts"] > first["ts"]
 
 
+@pytest.mark.parametrize("route", ["snapshot", "history"])
+async def test_responses_are_not_cached_and_not_hashed(jp_fetch: Fetch, route: str) -> None:
+    response = await jp_fetch(*API, route)
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "Etag" not in response.headers  # no per-request hash of a body that changes anyway
+
+
 async def test_history_filters_by_since(api_get: Get) -> None:
     await asyncio.sleep(0.5)
     everything = await api_get("history")
