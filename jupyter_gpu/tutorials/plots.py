@@ -141,8 +141,8 @@ def _frame(title: str, x_label: str, y_label: str, y_lo: float, y_hi: float) -> 
         f'<text x="{_W / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
         f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{bottom}" stroke="#888"/>',
         f'<line x1="{_LEFT}" y1="{bottom}" x2="{_W - _RIGHT}" y2="{bottom}" stroke="#888"/>',
-        f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{y_hi:.4g}</text>',
-        f'<text x="{_LEFT - 4}" y="{bottom}" text-anchor="end">{y_lo:.4g}</text>',
+        f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{format_number(y_hi)}</text>',
+        f'<text x="{_LEFT - 4}" y="{bottom}" text-anchor="end">{format_number(y_lo)}</text>',
         f'<text x="{(_LEFT + _W) / 2}" y="{_H - 6}" text-anchor="middle">{esc(x_label)}</text>',
         f'<text x="12" y="{(_TOP + bottom) / 2}" text-anchor="middle" '
         f'transform="rotate(-90 12 {(_TOP + bottom) / 2})">{esc(y_label)}</text>',
@@ -174,9 +174,9 @@ def _line_svg(traces: list[dict[str, Any]], title: str, x_label: str, y_label: s
             f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
         )
         parts.append(
-            f'<rect x="{_LEFT + 8 + 120 * i}" y="{_TOP - 18}" width="10" height="10" '
-            f'fill="{colour}"/><text x="{_LEFT + 22 + 120 * i}" y="{_TOP - 9}">'
-            f"{html.escape(str(trace['name'])[:16])}</text>"
+            f'<rect x="{_LEFT + 8 + 160 * i}" y="{_TOP - 18}" width="10" height="10" '
+            f'fill="{colour}"/><text x="{_LEFT + 22 + 160 * i}" y="{_TOP - 9}">'
+            f"{html.escape(str(trace['name'])[:24])}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
