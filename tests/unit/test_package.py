@@ -11,22 +11,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 HEAVY = ("torch", "pynvml", "tornado", "jupyter_server")
+IMPORTS = """
+import json, sys
+def loaded():
+    return sorted(m for m in HEAVY if m in sys.modules)
+import jupyter_gpu, jupyter_gpu.sampling, jupyter_gpu.server
+first = loaded()
+jupyter_gpu._jupyter_server_extension_points()  # what Jupyter Server calls to load it
+print(json.dumps([first, loaded()]))
+"""
 
 
-def imported_after(statements: str) -> list[str]:
-    """Which of ``HEAVY`` a fresh interpreter has imported after running ``statements``."""
-    code = f"import sys; {statements}; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+def test_imports_stay_cheap() -> None:
+    code = f"HEAVY = {HEAVY!r}\n{IMPORTS}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return list(json.loads(out.stdout.strip().replace("'", '"')))
-
-
-def test_import_loads_neither_torch_nor_nvml_nor_the_server() -> None:
-    assert imported_after("import jupyter_gpu, jupyter_gpu.sampling, jupyter_gpu.server") == []
-
-
-def test_the_server_extension_never_loads_torch_or_nvml() -> None:
-    loaded = imported_after("import jupyter_gpu; jupyter_gpu._jupyter_server_extension_points()")
-    assert loaded == ["jupyter_server", "tornado"]  # the app class, imported when asked for
+    package, extension = json.loads(out.stdout)
+    assert package == []  # neither torch, NVML, nor the server for `import jupyter_gpu`
+    # the server extension's class brings the server, never torch or NVML
+    assert extension == ["jupyter_server", "tornado"]
 
 
 def test_version_comes_from_package_json() -> None:
