@@ -35,11 +35,17 @@ def load_digits_splits(val_fraction: float = 0.2, seed: int = 0) -> tuple[Digits
 
     Raises:
         ValueError: ``val_fraction`` is not between 0 and 0.5.
+        ModuleNotFoundError: scikit-learn is not installed (the message says how to get it).
     """
     if not 0 < val_fraction <= 0.5:
         raise ValueError(f"val_fraction must be in (0, 0.5], not {val_fraction}")
-    # Imported here: only this function needs sklearn, and sklearn ships no type information.
-    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+    try:  # imported here: only this function needs sklearn (it ships no type information)
+        from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise ModuleNotFoundError(
+            "the digits come with scikit-learn: pip install scikit-learn "
+            '(or pip install "jupyter-gpu[tutorials]")'
+        ) from exc
 
     bunch = load_digits()
     images = (bunch.images / 16.0).astype(np.float32)
