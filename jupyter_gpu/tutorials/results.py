@@ -26,7 +26,7 @@ _FORMATS = {
     "tokens/s": ",.0f",
     "images/s": ",.0f",
     "x": ".2f",
-    "TFLOP/s": ".1f",
+    "TFLOP/s": ".4g",
     "GiB": ".2f",
     "MiB": ".1f",
     "ms": ".2f",
