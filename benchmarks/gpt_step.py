@@ -1,17 +1,21 @@
 """Measure the tutorial GPT's training step (and the launch-bound MLP) under each precision.
 
-For each candidate model size: eager fp32, eager tf32, eager bf16 autocast and
-torch.compile + bf16 autocast; for the MLP at batch 32: eager, compile default and compile
-reduce-overhead. Prints step time, tokens/s, model TFLOP/s, peak memory and speedups, and
-checks the tutorial targets on one H200 (bf16 >= 2.5x eager fp32; compile + bf16 >= 1.25x
-eager bf16 and >= 450 TFLOP/s; reduce-overhead >= 1.5x eager on the MLP).
+For each candidate model size (``llama`` style: RMSNorm, RoPE, SwiGLU, as the notebooks use;
+``gpt2`` style: LayerNorm, learned positions, GELU): eager fp32, eager tf32, eager bf16
+autocast and torch.compile + bf16 autocast; for deep narrow MLPs at batch 32: eager, compile
+default and compile reduce-overhead. Prints step time, tokens/s, model TFLOP/s, peak memory
+and speedups, and checks the tutorial targets on one H200 (bf16 >= 2.5x eager fp32;
+compile + bf16 >= 1.25x eager bf16 and >= 450 TFLOP/s; reduce-overhead >= 1.5x eager on the
+MLP).
+The first size (``notebook``, the notebooks' GPU preset) gets every config; the others only
+bf16 and compile + bf16 (``--all-configs`` for all).
 
 Model FLOPs per token = 6 N + 12 L d T (N: weights in matrix products, the tied output layer
 counted once; L layers; d width; T sequence length); see jupyter_gpu/tutorials/flops.py.
 Figures are medians of --runs synchronised steps after --warmup untimed ones.
 
     python benchmarks/gpt_step.py               # the default candidates, ~3 min on an H200
-    python benchmarks/gpt_step.py --sizes 1024x12 --runs 20
+    python benchmarks/gpt_step.py --sizes notebook,gpt2-1024x12 --runs 20
     python benchmarks/gpt_step.py --device cpu --sizes tiny --runs 2   # a dry run on CPU
 
 Writes a JSON copy of the table to $OUT/gpt_step.json when OUT is set (or --json PATH).
@@ -54,28 +58,31 @@ class Size:
     batch: int
 
 
-def _size(name: str, d: int, layers: int, heads: int, context: int, batch: int) -> Size:
-    return Size(name, GPTConfig(256, context, layers, heads, d), batch)
+def _size(
+    name: str, d: int, layers: int, heads: int, context: int, batch: int, style: str = "llama"
+) -> Size:
+    config = GPTConfig(256, context, layers, heads, d, style=style)  # type: ignore[arg-type]
+    return Size(name, config, batch)
 
 
-# name: width x layers. Heads of 128 where the width allows (flash attention likes them).
+# name: [style-]width x layers. Heads of 128 where the width allows (flash attention likes them).
 SIZES = {
     s.name: s
     for s in (
         Size("notebook", GPT_RUNS["gpu"].config, GPT_RUNS["gpu"].batch),  # 01/02/03's GPU size
-        _size("768x12", 768, 12, 12, 1024, 16),  # GPT-2 small's body (DESIGN.md's baseline)
-        _size("1024x12", 1024, 12, 8, 1024, 16),
-        _size("1024x12-T512", 1024, 12, 8, 512, 32),  # same tokens per step, less attention
-        _size("1024x16", 1024, 16, 8, 1024, 16),
-        _size("1536x8", 1536, 8, 12, 1024, 16),
-        _size("1536x12", 1536, 12, 12, 1024, 16),
-        _size("2048x8", 2048, 8, 16, 1024, 16),
+        _size("llama-768x12", 768, 12, 6, 1024, 16),
+        _size("llama-1024x12", 1024, 12, 8, 1024, 16),
+        _size("llama-1024x16", 1024, 16, 8, 1024, 16),
+        _size("llama-1536x8", 1536, 8, 12, 1024, 16),
+        _size("gpt2-768x12", 768, 12, 12, 1024, 16, "gpt2"),  # GPT-2 small's body
+        _size("gpt2-1024x12", 1024, 12, 8, 1024, 16, "gpt2"),
+        _size("gpt2-1536x8", 1536, 8, 12, 1024, 16, "gpt2"),
         _size("tiny", 128, 2, 2, 64, 4),  # CPU dry run only
     )
 }
 # The first size gets every config; the others only what decides between sizes (bf16 and
 # compile + bf16), which keeps the default run near 3 minutes on an H200.
-DEFAULT_SIZES = "notebook,768x12,1024x12-T512,1536x8"
+DEFAULT_SIZES = "notebook,gpt2-1024x12,llama-768x12,llama-1536x8"
 DECIDING_CONFIGS = ("bf16", "compile-bf16")
 # [compile-]{fp32,tf32,bf16,fp16}[-cudnn|-flash]: the suffix pins the attention kernel.
 CONFIGS = ("fp32", "tf32", "bf16", "bf16-cudnn", "compile-bf16")
@@ -174,10 +181,10 @@ def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch
     }
 
 
-def measure_mlp(mode: str, args: argparse.Namespace) -> dict:
+def measure_mlp(mode: str, depth: int, args: argparse.Namespace) -> dict:
     device = args.device
     torch.manual_seed(0)
-    model = launch_bound_mlp(args.mlp_width, args.mlp_depth).to(device)
+    model = launch_bound_mlp(args.mlp_width, depth).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device == "cuda")
     x = torch.randn(args.mlp_batch, args.mlp_width, device=device)
     y = torch.randint(0, 10, (args.mlp_batch,), device=device)
@@ -194,9 +201,10 @@ def measure_mlp(mode: str, args: argparse.Namespace) -> dict:
 
     first_s = time_first_call(step, device=device)
     timing = time_calls(step, runs=args.mlp_runs, warmup=max(args.warmup, 5), device=device)
-    flops = mlp_train_flops_per_sample(mlp_widths(args.mlp_width, args.mlp_depth)) * args.mlp_batch
+    flops = mlp_train_flops_per_sample(mlp_widths(args.mlp_width, depth)) * args.mlp_batch
     return {
         "config": mode,
+        "depth": depth,
         "step_ms": timing.median_s * 1e3,
         "min_ms": timing.min_s * 1e3,
         "runs": timing.runs,
@@ -233,7 +241,7 @@ def main() -> int:
     )
     parser.add_argument("--skip-mlp", action="store_true")
     parser.add_argument("--mlp-width", type=int, default=1024)
-    parser.add_argument("--mlp-depth", type=int, default=9)
+    parser.add_argument("--mlp-depths", default="24,9", help="comma list of MLP depths")
     parser.add_argument("--mlp-batch", type=int, default=32)
     parser.add_argument("--mlp-runs", type=int, default=50)
     parser.add_argument(
@@ -307,19 +315,19 @@ def main() -> int:
             )
 
     mlp_rows: list[dict] = []
-    if not args.skip_mlp:
+    for depth in [] if args.skip_mlp else [int(d) for d in args.mlp_depths.split(",")]:
         print(
-            f"\n== launch-bound MLP: {args.mlp_depth} layers of {args.mlp_width}, "
-            f"batch {args.mlp_batch}",
+            f"\n== launch-bound MLP: {depth} layers of {args.mlp_width}, batch {args.mlp_batch}",
             flush=True,
         )
         modes = ["eager", "default"] + (["reduce-overhead"] if args.device == "cuda" else [])
         for mode in modes:
             try:
-                row = measure_mlp(mode, args)
+                row = measure_mlp(mode, depth, args)
             except Exception as exc:  # keep the other modes' figures
                 traceback.print_exc()
-                row = {"config": mode, "error": f"{type(exc).__name__}: {exc}"}
+                row = {"config": mode, "depth": depth, "error": f"{type(exc).__name__}: {exc}"}
+            free_memory(args.device)
             mlp_rows.append(row)
             if "error" not in row:
                 print(
@@ -327,25 +335,14 @@ def main() -> int:
                     f"first step {row['first_step_s']:.1f} s",
                     flush=True,
                 )
-        by = {r["config"]: r for r in mlp_rows if "error" not in r}
-        if "eager" in by and "reduce-overhead" in by:
-            checks.append(
-                (
-                    "mlp",
-                    "reduce-overhead / eager",
-                    by["eager"]["step_ms"] / by["reduce-overhead"]["step_ms"],
-                    TARGET_REDUCE_OVERHEAD,
+        by = {r["config"]: r for r in mlp_rows if "error" not in r and r["depth"] == depth}
+        for base in ("eager", "default"):
+            if base in by and "reduce-overhead" in by:
+                ratio = by[base]["step_ms"] / by["reduce-overhead"]["step_ms"]
+                label = "compile default" if base == "default" else base
+                checks.append(
+                    (f"mlp-{depth}", f"reduce-overhead / {label}", ratio, TARGET_REDUCE_OVERHEAD)
                 )
-            )
-        if "default" in by and "reduce-overhead" in by:
-            checks.append(
-                (
-                    "mlp",
-                    "reduce-overhead / compile default",
-                    by["default"]["step_ms"] / by["reduce-overhead"]["step_ms"],
-                    TARGET_REDUCE_OVERHEAD,
-                )
-            )
 
     print("\n## GPT train step (median of timed steps, CUDA synchronised)\n")
     print(
@@ -370,6 +367,7 @@ def main() -> int:
             table(
                 mlp_rows,
                 [
+                    ("depth", "layers", "d"),
                     ("config", "mode", "s"),
                     ("step_ms", "ms/step", ".3f"),
                     ("min_ms", "min ms", ".3f"),

@@ -142,10 +142,11 @@ def render_benchmarks(results_dir: Path) -> list[str]:
                 f"{r['tflops']:.1f} | {peak} | {r['runs']} |"
             )
         if g.get("mlp"):
-            lines += ["", "| launch-bound MLP | ms/step | runs |", "|---|---:|---:|"]
+            lines += ["", "| launch-bound MLP | layers | ms/step | runs |", "|---|---:|---:|---:|"]
             for r in g["mlp"]:
                 if "error" not in r:
-                    lines.append(f"| {r['config']} | {r['step_ms']:.3f} | {r['runs']} |")
+                    depth = r.get("depth", "")
+                    lines.append(f"| {r['config']} | {depth} | {r['step_ms']:.3f} | {r['runs']} |")
         if g.get("checks"):
             lines += ["", "| size | figure | measured | target |", "|---|---|---:|---:|"]
             for c in g["checks"]:

@@ -19,11 +19,13 @@ from .gpt import GPTConfig
 def gpt_matmul_params(config: GPTConfig) -> int:
     """Weights that take part in matrix products: every ``Linear`` plus the tied output layer.
 
-    The position embedding is a lookup (no FLOPs); the token embedding counts once, as the
-    output layer it is tied to. LayerNorm weights are left out (no matrix product).
+    The position embedding (gpt2 style) is a lookup (no FLOPs); the token embedding counts
+    once, as the output layer it is tied to. Norm weights are left out (no matrix product),
+    and so is RoPE's rotation (elementwise).
     """
-    d = config.d_model
-    per_layer = 3 * d * d + d * d + 4 * d * d + 4 * d * d  # qkv, attention proj, MLP in, out
+    d, hidden = config.d_model, config.mlp_hidden
+    mlp_in = (2 if config.style == "llama" else 1) * d * hidden  # SwiGLU: gate and up
+    per_layer = 3 * d * d + d * d + mlp_in + hidden * d  # qkv, attention proj, MLP in, out
     return config.n_layer * per_layer + config.vocab_size * d
 
 

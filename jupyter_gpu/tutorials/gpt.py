@@ -1,19 +1,26 @@
-"""A small GPT (decoder-only transformer) for byte-level language modelling.
+"""A small GPT (decoder-only transformer) for byte-level language modelling, in two styles.
 
-Written for speed on tensor cores as well as for reading: pre-LayerNorm blocks without
-biases, fused ``scaled_dot_product_attention`` (flash attention on the GPU), a tanh GELU, the
-output layer tied to the token embedding, and sizes that are multiples of 64.
+- ``style="llama"`` (the notebooks' default): RMSNorm, rotary position embeddings (RoPE) and a
+  SwiGLU feed-forward layer, as in Llama and most current LLMs. In eager mode each of these is
+  a chain of small elementwise kernels, which is what torch.compile fuses.
+- ``style="gpt2"``: LayerNorm, learned position embeddings and a tanh-GELU feed-forward layer.
+
+Both: pre-norm blocks without biases, fused ``scaled_dot_product_attention`` (flash attention
+on a GPU), the output layer tied to the token embedding, and sizes that suit tensor cores.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+Style = Literal["llama", "gpt2"]
 
 
 @dataclass(frozen=True)
@@ -24,10 +31,12 @@ class GPTConfig:
         vocab_size: tokens in the vocabulary (256 for bytes).
         context: the longest sequence the model reads, in tokens.
         n_layer: transformer blocks.
-        n_head: attention heads per block; ``d_model`` must divide by it.
+        n_head: attention heads per block; ``d_model`` must divide by it (into an even width
+            for RoPE).
         d_model: width of the residual stream.
         dropout: dropout probability (0 for the benchmarks: it costs time and changes nothing
             over a few hundred steps).
+        style: ``"llama"`` or ``"gpt2"`` (see the module's docstring).
     """
 
     vocab_size: int = 256
@@ -36,31 +45,63 @@ class GPTConfig:
     n_head: int = 4
     d_model: int = 256
     dropout: float = 0.0
+    style: Style = "llama"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "n_layer", "n_head", "d_model"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model ({self.d_model}) must divide by n_head ({self.n_head})")
+        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+            raise ValueError(
+                f"d_model ({self.d_model}) must divide by n_head ({self.n_head}) into an even "
+                "head width"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
+        if self.style not in ("llama", "gpt2"):
+            raise ValueError(f"style must be 'llama' or 'gpt2', not {self.style!r}")
 
     @property
     def head_dim(self) -> int:
         """Width of one attention head."""
         return self.d_model // self.n_head
 
+    @property
+    def mlp_hidden(self) -> int:
+        """Hidden width of the feed-forward layer.
+
+        4 d with GELU; 8/3 d rounded up to a multiple of 64 with SwiGLU, which has three
+        matrices instead of two (about the same FLOPs).
+        """
+        if self.style == "gpt2":
+            return 4 * self.d_model
+        return -(-8 * self.d_model // 3 // 64) * 64
+
     def describe(self) -> str:
-        """One line: layers, width, heads, context."""
+        """One line: style, layers, width, heads, context."""
         return (
-            f"{self.n_layer} layers, d_model {self.d_model}, {self.n_head} heads of "
-            f"{self.head_dim}, context {self.context}, vocabulary {self.vocab_size}"
+            f"{self.style}-style, {self.n_layer} layers, d_model {self.d_model}, {self.n_head} "
+            f"heads of {self.head_dim}, context {self.context}, vocabulary {self.vocab_size}"
         )
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | str]:
         """JSON-ready fields."""
         return asdict(self)
+
+
+def rope_tables(context: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """Cosines and sines of the rotary embedding: shape ``(2, context, head_dim // 2)``."""
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(context, dtype=torch.float32), inv_freq)
+    return torch.stack([angles.cos(), angles.sin()])
+
+
+def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+    """Rotate channel pairs (i, i + head_dim/2) of ``x`` (``..., T, head_dim``) by position."""
+    length = x.shape[-2]
+    cos, sin = (t[:length].to(x.dtype) for t in rope)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
 class CausalSelfAttention(nn.Module):
@@ -73,7 +114,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
         batch, length, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
         # (batch, length, width) -> (batch, heads, length, head_dim), the layout SDPA wants.
@@ -81,6 +122,8 @@ class CausalSelfAttention(nn.Module):
             t.view(batch, length, self.n_head, width // self.n_head).transpose(1, 2)
             for t in (q, k, v)
         )
+        if rope is not None:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
         )
@@ -89,31 +132,45 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """The block's feed-forward part: widen 4x, GELU, narrow back."""
+    """The block's feed-forward part: SwiGLU (``silu(gate) * up``) or GELU, then back to d."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        self.fc = nn.Linear(config.d_model, 4 * config.d_model, bias=False)
-        self.proj = nn.Linear(4 * config.d_model, config.d_model, bias=False)
+        self.swiglu = config.style == "llama"
+        hidden = config.mlp_hidden
+        self.fc = nn.Linear(config.d_model, (2 if self.swiglu else 1) * hidden, bias=False)
+        self.proj = nn.Linear(hidden, config.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        h = self.fc(x)
+        if self.swiglu:
+            gate, up = h.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.gelu(h, approximate="tanh")
+        out: torch.Tensor = self.proj(h)
         return out
 
 
+def _norm(config: GPTConfig) -> nn.Module:
+    if config.style == "llama":
+        return nn.RMSNorm(config.d_model)
+    return nn.LayerNorm(config.d_model, bias=False)
+
+
 class Block(nn.Module):
-    """Pre-LayerNorm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
+    """Pre-norm transformer block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(config.d_model, bias=False)
+        self.ln1 = _norm(config)
         self.attn = CausalSelfAttention(config)
-        self.ln2 = nn.LayerNorm(config.d_model, bias=False)
+        self.ln2 = _norm(config)
         self.mlp = MLP(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln1(x)))
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), rope))
         out: torch.Tensor = x + self.drop(self.mlp(self.ln2(x)))
         return out
 
@@ -135,10 +192,13 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.d_model)
-        self.wpe = nn.Embedding(config.context, config.d_model)
+        self.wpe = nn.Embedding(config.context, config.d_model) if config.style == "gpt2" else None
+        rope = rope_tables(config.context, config.head_dim) if config.style == "llama" else None
+        self.rope: torch.Tensor | None
+        self.register_buffer("rope", rope, persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.d_model, bias=False)
+        self.ln_f = _norm(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied: one matrix reads and writes tokens
         self.apply(self._init_weights)
@@ -158,13 +218,15 @@ class GPT(nn.Module):
             raise ValueError(
                 f"sequence of {length} tokens is longer than the context ({self.config.context})"
             )
-        positions = torch.arange(length, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(positions))
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(length, device=idx.device))
+        x = self.drop(x)
         for block in self.blocks:
             if self.checkpointing and torch.is_grad_enabled():
-                x = checkpoint(block, x, use_reentrant=False)
+                x = checkpoint(block, x, self.rope, use_reentrant=False)
             else:
-                x = block(x)
+                x = block(x, self.rope)
         logits: torch.Tensor = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits

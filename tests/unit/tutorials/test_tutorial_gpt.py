@@ -11,7 +11,7 @@ from jupyter_gpu.tutorials.flops import (
     mlp_train_flops_per_sample,
     tflops,
 )
-from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
+from jupyter_gpu.tutorials.gpt import GPT, GPTConfig, apply_rope, rope_tables
 from jupyter_gpu.tutorials.mlp import launch_bound_mlp, mlp_widths
 
 TINY = GPTConfig(vocab_size=256, context=16, n_layer=2, n_head=2, d_model=32)
@@ -20,12 +20,14 @@ TINY = GPTConfig(vocab_size=256, context=16, n_layer=2, n_head=2, d_model=32)
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="divide"):
         GPTConfig(d_model=30, n_head=4)
+    with pytest.raises(ValueError, match="style"):
+        GPTConfig(style="bert")
     with pytest.raises(ValueError, match="n_layer"):
         GPTConfig(n_layer=0)
     with pytest.raises(ValueError, match="dropout"):
         GPTConfig(dropout=1.0)
     assert TINY.head_dim == 16
-    assert "2 layers" in TINY.describe()
+    assert "llama-style, 2 layers" in TINY.describe()
 
 
 def test_logits_and_loss() -> None:
@@ -33,7 +35,7 @@ def test_logits_and_loss() -> None:
     model = GPT(TINY)
     idx = torch.randint(0, 256, (3, 16))
     assert model(idx).shape == (3, 16, 256)
-    loss = model(idx, idx)
+    loss = model(idx, torch.randint(0, 256, (3, 16)))
     assert loss.shape == ()
     # An untrained model is close to uniform over 256 tokens.
     assert abs(loss.item() - math.log(256)) < 0.5
@@ -41,12 +43,33 @@ def test_logits_and_loss() -> None:
         model(torch.zeros(1, 17, dtype=torch.long))
 
 
-def test_tied_embedding_counted_once() -> None:
-    model = GPT(TINY)
+@pytest.mark.parametrize("style", ["llama", "gpt2"])
+def test_tied_embedding_counted_once(style: str) -> None:
+    config = GPTConfig(context=16, n_layer=2, n_head=2, d_model=96, style=style)
+    model = GPT(config)
     assert model.lm_head.weight is model.wte.weight
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     # Every Linear, the tied output layer included once, is what gpt_matmul_params counts.
-    assert gpt_matmul_params(TINY) == linear
+    assert gpt_matmul_params(config) == linear
+    assert (model.wpe is None) == (style == "llama")
+
+
+def test_swiglu_width_keeps_the_flops() -> None:
+    llama = GPTConfig(d_model=1024, n_head=8, style="llama")
+    gpt2 = GPTConfig(d_model=1024, n_head=8, style="gpt2")
+    assert llama.mlp_hidden % 64 == 0
+    assert 0.98 < gpt_matmul_params(llama) / gpt_matmul_params(gpt2) < 1.06
+
+
+def test_rope_rotates_by_relative_position() -> None:
+    rope = rope_tables(32, 8)
+    q, k = torch.randn(8), torch.randn(8)
+    # Put the same q and k at positions (5, 2) and (20, 17): same offset, same score.
+    at = lambda v, pos: apply_rope(v.expand(32, 8), rope)[pos]  # noqa: E731 (a short helper)
+    torch.testing.assert_close(at(q, 5) @ at(k, 2), at(q, 20) @ at(k, 17))
+    torch.testing.assert_close(at(q, 7).norm(), q.norm())  # a rotation keeps lengths
+    with pytest.raises(ValueError, match="even"):
+        GPTConfig(d_model=6, n_head=2)
 
 
 def test_flops_formula() -> None:
@@ -74,9 +97,10 @@ def test_a_few_steps_lower_the_loss() -> None:
     assert losses[-1] < losses[0] - 1.0
 
 
-def test_checkpointing_gives_the_same_gradients() -> None:
+@pytest.mark.parametrize("style", ["llama", "gpt2"])
+def test_checkpointing_gives_the_same_gradients(style: str) -> None:
     torch.manual_seed(0)
-    model = GPT(TINY)
+    model = GPT(GPTConfig(context=16, n_layer=2, n_head=2, d_model=32, style=style))
     idx = torch.randint(0, 256, (2, 16))
     model(idx, idx).backward()
     plain = [p.grad.clone() for p in model.parameters()]

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def machine(mode: str = "gpu", gpu: str | None = "NVIDIA H200") -> Machine:
     return Machine(
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         device="cuda" if gpu else "cpu",
         gpu_name=gpu,
         gpu_memory_bytes=150_000_000_000 if gpu else None,
@@ -175,7 +175,7 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
             },
             {"size": "notebook", "config": "bf16-cudnn", "error": "RuntimeError: no kernel"},
         ],
-        "mlp": [{"config": "reduce-overhead", "step_ms": 1.1, "runs": 50}],
+        "mlp": [{"config": "reduce-overhead", "depth": 24, "step_ms": 1.1, "runs": 50}],
         "checks": [
             {"size": "notebook", "figure": "compile+bf16 TFLOP/s", "value": 460.0, "target": 450.0}
         ],
@@ -203,6 +203,6 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
     text = md.read_text()
     assert "| notebook | bf16 | 40.0 | 409,600 | 433.8 | 9.5 | 10 |" in text
     assert "failed: RuntimeError: no kernel" in text
-    assert "| reduce-overhead | 1.100 | 50 |" in text
+    assert "| reduce-overhead | 24 | 1.100 | 50 |" in text
     assert "fixed / slow = 5.00x" in text
     assert "| slow | 0 | False | 5,000 |" in text
