@@ -60,7 +60,7 @@ module.exports = {
   projects: [
     {
       name: 'simulated',
-      testMatch: /simulated\.spec\.ts/,
+      testMatch: /(simulated|layout)\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.simulated}${baseUrl}` }
     },
     {

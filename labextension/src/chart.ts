@@ -85,11 +85,38 @@ export interface ISparklineOptions {
 /** Samples further apart than this many intervals draw a gap, not a line across it. */
 const GAP_INTERVALS = 3;
 
+/**
+ * Every chart's width comes from one ResizeObserver: the browser reports the sizes after its
+ * own layout, so no update ever reads layout (a read after the DOM writes of an update would
+ * force a synchronous reflow), and a chart follows its own box, whatever changed it (the
+ * sidebar's width, the card's layout switching, a neighbouring value getting wider).
+ */
+const sized = new WeakMap<Element, Sparkline>();
+let observer: ResizeObserver | null = null;
+
+function observeWidth(node: HTMLElement, chart: Sparkline): void {
+  if (typeof ResizeObserver === 'undefined') {
+    return; // no observer (not a browser): the chart measures itself when it draws
+  }
+  if (!observer) {
+    observer = new ResizeObserver(entries => {
+      for (const entry of entries) {
+        const box = entry.contentBoxSize?.[0];
+        const width = box ? box.inlineSize : entry.contentRect.width;
+        sized.get(entry.target)?.resized(Math.floor(width));
+      }
+    });
+  }
+  sized.set(node, chart);
+  observer.observe(node);
+}
+
 export class Sparkline {
   constructor(options: ISparklineOptions) {
     this._options = options;
     this.node = document.createElement('div');
     this.node.className = 'jp-gpu-chart';
+    observeWidth(this.node, this);
   }
 
   /** The chart's element; give it a width with CSS. */
@@ -97,7 +124,8 @@ export class Sparkline {
 
   /**
    * Show `ys` over `xs` (Unix seconds), from `xMin` to `xMax`. The arrays may be the same ones
-   * as last time, updated in place. `gapS` is the sampling interval (seconds).
+   * as last time, updated in place. `gapS` is the sampling interval (seconds). Draws now when
+   * the chart's width is known, else as soon as the browser reports it.
    */
   update(
     xs: number[],
@@ -107,18 +135,48 @@ export class Sparkline {
     gapS: number
   ): void {
     this._gapS = gapS * GAP_INTERVALS;
-    this._xRange = [xMin, xMax];
-    // Reading the width forces a layout: do it once, then only when told of a resize.
-    if (this._width < 0) {
-      this._width = this.node.clientWidth;
+    this._xRange[0] = xMin;
+    this._xRange[1] = xMax;
+    this._xs = xs;
+    this._ys = ys;
+    if (this._width < 0 && observer === null) {
+      this._width = this.node.clientWidth; // no ResizeObserver: measure (forces a layout)
     }
+    this._draw(false);
+  }
+
+  /** The browser laid the chart out at `width` CSS pixels (0: hidden). */
+  resized(width: number): void {
+    if (width === this._width) {
+      return;
+    }
+    this._width = width;
+    this._draw(false);
+  }
+
+  /** Draw again with the data it has (after a theme change). */
+  redraw(): void {
+    this._draw(true);
+  }
+
+  dispose(): void {
+    observer?.unobserve(this.node);
+    sized.delete(this.node);
+    this._plot?.destroy();
+    this._plot = null;
+    this._xs = null;
+    this._ys = null;
+    this.node.remove();
+  }
+
+  /** Draw what it holds at its width; nothing while hidden (drawn when shown). */
+  private _draw(restyle: boolean): void {
     const width = this._width;
-    if (width === 0) {
-      this._width = -1; // hidden: measure again next time
-      this._pending = [xs, ys];
-      return; // not laid out (hidden): draw when it is
+    const xs = this._xs;
+    const ys = this._ys;
+    if (width <= 0 || !xs || !ys) {
+      return;
     }
-    this._pending = null;
     if (!this._plot) {
       this._plot = this._create(width, xs, ys);
       return;
@@ -129,44 +187,14 @@ export class Sparkline {
       if (plot.width !== width) {
         plot.setSize({ width, height: this._height() });
       }
-      plot.setData([xs, ys as number[]]);
-    });
-  }
-
-  /** Measure the width again (the panel was resized). Measure every chart, then draw. */
-  measure(): void {
-    this._width = this.node.clientWidth || -1;
-  }
-
-  /** Draw again (after a theme change or a resize) with the data it has. */
-  redraw(): void {
-    if (this._pending) {
-      const [xs, ys] = this._pending;
-      const [xMin, xMax] = this._xRange;
-      this.update(xs, ys, xMin, xMax, this._gapS / GAP_INTERVALS);
-      return;
-    }
-    const plot = this._plot;
-    if (this._width < 0) {
-      this._width = this.node.clientWidth;
-    }
-    const width = this._width;
-    if (!plot || width === 0) {
-      this._width = -1;
-      return;
-    }
-    plot.batch(() => {
-      if (plot.width !== width) {
-        plot.setSize({ width, height: this._height() });
+      if (plot.data[0] !== xs || plot.data[1] !== ys) {
+        plot.setData([xs, ys as number[]]);
+      } else if (restyle) {
+        plot.redraw(false);
+      } else {
+        plot.setData(plot.data); // the same arrays, updated in place: rescale and draw
       }
-      plot.redraw(false);
     });
-  }
-
-  dispose(): void {
-    this._plot?.destroy();
-    this._plot = null;
-    this.node.remove();
   }
 
   private _height(): number {
@@ -237,8 +265,11 @@ export class Sparkline {
 
   private _options: ISparklineOptions;
   private _plot: uPlot | null = null;
-  private _pending: [number[], Column] | null = null;
+  private _xs: number[] | null = null;
+  private _ys: Column | null = null;
+  /** Read by the x scale's range function on every draw. */
   private _xRange: [number, number] = [0, 1];
   private _gapS = 3;
+  /** The width in CSS pixels as last laid out; -1 before the first report, 0 hidden. */
   private _width = -1;
 }

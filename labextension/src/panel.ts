@@ -94,7 +94,7 @@ export class GpuPanel extends Widget {
   themeChanged(): void {
     this._palette.reset();
     if (this.isVisible) {
-      this._redrawCharts(false);
+      this._redrawCharts();
     } else {
       this._dirty = true;
     }
@@ -104,7 +104,6 @@ export class GpuPanel extends Widget {
     if (this.isDisposed) {
       return;
     }
-    this._resizeObserver?.disconnect();
     this.model.setVisible('panel', false);
     for (const card of this._deviceCards.values()) {
       card.dispose();
@@ -115,8 +114,6 @@ export class GpuPanel extends Widget {
 
   protected override onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    this._resizeObserver = new ResizeObserver(() => this._onResize());
-    this._resizeObserver.observe(this.node);
     this._intersection = new IntersectionObserver(
       entries => this._onIntersection(entries),
       {
@@ -130,8 +127,6 @@ export class GpuPanel extends Widget {
   }
 
   protected override onBeforeDetach(msg: Message): void {
-    this._resizeObserver?.disconnect();
-    this._resizeObserver = null;
     this._intersection?.disconnect();
     this._intersection = null;
     this._offscreen.clear();
@@ -152,20 +147,6 @@ export class GpuPanel extends Widget {
   private _visibilityChanged(): void {
     this.model.setVisible('panel', this.isVisible);
     this._renderIfVisible();
-  }
-
-  private _onResize(): void {
-    const width = this.node.clientWidth;
-    if (width === this._width || !this.isVisible) {
-      return;
-    }
-    this._width = width;
-    if (this._resizeFrame === 0) {
-      this._resizeFrame = requestAnimationFrame(() => {
-        this._resizeFrame = 0;
-        this._redrawCharts(true);
-      });
-    }
   }
 
   private _onIntersection(entries: IntersectionObserverEntry[]): void {
@@ -250,7 +231,11 @@ export class GpuPanel extends Widget {
         info.driver_version ? `driver ${info.driver_version}` : null,
         info.cuda_driver_version ? `CUDA ${info.cuda_driver_version}` : null
       ];
-      setText(this._subtitle, parts.filter(Boolean).join(' · '));
+      const subtitle = parts.filter(Boolean).join(' · ');
+      setText(this._subtitle, subtitle);
+      if (this._subtitle.title !== subtitle) {
+        this._subtitle.title = subtitle; // the whole line when a narrow panel shortens it
+      }
     }
     if (!info || !latest) {
       this._endMeasure();
@@ -329,11 +314,12 @@ export class GpuPanel extends Widget {
     }
   }
 
-  private _redrawCharts(resized: boolean): void {
+  /** Draw every chart again with its data (new colours); sizes follow on their own. */
+  private _redrawCharts(): void {
     for (const card of this._deviceCards.values()) {
-      card.redraw(resized);
+      card.redraw();
     }
-    this._host.redraw(resized);
+    this._host.redraw();
     this._renderIfVisible();
   }
 
@@ -349,9 +335,6 @@ export class GpuPanel extends Widget {
   private _host: HostCard;
   private _deviceCards = new Map<number, DeviceCard>();
   private _dirty = true;
-  private _width = -1;
-  private _resizeFrame = 0;
-  private _resizeObserver: ResizeObserver | null = null;
   private _intersection: IntersectionObserver | null = null;
   /** Cards scrolled out of the panel's view. */
   private _offscreen = new Set<Element>();

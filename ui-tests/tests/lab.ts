@@ -50,3 +50,160 @@ export async function command(
     [id, args] as const
   );
 }
+
+/**
+ * Let the sidebar be narrower than JupyterLab's themes allow (`--jp-sidebar-min-width`,
+ * 250 px), as a custom theme or a small window does. Call it before the panel opens: the
+ * sidebar reads its minimum when it is laid out.
+ */
+export async function allowNarrowSidebar(page: Page): Promise<void> {
+  await page.addStyleTag({
+    content: ':root { --jp-sidebar-min-width: 180px !important; }'
+  });
+}
+
+/** Drag the sidebar's edge, as a person would, until the panel is `width` CSS pixels wide. */
+export async function setPanelWidth(page: Page, width: number): Promise<void> {
+  const panel = page.locator(PANEL);
+  const handle = page
+    .locator('#jp-main-split-panel > .lm-SplitPanel-handle')
+    .first();
+  const from = await handle.boundingBox();
+  const now = await panel.boundingBox();
+  if (!from || !now) {
+    throw new Error('the panel or the sidebar handle is not on screen');
+  }
+  const x = from.x + from.width / 2;
+  const y = from.y + 300;
+  await page.mouse.move(x, y);
+  await page.mouse.down();
+  await page.mouse.move(x + width - now.width, y, { steps: 4 });
+  await page.mouse.up();
+  await expect
+    .poll(async () => Math.round((await panel.boundingBox())?.width ?? 0))
+    .toBeGreaterThanOrEqual(width - 2);
+  await expect
+    .poll(async () => Math.round((await panel.boundingBox())?.width ?? 0))
+    .toBeLessThanOrEqual(width + 2);
+}
+
+/**
+ * What is wrong with the panel's layout now, in words (empty when nothing is): two pieces of
+ * text or a chart overlapping, a label or value hidden, cut short or sticking out of its card,
+ * a name cut short without a tooltip, a chart's canvas not as wide as its box.
+ */
+export async function layoutProblems(page: Page): Promise<string[]> {
+  // Frames for the ResizeObserver's redraws and the container queries to settle.
+  await page.evaluate(
+    () =>
+      new Promise(resolve =>
+        requestAnimationFrame(() => requestAnimationFrame(resolve))
+      )
+  );
+  return page.evaluate(() => {
+    type Box = { left: number; right: number; top: number; bottom: number };
+    const problems: string[] = [];
+    /** Never shortened: labels, values, the GPU's index, badges, the header's numbers. */
+    const whole =
+      '.jp-gpu-tile-label, .jp-gpu-tile-value, .jp-gpu-card-index, .jp-gpu-badge, ' +
+      '.jp-gpu-card-extra, .jp-gpu-title, .jp-gpu-status, .jp-gpu-proc-mem';
+    /** May end in an ellipsis, with the whole text in a tooltip. */
+    const shortened = '.jp-gpu-card-name, .jp-gpu-proc-name, .jp-gpu-subtitle';
+    const boxed =
+      '.jp-gpu-tile-swatch, .jp-gpu-chart, .jp-gpu-proc-bar, .jp-gpu-card-message, ' +
+      '.jp-gpu-cache-trend, .jp-gpu-procs-empty, .jp-gpu-procs-more';
+    const name = (el: Element) =>
+      `${el.closest('[data-gpu-index]') ? `GPU ${(el.closest('[data-gpu-index]') as HTMLElement).dataset.gpuIndex}` : el.closest('.jp-gpu-host-card') ? 'host' : 'header'} ${el.className} "${(el.textContent ?? '').trim().slice(0, 24)}"`;
+    const shown = (el: Element) => {
+      const r = el.getBoundingClientRect();
+      return r.width > 0 && r.height > 0 && el.getClientRects().length > 0;
+    };
+    /** Where the text is drawn (it may stick out of its box); the box when it clips. */
+    const inkBox = (el: HTMLElement): Box => {
+      const box = el.getBoundingClientRect();
+      if (getComputedStyle(el).overflow !== 'visible') {
+        return box;
+      }
+      const range = document.createRange();
+      range.selectNodeContents(el);
+      const text = range.getBoundingClientRect();
+      return text.width > 0
+        ? {
+            left: Math.min(box.left, text.left),
+            right: Math.max(box.right, text.right),
+            top: Math.min(box.top, text.top),
+            bottom: Math.max(box.bottom, text.bottom)
+          }
+        : box;
+    };
+    const overlap = (a: Box, b: Box) =>
+      Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 &&
+      Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
+    const panel = document.querySelector('#jupyter-gpu-panel');
+    if (!panel) {
+      return ['no panel'];
+    }
+    const groups = [
+      ...panel.querySelectorAll('.jp-gpu-header, .jp-gpu-card')
+    ] as HTMLElement[];
+    for (const group of groups.filter(shown)) {
+      const frame = group.getBoundingClientRect();
+      const items = (
+        [
+          ...group.querySelectorAll(`${whole}, ${shortened}, ${boxed}`)
+        ] as HTMLElement[]
+      ).filter(shown);
+      const boxes = items.map(inkBox);
+      items.forEach((el, i) => {
+        const b = boxes[i];
+        if (
+          b.left < frame.left - 0.5 ||
+          b.right > frame.right + 0.5 ||
+          b.top < frame.top - 0.5 ||
+          b.bottom > frame.bottom + 0.5
+        ) {
+          problems.push(`${name(el)} sticks out of its card`);
+        }
+        if (el.matches(whole) && el.scrollWidth > el.clientWidth + 1) {
+          problems.push(`${name(el)} is cut short`);
+        }
+        if (
+          el.matches(shortened) &&
+          el.scrollWidth > el.clientWidth + 1 &&
+          !el.closest('[title]:not([title=""])')
+        ) {
+          problems.push(`${name(el)} is cut short without a tooltip`);
+        }
+        for (let j = 0; j < i; j++) {
+          const other = items[j];
+          if (other.contains(el) || el.contains(other)) {
+            continue;
+          }
+          if (overlap(b, boxes[j])) {
+            problems.push(`${name(el)} overlaps ${name(other)}`);
+          }
+        }
+      });
+      for (const tile of group.querySelectorAll('.jp-gpu-tile')) {
+        for (const part of ['label', 'value']) {
+          const el = tile.querySelector(`.jp-gpu-tile-${part}`);
+          if (shown(tile) && (!el || !shown(el))) {
+            problems.push(`${name(tile)}: its ${part} is hidden`);
+          }
+        }
+      }
+      for (const chart of group.querySelectorAll('.jp-gpu-chart')) {
+        const canvas = chart.querySelector('canvas');
+        if (!shown(chart) || !canvas) {
+          continue;
+        }
+        const want = chart.clientWidth;
+        const got = canvas.getBoundingClientRect().width;
+        if (Math.abs(want - got) > 1.5) {
+          problems.push(`${name(chart)}: canvas ${got} px in a ${want} px box`);
+        }
+      }
+    }
+    return problems;
+  });
+}

@@ -3,11 +3,20 @@
  * real server is; and the state a person sees when the server extension is not enabled.
  */
 import { expect, test } from '@playwright/test';
-import { openLab, openPanel, PANEL, STATUS_ITEM } from './lab';
+import {
+  allowNarrowSidebar,
+  layoutProblems,
+  openLab,
+  openPanel,
+  PANEL,
+  setPanelWidth,
+  STATUS_ITEM
+} from './lab';
 import { token } from '../servers.json';
 
 test('says why there is no GPU and still shows the host', async ({ page }) => {
   await openLab(page, `?token=${token}`);
+  await allowNarrowSidebar(page);
   const panel = await openPanel(page);
   const notice = panel.locator('.jp-gpu-notice');
   await expect(notice).toHaveAttribute('data-kind', 'no-gpu');
@@ -33,6 +42,9 @@ test('says why there is no GPU and still shows the host', async ({ page }) => {
       clip: { x: 0, y: 0, width: 640, height: 420 }
     });
   }
+  // The host card alone in a narrow sidebar: every label whole, nothing overlapping.
+  await setPanelWidth(page, 220);
+  expect(await layoutProblems(page)).toEqual([]);
 });
 
 test('says when the server extension is not enabled', async ({ page }) => {

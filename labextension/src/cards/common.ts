@@ -1,0 +1,54 @@
+/**
+ * What every card of the panel shares: the render context, the y-ranges of its charts, a
+ * small DOM helper.
+ */
+import { SampleBuffer } from '../buffer';
+import { IChartSettings } from '../settings';
+import { Tile } from '../tile';
+import { ISample } from '../types';
+
+/** What every card needs for one render. */
+export interface IRenderContext {
+  buffer: SampleBuffer;
+  latest: ISample;
+  charts: IChartSettings;
+  /** The charts' shared time axis (Unix seconds). */
+  xMin: number;
+  xMax: number;
+  /** The server's sampling interval (s). */
+  intervalS: number;
+  simulated: boolean;
+  /** Two charts per GPU (power and temperature as numbers in the header). */
+  compact: boolean;
+}
+
+export const pctRange = (max: number): [number, number] => [
+  0,
+  Math.max(100, max)
+];
+export const fitRange = (max: number): [number, number] => [
+  0,
+  max > 0 ? max * 1.15 : 1
+];
+
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** Draw the visible tiles' charts again (the theme changed); each knows its own width. */
+export function redrawTiles(tiles: Tile[]): void {
+  for (const tile of tiles) {
+    if (tile.visible) {
+      tile.chart.redraw();
+    }
+  }
+}

@@ -1,0 +1,287 @@
+/**
+ * How the model gets its data, in order of preference:
+ *  1. `GET devices`, then `GET history` (so charts fill at once), then the WebSocket stream;
+ *  2. when the stream drops: reconnect with exponential backoff (2 s doubling to 30 s, ±20 %
+ *     jitter), filling the gap from `GET history?since=<last sample>` before the stream resumes;
+ *  3. when WebSockets are blocked (the socket never opens but HTTP works): poll
+ *     `GET history?since=…` every refresh interval, and try the socket again now and then.
+ * Stopped, it holds no socket and no timer.
+ */
+import { TickScheduler } from './scheduler';
+import { LiveStream, StreamOpenError, TransportMode } from './stream';
+import { ApiError, IDevicesInfo, IGpuTransport, ISample } from './types';
+
+/** Where the connection stands, as the panel tells it. */
+export type ConnectionStatus =
+  /** Nothing has asked for data yet. */
+  | 'idle'
+  /** Loading devices and history, opening the stream. */
+  | 'connecting'
+  /** Streaming over the WebSocket. */
+  | 'live'
+  /** WebSockets are blocked: polling over HTTP. */
+  | 'polling'
+  /** The stream or the server went away: retrying with backoff. */
+  | 'reconnecting'
+  /** Hidden: no socket, no timers. */
+  | 'paused'
+  /** The API answered 404: the server extension is not enabled. */
+  | 'disabled'
+  /** The API answered 403: this user may not read GPU metrics. */
+  | 'forbidden';
+
+/** What the connection reads of the model (the model itself). */
+export interface IConnectionState {
+  /** `GET devices` as last read. */
+  readonly info: IDevicesInfo | null;
+  /** The newest sample held (its `seq` tells a restarted server and missed samples). */
+  readonly latest: ISample | null;
+  /** The history held: its newest time (Unix s) is where `GET history?since=` starts. */
+  readonly buffer: { readonly lastTs: number | null };
+  /** How often views redraw (ms): the poll interval when WebSockets are blocked. */
+  readonly refreshMs: number;
+}
+
+/** What the connection hands to the model. */
+export interface IConnectionSink {
+  /** New device info (`null`: ask again on the next step). */
+  setInfo(info: IDevicesInfo | null): void;
+  /** New samples, in any order; `now`: show them at once, whatever the refresh interval. */
+  ingest(samples: readonly ISample[], now: boolean): void;
+  setStatus(status: ConnectionStatus, error: string | null): void;
+}
+
+/** Timings of the connection (ms); the model's options give them. */
+export interface IConnectionTimings {
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  watchdogMs: number;
+  openTimeoutMs: number;
+  socketFailuresBeforePolling: number;
+  socketRetryMs: number;
+}
+
+export class Connection {
+  constructor(
+    transport: IGpuTransport,
+    state: IConnectionState,
+    sink: IConnectionSink,
+    timings: IConnectionTimings
+  ) {
+    this._transport = transport;
+    this._state = state;
+    this._sink = sink;
+    this._watchdogMs = timings.watchdogMs;
+    this._scheduler = new TickScheduler({
+      tick: () => this._tick(),
+      intervalMs: () => this._intervalMs(),
+      backoffBaseMs: timings.backoffBaseMs,
+      backoffMaxMs: timings.backoffMaxMs
+    });
+    this._stream = new LiveStream({
+      transport,
+      openTimeoutMs: timings.openTimeoutMs,
+      onSample: sample => this._onStreamSample(sample),
+      onDropped: () => this._onStreamDropped()
+    });
+    this._mode = new TransportMode(
+      timings.socketFailuresBeforePolling,
+      timings.socketRetryMs
+    );
+  }
+
+  get running(): boolean {
+    return this._scheduler.running;
+  }
+
+  /** `stream` (WebSocket) or `poll` (HTTP, when WebSockets are blocked). */
+  get mode(): 'stream' | 'poll' {
+    return this._mode.mode;
+  }
+
+  /** Sockets opened and HTTP requests made so far. */
+  get counters(): Readonly<{ sockets: number; requests: number }> {
+    return { sockets: this._stream.opened, requests: this._requests };
+  }
+
+  /** Connect (the first step at once). */
+  start(): void {
+    this._scheduler.start();
+  }
+
+  /** Close the socket and drop every timer; answers still on their way are ignored. */
+  stop(): void {
+    this._scheduler.stop();
+    this._stream.close();
+  }
+
+  /** Try the server again now instead of waiting for the backoff. */
+  retryNow(): void {
+    this._scheduler.schedule(0);
+  }
+
+  /** Until the next step when all is well: the poll interval, or the stream's watchdog. */
+  private _intervalMs(): number {
+    if (this.mode === 'poll') {
+      return Math.max(this._state.refreshMs, this._serverIntervalS() * 1000);
+    }
+    return this._watchdogMs;
+  }
+
+  private _serverIntervalS(): number {
+    return this._state.info?.config.interval_s ?? 1;
+  }
+
+  /** One step of the connection; a rejection makes the next one wait longer. */
+  private async _tick(): Promise<void> {
+    const epoch = this._scheduler.epoch;
+    const current = () => this._scheduler.isCurrent(epoch);
+    const sink = this._sink;
+    try {
+      if (!this._state.info) {
+        this._requests++;
+        const info = await this._transport.devices();
+        if (!current()) {
+          return;
+        }
+        sink.setInfo(info);
+      }
+      if (this.mode === 'stream' && this._stream.isOpen) {
+        if (!this._stream.isStale(this._serverIntervalS())) {
+          return;
+        }
+        // Open but silent (a proxy that died quietly): replace the socket now.
+        this._stream.close();
+        sink.setStatus('reconnecting', 'The live stream went quiet.');
+      }
+      await this._fillFromHistory();
+      if (!current()) {
+        return;
+      }
+      const polling = this.mode === 'poll';
+      if (polling) {
+        sink.setStatus('polling', null);
+        if (!this._mode.mayRetrySocket) {
+          return;
+        }
+      }
+      try {
+        await this._stream.open();
+      } catch (err) {
+        if (!(err instanceof StreamOpenError) || !current()) {
+          throw err;
+        }
+        // HTTP works (the history just came) but the socket does not: WebSockets are blocked
+        // (a proxy, a firewall) or failing; after a few tries, poll instead.
+        if (this._mode.socketFailed() || polling) {
+          sink.setStatus('polling', null);
+          return;
+        }
+        throw err;
+      }
+      this._mode.socketOpened();
+      if (current()) {
+        sink.setStatus('live', null);
+      }
+    } catch (err) {
+      if (current()) {
+        this._onTickError(err);
+      }
+      throw err;
+    }
+  }
+
+  private _onTickError(err: unknown): void {
+    const sink = this._sink;
+    if (err instanceof ApiError && err.status === 404) {
+      sink.setInfo(null); // the extension may be enabled later: ask for devices again
+      sink.setStatus(
+        'disabled',
+        'The jupyter-gpu server extension is not enabled (the API answered 404).'
+      );
+    } else if (err instanceof ApiError && err.status === 403) {
+      sink.setStatus(
+        'forbidden',
+        'This user may not read GPU metrics (the API answered 403).'
+      );
+    } else if (err instanceof StreamOpenError) {
+      sink.setStatus('reconnecting', 'The live stream did not open.');
+    } else {
+      const what = err instanceof Error ? err.message : String(err);
+      sink.setStatus('reconnecting', `Cannot reach the server: ${what}`);
+    }
+  }
+
+  /** Fetch what the server has after our newest sample (all of it when we have none). */
+  private async _fillFromHistory(): Promise<void> {
+    const since = this._state.buffer.lastTs ?? undefined;
+    const epoch = this._scheduler.epoch;
+    this._requests++;
+    const history = await this._transport.history(since);
+    if (epoch === this._scheduler.epoch) {
+      this._sink.ingest(history.samples, true);
+    }
+  }
+
+  private _onStreamDropped(): void {
+    if (!this._scheduler.running) {
+      return;
+    }
+    this._sink.setStatus('reconnecting', 'The live stream was interrupted.');
+    // Step now: fill the gap from history, then open a new socket (backing off on failure).
+    this._scheduler.schedule(0);
+  }
+
+  private _onStreamSample(sample: ISample): void {
+    const lastSeq = this._state.latest?.seq ?? null;
+    const lastTs = this._state.buffer.lastTs;
+    if (lastSeq !== null && lastTs !== null) {
+      if (sample.seq < lastSeq && sample.ts > lastTs) {
+        // The sequence started again: the server restarted, maybe with other devices.
+        void this._reloadInfo();
+      } else if (sample.seq > lastSeq + 1) {
+        // Samples were missed (between the history fill and the socket, say): fetch them.
+        void this._backfill(lastTs);
+      }
+    }
+    this._sink.ingest([sample], false);
+  }
+
+  private async _backfill(since: number): Promise<void> {
+    if (this._backfilling) {
+      return;
+    }
+    this._backfilling = true;
+    const epoch = this._scheduler.epoch;
+    try {
+      this._requests++;
+      const history = await this._transport.history(since);
+      if (epoch === this._scheduler.epoch) {
+        this._sink.ingest(history.samples, false);
+      }
+    } catch {
+      // The next reconnect fills the gap; a failed backfill only leaves a gap in the chart.
+    } finally {
+      this._backfilling = false;
+    }
+  }
+
+  private async _reloadInfo(): Promise<void> {
+    try {
+      this._requests++;
+      this._sink.setInfo(await this._transport.devices());
+    } catch {
+      // Kept the old info; the next step's error says what is wrong.
+    }
+  }
+
+  private _transport: IGpuTransport;
+  private _state: IConnectionState;
+  private _sink: IConnectionSink;
+  private _scheduler: TickScheduler;
+  private _stream: LiveStream;
+  private _mode: TransportMode;
+  private _watchdogMs: number;
+  private _backfilling = false;
+  private _requests = 0;
+}

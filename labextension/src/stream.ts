@@ -1,0 +1,163 @@
+/**
+ * How samples travel: the WebSocket stream (one socket at a time, "open" once a first sample
+ * came), and the choice between streaming and polling over HTTP when WebSockets are blocked.
+ */
+import { IGpuTransport, ISample, IStreamConnection } from './types';
+
+/** The socket failed to open (blocked, refused, closed before a sample, timed out). */
+export class StreamOpenError extends Error {}
+
+export interface ILiveStreamOptions {
+  transport: IGpuTransport;
+  /** Give up on a socket that has not delivered a first sample after this long (ms). */
+  openTimeoutMs: number;
+  /** Every sample of the open socket. */
+  onSample: (sample: ISample) => void;
+  /** The open socket closed by itself (not by `close()`). */
+  onDropped: () => void;
+}
+
+/** The stream's one socket. */
+export class LiveStream {
+  constructor(options: ILiveStreamOptions) {
+    this._options = options;
+  }
+
+  /** Whether a socket is open (it delivered a sample and has not closed). */
+  get isOpen(): boolean {
+    return this._open;
+  }
+
+  /** How many sockets were opened so far. */
+  get opened(): number {
+    return this._opened;
+  }
+
+  /**
+   * Whether the open socket has been silent for three sampling intervals (10 s at least):
+   * a proxy that died quietly leaves a socket open that delivers nothing.
+   */
+  isStale(intervalS: number): boolean {
+    return (
+      Date.now() - this._lastMessageAt > Math.max(3 * intervalS * 1000, 10000)
+    );
+  }
+
+  /**
+   * Open a new socket (closing the one there is). Resolves at its first sample: a proxy that
+   * accepts the socket and closes it at once is as blocked as one that refuses it. Rejects
+   * with a `StreamOpenError`.
+   */
+  open(): Promise<void> {
+    this.close();
+    this._opened++;
+    return new Promise<void>((resolve, reject) => {
+      let opened = false;
+      const connection: IStreamConnection = this._options.transport.openStream({
+        onOpen: () => undefined,
+        onSample: sample => {
+          if (this._socket !== connection) {
+            return;
+          }
+          this._lastMessageAt = Date.now();
+          if (!opened) {
+            opened = true;
+            this._clearOpenTimer();
+            this._open = true;
+            resolve();
+          }
+          this._options.onSample(sample);
+        },
+        onClose: () => {
+          if (this._socket !== connection) {
+            return;
+          }
+          this._clearOpenTimer();
+          this._socket = null;
+          this._open = false;
+          if (opened) {
+            this._options.onDropped();
+          } else {
+            reject(
+              new StreamOpenError('the socket closed before its first sample')
+            );
+          }
+        }
+      });
+      this._socket = connection;
+      this._openTimer = setTimeout(() => {
+        this.close();
+        reject(new StreamOpenError('the socket did not open in time'));
+      }, this._options.openTimeoutMs);
+    });
+  }
+
+  /** Close the socket, if any, without calling `onDropped`. */
+  close(): void {
+    this._clearOpenTimer();
+    const socket = this._socket;
+    this._socket = null;
+    this._open = false;
+    socket?.close();
+  }
+
+  private _clearOpenTimer(): void {
+    if (this._openTimer !== null) {
+      clearTimeout(this._openTimer);
+      this._openTimer = null;
+    }
+  }
+
+  private _options: ILiveStreamOptions;
+  private _socket: IStreamConnection | null = null;
+  private _open = false;
+  private _opened = 0;
+  private _lastMessageAt = 0;
+  private _openTimer: ReturnType<typeof setTimeout> | null = null;
+}
+
+/**
+ * Stream or poll: after `failuresBeforePolling` sockets failed to open while HTTP worked,
+ * WebSockets are taken as blocked (a proxy, a firewall) and the model polls; while polling it
+ * tries the socket again every `retryMs`.
+ */
+export class TransportMode {
+  constructor(failuresBeforePolling: number, retryMs: number) {
+    this._failuresBeforePolling = failuresBeforePolling;
+    this._retryMs = retryMs;
+  }
+
+  get mode(): 'stream' | 'poll' {
+    return this._mode;
+  }
+
+  /** While polling: whether it is time to try the socket again. */
+  get mayRetrySocket(): boolean {
+    return Date.now() >= this._retryAt;
+  }
+
+  /** A socket opened: stream again. */
+  socketOpened(): void {
+    this._failures = 0;
+    this._mode = 'stream';
+  }
+
+  /** A socket failed to open while HTTP worked; returns whether this made it poll. */
+  socketFailed(): boolean {
+    this._retryAt = Date.now() + this._retryMs;
+    if (this._mode === 'poll') {
+      return false;
+    }
+    if (++this._failures >= this._failuresBeforePolling) {
+      this._mode = 'poll';
+      return true;
+    }
+    return false;
+  }
+
+  private _mode: 'stream' | 'poll' = 'stream';
+  private _failures = 0;
+  private _retryAt = 0;
+  private _failuresBeforePolling: number;
+  private _retryMs: number;
+}
