@@ -1,17 +1,18 @@
 """Turn a finished ``torch.profiler.profile`` into rows, a timeline, the GPU idle time and hints.
 
-Reads only what torch 2.4+ profilers have in common: ``key_averages()`` (per-op totals in
-microseconds) and ``events()`` (``FunctionEvent``: ``name``, ``time_range``, ``device_type``,
-``cpu_parent``, ``is_python_function``, ``thread``, ``device_index``).
+Reads only what torch 2.4+ profilers have in common: ``events()`` (``FunctionEvent``: ``name``,
+``time_range``, ``device_type``, ``cpu_parent``, ``is_python_function``, ``thread``,
+``device_index``), and ``key_averages()`` where the events lack a field ``_profile_rows`` reads.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._profile_rows import PY_EVENT, OpRow, OpTotals, device_kind, rows_from_key_averages
 from ._render import Bar, fmt_pct, fmt_seconds
 
 _US = 1e-6
@@ -44,22 +45,6 @@ _LIBRARY = (
     "<built-in",
 )
 _LIBRARY_START = ("torch/", "torch\\", "<built-in")
-_PY_EVENT = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<fn>.*)$")
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """One op's totals over the cell (seconds, bytes); ``called_from`` needs ``--stack``."""
-
-    name: str
-    calls: int
-    self_cpu_s: float
-    cpu_s: float
-    self_gpu_s: float
-    gpu_s: float
-    self_cpu_mem_bytes: int
-    self_gpu_mem_bytes: int
-    called_from: str = ""
 
 
 @dataclass
@@ -81,49 +66,12 @@ class Analysis:
         return max(0.0, 1.0 - self.gpu_busy_s / self.window_s)
 
 
-def _num(obj: Any, *names: str) -> float:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None:
-            return float(value)
-    return 0.0
-
-
-def op_rows(prof: Any, called_from: dict[str, str]) -> list[OpRow]:
-    """Per-op totals from ``prof.key_averages()``, without Python-function and memory rows."""
-    rows = []
-    for avg in prof.key_averages():
-        name = str(avg.key)
-        if (
-            name == "[memory]"
-            or _PY_EVENT.match(name)
-            or name.startswith(("ProfilerStep", "<built-in"))
-        ):
-            continue
-        rows.append(
-            OpRow(
-                name=name,
-                calls=int(avg.count),
-                self_cpu_s=_num(avg, "self_cpu_time_total") * _US,
-                cpu_s=_num(avg, "cpu_time_total") * _US,
-                self_gpu_s=_num(avg, "self_device_time_total", "self_cuda_time_total") * _US,
-                gpu_s=_num(avg, "device_time_total", "cuda_time_total") * _US,
-                self_cpu_mem_bytes=int(_num(avg, "self_cpu_memory_usage")),
-                self_gpu_mem_bytes=int(
-                    _num(avg, "self_device_memory_usage", "self_cuda_memory_usage")
-                ),
-                called_from=called_from.get(name, ""),
-            )
-        )
-    return rows
-
-
 def _is_python(evt: Any) -> bool:
     """A Python-function event (recorded with ``with_stack``), not an op."""
     if getattr(evt, "is_python_function", False):
         return True
     name = evt.name
-    return name.startswith("<built-in") or _PY_EVENT.match(name) is not None
+    return name.startswith("<built-in") or PY_EVENT.match(name) is not None
 
 
 def _is_library(filename: str) -> bool:
@@ -131,11 +79,14 @@ def _is_library(filename: str) -> bool:
     return filename.startswith(_LIBRARY_START) or any(m in filename for m in _LIBRARY)
 
 
-def _gpu_device_types() -> tuple[Any, ...]:
+def _gpu_kinds() -> frozenset[int]:
+    """The ``device_kind`` of events drawn on a GPU lane: CUDA, PrivateUse1 and XPU."""
     from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
 
-    return tuple(
-        getattr(DeviceType, n) for n in ("CUDA", "PrivateUse1", "XPU") if hasattr(DeviceType, n)
+    return frozenset(
+        int(getattr(DeviceType, n).value)
+        for n in ("CUDA", "PrivateUse1", "XPU")
+        if hasattr(DeviceType, n)
     )
 
 
@@ -143,7 +94,7 @@ def _user_place(evt: Any, cell_names: dict[str, int]) -> str:
     """The nearest user-code Python frame above ``evt`` ("cell [3] line 4 in step")."""
     parent = evt.cpu_parent
     while parent is not None:
-        match = _PY_EVENT.match(parent.name)
+        match = PY_EVENT.match(parent.name)
         if match and not _is_library(match["file"]):
             file, line, fn = match["file"], match["line"], match["fn"]
             if file in cell_names:
@@ -156,47 +107,74 @@ def _user_place(evt: Any, cell_names: dict[str, int]) -> str:
 
 
 def analyse(
-    prof: Any, *, cuda: bool, autocast_on: bool, cell_names: dict[str, int], stack: bool = False
+    prof: Any,
+    *,
+    cuda: bool,
+    autocast_on: bool,
+    cell_names: dict[str, int],
+    stack: bool = False,
+    timeline: bool = True,
 ) -> Analysis:
     """Rows, timeline and hints from a stopped profiler (``stack``: it recorded Python stacks).
 
-    One pass over the events; the per-event work stays small, because it adds to the cost of
-    torch's own parsing of the trace (the target is within 10 % of a bare profiler).
+    One pass over the events gives the per-op totals, the timeline bars (skipped without
+    ``timeline``: nothing shows them), the GPU busy time and the kernel count. Most events are
+    ops nested in other ops and need nothing but their totals, so they leave the loop first.
+    The per-event work adds to torch's own parsing of the trace (the target is within 10 % of
+    a bare profiler printing its table).
     """
     events = prof.events()
-    gpu_types = _gpu_device_types()
+    gpu_kinds = _gpu_kinds()
+    totals = OpTotals.for_events(events)
     analysis = Analysis()
+    bars = analysis.bars
     places: dict[str, Counter[str]] = {}
-    starts, ends = [], []
+    first_start, last_end, any_top = math.inf, -math.inf, False
     gpu_intervals: list[tuple[float, float]] = []
     threads: dict[int, str] = {}
     for evt in events:
-        if evt.name == "[memory]" or (stack and _is_python(evt)):
+        kind = device_kind(evt)
+        if totals is not None:
+            try:
+                totals.add(evt, kind)
+            except (AttributeError, TypeError):  # an event unlike the first: torch's own sums
+                totals = None
+        gpu = kind in gpu_kinds
+        if not (gpu or stack) and (evt.cpu_parent is not None or evt.is_async):
+            continue  # an op inside another op, or an async one: not on the timeline
+        name = evt.name
+        if name == "[memory]" or (stack and _is_python(evt)):
             continue
         start, end = evt.time_range.start * _US, evt.time_range.end * _US
-        if evt.device_type in gpu_types:
+        if gpu:
             gpu_intervals.append((start, end))
-            stream = getattr(evt, "device_resource_id", None)
-            lane = f"GPU {evt.device_index}" + (f" stream {stream}" if stream else "")
-            analysis.bars.append(Bar(lane, start, end, evt.name[:120]))
-            if "memcpy" not in evt.name.lower() and "memset" not in evt.name.lower():
+            if timeline:
+                stream = getattr(evt, "device_resource_id", None)
+                lane = f"GPU {evt.device_index}" + (f" stream {stream}" if stream else "")
+                bars.append(Bar(lane, start, end, name[:120]))
+            lowered = name.lower()
+            if "memcpy" not in lowered and "memset" not in lowered:
                 analysis.kernel_count += 1
-            ends.append(end)
+            last_end = max(last_end, end)
             continue
         if stack and evt.cpu_parent is not None:
             place = _user_place(evt, cell_names)
             if place:
-                places.setdefault(evt.name, Counter())[place] += 1
+                places.setdefault(name, Counter())[place] += 1
         top = _top_level(evt) if stack else evt.cpu_parent is None and not evt.is_async
         if top:
-            lane = threads.setdefault(evt.thread, f"CPU thread {len(threads)}")
-            analysis.bars.append(Bar(lane, start, end, evt.name[:120]))
-            starts.append(start)
-            ends.append(end)
+            if timeline:
+                lane = threads.setdefault(evt.thread, f"CPU thread {len(threads)}")
+                bars.append(Bar(lane, start, end, name[:120]))
+            any_top = True
+            first_start, last_end = min(first_start, start), max(last_end, end)
     called_from = {name: counter.most_common(1)[0][0] for name, counter in places.items()}
-    analysis.rows = op_rows(prof, called_from)
-    if starts:
-        analysis.window_s = max(ends) - min(starts)
+    if totals is not None:
+        analysis.rows = totals.rows(called_from)
+    else:
+        analysis.rows = rows_from_key_averages(prof, called_from)
+    if any_top:
+        analysis.window_s = last_end - first_start
     if cuda:
         analysis.gpu_busy_s = _union_length(gpu_intervals)
     analysis.hints = hints(analysis, cuda=cuda, autocast_on=autocast_on)

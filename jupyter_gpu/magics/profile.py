@@ -14,7 +14,8 @@ from IPython.core.magic import cell_magic, magics_class, needs_local_scope
 
 from ._args import ShellMagics, argument, magic_arguments, parse, positive_int
 from ._cell import CellCode, cell_filenames
-from ._profile_analysis import Analysis, OpRow, analyse
+from ._profile_analysis import Analysis, analyse
+from ._profile_rows import OpRow
 from ._render import (
     Cell,
     Table,
@@ -135,6 +136,7 @@ class ProfileMagics(ShellMagics):
             autocast_on=autocast_on,
             cell_names=cell_filenames(self.shell),
             stack=args.stack,
+            timeline=not args.quiet,  # the bars only feed the figure
         )
         if trace is not None:
             prof.export_chrome_trace(trace)

@@ -14,7 +14,8 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
   matches an independent measurement of the same step; ``--snapshot`` replays to that peak.
 - ``%memsummary``: allocated equals ``torch.cuda.memory_allocated()``; after a real CUDA OOM,
   ``--free`` frees the failed call's activations.
-- ``%%profile``: GPU kernels in the table, GPU idle fraction; the launch-bound hint on a tiny MLP.
+- ``%%profile``: GPU kernels in the table, its rows equal to torch's ``key_averages()``, GPU
+  idle fraction; the launch-bound hint on a tiny MLP.
 - ``%compile --bench``: compiled faster than eager (GPT forward, default mode; tiny MLP,
   reduce-overhead), graph break reported with the user's line.
 - ``%gpu``: one line per GPU with this kernel's torch memory.
@@ -330,6 +331,15 @@ def run_all() -> Session:
             "%%profile: GPU kernels in the table",
             f"{prof.kernel_count} kernels, top: {kernels[0].name[:40] if kernels else '-'}",
             prof.kernel_count > 0 and bool(kernels) and "self GPU" in r.text,
+        )
+        from jupyter_gpu.magics._profile_rows import rows_from_key_averages
+
+        reference = rows_from_key_averages(prof.profiler, {})
+        differ = [a.name for a, b in zip(prof.rows, reference, strict=False) if a != b]
+        s.check(
+            "%%profile: op rows == torch's key_averages()",
+            f"{len(prof.rows)} rows, {len(differ)} differ{': ' + differ[0][:40] if differ else ''}",
+            len(prof.rows) == len(reference) and not differ,
         )
         s.check(
             "%%profile: GPU idle fraction (GPT step)",

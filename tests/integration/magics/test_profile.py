@@ -105,3 +105,16 @@ def test_nested_profiler_is_a_usage_error(shell: Shell) -> None:
     finally:
         shell.ok("p.__exit__(None, None, None)")
     assert not torch.autograd._profiler_enabled()
+
+
+def test_rows_are_torchs_key_averages(shell: Shell) -> None:
+    from jupyter_gpu.magics._profile_rows import rows_from_key_averages
+
+    shell.ok(MODEL_CELL)
+    for line in ("-o -q --memory", "-o -q --stack"):
+        result = shell.ok(
+            f"%%profile {line}\nfor i in range(3):\n    loss = train_step()"
+        ).result.result
+        places = {row.name: row.called_from for row in result.rows}
+        assert result.rows == rows_from_key_averages(result.profiler, places)
+        assert any(row.self_cpu_mem_bytes for row in result.rows) == ("--memory" in line)
