@@ -2,26 +2,21 @@
 
 A traceback keeps every frame of the failed call alive, with its local variables: the
 activations of a forward pass that ran out of memory stay allocated until the next error
-replaces ``sys.last_traceback``. IPython's output cache (``Out[n]``, ``_``, ``_n``) keeps every
-displayed value alive too. Freeing drops exactly these references, never a user's variable.
+replaces it (``_last_error`` says who holds it). IPython's output cache (``Out[n]``, ``_``,
+``_n``) keeps every displayed value alive too. Freeing clears the failed call's frames and drops
+exactly these references, never a user's variable.
 """
 
 from __future__ import annotations
 
 import gc
-import sys
-import traceback
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._tensors import holds_tensor, last_traceback, output_cache, traceback_locals
+from ._last_error import last_error, last_error_tracebacks, release_last_error, traceback_locals
+from ._tensors import holds_tensor, output_cache
 from ._torch import cuda_in_use, tensor_bytes, torch_if_imported
-
-
-def last_error() -> BaseException | None:
-    """The exception of the last failed cell, as IPython kept it (``sys.last_value``)."""
-    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
 
 
 def last_error_was_oom() -> bool:
@@ -69,7 +64,7 @@ def _candidates(shell: Any) -> list[tuple[weakref.ref[Any], int, int]]:
             for item in list(value)[:200]:
                 collect(item, depth + 1)
 
-    for _, value in traceback_locals(last_traceback()):
+    for _, value in traceback_locals(last_error_tracebacks(shell)):
         collect(value)
     for _, value in output_cache(shell):
         collect(value)
@@ -86,17 +81,8 @@ def free_references(shell: Any) -> FreeReport:
     before = torch.cuda.memory_allocated() if cuda_in_use() and torch else 0
     reserved_before = torch.cuda.memory_reserved() if cuda_in_use() and torch else 0
 
-    tb = last_traceback()
-    if tb is not None:
-        traceback.clear_frames(tb)  # frees the frames' locals even if something keeps tb
-        report.cleared.append("the last error's traceback (sys.last_traceback and its frames)")
-    for attr in ("last_traceback", "last_value", "last_type", "last_exc"):
-        if hasattr(sys, attr):
-            setattr(sys, attr, None)
-    for handler in ("InteractiveTB", "SyntaxTB"):
-        tb_handler = getattr(shell, handler, None)
-        if tb_handler is not None and getattr(tb_handler, "tb", None) is not None:
-            tb_handler.tb = None
+    if release_last_error(shell):
+        report.cleared.append("the last error's traceback (its frames' variables)")
 
     out = shell.user_ns.get("Out")
     if isinstance(out, dict):
@@ -125,7 +111,6 @@ def free_references(shell: Any) -> FreeReport:
     if last is not None and holds_tensor(getattr(last, "result", None)):
         last.result = None
 
-    del tb
     gc.collect()
     alive_ptrs = {ptr for ref, ptr, _ in candidates if ref() is not None}
     dead = {ptr: size for ref, ptr, size in candidates if ref() is None and ptr not in alive_ptrs}

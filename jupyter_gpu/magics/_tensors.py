@@ -2,27 +2,27 @@
 
 The walk starts from the notebook's variables (modules' parameters and buffers, optimizer
 state, containers and plain objects a few levels deep), then IPython's output cache (``Out[n]``)
-and the last error's traceback frames, whose local variables stay alive until the next error.
-Tensors are grouped by storage, so views of one tensor count once. A ``gc`` pass finds the
-tensors that no notebook name reaches (held by libraries, closures, compiled graphs).
+and the last error's traceback frames (and those of its causes), whose local variables stay
+alive until the next error. Tensors are grouped by storage, so views of one tensor count once.
+A ``gc`` pass finds the tensors that no notebook name reaches (held by libraries, closures,
+compiled graphs).
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-import traceback
 import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._last_error import last_error_tracebacks, traceback_locals
 from ._torch import tensor_bytes, torch_module
 
 #: Where a name comes from, best first: a user's variable beats ``Out[3]`` beats a traceback.
 USER, OUTPUT, TRACEBACK, UNNAMED = 0, 1, 2, 3
-TRACEBACK_PREFIX = "<last error> "
 
 _MAX_DEPTH = 4
 _MAX_ITEMS = 200  # per container
@@ -203,29 +203,6 @@ def output_cache(shell: Any) -> Iterator[tuple[str, Any]]:
             yield f"Out[{n}]", value
 
 
-def last_traceback() -> types.TracebackType | None:
-    """The traceback of the last error IPython showed (kept in ``sys.last_traceback``)."""
-    return getattr(sys, "last_traceback", None)
-
-
-def traceback_locals(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
-    """``(<last error> function.variable, value)`` for the locals of the frames of ``tb``.
-
-    Module-level frames (a cell: its locals are the notebook's globals) and IPython's own
-    frames are left out.
-    """
-    for frame, _ in traceback.walk_tb(tb):
-        fn = frame.f_code.co_name
-        if fn == "<module>" or _is_ipython_frame(frame.f_code.co_filename):
-            continue
-        for var, value in list(frame.f_locals.items()):
-            yield f"{TRACEBACK_PREFIX}{fn}.{var}", value
-
-
-def _is_ipython_frame(filename: str) -> bool:
-    return any(f"{sep}{pkg}{sep}" in filename for pkg in ("IPython", "ipykernel") for sep in "/\\")
-
-
 def census(shell: Any, device: str | None, *, find_unnamed: bool = True) -> TensorCensus:
     """Every tensor on ``device`` that the notebook's names reach, largest first.
 
@@ -240,7 +217,7 @@ def census(shell: Any, device: str | None, *, find_unnamed: bool = True) -> Tens
         walker.visit(value, name, USER)
     for name, value in output_cache(shell):
         walker.visit(value, name, OUTPUT)
-    for name, value in traceback_locals(last_traceback()):
+    for name, value in traceback_locals(last_error_tracebacks(shell)):
         walker.visit(value, name, TRACEBACK)
     if find_unnamed:
         _count_unnamed(walker)

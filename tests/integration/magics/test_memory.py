@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -77,6 +78,51 @@ def test_output_cache_and_last_error_are_named_and_freed(shell: Shell) -> None:
     assert "Your variables are untouched" in freed.text
     again = shell.ok("%memsummary --free")
     assert "Nothing to free" in again.text
+
+
+FAILING_CALL = """
+import weakref
+class Big:  # a plain Python object: its weakref shows collection without torch's help
+    def __init__(self):
+        self.data = bytearray(10**6)
+refs = []
+def inner():
+    deep, big = torch.zeros(300, 300), Big()
+    refs.extend([weakref.ref(deep), weakref.ref(big)])
+    raise RuntimeError("a failure inside")
+def too_big():
+    activations = torch.zeros(400, 400)
+    refs.append(weakref.ref(activations))
+    try:
+        inner()
+    except RuntimeError as error:
+        raise torch.OutOfMemoryError("CUDA out of memory (raised by the test)") from error
+"""
+
+
+def test_free_collects_the_failed_calls_variables_while_the_error_is_held(shell: Shell) -> None:
+    # The failing call is defined in one cell and called in the next, and --free follows at
+    # once: IPython's last result (and this test, like a script) still hold the exception,
+    # its traceback and the frames; IPython has read every frame's f_locals to show it.
+    shell.ok(FAILING_CALL)
+    failing = shell.run("too_big()")
+    assert isinstance(failing.error, torch.OutOfMemoryError)
+    assert shell.ip.last_execution_result is failing.result
+    refs = shell["refs"]
+    assert all(ref() is not None for ref in refs)
+    shell.ok("s = %memsummary -o -q")
+    names = {name for t in shell["s"].tensors for name in t.names}
+    assert {"<last error> too_big.activations", "<last error> inner.deep"} <= names
+    failing = shell.run("too_big()")  # again, so that --free directly follows the failure
+    refs = shell["refs"][3:]
+
+    shell.ok("f = %memsummary --free -o")
+    assert [ref() for ref in refs] == [None, None, None]  # tensors and the plain object
+    assert shell["f"].tensors_freed >= 2
+    assert failing.error.__traceback__ is not None  # the error is kept, not its frames' data
+    assert callable(shell["too_big"])  # the cells' namespace is untouched
+    assert not hasattr(sys, "last_traceback")  # IPython's %tb and %debug: "nothing to show"
+    assert "No traceback available" in shell.run("%tb").text
 
 
 def test_cell_magic_reports_delta_and_returns_value(shell: Shell) -> None:
