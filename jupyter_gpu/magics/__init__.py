@@ -2,11 +2,15 @@
 
 ``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%%profile`` and ``%gpu``
 (see docs/magics.md). Loading them imports neither torch nor plotly: each magic imports torch
-when it runs. Unloading removes the magics and every hook they installed.
+when it runs. Unloading removes the magics and every hook they installed. While loaded, an
+exit hook resets torch.compile's caches before IPython clears the namespace at exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +69,24 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
         ipython.register_magics(instance)
         record.instances.append(instance)
     _loaded[ipython] = record
+    # atexit runs the last registered first: this runs before the shell's own exit hook.
+    atexit.unregister(_reset_dynamo_at_exit)
+    atexit.register(_reset_dynamo_at_exit)
+
+
+def _reset_dynamo_at_exit() -> None:
+    """Drop torch.compile's caches while the shell's namespace is still whole.
+
+    Dynamo puts names (``__builtins_dict___0``, ``__compiled_fn_1``) in the globals of the code
+    it compiles, a cell's namespace, and deletes them when that code is freed. IPython's exit
+    hook empties the namespace first, so at exit each deletion printed "Exception ignored ...
+    KeyError: '__builtins_dict___0'" (plain torch.compile in IPython does it too).
+    """
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:  # nothing was compiled: leave torch alone
+        return
+    with contextlib.suppress(Exception):  # the process is ending: nothing to report to
+        dynamo.reset()
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
@@ -83,6 +105,8 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
                 if (kind, name) in record.replaced:
                     table[kind][name] = record.replaced[(kind, name)]
         ipython.magics_manager.registry.pop(type(instance).__name__, None)
+    if not _loaded:
+        atexit.unregister(_reset_dynamo_at_exit)
 
 
 def loaded_magics(ipython: InteractiveShell, cls: type[Magics]) -> Magics | None:

@@ -67,3 +67,21 @@ def test_profile_is_a_cell_magic_only(shell: Shell) -> None:
     ran = shell.run("%profile")
     assert ran.error is not None
     assert "%%profile" in str(ran.error) or "cell magic" in ran.text
+
+
+def test_exit_after_torch_compile_prints_nothing() -> None:
+    # Without the exit hook, dynamo's cleanup of the names it put in the cell's namespace
+    # raised KeyError in weakref callbacks after IPython had emptied that namespace at exit.
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_gpu')\n"
+        "ip.run_cell('import torch\\ndef f(x):\\n    return torch.sin(x) + 1')\n"
+        "ip.run_cell('%compile f --backend eager -q')\n"
+        "assert ip.run_cell('y = f(torch.ones(3))').success\n"
+        "print('done')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("done")
+    assert "Exception ignored" not in out.stderr
+    assert "KeyError" not in out.stderr
