@@ -57,7 +57,20 @@ def to_html(nb: object, path: Path) -> bool:
         from nbconvert import HTMLExporter
     except ImportError:
         return False
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    # nbconvert finds its templates on the Jupyter data path; wheels installed with
+    # ``pip --target`` (the GPU machine) put them under <target>/share/jupyter.
+    import nbconvert
+
+    extra = Path(nbconvert.__file__).resolve().parents[1] / "share" / "jupyter"
+    if extra.is_dir() and str(extra) not in os.environ.get("JUPYTER_PATH", ""):
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(
+            p for p in (str(extra), os.environ.get("JUPYTER_PATH", "")) if p
+        )
+    try:
+        body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    except Exception as err:  # noqa: BLE001 (an HTML copy is a convenience: never lose the run)
+        print(f"  (no HTML copy: {type(err).__name__}: {err})", flush=True)
+        return False
     path.write_text(body)
     return True
 
