@@ -231,6 +231,30 @@ def _run_mode(
     return AmpModeResult(mode, timing.median_s, timing.runs, peak, loss, diff)
 
 
+def small_step_note(comparison: AmpComparison) -> str | None:
+    """A sentence for when autocast was no faster than float32 on CUDA (``None`` otherwise).
+
+    Reduced precision speeds up matmul arithmetic; in a step too small for that to dominate,
+    per-op costs decide, and the table alone would suggest bf16 is slow in general.
+    """
+    if comparison.device != "cuda":
+        return None  # on CPU, bf16 speed depends on the processor's support for it
+    timed = {r.mode: r.time_s for r in comparison.results if r.error is None and r.time_s}
+    reference = min(
+        (m for m in ("fp32", "tf32") if m in timed), key=timed.__getitem__, default=None
+    )
+    fastest = min((m for m in ("bf16", "fp16") if m in timed), key=timed.__getitem__, default=None)
+    if reference is None or fastest is None or timed[fastest] < 0.9 * timed[reference]:
+        return None
+    return (
+        f"{fastest} is not faster than {reference} here ({fmt_seconds(timed[fastest])} vs "
+        f"{fmt_seconds(timed[reference])} a step): at this size the step's time goes to per-op "
+        "costs (kernel launches, autocast's casts) more than to the matmul arithmetic that "
+        "reduced precision speeds up. Larger batches or layers usually change that; %%profile "
+        "shows where the step's time goes."
+    )
+
+
 def _show(comparison: AmpComparison) -> None:
     table = Table(
         headers=["mode", "time", "vs fp32", "step peak memory", "loss", "|loss - fp32|"],
@@ -266,6 +290,9 @@ def _show(comparison: AmpComparison) -> None:
     fp32 = next((r for r in comparison.results if r.mode == "fp32"), None)
     if fp32 is not None and fp32.loss is None:
         notes.append("The step returned no loss: make it return the loss to compare losses.")
+    small = small_step_note(comparison)
+    if small is not None:
+        notes.append(small)
     if any(r.loss is not None and not math.isfinite(r.loss) for r in comparison.results):
         notes.append("A loss is inf/nan: that mode overflowed (fp16 needs a GradScaler).")
     if comparison.restored:
