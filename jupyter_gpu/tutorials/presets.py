@@ -30,7 +30,7 @@ class GPTRun:
 GPT_RUNS: dict[Mode, GPTRun] = {
     "smoke": GPTRun(GPTConfig(context=64, n_layer=2, n_head=2, d_model=64), batch=8),
     "cpu": GPTRun(GPTConfig(context=128, n_layer=4, n_head=4, d_model=128), batch=8),
-    "gpu": GPTRun(GPTConfig(context=1024, n_layer=12, n_head=8, d_model=1024), batch=16),
+    "gpu": GPTRun(GPTConfig(context=1024, n_layer=12, n_head=10, d_model=1280), batch=16),
 }
 
 
