@@ -21,6 +21,12 @@ whether it imported torch. Runs on CUDA when torch sees a GPU, else on CPU:
     python benchmarks/magic_overhead.py              # about a minute
     python benchmarks/magic_overhead.py --runs 50    # quicker, noisier
     python benchmarks/magic_overhead.py --json out.json
+
+``--replay TRACE.json`` times only what happens after the profiler stops, on any machine: the
+events of a Chrome trace written by ``%%profile --trace`` on a GPU are rebuilt as torch's
+``FunctionEvent`` objects (CPU ops nested per thread, kernels attached to the op that launched
+them), then ``key_averages()``, ``key_averages().table()`` and the magic's tables, timeline and
+hints (output captured) are timed on them: CPU time, medians, garbage collected before each.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -56,6 +63,8 @@ def step():
     return loss
 """
 
+CPU_CATS = {"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation", "python_function"}
+GPU_CATS = {"kernel", "gpu_memset", "gpu_memcpy", "gpu_user_annotation"}
 WORK = "y = model(x)\nsync()"
 PROFILE_WORK = "for _ in range(10):\n    step()\nsync()"
 
@@ -130,11 +139,120 @@ def measure(ip: object, magic: str, base: str, runs: int) -> tuple[float, float]
     return statistics.median(magic_t), statistics.median(base_t)
 
 
+def replay_events(path: Path) -> Any:
+    """A Chrome trace's complete events as a torch ``EventList`` with its tree built."""
+    import inspect
+
+    from torch._C._autograd import DeviceType
+    from torch.autograd.profiler_util import EventList, FunctionEvent
+
+    trace = json.loads(path.read_text())["traceEvents"]
+    spans = [e for e in trace if e.get("ph") == "X" and e.get("cat") in CPU_CATS | GPU_CATS]
+    t0 = min(e["ts"] for e in spans)
+    use_device = "cuda" if any(e["cat"] in GPU_CATS for e in spans) else None
+    python_flag = "is_python_function" in inspect.signature(FunctionEvent).parameters
+    events, ops = [], {}
+    for i, e in enumerate(spans):
+        cat, args = e["cat"], e.get("args", {})
+        start = e["ts"] - t0
+        common = {"use_device": use_device, "stack": [], "input_shapes": []}
+        if cat in GPU_CATS:
+            evt = FunctionEvent(
+                i + 1, e["name"], e["tid"], start, start + e.get("dur", 0), **common,
+                device_type=DeviceType.CUDA, device_index=args.get("device", 0),
+                device_resource_id=args.get("stream"),
+                is_user_annotation=cat == "gpu_user_annotation",
+            )  # fmt: skip
+            op = ops.get(args.get("External id"))
+            if op is not None and cat != "gpu_user_annotation":
+                op.append_kernel(e["name"], 0, e.get("dur", 0))
+        else:
+            if python_flag:
+                common["is_python_function"] = cat == "python_function"
+            evt = FunctionEvent(
+                i + 1, e["name"], e["tid"], start, start + e.get("dur", 0), **common,
+                is_user_annotation=cat == "user_annotation",
+            )  # fmt: skip
+            if cat == "cpu_op":
+                ops.setdefault(args.get("External id"), evt)
+        events.append(evt)
+    listed = EventList(events, use_device=use_device)
+    listed._build_tree()  # what torch does before it hands events out
+    return listed
+
+
+def replay(path: Path, runs: int) -> int:
+    """Time the post-processing of a recorded profile: torch's tables against the magic's."""
+    import gc
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    from jupyter_gpu.magics._args import parse
+    from jupyter_gpu.magics._profile_analysis import analyse
+    from jupyter_gpu.magics.profile import ProfileMagics, ProfileResult
+
+    events = replay_events(path)
+    gpu = any(e.device_type != events[0].device_type for e in events)
+
+    class Recorded:  # what the magic reads of a stopped profiler
+        def events(self) -> Any:
+            return events
+
+        def key_averages(self) -> Any:
+            return events.key_averages()
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
+    ip.run_line_magic("load_ext", "jupyter_gpu")
+    magics = ip.magics_manager.registry["ProfileMagics"]
+    sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
+
+    def magic() -> None:
+        args = parse(ProfileMagics.profile, "")
+        a = analyse(Recorded(), cuda=gpu, autocast_on=False, cell_names={})
+        r = ProfileResult(
+            a.rows, a.gpu_idle_fraction, a.hints, 0.0, None, "self_gpu_s" if gpu else "self_cpu_s"
+        )
+        r.kernel_count = a.kernel_count
+        magics._show(r, a, cuda=gpu, args=args)
+
+    cases = {
+        "key_averages()": events.key_averages,
+        "key_averages().table()": lambda: print(
+            events.key_averages().table(sort_by=sort, row_limit=15)
+        ),
+        "%%profile's tables, timeline, hints": magic,
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(runs + 1):
+        for name, case in cases.items():
+            gc.collect()
+            with capture_output():
+                start = time.process_time()
+                case()
+                elapsed = time.process_time() - start
+            if i:  # the first round warms up
+                times[name].append(elapsed)
+    kernels = sum(1 for e in events if e.device_type != events[0].device_type)
+    print(f"{path.name}: {len(events):,} events ({kernels:,} on a GPU), CPU time, {runs} runs")
+    for name, values in times.items():
+        print(f"{name:40} {statistics.median(values) * 1e3:9.1f} ms")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="timed runs per cell (200)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--replay", type=Path, metavar="TRACE", help="time the post-processing of this trace"
+    )
     args = parser.parse_args()
+    if args.replay:
+        return replay(args.replay, min(args.runs, 15))
 
     import torch
     from IPython.core.interactiveshell import InteractiveShell
