@@ -122,7 +122,7 @@ def render_benchmarks(results_dir: Path) -> list[str]:
     gpt_path, pipe_path = results_dir / "gpt_step.json", results_dir / "input_pipeline.json"
     if not gpt_path.exists() and not pipe_path.exists():
         return lines
-    lines += ["### Benchmarks behind the notebooks' sizes", ""]
+    lines += ["", "### Benchmarks behind the notebooks' sizes", ""]
     if gpt_path.exists():
         g = json.loads(gpt_path.read_text())
         lines += [
