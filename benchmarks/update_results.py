@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a source tree without installing the package
+
+from jupyter_gpu.tutorials.results import format_value  # noqa: E402 (after the path set-up)
+
 SECTION = "## Tutorials on one H200"
 NOTEBOOKS = (
     "00-start-here",
@@ -32,24 +36,6 @@ NOTEBOOKS = (
     "03-gpu-memory",
     "04-profiling",
 )
-_FORMATS = {
-    "tokens/s": ",.0f",
-    "images/s": ",.0f",
-    "x": ".2f",
-    "TFLOP/s": ".4g",
-    "GiB": ".2f",
-    "MiB": ".1f",
-    "ms": ".2f",
-    "s": ".1f",
-    "%": ".0f",
-}
-
-
-def fmt(value: float, unit: str) -> str:
-    text = format(value, _FORMATS.get(unit, ".4g"))
-    if unit in ("x", "%"):
-        return text + unit
-    return f"{text} {unit}" if unit else text
 
 
 def load(results_dir: Path) -> list[dict[str, Any]]:
@@ -84,7 +70,9 @@ def render(runs: list[dict[str, Any]]) -> str:
         "Written by `benchmarks/update_results.py` from the JSON files the notebooks saved "
         "while `tests/gpu/run_notebooks_gpu.py` executed them with nbclient at full size. "
         "Each figure is the notebook's own measurement (steady-state medians after warm-up, "
-        "CUDA synchronised; the *how* column says how many runs).",
+        "CUDA synchronised; the *how* column says how many runs). The executed notebooks of "
+        "the same run, as HTML: [h200-notebooks/](h200-notebooks/) (copied from the runner's "
+        "archive).",
         "",
         f"Machine: {'; '.join(machines)}. Date: {', '.join(dates)}.",
         "",
@@ -99,19 +87,17 @@ def render(runs: list[dict[str, Any]]) -> str:
         ]
         for figure in run["figures"]:
             detail = figure.get("detail", "").replace("|", "/")
-            lines.append(
-                f"| {figure['label']} | {fmt(figure['value'], figure['unit'])} | {detail} |"
-            )
+            value = format_value(figure["value"], figure["unit"])
+            lines.append(f"| {figure['label']} | {value} | {detail} |")
         lines.append("")
         checks += [(run["notebook"], c) for c in run.get("checks", [])]
     if checks:
         lines += ["### Targets", "", "| notebook | target | measured | met |", "|---|---|---:|---|"]
         for notebook, c in checks:
             met = {True: "yes", False: "**no**", None: "n/a"}[c["met"]]
-            target = fmt(c["target"], c["unit"])
-            lines.append(
-                f"| {notebook} | {c['label']} >= {target} | {fmt(c['value'], c['unit'])} | {met} |"
-            )
+            target = format_value(c["target"], c["unit"])
+            value = format_value(c["value"], c["unit"])
+            lines.append(f"| {notebook} | {c['label']} >= {target} | {value} | {met} |")
         lines.append("")
     return "\n".join(lines)
 
