@@ -3,6 +3,7 @@
  * Jupyter servers, one per project:
  *   simulated  the simulated backend with 2 devices, under a JupyterHub-style base URL
  *   nogpu      the default backend on a machine without a GPU, behind a token (a real login)
+ *   faults     the simulated backend with faults on a schedule (started by the test itself)
  *   perf       the simulated backend with 8 devices at 1 Hz: the cost of one update
  */
 const path = require('path');
@@ -67,6 +68,12 @@ module.exports = {
       name: 'nogpu',
       testMatch: /nogpu\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.nogpu}/` }
+    },
+    {
+      // Its server starts in the test (tests/faults.spec.ts): the faults run on its clock.
+      name: 'faults',
+      testMatch: /faults\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.faults}/` }
     },
     {
       name: 'perf',

@@ -3,6 +3,7 @@
  * use (GiB/MiB for memory, % for utilization, W, °C). `null` shows as an en dash.
  */
 import type { ConnectionStatus } from './model';
+import type { SampleBuffer } from './buffer';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
 
 const GiB = 2 ** 30;
@@ -204,6 +205,21 @@ export function statusText(
   };
 }
 
+/**
+ * Why a reading is missing, for people: the server's reason (NVML's words, such as "Not
+ * Supported" or "Insufficient Permissions") and what it means.
+ */
+export function unavailableHelp(reason: string): string {
+  const lower = reason.toLowerCase();
+  if (lower.startsWith('not supported')) {
+    return `${reason}: this GPU or its driver does not report it (NVML), so there is nothing to chart.`;
+  }
+  if (lower.includes('permission')) {
+    return `${reason}: the user running Jupyter may not read it (NVML).`;
+  }
+  return `${reason} (NVML).`;
+}
+
 /** "No NVIDIA GPU found: NVML Shared Library Not Found", without saying it twice. */
 export function noGpuMessage(reason: string | null): string {
   const lead = 'No NVIDIA GPU found';
@@ -211,4 +227,30 @@ export function noGpuMessage(reason: string | null): string {
     return reason || lead;
   }
   return `${lead}: ${reason}`;
+}
+
+/** "torch.compile cache: +12.0 MiB in 5 min", from the buffer's first and last known sizes. */
+export function cacheTrend(buffer: SampleBuffer): string {
+  const sizes = buffer.column('cache.size');
+  // From both ends: the first and last known sizes are almost always at the ends.
+  let i = 0;
+  while (i < sizes.length && sizes[i] === null) {
+    i++;
+  }
+  let j = sizes.length - 1;
+  while (j > i && sizes[j] === null) {
+    j--;
+  }
+  const first = sizes[i] ?? null;
+  const last = sizes[j] ?? null;
+  if (first === null || last === null) {
+    return 'torch.compile cache: not scanned yet';
+  }
+  const firstTs = buffer.ts[i];
+  const lastTs = buffer.ts[j];
+  const span = lastTs - firstTs;
+  if (span <= 0) {
+    return `torch.compile cache: ${formatBytes(last)}`;
+  }
+  return `torch.compile cache: ${formatBytesDelta(last - first)} in ${formatDuration(span)}`;
 }

@@ -9,10 +9,25 @@ import { Palette } from './chart';
 import { noGpuMessage } from './format';
 import { ConnectionStatus, GpuMonitorModel } from './model';
 import { DEFAULT_SETTINGS, IMonitorSettings } from './settings';
-import { setText } from './tile';
+import { setData, setHidden, setText, setTitle } from './dom';
+import { IDeviceSample, IDevicesInfo, ISample } from './types';
 
 /** The performance-timeline name of one panel update (read by the browser benchmark). */
 export const UPDATE_MEASURE = 'jupyter-gpu:update';
+const UPDATE_START = `${UPDATE_MEASURE}:start`;
+
+/** The device of `index` in a sample, without a closure per lookup. */
+function deviceAt(
+  devices: readonly IDeviceSample[],
+  index: number
+): IDeviceSample | undefined {
+  for (const device of devices) {
+    if (device.index === index) {
+      return device;
+    }
+  }
+  return undefined;
+}
 
 const STATUS_LABELS: { [status in ConnectionStatus]: [string, string] } = {
   idle: ['idle', 'Not connected yet.'],
@@ -123,6 +138,7 @@ export class GpuPanel extends Widget {
     for (const card of this._deviceCards.values()) {
       this._intersection.observe(card.node);
     }
+    this._intersection.observe(this._host.node);
     this._visibilityChanged();
   }
 
@@ -181,9 +197,9 @@ export class GpuPanel extends Widget {
     const { status, error } = this.model;
     const [label, help] = STATUS_LABELS[status];
     setText(this._status, label);
-    this._status.dataset.status = status;
-    this._status.title = error ? `${help}\n${error}` : help;
-    this.node.dataset.status = status;
+    setData(this._status, 'status', status);
+    setTitle(this._status, error ? `${help}\n${error}` : help);
+    setData(this.node, 'status', status);
     this._updateNotice();
   }
 
@@ -215,54 +231,97 @@ export class GpuPanel extends Widget {
       text =
         'Simulated GPUs: synthetic numbers from the simulated backend, for demos and tests.';
     }
-    this._notice.hidden = !kind;
-    this._notice.dataset.kind = kind;
+    setHidden(this._notice, !kind);
+    setData(this._notice, 'kind', kind);
     setText(this._noticeText, text);
-    this._retry.hidden = kind !== 'error';
+    setHidden(this._retry, kind !== 'error');
   }
 
   private _render(): void {
-    performance.mark(`${UPDATE_MEASURE}:start`);
+    performance.mark(UPDATE_START);
     const { info, latest, buffer } = this.model;
     this._updateNotice();
-    if (info) {
-      const parts = [
+    if (info && info !== this._subtitleOf) {
+      this._subtitleOf = info;
+      const subtitle = [
         info.hostname,
         info.driver_version ? `driver ${info.driver_version}` : null,
         info.cuda_driver_version ? `CUDA ${info.cuda_driver_version}` : null
-      ];
-      const subtitle = parts.filter(Boolean).join(' · ');
+      ]
+        .filter(Boolean)
+        .join(' · ');
       setText(this._subtitle, subtitle);
-      if (this._subtitle.title !== subtitle) {
-        this._subtitle.title = subtitle; // the whole line when a narrow panel shortens it
-      }
+      setTitle(this._subtitle, subtitle); // the whole line when a narrow panel shortens it
     }
     if (!info || !latest) {
       this._endMeasure();
       return;
     }
-    const intervalS = info.config.interval_s || 1;
-    const ctx: IRenderContext = {
+    const order = this._deviceOrder(info, latest);
+    const { layout, charts } = this._settings;
+    const ctx = (this._ctx ??= {
       buffer,
       latest,
-      charts: this._settings.charts,
-      xMax: latest.ts,
-      xMin: latest.ts - buffer.windowS,
-      intervalS,
-      simulated: latest.simulated || info.simulated,
+      charts,
+      xMin: 0,
+      xMax: 1,
+      intervalS: 1,
+      simulated: false,
       compact: false
-    };
-    const indices = new Set<number>();
+    });
+    ctx.buffer = buffer;
+    ctx.latest = latest;
+    ctx.charts = charts;
+    ctx.xMax = latest.ts;
+    ctx.xMin = latest.ts - buffer.windowS;
+    ctx.intervalS = info.config.interval_s || 1;
+    ctx.simulated = latest.simulated || info.simulated;
+    ctx.compact =
+      layout === 'compact' || (layout === 'auto' && order.length > 4);
+    setData(this.node, 'devices', String(order.length));
+    for (const index of order) {
+      const card = this._deviceCards.get(index);
+      // A card scrolled out of view keeps its numbers current but skips its charts; they are
+      // drawn when it scrolls back (8 GPUs in a sidebar: about half are off screen).
+      card?.render(
+        deviceAt(latest.devices, index),
+        ctx,
+        !this._offscreen.has(card.node)
+      );
+    }
+    setHidden(this._host.node, false);
+    this._host.render(ctx, !this._offscreen.has(this._host.node));
+    // For tests and curious people: how much history the charts hold.
+    setData(this.node, 'samples', String(buffer.length));
+    setData(
+      this.node,
+      'spanS',
+      String(Math.round((buffer.lastTs ?? 0) - (buffer.ts[0] ?? 0)))
+    );
+    this._endMeasure();
+  }
+
+  /**
+   * The GPUs to show (those `GET devices` lists and those the newest sample has), in index
+   * order, with a card each; worked out again only when either list changes.
+   */
+  private _deviceOrder(info: IDevicesInfo, latest: ISample): number[] {
+    const seen = this._latestIndices;
+    const devices = latest.devices;
+    let same = info === this._orderOf && devices.length === seen.length;
+    for (let i = 0; same && i < devices.length; i++) {
+      same = devices[i].index === seen[i];
+    }
+    if (same) {
+      return this._order;
+    }
+    this._orderOf = info;
+    this._latestIndices = devices.map(d => d.index);
+    const indices = new Set<number>(this._latestIndices);
     for (const d of info.devices) {
       indices.add(d.index);
     }
-    for (const d of latest.devices) {
-      indices.add(d.index);
-    }
-    const order = [...indices].sort((a, b) => a - b);
-    const { layout } = this._settings;
-    ctx.compact =
-      layout === 'compact' || (layout === 'auto' && order.length > 4);
+    this._order = [...indices].sort((a, b) => a - b);
     for (const [index, card] of this._deviceCards) {
       if (!indices.has(index)) {
         this._intersection?.unobserve(card.node);
@@ -271,9 +330,8 @@ export class GpuPanel extends Widget {
         this._deviceCards.delete(index);
       }
     }
-    this.node.dataset.devices = String(order.length);
     let previous: HTMLElement | null = null;
-    for (const index of order) {
+    for (const index of this._order) {
       let card = this._deviceCards.get(index);
       if (!card) {
         card = new DeviceCard(index, this._palette, this._openNotebook);
@@ -287,27 +345,13 @@ export class GpuPanel extends Widget {
         this._cards.insertBefore(card.node, before);
       }
       previous = card.node;
-      // A card scrolled out of view keeps its numbers current but skips its charts; they are
-      // drawn when it scrolls back (8 GPUs in a sidebar: about half are off screen).
-      card.render(
-        latest.devices.find(d => d.index === index),
-        ctx,
-        !this._offscreen.has(card.node)
-      );
     }
-    this._host.node.hidden = false;
-    this._host.render(ctx);
-    // For tests and curious people: how much history the charts hold.
-    this.node.dataset.samples = String(buffer.length);
-    this.node.dataset.spanS = String(
-      Math.round((buffer.lastTs ?? 0) - (buffer.ts[0] ?? 0))
-    );
-    this._endMeasure();
+    return this._order;
   }
 
   private _endMeasure(): void {
-    performance.measure(UPDATE_MEASURE, `${UPDATE_MEASURE}:start`);
-    performance.clearMarks(`${UPDATE_MEASURE}:start`);
+    performance.measure(UPDATE_MEASURE, UPDATE_START);
+    performance.clearMarks(UPDATE_START);
     // The timeline is a debugging aid, not a log: keep the last few hundred updates.
     if (++this._measures % 600 === 0) {
       performance.clearMeasures(UPDATE_MEASURE);
@@ -324,6 +368,12 @@ export class GpuPanel extends Widget {
   }
 
   private _settings: IMonitorSettings = DEFAULT_SETTINGS;
+  /** The render context, reused from one update to the next. */
+  private _ctx: IRenderContext | null = null;
+  private _subtitleOf: IDevicesInfo | null = null;
+  private _orderOf: IDevicesInfo | null = null;
+  private _latestIndices: number[] = [];
+  private _order: number[] = [];
   private _openNotebook: ((path: string) => void) | null;
   private _palette = new Palette();
   private _subtitle: HTMLSpanElement;

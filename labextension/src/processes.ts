@@ -2,9 +2,9 @@
  * Which notebook holds which GPU memory: one compact list per card, grouped by notebook
  * (a notebook's kernel may run several processes), biggest first.
  */
-import { formatBytes, notebookLabel } from './format';
+import { setHidden, setText } from './dom';
+import { formatBytes, notebookLabel, unavailableHelp } from './format';
 import { IGpuProcess } from './types';
-import { setText } from './tile';
 
 /** How many rows a card shows before "+N more". */
 const MAX_ROWS = 3;
@@ -55,18 +55,34 @@ export class ProcessList {
 
   readonly node: HTMLUListElement;
 
-  /** Show `processes` on a GPU of `totalBytes`; does nothing when they did not change. */
+  /**
+   * Show `processes` on a GPU of `totalBytes`, or why they cannot be listed (`unavailable`,
+   * e.g. NVML's "Not Supported"); does nothing when none of it changed.
+   */
   update(
     processes: readonly IGpuProcess[] | null | undefined,
-    totalBytes: number | null
+    totalBytes: number | null,
+    unavailable: string | null = null
   ): void {
-    const rows = groupProcesses(processes ?? []);
-    const key = JSON.stringify([rows, totalBytes]);
+    // A cheap fingerprint first: the list is grouped and rebuilt only when it changes.
+    let key = `${totalBytes}\0${unavailable}`;
+    for (const p of processes ?? []) {
+      key += `\0${p.pid}\0${p.used_mem_bytes}\0${p.name}\0${p.kernel_id}\0${p.notebook}`;
+    }
     if (key === this._key) {
       return;
     }
     this._key = key;
     this.node.replaceChildren();
+    if (unavailable !== null && !processes?.length) {
+      const note = document.createElement('li');
+      note.className = 'jp-gpu-procs-note';
+      note.textContent = `Processes: ${unavailable}`;
+      note.title = unavailableHelp(unavailable);
+      this.node.append(note);
+      return;
+    }
+    const rows = groupProcesses(processes ?? []);
     if (!rows.length) {
       const empty = document.createElement('li');
       empty.className = 'jp-gpu-procs-empty';
@@ -89,7 +105,7 @@ export class ProcessList {
   }
 
   set visible(visible: boolean) {
-    this.node.hidden = !visible;
+    setHidden(this.node, !visible);
   }
 
   private _row(row: IRow, totalBytes: number | null): HTMLLIElement {

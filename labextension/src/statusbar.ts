@@ -7,7 +7,7 @@ import { Widget } from '@lumino/widgets';
 import { statusText } from './format';
 import { gpuIcon } from './icon';
 import { GpuMonitorModel } from './model';
-import { setText } from './tile';
+import { setData, setText, setTitle } from './dom';
 
 export class GpuStatusItem extends Widget {
   constructor(model: GpuMonitorModel, onClick: () => void) {
@@ -80,13 +80,12 @@ export class GpuStatusItem extends Widget {
       this.model.latest
     );
     setText(this._text, text);
-    this.node.title = `${title}\nClick to open the GPU monitor.`;
+    setTitle(this.node, `${title}\nClick to open the GPU monitor.`);
     const latest = this.model.latest;
-    this.node.dataset.state =
+    const warn =
       latest?.devices.some(d => d.state !== 'ok') ||
-      this.model.status === 'disabled'
-        ? 'warn'
-        : 'ok';
+      this.model.status === 'disabled';
+    setData(this.node, 'state', warn ? 'warn' : 'ok');
   }
 
   private _text: HTMLSpanElement;

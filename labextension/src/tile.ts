@@ -1,8 +1,10 @@
 /**
- * One metric of a card: a label, the current value, and its live chart.
+ * One metric of a card: a label, the current value, and its live chart; or, when the GPU
+ * cannot report the metric (NVML's "Not Supported", say), the reason in the chart's place.
  */
 import { Column } from './buffer';
 import { Palette, Sparkline } from './chart';
+import { el, setHidden, setText, setTitle } from './dom';
 
 export interface ITileOptions {
   /** Short label, e.g. `Util`. */
@@ -19,21 +21,18 @@ export interface ITileOptions {
 export class Tile {
   constructor(options: ITileOptions) {
     this._formatAt = options.formatAt;
-    const node = (this.node = document.createElement('div'));
-    node.className = 'jp-gpu-tile';
+    const node = (this.node = el('div', 'jp-gpu-tile'));
     node.dataset.metric = options.metric;
-    const head = document.createElement('div');
-    head.className = 'jp-gpu-tile-head';
-    // The swatch says which line is which; the label gives way first when the panel is narrow.
-    const swatch = document.createElement('span');
-    swatch.className = 'jp-gpu-tile-swatch';
+    const head = el('div', 'jp-gpu-tile-head');
+    // The swatch says which line is which.
+    const swatch = el('span', 'jp-gpu-tile-swatch');
     swatch.style.setProperty('--jp-gpu-tile-color', `var(${options.colorVar})`);
-    const label = document.createElement('span');
-    label.className = 'jp-gpu-tile-label';
-    label.textContent = options.label;
-    this._value = document.createElement('span');
-    this._value.className = 'jp-gpu-tile-value';
-    head.append(swatch, label, this._value);
+    this._value = el('span', 'jp-gpu-tile-value');
+    head.append(
+      swatch,
+      el('span', 'jp-gpu-tile-label', options.label),
+      this._value
+    );
     this._label = options.label;
     this.chart = new Sparkline({
       colorVar: options.colorVar,
@@ -41,7 +40,9 @@ export class Tile {
       range: options.range,
       onHover: index => this._hover(index)
     });
-    node.append(head, this.chart.node);
+    this._note = el('div', 'jp-gpu-tile-note');
+    this._note.hidden = true;
+    node.append(head, this.chart.node, this._note);
   }
 
   readonly node: HTMLDivElement;
@@ -53,10 +54,30 @@ export class Tile {
     if (this._hovered === null) {
       setText(this._value, text);
     }
-    const full = title ? `${this._label}: ${title}` : this._label;
-    if (this.node.title !== full) {
-      this.node.title = full;
+    if (title !== this._title) {
+      this._title = title;
+      setTitle(this.node, title ? `${this._label}: ${title}` : this._label);
     }
+  }
+
+  /**
+   * Say why the metric cannot be read (`reason`, e.g. NVML's "Not Supported"): the reason
+   * shows in place of the chart, which has nothing to draw. `null`: the chart again.
+   */
+  setUnavailable(reason: string | null): void {
+    if (reason === this._unavailable) {
+      return;
+    }
+    this._unavailable = reason;
+    this.node.classList.toggle('jp-gpu-mod-unavailable', reason !== null);
+    setHidden(this.chart.node, reason !== null);
+    setHidden(this._note, reason === null);
+    setText(this._note, reason ?? '');
+  }
+
+  /** Whether the metric cannot be read (a reason shows instead of the chart). */
+  get unavailable(): boolean {
+    return this._unavailable !== null;
   }
 
   update(
@@ -70,7 +91,7 @@ export class Tile {
   }
 
   set visible(visible: boolean) {
-    this.node.hidden = !visible;
+    setHidden(this.node, !visible);
   }
   get visible(): boolean {
     return !this.node.hidden;
@@ -84,19 +105,18 @@ export class Tile {
   private _hover(index: number | null): void {
     this._hovered = index;
     this.node.classList.toggle('jp-gpu-mod-hover', index !== null);
-    setText(this._value, index === null ? this._text : this._formatAt(index));
+    // A metric the GPU cannot report has no older value to show either.
+    const past = index !== null && this._unavailable === null;
+    setText(this._value, past ? this._formatAt(index) : this._text);
   }
 
   private _formatAt: (index: number) => string;
   private _label: string;
   private _value: HTMLSpanElement;
+  private _note: HTMLDivElement;
   private _text = '';
+  /** The last tooltip asked for; `null` before the first, so that the first is written. */
+  private _title: string | null = null;
+  private _unavailable: string | null = null;
   private _hovered: number | null = null;
-}
-
-/** Set text only when it changed: no layout work for a value that stayed the same. */
-export function setText(node: HTMLElement, text: string): void {
-  if (node.textContent !== text) {
-    node.textContent = text;
-  }
 }

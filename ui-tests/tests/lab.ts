@@ -111,7 +111,8 @@ export async function layoutProblems(page: Page): Promise<string[]> {
     const shortened = '.jp-gpu-card-name, .jp-gpu-proc-name, .jp-gpu-subtitle';
     const boxed =
       '.jp-gpu-tile-swatch, .jp-gpu-chart, .jp-gpu-proc-bar, .jp-gpu-card-message, ' +
-      '.jp-gpu-cache-trend, .jp-gpu-procs-empty, .jp-gpu-procs-more';
+      '.jp-gpu-cache-trend, .jp-gpu-procs-empty, .jp-gpu-procs-more, .jp-gpu-tile-note, ' +
+      '.jp-gpu-procs-note';
     const name = (el: Element) =>
       `${el.closest('[data-gpu-index]') ? `GPU ${(el.closest('[data-gpu-index]') as HTMLElement).dataset.gpuIndex}` : el.closest('.jp-gpu-host-card') ? 'host' : 'header'} ${el.className} "${(el.textContent ?? '').trim().slice(0, 24)}"`;
     const shown = (el: Element) => {

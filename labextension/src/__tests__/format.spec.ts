@@ -1,10 +1,13 @@
+import { SampleBuffer } from '../buffer';
 import {
+  cacheTrend,
   formatBytes,
   formatBytesDelta,
   formatBytesOf,
   formatPct,
   noGpuMessage,
-  statusText
+  statusText,
+  unavailableHelp
 } from '../format';
 import { IDevicesInfo } from '../types';
 import { makeSample } from './fakeserver';
@@ -92,5 +95,45 @@ describe('statusText', () => {
     expect(noGpu.text).toBe('No GPU');
     expect(noGpu.title).toContain('NVML Shared Library Not Found');
     expect(statusText('disabled', null, null).text).toBe('GPU: extension off');
+  });
+});
+
+describe('unavailableHelp', () => {
+  it("explains NVML's reasons in words", () => {
+    expect(unavailableHelp('Not Supported')).toBe(
+      'Not Supported: this GPU or its driver does not report it (NVML), so there is nothing to chart.'
+    );
+    expect(unavailableHelp('Not Supported (simulated)')).toMatch(
+      /^Not Supported \(simulated\): this GPU or its driver does not report it/
+    );
+    expect(unavailableHelp('Insufficient Permissions')).toMatch(
+      /may not read it/
+    );
+    expect(unavailableHelp('Unknown Error')).toBe('Unknown Error (NVML).');
+  });
+});
+
+describe('cacheTrend', () => {
+  const sample = (seq: number, size: number | null) => {
+    const s = makeSample(seq, 1000 + seq);
+    s.compile_cache =
+      size === null ? null : { ...s.compile_cache!, size_bytes: size };
+    return s;
+  };
+
+  it('says the change between the first and last known sizes', () => {
+    const buffer = new SampleBuffer(600);
+    expect(cacheTrend(buffer)).toBe('torch.compile cache: not scanned yet');
+    buffer.add([sample(1, null), sample(2, null)]);
+    expect(cacheTrend(buffer)).toBe('torch.compile cache: not scanned yet');
+    buffer.add([sample(3, 2 ** 20)]);
+    expect(cacheTrend(buffer)).toBe('torch.compile cache: 1.0 MiB');
+    // Unknown sizes at both ends are skipped: from 1 MiB at 1003 s to 13 MiB at 1300 s.
+    buffer.add([
+      sample(100, null),
+      sample(300, 13 * 2 ** 20),
+      sample(301, null)
+    ]);
+    expect(cacheTrend(buffer)).toBe('torch.compile cache: +12.0 MiB in 5 min');
   });
 });

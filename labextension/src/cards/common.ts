@@ -1,6 +1,5 @@
 /**
- * What every card of the panel shares: the render context, the y-ranges of its charts, a
- * small DOM helper.
+ * What every card of the panel shares: the render context, the y-ranges of its charts.
  */
 import { SampleBuffer } from '../buffer';
 import { IChartSettings } from '../settings';
@@ -30,19 +29,6 @@ export const fitRange = (max: number): [number, number] => [
   0,
   max > 0 ? max * 1.15 : 1
 ];
-
-export function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** Draw the visible tiles' charts again (the theme changed); each knows its own width. */
 export function redrawTiles(tiles: Tile[]): void {

@@ -1,21 +1,56 @@
 /**
  * A GPU's card: a header, a message when it is lost or failing, four charts (two in compact
- * cards, power and temperature then being numbers in the header), its processes.
+ * cards, power and temperature then being numbers in the header), its processes. A reading
+ * the GPU cannot give (NVML's "Not Supported") says so in place of its chart.
  */
-import { gpuKey, SampleBuffer } from '../buffer';
+import { gpuKey, Metric, SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
+import { el, setData, setHidden, setText, setTitle } from '../dom';
 import {
   formatBytesOf,
   formatCelsius,
   formatPct,
-  formatWatts
+  formatWatts,
+  unavailableHelp
 } from '../format';
 import { ProcessList } from '../processes';
-import { setText, Tile } from '../tile';
+import { IChartSettings } from '../settings';
+import { Tile } from '../tile';
 import { IDeviceInfo, IDeviceSample } from '../types';
-import { el, fitRange, IRenderContext, pctRange, redrawTiles } from './common';
+import { fitRange, IRenderContext, pctRange, redrawTiles } from './common';
 
-/** A GPU's card: header, a message when it is lost, four charts, its processes. */
+/** One metric of the card, wired once: no table is built per update. */
+interface IMetric {
+  tile: Tile;
+  label: string;
+  /** The sample's field, also the key of its reason in `unavailable`. */
+  field: 'util_pct' | 'mem_used_bytes' | 'power_w' | 'temperature_c';
+  /** Its column in the buffer. */
+  key: string;
+  /** The setting that shows it. */
+  setting: keyof IChartSettings;
+  /** Charted in compact cards too (power and temperature are then header numbers). */
+  compact: boolean;
+  format: (value: number | null) => string;
+  /** The tooltip while the value reads. */
+  hint: () => string;
+}
+
+/** The message of a card whose GPU is not `ok`, or '' for one that is. */
+function stateMessage(index: number, device: IDeviceSample | undefined) {
+  const state = device?.state ?? 'missing';
+  if (state === 'ok') {
+    return '';
+  }
+  if (state === 'lost') {
+    return `GPU ${index} is lost${device?.error ? `: ${device.error}` : ''}`;
+  }
+  if (state === 'missing') {
+    return `GPU ${index} is no longer reported by the server.`;
+  }
+  return `GPU ${index}: ${device?.error ?? 'every read failed'}`;
+}
+
 export class DeviceCard {
   constructor(
     readonly index: number,
@@ -34,54 +69,75 @@ export class DeviceCard {
     header.append(this._name, this._badge, this._extra);
     this._message = el('div', 'jp-gpu-card-message');
     this._message.setAttribute('role', 'status');
-    const column = (metric: 'util' | 'mem' | 'power' | 'temp') => () =>
-      this._buffer?.column(gpuKey(index, metric)) ?? [];
-    const at =
-      (
-        metric: 'util' | 'mem' | 'power' | 'temp',
-        fmt: (v: number | null) => string
-      ) =>
-      (i: number) =>
-        fmt(column(metric)()[i] ?? null);
-    this._util = new Tile({
-      label: 'Util',
-      metric: 'util',
-      colorVar: '--jp-brand-color1',
-      palette,
-      range: pctRange,
-      formatAt: at('util', formatPct)
-    });
-    this._mem = new Tile({
-      label: 'Mem',
-      metric: 'mem',
-      colorVar: '--jp-accent-color1',
-      palette,
-      range: max => [0, this._memTotal ?? fitRange(max)[1]],
-      formatAt: at('mem', v => formatBytesOf(v, this._memTotal))
-    });
-    this._power = new Tile({
-      label: 'Power',
-      metric: 'power',
-      colorVar: '--jp-warn-color1',
-      palette,
-      range: max => [0, Math.max(this._powerLimit ?? 0, fitRange(max)[1])],
-      formatAt: at('power', formatWatts)
-    });
-    this._temp = new Tile({
-      label: 'Temp',
-      metric: 'temp',
-      colorVar: '--jp-error-color1',
-      palette,
-      range: pctRange,
-      formatAt: at('temp', formatCelsius)
-    });
+    this._message.hidden = true;
+
+    const mem = (v: number | null) => formatBytesOf(v, this._memTotal);
+    const metric = (
+      label: string,
+      name: Metric,
+      colorVar: string,
+      range: (max: number) => [number, number],
+      rest: Omit<IMetric, 'tile' | 'key' | 'label'>
+    ): IMetric => {
+      const key = gpuKey(index, name);
+      const tile = new Tile({
+        label,
+        metric: name,
+        colorVar,
+        palette,
+        range,
+        formatAt: i => rest.format(this._buffer?.column(key)[i] ?? null)
+      });
+      return { tile, key, label, ...rest };
+    };
+    const none = () => '';
+    this._metrics = [
+      metric('Util', 'util', '--jp-brand-color1', pctRange, {
+        field: 'util_pct',
+        setting: 'utilization',
+        compact: true,
+        format: formatPct,
+        hint: none
+      }),
+      metric(
+        'Mem',
+        'mem',
+        '--jp-accent-color1',
+        max => [0, this._memTotal ?? fitRange(max)[1]],
+        {
+          field: 'mem_used_bytes',
+          setting: 'memory',
+          compact: true,
+          format: mem,
+          hint: none
+        }
+      ),
+      metric(
+        'Power',
+        'power',
+        '--jp-warn-color1',
+        max => [0, Math.max(this._powerLimit ?? 0, fitRange(max)[1])],
+        {
+          field: 'power_w',
+          setting: 'power',
+          compact: false,
+          format: formatWatts,
+          hint: () =>
+            this._powerLimit
+              ? `Power limit ${formatWatts(this._powerLimit)}`
+              : ''
+        }
+      ),
+      metric('Temp', 'temp', '--jp-error-color1', pctRange, {
+        field: 'temperature_c',
+        setting: 'temperature',
+        compact: false,
+        format: formatCelsius,
+        hint: none
+      })
+    ];
     this._tiles = el('div', 'jp-gpu-tiles');
-    this._tiles.append(
-      this._util.node,
-      this._mem.node,
-      this._power.node,
-      this._temp.node
-    );
+    this._tiles.append(...this._metrics.map(m => m.tile.node));
     this._procs = new ProcessList(openNotebook);
     node.append(header, this._message, this._tiles, this._procs.node);
   }
@@ -110,9 +166,8 @@ export class DeviceCard {
     draw = true
   ): void {
     this._buffer = ctx.buffer;
-    this._badge.hidden = !ctx.simulated;
-    const state = device?.state ?? 'missing';
-    this.node.dataset.state = state;
+    setHidden(this._badge, !ctx.simulated);
+    setData(this.node, 'state', device?.state ?? 'missing');
     if (device) {
       this._memTotal = device.mem_total_bytes ?? this._memTotal;
       this._powerLimit = device.power_limit_w ?? this._powerLimit;
@@ -120,75 +175,69 @@ export class DeviceCard {
         setText(this._name, device.name);
       }
     }
-    const message =
-      state === 'ok'
-        ? ''
-        : state === 'lost'
-          ? `GPU ${this.index} is lost${device?.error ? `: ${device.error}` : ''}`
-          : state === 'missing'
-            ? `GPU ${this.index} is no longer reported by the server.`
-            : `GPU ${this.index}: ${device?.error ?? 'every read failed'}`;
+    const message = stateMessage(this.index, device);
     setText(this._message, message);
-    this._message.hidden = !message;
+    setHidden(this._message, !message);
 
-    const ok = state === 'ok' && device !== undefined;
-    const missing = (field: string) => device?.unavailable?.[field] ?? '';
-    this._util.setValue(
-      ok ? formatPct(device.util_pct) : '–',
-      missing('util_pct')
-    );
-    this._mem.setValue(
-      ok ? formatBytesOf(device.mem_used_bytes, this._memTotal) : '–',
-      missing('mem_used_bytes')
-    );
-    this._power.setValue(
-      ok ? formatWatts(device.power_w) : '–',
-      missing('power_w') ||
-        (this._powerLimit ? `Power limit ${formatWatts(this._powerLimit)}` : '')
-    );
-    this._temp.setValue(
-      ok ? formatCelsius(device.temperature_c) : '–',
-      missing('temperature_c')
-    );
-
-    const { charts, compact } = ctx;
+    const ok = device?.state === 'ok';
+    const { charts, compact, buffer } = ctx;
     this.node.classList.toggle('jp-gpu-mod-compact', compact);
-    const extra: string[] = [];
-    if (compact && ok && charts.power) {
-      extra.push(formatWatts(device.power_w));
-    }
-    if (compact && ok && charts.temperature) {
-      extra.push(formatCelsius(device.temperature_c));
-    }
-    setText(this._extra, extra.join(' · '));
-    const tiles: [Tile, boolean, 'util' | 'mem' | 'power' | 'temp'][] = [
-      [this._util, charts.utilization, 'util'],
-      [this._mem, charts.memory, 'mem'],
-      [this._power, charts.power && !compact, 'power'],
-      [this._temp, charts.temperature && !compact, 'temp']
-    ];
-    this._tiles.hidden = !tiles.some(([, show]) => show);
-    for (const [tile, show, metric] of tiles) {
-      tile.visible = show;
-      if (show && draw) {
-        const ys = ctx.buffer.column(gpuKey(this.index, metric));
-        tile.update(ctx.buffer.ts, ys, ctx.xMin, ctx.xMax, ctx.intervalS);
+    let anyShown = false;
+    let extra = '';
+    let extraTitle = '';
+    for (const m of this._metrics) {
+      const value = ok ? device[m.field] : null;
+      const reason =
+        ok && value === null ? (device.unavailable?.[m.field] ?? null) : null;
+      const text = !ok ? '–' : reason !== null ? 'n/a' : m.format(value);
+      m.tile.setUnavailable(reason);
+      m.tile.setValue(
+        text,
+        reason !== null ? unavailableHelp(reason) : m.hint()
+      );
+      const show = charts[m.setting] && (m.compact || !compact);
+      m.tile.visible = show;
+      anyShown = anyShown || show;
+      if (show && draw && reason === null) {
+        m.tile.update(
+          buffer.ts,
+          buffer.column(m.key),
+          ctx.xMin,
+          ctx.xMax,
+          ctx.intervalS
+        );
+      }
+      if (compact && ok && !m.compact && charts[m.setting]) {
+        // In the header: "620 W · 61 °C", or "power n/a · 61 °C" with the reason in the tooltip.
+        const part = reason !== null ? `${m.label} n/a` : text;
+        extra = extra ? `${extra} · ${part}` : part;
+        if (reason !== null) {
+          extraTitle += `${extraTitle ? '\n' : ''}${m.tile.node.title}`;
+        }
       }
     }
-    this._procs.visible = charts.processes && ok;
-    if (charts.processes && ok) {
-      this._procs.update(device.processes, this._memTotal);
+    setText(this._extra, extra);
+    setTitle(this._extra, extraTitle);
+    setHidden(this._tiles, !anyShown);
+    const procs = charts.processes && ok;
+    this._procs.visible = procs;
+    if (procs) {
+      this._procs.update(
+        device.processes,
+        this._memTotal,
+        device.unavailable?.processes ?? null
+      );
     }
   }
 
   /** Redraw the charts as they are (the theme changed). */
   redraw(): void {
-    redrawTiles([this._util, this._mem, this._power, this._temp]);
+    redrawTiles(this._metrics.map(m => m.tile));
   }
 
   dispose(): void {
-    for (const tile of [this._util, this._mem, this._power, this._temp]) {
-      tile.dispose();
+    for (const m of this._metrics) {
+      m.tile.dispose();
     }
     this.node.remove();
   }
@@ -199,10 +248,7 @@ export class DeviceCard {
   private _extra: HTMLSpanElement;
   private _message: HTMLDivElement;
   private _tiles: HTMLDivElement;
-  private _util: Tile;
-  private _mem: Tile;
-  private _power: Tile;
-  private _temp: Tile;
+  private _metrics: IMetric[];
   private _procs: ProcessList;
   private _memTotal: number | null = null;
   private _powerLimit: number | null = null;

@@ -4,16 +4,12 @@
  */
 import { SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
-import {
-  formatBytes,
-  formatBytesDelta,
-  formatBytesOf,
-  formatDuration,
-  formatPct
-} from '../format';
-import { setText, Tile } from '../tile';
+import { cacheTrend, formatBytes, formatBytesOf, formatPct } from '../format';
+import { el, setHidden, setText } from '../dom';
+import { IChartSettings } from '../settings';
+import { Tile } from '../tile';
 import { ISample } from '../types';
-import { el, fitRange, IRenderContext, pctRange, redrawTiles } from './common';
+import { fitRange, IRenderContext, pctRange, redrawTiles } from './common';
 
 /** The host's card: CPU, memory (the cgroup limit where there is one), compile cache. */
 export class HostCard {
@@ -50,6 +46,11 @@ export class HostCard {
       range: fitRange,
       formatAt: at('cache.size', formatBytes)
     });
+    this._show = [
+      [this._cpu, 'host', 'host.cpu'],
+      [this._mem, 'host', 'host.mem'],
+      [this._cache, 'compileCache', 'cache.size']
+    ];
     this._tiles = el('div', 'jp-gpu-tiles');
     this._tiles.append(this._cpu.node, this._mem.node, this._cache.node);
     this._trend = el('div', 'jp-gpu-cache-trend');
@@ -58,11 +59,12 @@ export class HostCard {
 
   readonly node: HTMLElement;
 
-  render(ctx: IRenderContext): void {
+  /** Show the newest sample; the charts only when `draw` (the card is on screen). */
+  render(ctx: IRenderContext, draw = true): void {
     this._buffer = ctx.buffer;
     const { host, compile_cache: cache } = ctx.latest;
     const { charts, buffer } = ctx;
-    this.node.hidden = !charts.host && !charts.compileCache;
+    setHidden(this.node, !charts.host && !charts.compileCache);
     this._memTotal = host?.mem_total_bytes ?? null;
     const cpus = host?.cpu_count ? `${+host.cpu_count.toFixed(1)} CPUs` : '';
     setText(this._name, cpus);
@@ -78,15 +80,17 @@ export class HostCard {
       formatBytesOf(host?.mem_used_bytes, this._memTotal),
       limit
     );
-    this._cache.setValue(formatBytes(cache?.size_bytes), cacheTitle(cache));
-    const show: [Tile, boolean, string][] = [
-      [this._cpu, charts.host, 'host.cpu'],
-      [this._mem, charts.host, 'host.mem'],
-      [this._cache, charts.compileCache, 'cache.size']
-    ];
-    for (const [tile, visible, key] of show) {
+    // The cache's tooltip lists its folders: rebuilt when the server scans them again.
+    const scanned = cache ? cache.scanned_ts : -1;
+    if (scanned !== this._cacheScanned) {
+      this._cacheScanned = scanned;
+      this._cacheTitle = cacheTitle(cache);
+    }
+    this._cache.setValue(formatBytes(cache?.size_bytes), this._cacheTitle);
+    for (const [tile, setting, key] of this._show) {
+      const visible = charts[setting];
       tile.visible = visible;
-      if (visible) {
+      if (visible && draw) {
         tile.update(
           buffer.ts,
           buffer.column(key),
@@ -96,7 +100,7 @@ export class HostCard {
         );
       }
     }
-    this._trend.hidden = !charts.compileCache;
+    setHidden(this._trend, !charts.compileCache);
     if (charts.compileCache) {
       setText(this._trend, cacheTrend(buffer));
     }
@@ -122,6 +126,10 @@ export class HostCard {
   private _mem: Tile;
   private _cache: Tile;
   private _memTotal: number | null = null;
+  /** Each tile, the setting that shows it, its column. */
+  private _show: [Tile, keyof IChartSettings, string][];
+  private _cacheScanned: number | null | undefined = undefined;
+  private _cacheTitle = '';
 }
 
 function cacheTitle(cache: ISample['compile_cache']): string {
@@ -137,32 +145,4 @@ function cacheTitle(cache: ISample['compile_cache']): string {
     );
   }
   return lines.join('\n');
-}
-
-/** "torch.compile cache: +12.0 MiB in 5 min, 2,770 files", from the buffer's first and last sizes. */
-export function cacheTrend(buffer: SampleBuffer): string {
-  const sizes = buffer.column('cache.size');
-  let first: number | null = null;
-  let firstTs = 0;
-  let last: number | null = null;
-  let lastTs = 0;
-  for (let i = 0; i < sizes.length; i++) {
-    const value = sizes[i];
-    if (value !== null) {
-      if (first === null) {
-        first = value;
-        firstTs = buffer.ts[i];
-      }
-      last = value;
-      lastTs = buffer.ts[i];
-    }
-  }
-  if (first === null || last === null) {
-    return 'torch.compile cache: not scanned yet';
-  }
-  const span = lastTs - firstTs;
-  if (span <= 0) {
-    return `torch.compile cache: ${formatBytes(last)}`;
-  }
-  return `torch.compile cache: ${formatBytesDelta(last - first)} in ${formatDuration(span)}`;
 }

@@ -3,4 +3,4 @@
  */
 export type { IRenderContext } from './common';
 export { DeviceCard } from './device';
-export { cacheTrend, HostCard } from './host';
+export { HostCard } from './host';
