@@ -1,5 +1,9 @@
 """Autocast and TF32 settings, with feature detection across torch versions.
 
+Autocast: the contexts that span a cell or every cell cache no weight casts
+(``make_autocast``); ``%amp compare`` opens one per step, as a training loop does
+(``step_in_mode``).
+
 TF32: torch 2.9 and later have ``torch.backends.cuda.matmul.fp32_precision`` and
 ``torch.backends.cudnn.conv.fp32_precision`` (``"ieee"``, ``"tf32"`` or ``"none"``, which
 inherits from the parent setting); they raise if the older ``allow_tf32`` flags were mixed in,
@@ -8,7 +12,9 @@ so where the new API exists only the new API is used. Older torch gets the ``all
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +53,14 @@ def resolve_device(device: str | None) -> str:
 
 
 def make_autocast(device: str, dtype: str) -> Any:
-    """A ``torch.autocast`` context for ``device``/``dtype``, checked before it is used.
+    """A ``torch.autocast`` context for ``device``/``dtype`` that caches no weights, checked.
+
+    For contexts that may span several training steps (a ``%%amp`` cell, every cell under
+    ``%amp on``). With torch's default ``cache_enabled=True``, autocast keeps the
+    low-precision copy of each weight (a leaf tensor that requires grad) until its outermost
+    context closes; ``optimizer.step()`` updates the float32 weights in place, so every later
+    forward in the same context would use the stale copies and training would stall. A
+    ``torch.autocast`` of the user's own opened inside this one inherits ``cache_enabled=False``.
 
     Raises:
         UsageError: this device cannot autocast to this dtype (e.g. bf16 on a pre-Ampere GPU).
@@ -57,7 +70,7 @@ def make_autocast(device: str, dtype: str) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            ctx = torch.autocast(device_type=device, dtype=torch_dtype)
+            ctx = torch.autocast(device_type=device, dtype=torch_dtype, cache_enabled=False)
         except RuntimeError as exc:
             raise UsageError(
                 f"{device} cannot autocast to {dtype} here ({exc}); try --dtype fp16."
@@ -155,3 +168,41 @@ def tf32_supported() -> bool:
         return False
     major, _ = torch.cuda.get_device_capability()
     return bool(major >= 8)
+
+
+@contextlib.contextmanager
+def precision_mode(mode: str, device: str) -> Iterator[None]:
+    """TF32 on for tf32, off otherwise; autocast off for fp32/tf32 (see ``step_in_mode``)."""
+    torch = torch_module()
+    saved = Tf32Settings.read()
+    set_tf32(mode == "tf32")
+    try:
+        if mode in ("bf16", "fp16"):
+            yield  # the autocast is per step: step_in_mode
+        else:
+            # Off explicitly: under %amp on, this cell itself runs with autocast on.
+            with torch.autocast(device_type=device, enabled=False):
+                yield
+    finally:
+        saved.apply()
+
+
+def step_in_mode(step: Callable[[], Any], mode: str, device: str) -> Callable[[], Any]:
+    """``step`` as ``mode`` runs it: bf16/fp16 open a fresh autocast around every call.
+
+    As a training loop does (``with torch.autocast(...)`` per step): the weight casts are
+    cached within one step and redone in the next, after ``optimizer.step()`` changed the
+    weights, so each step sees its fresh weights and the time includes the casts. One context
+    around all the runs would reuse the first step's casts. ``cache_enabled`` is inherited:
+    under ``%amp on`` the cell's autocast caches nothing, and neither does this one.
+    """
+    if mode not in ("bf16", "fp16"):
+        return step
+    torch = torch_module()
+    dtype = getattr(torch, DTYPE_NAMES[mode])
+
+    def run() -> Any:
+        with torch.autocast(device_type=device, dtype=dtype):
+            return step()
+
+    return run

@@ -8,10 +8,8 @@ Afterwards the state is put back, so the comparison leaves training where it was
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,24 +99,6 @@ class TrainingState:
             torch.cuda.set_rng_state_all(self.cuda_rng)
 
 
-@contextlib.contextmanager
-def precision_mode(mode: str, device: str) -> Iterator[None]:
-    """Run the block in ``mode``: fp32 (TF32 off), tf32, or bf16/fp16 autocast (TF32 off)."""
-    torch = torch_module()
-    saved = prec.Tf32Settings.read()
-    prec.set_tf32(mode == "tf32")
-    try:
-        if mode in ("bf16", "fp16"):
-            with prec.make_autocast(device, mode):
-                yield
-        else:
-            # Off explicitly: under %amp on, this cell itself runs with autocast on.
-            with torch.autocast(device_type=device, enabled=False):
-                yield
-    finally:
-        saved.apply()
-
-
 def _parse_modes(text: str) -> list[str]:
     modes = [m.strip().lower() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -189,7 +169,7 @@ def _warm_up(step: Any, device: str) -> None:
     """
     torch = torch_module()
     try:
-        with precision_mode("fp32", device):
+        with prec.precision_mode("fp32", device):
             step()
         if device == "cuda":
             torch.cuda.synchronize()
@@ -208,20 +188,21 @@ def _run_mode(
     torch = torch_module()
     cuda = device == "cuda"
     state.restore()
+    run = prec.step_in_mode(step, mode, device)
     try:
-        with precision_mode(mode, device):
+        with prec.precision_mode(mode, device):
             if cuda:
                 torch.cuda.synchronize()
                 base = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
-            first = step()
+            first = run()
             loss = loss_value(first)
             if cuda:
                 torch.cuda.synchronize()
                 peak: int | None = int(torch.cuda.max_memory_allocated() - base)
             else:
                 peak = None
-            timing: Timing = time_steady(step, warmup=1, runs=runs, min_runs=3, max_runs=50)
+            timing: Timing = time_steady(run, warmup=1, runs=runs, min_runs=3, max_runs=50)
     except Exception as exc:  # noqa: BLE001  # one mode failing (fp16 on CPU, say) is a result
         return AmpModeResult(mode, None, 0, None, None, None, f"{type(exc).__name__}: {exc}")
     reference = next((r.loss for r in previous if r.mode == "fp32"), None)

@@ -10,6 +10,8 @@ Needs torch with CUDA, IPython, nvidia-ml-py, psutil (no plotly: the magics buil
 plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Checks:
 
 - ``%amp compare``: bf16 faster than fp32; the model and optimizer restored exactly.
+- ``%%amp``, ``%amp on``: three optimizer steps in one cell each see the weights the step
+  before updated (the loss falls each step); an in-place weight change shows at once.
 - ``%%memsummary``: its peak equals ``torch.cuda.max_memory_allocated()`` after the cell and
   matches an independent measurement of the same step; ``--snapshot`` replays to that peak.
 - ``%memsummary``: allocated equals ``torch.cuda.memory_allocated()``; after a real CUDA OOM,
@@ -23,6 +25,7 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -244,6 +247,34 @@ def run_all() -> Session:
             "%amp on/off: following cells",
             f"on {on}, off {off}",
             on == torch.bfloat16 and off == torch.float32 and not torch.is_autocast_enabled("cuda"),
+        )
+        # Several optimizer steps in one autocast cell: each forward must cast the weights the
+        # previous step updated (no weight cache across steps). With stale casts the same batch
+        # gives the same forward, so the loss would not move at all.
+        s.run("%%amp\namp_losses = [train_step().item() for _ in range(3)]")
+        s.run("%amp on")
+        s.run("on_losses = [train_step().item() for _ in range(3)]")
+        s.run("%amp off")
+        cell_losses, on_losses = s.ip.user_ns["amp_losses"], s.ip.user_ns["on_losses"]
+        s.check(
+            "%%amp, %amp on: 3 steps in one cell, loss falls each step",
+            " > ".join(f"{v:.4f}" for v in cell_losses + on_losses),
+            all(a > b for a, b in itertools.pairwise(cell_losses))
+            and all(a > b for a, b in itertools.pairwise(on_losses)),
+        )
+        s.run(
+            "%%amp\nlin = torch.nn.Linear(512, 512).cuda()\n"
+            "xl = torch.randn(64, 512, device='cuda')\ny1 = lin(xl)\n"
+            "with torch.no_grad():\n    lin.weight.mul_(2)\ny2 = lin(xl)\n"
+            "fresh = F.linear(xl.bfloat16(), lin.weight.bfloat16(), lin.bias.bfloat16())"
+        )
+        ns = s.ip.user_ns
+        gap = float((ns["y2"].float() - ns["fresh"].float()).abs().max())
+        moved = float((ns["y2"].float() - ns["y1"].float()).abs().max())
+        s.check(
+            "%%amp: forward after an in-place weight change uses the new weights",
+            f"max |y2 - fresh bf16| {gap:.2e}, |y2 - y1| {moved:.2f}",
+            gap < 1e-2 and moved > 0.1,
         )
         s.run("%amp tf32 on")
         s.run("%amp")

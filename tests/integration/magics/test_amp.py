@@ -198,3 +198,100 @@ def test_compare_under_amp_on_still_measures_fp32_in_fp32(shell: Shell) -> None:
     losses = {m.mode: m.loss for m in shell["r"].results}
     assert losses == {"fp32": 4.0, "bf16": 2.0}  # bytes per element of the matmul's result
     shell.ok("%amp off")
+
+
+# Autocast caches the low-precision copy of each weight until its outermost context closes;
+# optimizer.step() changes the float32 weights in place. A context around a whole cell (or
+# every cell) must therefore not cache, or every forward after the first step uses stale
+# weights. FRESH is the reference: explicit bf16 inputs, computed outside any cache.
+FRESH = "torch.nn.functional.linear(x.bfloat16(), lin.weight.bfloat16(), lin.bias.bfloat16())"
+LINEAR_CELL = "lin = torch.nn.Linear(16, 8)\nx = torch.randn(4, 16)"
+
+
+def test_cell_forward_after_an_in_place_weight_change_sees_the_new_weights(shell: Shell) -> None:
+    shell.ok(LINEAR_CELL)
+    shell.ok(
+        "%%amp --dtype bf16\n"
+        "y1 = lin(x)\n"
+        "with torch.no_grad():\n"
+        "    lin.weight.mul_(2)\n"
+        "y2 = lin(x)\n"
+        f"expected = {FRESH}"
+    )
+    assert shell["y2"].dtype == torch.bfloat16
+    assert not torch.equal(shell["y1"], shell["y2"])
+    assert torch.equal(shell["y2"], shell["expected"])
+
+
+TRAIN_CELL = """
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+start = {k: v.clone() for k, v in net.state_dict().items()}
+sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+xb, yb = torch.randn(8, 16), torch.randn(8, 4)
+
+def sgd_step():
+    sgd.zero_grad()
+    loss = torch.nn.functional.mse_loss(net(xb).float(), yb)
+    loss.backward()
+    sgd.step()
+    return loss.item()
+
+def reference_losses(n):
+    # The usual loop: one autocast per step, so every step casts the current weights.
+    net.load_state_dict(start)
+    losses = []
+    for _ in range(n):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            losses.append(sgd_step())
+    net.load_state_dict(start)
+    return losses
+"""
+
+
+def test_several_optimizer_steps_in_one_cell_train_as_a_per_step_autocast_would(
+    shell: Shell,
+) -> None:
+    shell.ok(TRAIN_CELL)
+    expected = shell.ok("reference_losses(5)").result.result
+    assert expected[-1] < expected[0]
+    shell.ok("%%amp --dtype bf16\nlosses = [sgd_step() for _ in range(5)]")
+    assert shell["losses"] == expected
+
+
+def test_on_several_optimizer_steps_in_one_cell_see_fresh_weights(shell: Shell) -> None:
+    shell.ok(TRAIN_CELL)
+    expected = shell.ok("reference_losses(5)").result.result
+    shell.ok("%amp on --dtype bf16")
+    shell.ok("losses = [sgd_step() for _ in range(5)]")
+    shell.ok(LINEAR_CELL)
+    # A torch.autocast of the user's own inside the cell inherits the no-cache setting.
+    shell.ok(
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    lin(x)\n"
+        "with torch.no_grad():\n"
+        "    lin.weight.mul_(2)\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    y2 = lin(x)\n"
+        f"expected = {FRESH}"
+    )
+    shell.ok("%amp off")
+    assert shell["losses"] == expected
+    assert torch.equal(shell["y2"], shell["expected"])
+
+
+def test_compare_runs_each_step_on_its_fresh_weights(shell: Shell) -> None:
+    shell.ok(LINEAR_CELL)
+    shell.ok(
+        "seen = []\n"
+        "def drift_step():\n"
+        "    y = lin(x)\n"
+        "    if y.dtype == torch.bfloat16:\n"
+        f"        seen.append(torch.equal(y, {FRESH}))\n"
+        "    with torch.no_grad():\n"
+        "        lin.weight.add_(0.5)\n"
+        "    return y.float().square().mean()"
+    )
+    shell.ok('%amp compare "drift_step()" --modes bf16 --runs 3 -q')
+    assert len(shell["seen"]) >= 4  # the first step, one warm-up, three timed runs
+    assert all(shell["seen"])
