@@ -62,6 +62,7 @@ class CellMemory:
     reserved_before_bytes: int | None = None
     reserved_after_bytes: int | None = None
     timeline: MemoryTimeline | None = None
+    timeline_unavailable: str | None = None  # why --snapshot drew no timeline (no CUDA)
     value: Any = None
     failed: bool = False
     out_of_memory: bool = False
@@ -197,7 +198,11 @@ def show_cell(r: CellMemory) -> None:
             ". It ran out of memory: its traceback keeps the failed step's tensors alive; "
             "%memsummary shows them, %memsummary --free releases them."
         )
-    publish(text, html_block([html_note(text, warn=r.failed)]))
+    notes = [html_note(text, warn=r.failed)]
+    if r.timeline_unavailable is not None:
+        text += "\n" + r.timeline_unavailable
+        notes.append(html_note(r.timeline_unavailable))
+    publish(text, html_block(notes))
     if r.timeline is not None:
         from .memory_timeline import alive_table, timeline_figure, timeline_svg
 

@@ -20,6 +20,12 @@ from ._torch import cuda_device_index, torch_module
 
 __all__ = ["CellMemory", "MemoryMagics", "MemorySummary"]
 
+NO_CUDA_TIMELINE = (
+    "No allocation timeline: --snapshot records the CUDA caching allocator's history and needs "
+    "a CUDA GPU, which torch does not see in this kernel (%%profile --memory shows CPU "
+    "allocations per op)."
+)
+
 
 @magics_class
 class MemoryMagics(ShellMagics):
@@ -49,7 +55,7 @@ class MemoryMagics(ShellMagics):
         Out[] entries that hold tensors, collect garbage, empty the CUDA cache; report it.
         %%memsummary [--snapshot]  run the cell, show its before/after delta and its peak;
         --snapshot also draws the allocation timeline over the cell and what was alive at
-        the peak (CUDA only).
+        the peak (CUDA only: without a GPU the cell runs with the CPU report and a note).
         """
         args = parse(MemoryMagics.memsummary, line)
         if cell is not None:
@@ -141,19 +147,18 @@ class MemoryMagics(ShellMagics):
         if args.top != 10:
             raise UsageError("-n belongs to %memsummary on a line of its own.")
         device, index = self._device(args)
-        if args.snapshot and index is None:
-            raise UsageError(
-                "--snapshot records the CUDA caching allocator's history: it needs a CUDA device."
-                " On CPU, %%profile --memory shows allocations per op."
-            )
         code = CellCode(self.shell, cell)
         if index is None:
+            # A notebook meant for CPU and GPU machines may keep --snapshot: the cell still
+            # runs, with the CPU report and a line saying why there is no timeline.
             return self._cell_cpu(args, code, local_ns)
         return self._cell_cuda(args, code, local_ns, device, index)
 
     def _cell_cpu(self, args: argparse.Namespace, code: CellCode, local_ns: Any) -> Any:
         rss_before, max_before = process_rss_bytes()
         result = CellMemory("cpu", rss_before, None, None, max_before)
+        if args.snapshot:
+            result.timeline_unavailable = NO_CUDA_TIMELINE
         try:
             result.value = code.run(local_ns)
         except BaseException as exc:

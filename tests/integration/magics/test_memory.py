@@ -142,8 +142,32 @@ def test_cell_magic_with_error_reports_and_reraises(shell: Shell) -> None:
     assert "the cell raised" in ran.text
 
 
+def test_snapshot_without_cuda_runs_the_cell_with_the_cpu_report_and_says_why(
+    shell: Shell,
+) -> None:
+    # A notebook written for CPU and GPU machines keeps its %%memsummary --snapshot cells.
+    ran = shell.ok("%%memsummary --snapshot\nblock = torch.ones(1024, 1024)\nblock.shape")
+    assert ran.result.result == torch.Size([1024, 1024])
+    assert shell["block"].shape == (1024, 1024)
+    assert "cell memory (cpu" in ran.text
+    note = [line for line in ran.text.splitlines() if "allocation timeline" in line]
+    assert len(note) == 1
+    assert "needs a CUDA GPU" in note[0]
+    assert "needs a CUDA GPU" in "".join(ran.bundles("text/html"))
+    assert not ran.bundles("application/vnd.plotly.v1+json")
+    result = shell.ok("%%memsummary --snapshot -o -q\nz = 1").result.result
+    assert result.device == "cpu"
+    assert result.timeline is None
+    assert "needs a CUDA GPU" in result.timeline_unavailable
+    assert shell.ok("%%memsummary --snapshot -q\nz = 2").text.strip() == ""
+    failing = shell.run("%%memsummary --snapshot\nraise KeyError('missing')")
+    assert isinstance(failing.error, KeyError)
+    assert "the cell raised" in failing.text
+    assert "needs a CUDA GPU" in failing.text
+
+
 def test_bad_input(shell: Shell) -> None:
-    assert "needs a CUDA device" in shell.usage_error("%%memsummary --snapshot\nz = 1")
+    assert "no CUDA device" in shell.usage_error("%%memsummary --snapshot -d 0\nz = 1")
     assert "z" not in shell.ip.user_ns
     assert "no CUDA device" in shell.usage_error("%memsummary -d 1")
     assert "top of the cell" in shell.usage_error("%memsummary --snapshot")
