@@ -95,6 +95,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         statusActiveChanged.emit();
       }
       panel.node.dataset.refreshMs = String(settings.refreshIntervalMs);
+      panel.node.dataset.windowS = String(settings.historyWindowS);
     };
     if (registry) {
       registry

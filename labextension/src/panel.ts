@@ -1,15 +1,16 @@
 /**
- * The sidebar panel: a header with the connection state, notices a person can act on, one card
- * per GPU and one for the host. It renders only while visible; the model does the rest.
+ * The sidebar panel: a header with the connection state and the notice a person can act on
+ * (header.ts), one card per GPU and one for the host (cards/). It renders only while visible;
+ * the model does the rest.
  */
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 import { DeviceCard, HostCard, IRenderContext } from './cards';
 import { Palette } from './chart';
-import { noGpuMessage } from './format';
-import { ConnectionStatus, GpuMonitorModel } from './model';
+import { PanelHeader } from './header';
+import { GpuMonitorModel } from './model';
 import { DEFAULT_SETTINGS, IMonitorSettings } from './settings';
-import { setData, setHidden, setText, setTitle } from './dom';
+import { setData, setHidden } from './dom';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
 
 /** The performance-timeline name of one panel update (read by the browser benchmark). */
@@ -29,23 +30,6 @@ function deviceAt(
   return undefined;
 }
 
-const STATUS_LABELS: { [status in ConnectionStatus]: [string, string] } = {
-  idle: ['idle', 'Not connected yet.'],
-  connecting: ['connecting…', 'Loading the devices and their history.'],
-  live: ['live', 'Streaming samples over a WebSocket.'],
-  polling: [
-    'polling',
-    'The WebSocket does not connect (a proxy may block it): polling over HTTP instead.'
-  ],
-  reconnecting: [
-    'reconnecting…',
-    'The connection was lost; retrying with backoff.'
-  ],
-  paused: ['paused', 'Hidden: no connection, no updates.'],
-  disabled: ['off', 'The jupyter-gpu server extension is not enabled.'],
-  forbidden: ['no access', 'This user may not read GPU metrics.']
-};
-
 export interface IPanelOptions {
   model: GpuMonitorModel;
   /** Opens a notebook by path (its name in a card is then a button). */
@@ -61,33 +45,17 @@ export class GpuPanel extends Widget {
     this.addClass('jp-gpu-panel');
     this.title.caption = 'GPU monitor';
 
-    const header = document.createElement('div');
-    header.className = 'jp-gpu-header';
-    const title = document.createElement('h2');
-    title.className = 'jp-gpu-title';
-    title.textContent = 'GPUs';
-    this._subtitle = document.createElement('span');
-    this._subtitle.className = 'jp-gpu-subtitle';
-    this._status = document.createElement('span');
-    this._status.className = 'jp-gpu-status';
-    header.append(title, this._subtitle, this._status);
-
-    this._notice = document.createElement('div');
-    this._notice.className = 'jp-gpu-notice';
-    this._notice.setAttribute('role', 'status');
-    this._noticeText = document.createElement('div');
-    this._noticeText.className = 'jp-gpu-notice-text';
-    this._retry = document.createElement('button');
-    this._retry.className = 'jp-mod-styled jp-gpu-retry';
-    this._retry.textContent = 'Retry now';
-    this._retry.addEventListener('click', () => this.model.retryNow());
-    this._notice.append(this._noticeText, this._retry);
-
+    this._header = new PanelHeader(this.model);
     this._cards = document.createElement('div');
     this._cards.className = 'jp-gpu-cards';
     this._host = new HostCard(this._palette);
     this._host.node.hidden = true;
-    this.node.append(header, this._notice, this._cards, this._host.node);
+    this.node.append(
+      this._header.node,
+      this._header.notice,
+      this._cards,
+      this._host.node
+    );
 
     this.model.changed.connect(this._onChanged, this);
     this.model.statusChanged.connect(this._onStatus, this);
@@ -194,64 +162,16 @@ export class GpuPanel extends Widget {
   }
 
   private _onStatus(): void {
-    const { status, error } = this.model;
-    const [label, help] = STATUS_LABELS[status];
-    setText(this._status, label);
-    setData(this._status, 'status', status);
-    setTitle(this._status, error ? `${help}\n${error}` : help);
-    setData(this.node, 'status', status);
-    this._updateNotice();
-  }
-
-  /** The one notice a person should read first, if any. */
-  private _updateNotice(): void {
-    const { status, error, info, latest } = this.model;
-    let kind = '';
-    let text = '';
-    if (status === 'disabled') {
-      kind = 'disabled';
-      text =
-        'The jupyter-gpu server extension is not enabled, so there is nothing to show. ' +
-        'Enable it with “jupyter server extension enable jupyter_gpu” and restart Jupyter.';
-    } else if (status === 'forbidden') {
-      kind = 'error';
-      text = `${error ?? ''} Ask the server's administrator for the jupyter_gpu:read permission.`;
-    } else if (status === 'reconnecting' && error) {
-      kind = 'error';
-      text = `${error} Retrying; the charts keep their history and fill the gap on reconnect.`;
-    } else if (
-      info &&
-      !info.gpu_available &&
-      !(latest && latest.devices.length)
-    ) {
-      kind = 'no-gpu';
-      text = `${noGpuMessage(latest?.reason ?? info.reason)}. Host metrics are still shown.`;
-    } else if (info?.simulated || latest?.simulated) {
-      kind = 'simulated';
-      text =
-        'Simulated GPUs: synthetic numbers from the simulated backend, for demos and tests.';
-    }
-    setHidden(this._notice, !kind);
-    setData(this._notice, 'kind', kind);
-    setText(this._noticeText, text);
-    setHidden(this._retry, kind !== 'error');
+    this._header.updateStatus();
+    setData(this.node, 'status', this.model.status);
   }
 
   private _render(): void {
     performance.mark(UPDATE_START);
     const { info, latest, buffer } = this.model;
-    this._updateNotice();
-    if (info && info !== this._subtitleOf) {
-      this._subtitleOf = info;
-      const subtitle = [
-        info.hostname,
-        info.driver_version ? `driver ${info.driver_version}` : null,
-        info.cuda_driver_version ? `CUDA ${info.cuda_driver_version}` : null
-      ]
-        .filter(Boolean)
-        .join(' · ');
-      setText(this._subtitle, subtitle);
-      setTitle(this._subtitle, subtitle); // the whole line when a narrow panel shortens it
+    this._header.updateNotice();
+    if (info) {
+      this._header.setInfo(info);
     }
     if (!info || !latest) {
       this._endMeasure();
@@ -370,17 +290,12 @@ export class GpuPanel extends Widget {
   private _settings: IMonitorSettings = DEFAULT_SETTINGS;
   /** The render context, reused from one update to the next. */
   private _ctx: IRenderContext | null = null;
-  private _subtitleOf: IDevicesInfo | null = null;
   private _orderOf: IDevicesInfo | null = null;
   private _latestIndices: number[] = [];
   private _order: number[] = [];
   private _openNotebook: ((path: string) => void) | null;
   private _palette = new Palette();
-  private _subtitle: HTMLSpanElement;
-  private _status: HTMLSpanElement;
-  private _notice: HTMLDivElement;
-  private _noticeText: HTMLDivElement;
-  private _retry: HTMLButtonElement;
+  private _header: PanelHeader;
   private _cards: HTMLDivElement;
   private _host: HostCard;
   private _deviceCards = new Map<number, DeviceCard>();

@@ -12,6 +12,7 @@ import { expect, test } from '@playwright/test';
 import {
   allowNarrowSidebar,
   cardValues,
+  command,
   layoutProblems,
   openLab,
   openPanel,
@@ -136,4 +137,25 @@ test('a lost GPU and a reading the GPU cannot give', async ({ page }) => {
     expect(await cardValues(gpu0)).not.toEqual(before);
   }).toPass({ timeout: 6000 });
   expect(await layoutProblems(page)).toEqual([]);
+  if (process.env.UPDATE_SCREENSHOTS) {
+    // The shortest window (30 s), so that the charts show the moment of the loss.
+    await command(page, 'settingeditor:open', { query: 'GPU monitor' });
+    const field = page.locator('.jp-SettingsPanel input[id$="historyWindowS"]');
+    await field.fill('30');
+    await field.press('Tab');
+    await expect(panel).toHaveAttribute('data-window-s', '30', {
+      timeout: 10000
+    });
+    await page
+      .locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'Settings' })
+      .locator('.lm-TabBar-tabCloseIcon')
+      .click();
+    await setPanelWidth(page, 300);
+    await page.mouse.move(700, 500);
+    await page.waitForTimeout(1500);
+    await page.screenshot({
+      path: '../docs/screenshot-faults.png',
+      clip: { x: 0, y: 0, width: 640, height: 760 }
+    });
+  }
 });
