@@ -99,11 +99,6 @@ export class Connection {
     return this._mode.mode;
   }
 
-  /** Sockets opened and HTTP requests made so far. */
-  get counters(): Readonly<{ sockets: number; requests: number }> {
-    return { sockets: this._stream.opened, requests: this._requests };
-  }
-
   /** Connect (the first step at once). */
   start(): void {
     this._scheduler.start();
@@ -139,7 +134,6 @@ export class Connection {
     const sink = this._sink;
     try {
       if (!this._state.info) {
-        this._requests++;
         const info = await this._transport.devices();
         if (!current()) {
           return;
@@ -216,7 +210,6 @@ export class Connection {
   private async _fillFromHistory(): Promise<void> {
     const since = this._state.buffer.lastTs ?? undefined;
     const epoch = this._scheduler.epoch;
-    this._requests++;
     const history = await this._transport.history(since);
     if (epoch === this._scheduler.epoch) {
       this._sink.ingest(history.samples, true);
@@ -254,7 +247,6 @@ export class Connection {
     this._backfilling = true;
     const epoch = this._scheduler.epoch;
     try {
-      this._requests++;
       const history = await this._transport.history(since);
       if (epoch === this._scheduler.epoch) {
         this._sink.ingest(history.samples, false);
@@ -268,7 +260,6 @@ export class Connection {
 
   private async _reloadInfo(): Promise<void> {
     try {
-      this._requests++;
       this._sink.setInfo(await this._transport.devices());
     } catch {
       // Kept the old info; the next step's error says what is wrong.
@@ -283,5 +274,4 @@ export class Connection {
   private _mode: TransportMode;
   private _watchdogMs: number;
   private _backfilling = false;
-  private _requests = 0;
 }

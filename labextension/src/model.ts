@@ -106,11 +106,6 @@ export class GpuMonitorModel {
     return false;
   }
 
-  /** How many sockets the model opened, and HTTP requests it made (for tests, benchmarks). */
-  get counters(): Readonly<{ sockets: number; requests: number }> {
-    return this._connection.counters;
-  }
-
   get refreshMs(): number {
     return this._refreshMs;
   }

@@ -28,11 +28,6 @@ export class LiveStream {
     return this._open;
   }
 
-  /** How many sockets were opened so far. */
-  get opened(): number {
-    return this._opened;
-  }
-
   /**
    * Whether the open socket has been silent for three sampling intervals (10 s at least):
    * a proxy that died quietly leaves a socket open that delivers nothing.
@@ -50,7 +45,6 @@ export class LiveStream {
    */
   open(): Promise<void> {
     this.close();
-    this._opened++;
     return new Promise<void>((resolve, reject) => {
       let opened = false;
       const connection: IStreamConnection = this._options.transport.openStream({
@@ -111,7 +105,6 @@ export class LiveStream {
   private _options: ILiveStreamOptions;
   private _socket: IStreamConnection | null = null;
   private _open = false;
-  private _opened = 0;
   private _lastMessageAt = 0;
   private _openTimer: ReturnType<typeof setTimeout> | null = null;
 }
