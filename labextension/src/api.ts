@@ -45,7 +45,6 @@ export class GpuApiClient implements IGpuTransport {
     }
     const socket = new settings.WebSocket(url);
     let closed = false;
-    socket.onopen = () => handlers.onOpen();
     socket.onmessage = (event: MessageEvent) => {
       const message = parseMessage(event.data);
       if (message) {
@@ -62,7 +61,7 @@ export class GpuApiClient implements IGpuTransport {
     return {
       close: () => {
         closed = true;
-        socket.onopen = socket.onmessage = socket.onclose = null;
+        socket.onmessage = socket.onclose = null;
         socket.close();
       }
     };

@@ -25,7 +25,7 @@ export interface IModelOptions {
   watchdogMs?: number;
   /** Longest wait between reconnect attempts (ms). */
   backoffMaxMs?: number;
-  /** Give up on a socket that has not opened after this long (ms). */
+  /** Give up on a socket that has not delivered a first sample after this long (ms). */
   openTimeoutMs?: number;
   /** Fall back to polling after this many sockets failed to open while HTTP worked. */
   socketFailuresBeforePolling?: number;

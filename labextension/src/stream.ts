@@ -48,7 +48,6 @@ export class LiveStream {
     return new Promise<void>((resolve, reject) => {
       let opened = false;
       const connection: IStreamConnection = this._options.transport.openStream({
-        onOpen: () => undefined,
         onSample: sample => {
           if (this._socket !== connection) {
             return;

@@ -120,8 +120,6 @@ export class ApiError extends Error {
 
 /** Callbacks of one WebSocket stream. */
 export interface IStreamHandlers {
-  /** The socket is open. */
-  onOpen(): void;
   /** A sample arrived. */
   onSample(sample: ISample): void;
   /** The socket closed (or never opened); not called after `close()` by the caller. */

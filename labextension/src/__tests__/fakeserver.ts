@@ -144,7 +144,6 @@ export class FakeServer implements IGpuTransport {
         return;
       }
       socket.open = true;
-      handlers.onOpen();
       if (this.acceptThenClose) {
         socket.open = false;
         handlers.onClose();
