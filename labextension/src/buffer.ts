@@ -68,7 +68,7 @@ export class SampleBuffer {
 
   /**
    * The column for `key`, aligned with `ts`. The same array is returned (and updated in place)
-   * for as long as the buffer lives, except after `clear()`.
+   * for as long as the buffer lives.
    */
   column(key: string): Column {
     let column = this._columns.get(key);
@@ -77,14 +77,6 @@ export class SampleBuffer {
       this._columns.set(key, column);
     }
     return column;
-  }
-
-  /** Drop everything (the server restarted with other devices, say). */
-  clear(): void {
-    this.ts.length = 0;
-    for (const column of this._columns.values()) {
-      column.length = 0;
-    }
   }
 
   /**
