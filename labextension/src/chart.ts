@@ -78,9 +78,10 @@ export interface ISparklineOptions {
   range: (dataMax: number) => [number, number];
   /** Called with the index under the cursor, or `null` when the cursor leaves. */
   onHover?: (index: number | null) => void;
-  /** Height in CSS pixels. */
-  height?: number;
 }
+
+/** The chart's height in CSS pixels: `.jp-gpu-chart`'s height in base.css. */
+const HEIGHT_PX = 34;
 
 /** Samples further apart than this many intervals draw a gap, not a line across it. */
 const GAP_INTERVALS = 3;
@@ -185,7 +186,7 @@ export class Sparkline {
     plot.batch(() => {
       // batch() draws now instead of on a microtask, so an update's cost is measured whole
       if (plot.width !== width) {
-        plot.setSize({ width, height: this._height() });
+        plot.setSize({ width, height: HEIGHT_PX });
       }
       if (plot.data[0] !== xs || plot.data[1] !== ys) {
         plot.setData([xs, ys as number[]]);
@@ -197,15 +198,11 @@ export class Sparkline {
     });
   }
 
-  private _height(): number {
-    return this._options.height ?? 34;
-  }
-
   private _create(width: number, xs: number[], ys: Column): uPlot {
     const { palette, colorVar, range, onHover } = this._options;
     const options: uPlot.Options = {
       width,
-      height: this._height(),
+      height: HEIGHT_PX,
       pxAlign: false,
       legend: { show: false },
       select: { show: false, left: 0, top: 0, width: 0, height: 0 },
