@@ -2,7 +2,6 @@
  * One metric of a card: a label, the current value, and its live chart; or, when the GPU
  * cannot report the metric (NVML's "Not Supported", say), the reason in the chart's place.
  */
-import { Column } from './buffer';
 import { Palette, Sparkline } from './chart';
 import { el, setHidden, setText, setTitle } from './dom';
 
@@ -73,21 +72,6 @@ export class Tile {
     setHidden(this.chart.node, reason !== null);
     setHidden(this._note, reason === null);
     setText(this._note, reason ?? '');
-  }
-
-  /** Whether the metric cannot be read (a reason shows instead of the chart). */
-  get unavailable(): boolean {
-    return this._unavailable !== null;
-  }
-
-  update(
-    xs: number[],
-    ys: Column,
-    xMin: number,
-    xMax: number,
-    gapS: number
-  ): void {
-    this.chart.update(xs, ys, xMin, xMax, gapS);
   }
 
   set visible(visible: boolean) {

@@ -30,6 +30,18 @@ export const fitRange = (max: number): [number, number] => [
   max > 0 ? max * 1.15 : 1
 ];
 
+/** Draw a tile's chart: the buffer's column `key` over the charts' shared time axis. */
+export function drawTile(tile: Tile, key: string, ctx: IRenderContext): void {
+  const { buffer } = ctx;
+  tile.chart.update(
+    buffer.ts,
+    buffer.column(key),
+    ctx.xMin,
+    ctx.xMax,
+    ctx.intervalS
+  );
+}
+
 /** Draw the visible tiles' charts again (the theme changed); each knows its own width. */
 export function redrawTiles(tiles: Tile[]): void {
   for (const tile of tiles) {

@@ -17,7 +17,13 @@ import { ProcessList } from '../processes';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { IDeviceInfo, IDeviceSample } from '../types';
-import { fitRange, IRenderContext, pctRange, redrawTiles } from './common';
+import {
+  drawTile,
+  fitRange,
+  IRenderContext,
+  pctRange,
+  redrawTiles
+} from './common';
 
 /** One metric of the card, wired once: no table is built per update. */
 interface IMetric {
@@ -180,7 +186,7 @@ export class DeviceCard {
     setHidden(this._message, !message);
 
     const ok = device?.state === 'ok';
-    const { charts, compact, buffer } = ctx;
+    const { charts, compact } = ctx;
     this.node.classList.toggle('jp-gpu-mod-compact', compact);
     let anyShown = false;
     let extra = '';
@@ -199,13 +205,7 @@ export class DeviceCard {
       m.tile.visible = show;
       anyShown = anyShown || show;
       if (show && draw && reason === null) {
-        m.tile.update(
-          buffer.ts,
-          buffer.column(m.key),
-          ctx.xMin,
-          ctx.xMax,
-          ctx.intervalS
-        );
+        drawTile(m.tile, m.key, ctx);
       }
       if (compact && ok && !m.compact && charts[m.setting]) {
         // In the header: "620 W · 61 °C", or "power n/a · 61 °C" with the reason in the tooltip.

@@ -9,7 +9,13 @@ import { el, setHidden, setText } from '../dom';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { ISample } from '../types';
-import { fitRange, IRenderContext, pctRange, redrawTiles } from './common';
+import {
+  drawTile,
+  fitRange,
+  IRenderContext,
+  pctRange,
+  redrawTiles
+} from './common';
 
 /** The host's card: CPU, memory (the cgroup limit where there is one), compile cache. */
 export class HostCard {
@@ -51,10 +57,10 @@ export class HostCard {
       [this._mem, 'host', 'host.mem'],
       [this._cache, 'compileCache', 'cache.size']
     ];
-    this._tiles = el('div', 'jp-gpu-tiles');
-    this._tiles.append(this._cpu.node, this._mem.node, this._cache.node);
+    const tiles = el('div', 'jp-gpu-tiles');
+    tiles.append(this._cpu.node, this._mem.node, this._cache.node);
     this._trend = el('div', 'jp-gpu-cache-trend');
-    node.append(header, this._tiles, this._trend);
+    node.append(header, tiles, this._trend);
   }
 
   readonly node: HTMLElement;
@@ -91,13 +97,7 @@ export class HostCard {
       const visible = charts[setting];
       tile.visible = visible;
       if (visible && draw) {
-        tile.update(
-          buffer.ts,
-          buffer.column(key),
-          ctx.xMin,
-          ctx.xMax,
-          ctx.intervalS
-        );
+        drawTile(tile, key, ctx);
       }
     }
     setHidden(this._trend, !charts.compileCache);
@@ -120,7 +120,6 @@ export class HostCard {
 
   private _buffer: SampleBuffer | null = null;
   private _name: HTMLSpanElement;
-  private _tiles: HTMLDivElement;
   private _trend: HTMLDivElement;
   private _cpu: Tile;
   private _mem: Tile;
