@@ -54,8 +54,6 @@ class GpuService:
         log: the server's logger.
         kernel_manager: the server's ``MultiKernelManager`` (``None``: no kernel attribution).
         session_manager: the server's ``SessionManager`` (for notebook paths).
-        sampler: a ready-made sampler (tests pass one over a fake NVML); it must use this
-            service's ``encode``/``on_sample`` hooks, see ``make_sampler``.
     """
 
     def __init__(
@@ -65,7 +63,6 @@ class GpuService:
         log: logging.Logger,
         kernel_manager: Any = None,
         session_manager: Any = None,
-        sampler: Sampler | None = None,
     ) -> None:
         self.config = config
         self.log = log
@@ -76,12 +73,15 @@ class GpuService:
         self._ready = asyncio.Event()
         self._devices_json: str | None = None
         self._metrics_cache: tuple[int, str] | None = None
-        self.sampler = sampler or self.make_sampler()
+        self.sampler = self.make_sampler()
         self._kernel_refresh: PeriodicCallback | None = None
         self._stopped = False
 
     def make_sampler(self, **kwargs: Any) -> Sampler:
-        """A sampler wired to this service (extra keyword arguments go to ``Sampler``)."""
+        """A sampler wired to this service (extra keyword arguments go to ``Sampler``).
+
+        Tests replace ``self.sampler`` with one of these over a fake NVML (``backend_factory``).
+        """
         return Sampler(
             sampler_options(self.config),
             encode=encode_sample,
