@@ -68,10 +68,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette?.addItem({ command: OPEN_COMMAND, category: 'GPU' });
 
     let settings = DEFAULT_SETTINGS;
+    // The status bar shows or hides the item as the setting says; hidden, it stops asking
+    // the model for data.
     const statusActiveChanged = new Signal<GpuMonitorModel, void>(model);
-    let statusItem: GpuStatusItem | null = null;
     if (statusBar) {
-      statusItem = new GpuStatusItem(model, () => {
+      const statusItem = new GpuStatusItem(model, () => {
         void app.commands.execute(OPEN_COMMAND);
       });
       statusBar.registerStatusItem('jupyter-gpu:status', {
@@ -90,10 +91,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       model.refreshMs = settings.refreshIntervalMs;
       model.windowS = settings.historyWindowS;
       panel.settings = settings;
-      if (statusItem) {
-        statusItem.enabled = settings.showStatusBar;
-        statusActiveChanged.emit();
-      }
+      statusActiveChanged.emit();
       panel.node.dataset.refreshMs = String(settings.refreshIntervalMs);
       panel.node.dataset.windowS = String(settings.historyWindowS);
     };

@@ -1,6 +1,7 @@
 /**
  * The status-bar item: `GPU 0: 87% · 31.2/140 GiB`, the whole list in its tooltip; a click
- * opens the panel. It keeps the model running while the status bar shows it.
+ * opens the panel. It keeps the model running while the status bar shows it (the status bar
+ * hides it when the setting is off).
  */
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
@@ -37,12 +38,6 @@ export class GpuStatusItem extends Widget {
 
   readonly model: GpuMonitorModel;
 
-  /** Whether the user wants the item (the setting); hidden items cost nothing. */
-  set enabled(enabled: boolean) {
-    this._enabled = enabled;
-    this._visibilityChanged();
-  }
-
   override dispose(): void {
     this.model.setVisible('statusbar', false);
     super.dispose();
@@ -66,7 +61,7 @@ export class GpuStatusItem extends Widget {
   }
 
   private _visibilityChanged(): void {
-    this.model.setVisible('statusbar', this._enabled && this.isVisible);
+    this.model.setVisible('statusbar', this.isVisible);
     this._render();
   }
 
@@ -89,5 +84,4 @@ export class GpuStatusItem extends Widget {
   }
 
   private _text: HTMLSpanElement;
-  private _enabled = true;
 }

@@ -195,6 +195,17 @@ test('pauses when hidden and catches up when shown', async ({ page }) => {
   await page.waitForTimeout(3000);
   expect(await updateDurations(page)).toHaveLength(0);
   expect(open).toBe(1);
+
+  // The status-bar item turned off as well: nothing shows the data, the stream closes. On
+  // again, it opens again.
+  await command(page, 'settingeditor:open', { query: 'GPU monitor' });
+  const showItem = page.locator('.jp-SettingsPanel input[id$="showStatusBar"]');
+  await showItem.uncheck();
+  await expect(page.locator(STATUS_ITEM)).toBeHidden();
+  await expect.poll(() => open).toBe(0);
+  await showItem.check();
+  await expect(page.locator(STATUS_ITEM)).toBeVisible();
+  await expect.poll(() => open).toBe(1);
 });
 
 test('shows which notebook holds GPU memory', async ({ page }) => {
