@@ -21,7 +21,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE, render_metrics
+from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
 from jupyter_gpu.server.serialize import history_body
 from jupyter_gpu.server.service import GpuService
 
@@ -150,7 +150,7 @@ class MetricsHandler(GpuApiHandler):
     @authorized
     async def get(self) -> None:
         await self.ready()
-        text = self.service.metrics_text(render_metrics)
+        text = self.service.metrics_text()
         if text is None:
             raise web.HTTPError(503, "No sample yet.")
         await self.finish(text, set_content_type=PROMETHEUS_CONTENT_TYPE)

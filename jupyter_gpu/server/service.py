@@ -19,6 +19,7 @@ from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions, parse_faults
 from jupyter_gpu.server.kernels import build_kernel_map
+from jupyter_gpu.server.metrics import render_metrics
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
 
 API_VERSION = "1"
@@ -189,7 +190,7 @@ class GpuService:
             self._devices_json = dumps(payload)
         return self._devices_json
 
-    def metrics_text(self, render: Any) -> str | None:
+    def metrics_text(self) -> str | None:
         """The Prometheus text of the latest sample, rendered at most once per sample."""
         entry = self.sampler.latest()
         info = self.sampler.info
@@ -198,6 +199,6 @@ class GpuService:
         cached = self._metrics_cache
         if cached is not None and cached[0] == entry.sample.seq:
             return cached[1]
-        text: str = render(entry.sample, info, self)
+        text = render_metrics(entry.sample, info, self)
         self._metrics_cache = (entry.sample.seq, text)
         return text
