@@ -4,7 +4,6 @@
  * the model does the rest.
  */
 import { Message } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 import { DeviceCard, HostCard, IRenderContext } from './cards';
 import { Palette } from './chart';
 import { PanelHeader } from './header';
@@ -12,6 +11,7 @@ import { GpuMonitorModel } from './model';
 import { DEFAULT_SETTINGS, IMonitorSettings } from './settings';
 import { setData, setHidden } from './dom';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
+import { ModelView } from './view';
 
 /** The performance-timeline name of one panel update (read by the browser benchmark). */
 export const UPDATE_MEASURE = 'jupyter-gpu:update';
@@ -36,10 +36,9 @@ export interface IPanelOptions {
   openNotebook?: (path: string) => void;
 }
 
-export class GpuPanel extends Widget {
+export class GpuPanel extends ModelView {
   constructor(options: IPanelOptions) {
-    super();
-    this.model = options.model;
+    super(options.model, 'panel');
     this._openNotebook = options.openNotebook ?? null;
     this.id = 'jupyter-gpu-panel';
     this.addClass('jp-gpu-panel');
@@ -61,8 +60,6 @@ export class GpuPanel extends Widget {
     this.model.statusChanged.connect(this._onStatus, this);
     this._onStatus();
   }
-
-  readonly model: GpuMonitorModel;
 
   get settings(): IMonitorSettings {
     return this._settings;
@@ -87,7 +84,6 @@ export class GpuPanel extends Widget {
     if (this.isDisposed) {
       return;
     }
-    this.model.setVisible('panel', false);
     for (const card of this._deviceCards.values()) {
       card.dispose();
     }
@@ -96,7 +92,7 @@ export class GpuPanel extends Widget {
   }
 
   protected override onAfterAttach(msg: Message): void {
-    super.onAfterAttach(msg);
+    // The observer first: the render that follows (super reports the panel visible) uses it.
     this._intersection = new IntersectionObserver(
       entries => this._onIntersection(entries),
       {
@@ -107,29 +103,17 @@ export class GpuPanel extends Widget {
       this._intersection.observe(card.node);
     }
     this._intersection.observe(this._host.node);
-    this._visibilityChanged();
+    super.onAfterAttach(msg);
   }
 
   protected override onBeforeDetach(msg: Message): void {
     this._intersection?.disconnect();
     this._intersection = null;
     this._offscreen.clear();
-    this.model.setVisible('panel', false);
     super.onBeforeDetach(msg);
   }
 
-  protected override onAfterShow(msg: Message): void {
-    super.onAfterShow(msg);
-    this._visibilityChanged();
-  }
-
-  protected override onAfterHide(msg: Message): void {
-    super.onAfterHide(msg);
-    this._visibilityChanged();
-  }
-
-  private _visibilityChanged(): void {
-    this.model.setVisible('panel', this.isVisible);
+  protected override onShown(): void {
     this._renderIfVisible();
   }
 

@@ -3,17 +3,15 @@
  * opens the panel. It keeps the model running while the status bar shows it (the status bar
  * hides it when the setting is off).
  */
-import { Message } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 import { statusText } from './format';
 import { gpuIcon } from './icon';
 import { GpuMonitorModel } from './model';
 import { setData, setText, setTitle } from './dom';
+import { ModelView } from './view';
 
-export class GpuStatusItem extends Widget {
+export class GpuStatusItem extends ModelView {
   constructor(model: GpuMonitorModel, onClick: () => void) {
-    super();
-    this.model = model;
+    super(model, 'statusbar');
     this.addClass('jp-gpu-statusbar');
     this.node.setAttribute('role', 'button');
     this.node.tabIndex = 0;
@@ -36,32 +34,7 @@ export class GpuStatusItem extends Widget {
     this._render();
   }
 
-  readonly model: GpuMonitorModel;
-
-  override dispose(): void {
-    this.model.setVisible('statusbar', false);
-    super.dispose();
-  }
-
-  protected override onAfterAttach(msg: Message): void {
-    super.onAfterAttach(msg);
-    this._visibilityChanged();
-  }
-  protected override onBeforeDetach(msg: Message): void {
-    this.model.setVisible('statusbar', false);
-    super.onBeforeDetach(msg);
-  }
-  protected override onAfterShow(msg: Message): void {
-    super.onAfterShow(msg);
-    this._visibilityChanged();
-  }
-  protected override onAfterHide(msg: Message): void {
-    super.onAfterHide(msg);
-    this._visibilityChanged();
-  }
-
-  private _visibilityChanged(): void {
-    this.model.setVisible('statusbar', this.isVisible);
+  protected override onShown(): void {
     this._render();
   }
 
