@@ -31,6 +31,9 @@ class StreamClient(Protocol):
     def push(self, message: str) -> None:
         """Send one message; never raises (a closed or stuck client just misses it)."""
 
+    def close(self) -> None:
+        """Close the connection (the server is stopping)."""
+
 
 def sampler_options(config: JupyterGpu) -> SamplerOptions:
     """The sampler's options from the validated traits."""
@@ -112,9 +115,7 @@ class GpuService:
             self._kernel_refresh.stop()
         self.sampler.stop()
         for client in list(self._clients):
-            close = getattr(client, "close", None)
-            if close is not None:
-                close()
+            client.close()
         self._clients.clear()
 
     async def _refresh_kernels(self) -> None:
