@@ -12,6 +12,7 @@ from typing import Any
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from jupyter_gpu.sampling.factory import BACKEND_CHOICES
 from jupyter_gpu.sampling.faults import MAX_FAULTS, UNSUPPORTED_FIELDS, parse_faults
 
 MAX_HISTORY_SAMPLES = 36_000
@@ -23,7 +24,7 @@ class JupyterGpu(Configurable):
     """GPU monitoring for Jupyter: which backend, how often to sample, how much to keep."""
 
     backend = Enum(
-        ["auto", "nvml", "simulated", "none"],
+        list(BACKEND_CHOICES),
         default_value="auto",
         help=(
             "Where GPU readings come from. 'auto': NVML if it works, else no GPU (the API says "

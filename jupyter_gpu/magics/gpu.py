@@ -12,8 +12,6 @@ from ._args import ShellMagics, argument, magic_arguments, parse
 from ._render import Table, fmt_bytes, html_block, html_note, publish
 from ._torch import cuda_in_use, torch_if_imported
 
-_BACKENDS = ("auto", "nvml", "simulated", "none")
-
 
 def _torch_memory(devices: Any) -> dict[int, tuple[int, int]]:
     """{NVML index: (allocated, reserved)} for the GPUs this kernel's torch uses.
@@ -59,10 +57,11 @@ class GpuMagics(ShellMagics):
         (about 0.1 s); never imports torch.
         """
         args = parse(GpuMagics.gpu, line)
-        if args.backend not in _BACKENDS:
-            raise UsageError(f"--backend {args.backend}: use one of {', '.join(_BACKENDS)}.")
-        from jupyter_gpu.sampling import read_once
+        from jupyter_gpu.sampling import BACKEND_CHOICES, read_once
 
+        if args.backend not in BACKEND_CHOICES:
+            choices = ", ".join(BACKEND_CHOICES)
+            raise UsageError(f"--backend {args.backend}: use one of {choices}.")
         sample = read_once(args.backend)
         if not args.quiet:
             show_sample(sample)
