@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 
 from jupyter_gpu.sampling.attribution import (
     KernelMap,
@@ -36,7 +35,7 @@ from jupyter_gpu.sampling.records import (
     ProcessSample,
     Sample,
 )
-from jupyter_gpu.sampling.sampler import Sampler, SamplerOptions
+from jupyter_gpu.sampling.sampler import Sampler, SamplerOptions, with_slow_readings
 
 __all__ = [
     "BACKEND_CHOICES",
@@ -97,15 +96,7 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
         info = opened.info()
         devices = opened.read()
         if slow:
-            pcie = opened.read_slow()
-            devices = tuple(
-                replace(
-                    d,
-                    pcie_tx_bytes_per_s=pcie.get(d.index, (None, None))[0],
-                    pcie_rx_bytes_per_s=pcie.get(d.index, (None, None))[1],
-                )
-                for d in devices
-            )
+            devices = with_slow_readings(devices, opened.read_slow())
     finally:
         opened.close()
     devices = ProcessAnnotator().annotate(devices)

@@ -72,6 +72,28 @@ class SamplerOptions:
         return max(1, math.ceil(self.history_s / self.interval_s))
 
 
+def with_slow_readings(
+    devices: tuple[DeviceSample, ...], slow: SlowReadings
+) -> tuple[DeviceSample, ...]:
+    """The devices with the PCIe throughput of ``slow`` (bytes/s, by device index) filled in.
+
+    The slow reading can be older than the devices' reading: a GPU lost since, or a field this
+    reading found unavailable, keeps what this reading saw.
+    """
+    out = []
+    for d in devices:
+        if d.state != "ok":
+            out.append(d)
+            continue
+        tx, rx = slow.get(d.index, (None, None))
+        if "pcie_tx_bytes_per_s" in d.unavailable:
+            tx = None
+        if "pcie_rx_bytes_per_s" in d.unavailable:
+            rx = None
+        out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
+    return tuple(out)
+
+
 class Sampler:
     """Samples in background threads; thread-safe readers for the server.
 
@@ -222,21 +244,7 @@ class Sampler:
     def _merge_slow(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
         if self._slow is None or not self._slow.latest:
             return devices
-        slow = self._slow.latest
-        out = []
-        for d in devices:
-            # The slow reading can be older than this tick: a GPU lost since, or a field this
-            # tick found unavailable, keeps what this tick saw.
-            if d.state != "ok":
-                out.append(d)
-                continue
-            tx, rx = slow.get(d.index, (None, None))
-            if "pcie_tx_bytes_per_s" in d.unavailable:
-                tx = None
-            if "pcie_rx_bytes_per_s" in d.unavailable:
-                rx = None
-            out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
-        return tuple(out)
+        return with_slow_readings(devices, self._slow.latest)
 
     def tick(self) -> Entry | None:
         """One tick: read, stamp, encode, store, hand off. Errors are logged once, not raised."""
