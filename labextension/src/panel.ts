@@ -43,6 +43,9 @@ export class GpuPanel extends ModelView {
     this.id = 'jupyter-gpu-panel';
     this.addClass('jp-gpu-panel');
     this.title.caption = 'GPU monitor';
+    // A named region, as JupyterLab's own side panels are, for screen readers.
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', this.title.caption);
 
     this._header = new PanelHeader(this.model);
     this._cards = document.createElement('div');

@@ -41,6 +41,7 @@ test('the panel opens from its icon; both cards show numbers that change', async
 }) => {
   await openLab(page);
   const panel = await openPanel(page);
+  await expect(page.getByRole('region', { name: 'GPU monitor' })).toBeVisible();
   const cards = panel.locator('.jp-gpu-card[data-gpu-index]');
   await expect(cards).toHaveCount(2);
   await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
@@ -78,6 +79,8 @@ test('the status bar summarises both GPUs and opens the panel', async ({
   expect(await item.getAttribute('title')).toContain(
     'GPU 1 Simulated NVIDIA H200'
   );
+  // A button named by what it says, for the keyboard and screen readers.
+  await expect(page.getByRole('button', { name: /^2 GPUs: / })).toBeVisible();
   await expect(page.locator(PANEL)).toBeHidden();
   await item.click();
   await expect(page.locator(PANEL)).toBeVisible();
