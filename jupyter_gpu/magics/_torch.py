@@ -37,21 +37,10 @@ def torch_if_imported() -> ModuleType | None:
     return sys.modules.get("torch")
 
 
-def cuda_ready() -> bool:
-    """True when torch sees a CUDA device (imports torch; initialises nothing else)."""
-    torch = torch_module()
-    return bool(torch.cuda.is_available())
-
-
 def cuda_in_use() -> bool:
     """True when this kernel has already initialised CUDA through torch (never initialises it)."""
     torch = torch_if_imported()
     return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
-
-
-def default_device() -> str:
-    """``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
-    return "cuda" if cuda_ready() else "cpu"
 
 
 def cuda_device_index(device: int | None) -> int:
@@ -149,12 +138,6 @@ def loss_value(value: Any) -> float | None:
     if torch is not None and isinstance(value, torch.Tensor) and value.numel() == 1:
         return float(value.detach().float().item())
     return None
-
-
-def is_module(value: object) -> bool:
-    """True for a ``torch.nn.Module`` (torch must be imported already to have one)."""
-    torch = torch_if_imported()
-    return torch is not None and isinstance(value, torch.nn.Module)
 
 
 def describe_device(device: str) -> str:
