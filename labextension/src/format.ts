@@ -103,7 +103,7 @@ export function notebookLabel(path: string): string {
   return name.replace(/\.ipynb$/, '');
 }
 
-/** Three significant digits at most, no trailing `.0` above 100: 0.51, 5.12, 31.2, 140. */
+/** One decimal under 100 (two under 1), none from 100 up: 0.51, 5.1, 12.0, 31.2, 140. */
 function digits(value: number): string {
   if (value >= 100) {
     return String(Math.round(value));
