@@ -84,12 +84,16 @@ def dtype_choice(value: str) -> str:
     )
 
 
-def positive_int(value: str) -> int:
-    """Argparse type for counts that must be at least 1."""
+def _whole_number(value: str) -> int:
     try:
-        number = int(value)
+        return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+
+
+def positive_int(value: str) -> int:
+    """Argparse type for counts that must be at least 1."""
+    number = _whole_number(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return number
@@ -97,10 +101,7 @@ def positive_int(value: str) -> int:
 
 def non_negative_int(value: str) -> int:
     """Argparse type for indices and counts that may be 0."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    number = _whole_number(value)
     if number < 0:
         raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
     return number
