@@ -116,9 +116,7 @@ class CompileWatcher:
 
     def rebaseline(self) -> None:
         """Forget what happened so far in this cell (``--bench`` reported it already)."""
-        if self.watch is not None:
-            self.watch.stop({}, scan_cache=False)
-        self.pre_run_cell()
+        self.pre_run_cell()  # it drops the running watch and starts a fresh one
 
     def pre_run_cell(self, info: Any = None) -> None:
         if self.watch is not None:
