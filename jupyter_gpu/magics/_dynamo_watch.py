@@ -19,7 +19,7 @@ import linecache
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _GRAPH_BREAK_LOGGERS = (
@@ -215,17 +215,7 @@ class DynamoWatch:
             headline, explanation, url = summarize_reason(match["reason"])
             key = (filename, lineno, headline)
             if key in found:
-                old = found[key]
-                found[key] = GraphBreak(
-                    old.reason,
-                    old.explanation,
-                    filename,
-                    lineno,
-                    old.where,
-                    old.source,
-                    old.count + 1,
-                    old.url,
-                )
+                found[key] = replace(found[key], count=found[key].count + 1)
                 continue
             where = (
                 f"cell [{cell_names[filename]}] line {lineno}"
