@@ -102,6 +102,7 @@ class AmpMagics(ShellMagics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.hooks: AmpHooks | None = None
+        """The hooks of ``%amp on``; ``None`` when off (stopped hooks are dropped at once)."""
 
     @magic_arguments()
     @argument(
@@ -191,7 +192,7 @@ class AmpMagics(ShellMagics):
         prec.make_autocast(device, dtype)  # raises UsageError before anything changes
         if dtype == "fp16":
             self._ensure_scaler(args.scaler, device, quiet=args.quiet)
-        if self.hooks is not None and not self.hooks._stopping:
+        if self.hooks is not None:
             self.hooks.device, self.hooks.dtype = device, dtype
         else:
             self.hooks = AmpHooks(self.shell, device, dtype)
@@ -207,7 +208,7 @@ class AmpMagics(ShellMagics):
 
     def _off(self, args: argparse.Namespace) -> AmpStatus | None:
         self._no_extra_args(args, "%amp off")
-        was_on = self.hooks is not None and not self.hooks._stopping
+        was_on = self.hooks is not None
         if self.hooks is not None:
             self.hooks.stop()
             self.hooks = None
@@ -225,12 +226,12 @@ class AmpMagics(ShellMagics):
     # -------------------------------------------------------------------------- status, tf32
 
     def _status_value(self) -> AmpStatus:
-        on = self.hooks is not None and not self.hooks._stopping
+        hooks = self.hooks
         matmul, conv = prec.tf32_enabled()
         return AmpStatus(
-            autocast_on=on,
-            device=self.hooks.device if on and self.hooks else None,
-            dtype=self.hooks.dtype if on and self.hooks else None,
+            autocast_on=hooks is not None,
+            device=hooks.device if hooks is not None else None,
+            dtype=hooks.dtype if hooks is not None else None,
             tf32_matmul=matmul,
             tf32_conv=conv,
             tf32_hardware=prec.tf32_supported(),
