@@ -19,14 +19,18 @@ from ._tensors import holds_tensor, output_cache
 from ._torch import cuda_in_use, tensor_bytes, torch_if_imported
 
 
-def last_error_was_oom() -> bool:
-    """True if the last failed cell ran out of (CUDA) memory."""
+def is_oom(error: BaseException | None) -> bool:
+    """True for torch's out-of-memory error (``torch.OutOfMemoryError``, older: in torch.cuda)."""
     torch = torch_if_imported()
-    error = last_error()
-    if torch is None or error is None:
+    if torch is None or error is None:  # without torch imported, nothing raised one
         return False
     oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
     return isinstance(error, oom)
+
+
+def last_error_was_oom() -> bool:
+    """True if the last failed cell ran out of (CUDA) memory."""
+    return is_oom(last_error())
 
 
 @dataclass

@@ -14,7 +14,7 @@ from ._allocator import AllocatorStats, NvmlProcessView, nvml_process_view, proc
 from ._args import ShellMagics, argument, magic_arguments, non_negative_int, parse, positive_int
 from ._cell import CellCode, cell_filenames
 from ._memory_report import CellMemory, MemorySummary, show_cell, show_summary
-from ._oom import FreeReport, free_references, last_error_was_oom
+from ._oom import FreeReport, free_references, is_oom, last_error_was_oom
 from ._render import fmt_bytes, html_block, html_note, publish
 from ._torch import cuda_device_index, torch_module
 
@@ -163,7 +163,7 @@ class MemoryMagics(ShellMagics):
             result.value = code.run(local_ns)
         except BaseException as exc:
             result.failed = True
-            result.out_of_memory = _is_oom(exc)
+            result.out_of_memory = is_oom(exc)
             raise
         finally:
             result.after_bytes, max_after = process_rss_bytes()
@@ -204,7 +204,7 @@ class MemoryMagics(ShellMagics):
                 result.value = code.run(local_ns)
         except BaseException as exc:
             result.failed = True
-            result.out_of_memory = _is_oom(exc)
+            result.out_of_memory = is_oom(exc)
             raise
         finally:
             after = AllocatorStats.read(index)
@@ -226,12 +226,6 @@ class MemoryMagics(ShellMagics):
                 with _never_masking():
                     show_cell(result)
         return result if args.output else result.value
-
-
-def _is_oom(exc: BaseException) -> bool:
-    torch = torch_module()
-    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-    return isinstance(exc, oom)
 
 
 @contextlib.contextmanager
