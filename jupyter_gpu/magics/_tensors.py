@@ -71,12 +71,9 @@ class TensorCensus:
     def largest(self, n: int) -> list[TensorInfo]:
         return sorted(self.by_storage.values(), key=lambda t: t.nbytes, reverse=True)[:n]
 
-    def bytes_from(self, origin: int) -> int:
-        """Bytes of storages reachable only from names of ``origin`` or worse."""
-        return sum(t.nbytes for t in self.by_storage.values() if t.origin >= origin)
-
-    def count_from(self, origin: int) -> int:
-        return sum(1 for t in self.by_storage.values() if t.origin >= origin)
+    def held_only_by(self, *origins: int) -> list[TensorInfo]:
+        """The storages whose best name is of one of ``origins`` (e.g. ``OUTPUT, TRACEBACK``)."""
+        return [t for t in self.by_storage.values() if t.origin in origins]
 
 
 def device_matches(t: Any, device: str | None) -> bool:

@@ -90,7 +90,8 @@ class MemoryMagics(ShellMagics):
     def _summary(self, args: argparse.Namespace) -> MemorySummary | None:
         device, index = self._device(args)
         census = _tensors.census(self.shell, device)
-        held = census.bytes_from(_tensors.OUTPUT) - census.unnamed_bytes
+        # What --free would release: tensors only Out[] or the last traceback name.
+        held = census.held_only_by(_tensors.OUTPUT, _tensors.TRACEBACK)
         oom = last_error_was_oom()
         if index is None:
             summary = MemorySummary(device, None, None, None, None, None, None, None, "no CUDA")
@@ -114,10 +115,10 @@ class MemoryMagics(ShellMagics):
             )
         summary.tensors = census.largest(args.top)
         summary.unnamed_bytes = census.unnamed_bytes
-        summary.held_by_last_error_bytes = held
+        summary.held_by_last_error_bytes = sum(t.nbytes for t in held)
         summary.last_error_was_oom = oom
         if not args.quiet:
-            show_summary(summary, index, census.count_from(_tensors.OUTPUT))
+            show_summary(summary, index, len(held))
         return summary if args.output else None
 
     def _free(self, args: argparse.Namespace) -> FreeReport | None:

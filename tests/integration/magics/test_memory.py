@@ -80,6 +80,16 @@ def test_output_cache_and_last_error_are_named_and_freed(shell: Shell) -> None:
     assert "Nothing to free" in again.text
 
 
+def test_held_count_leaves_out_tensors_no_name_reaches(shell: Shell) -> None:
+    # A closure holds a tensor no notebook name reaches (it is listed as unnamed), and Out[]
+    # holds one: the note about what Out[] and the last traceback hold counts only the latter.
+    shell.ok("hidden = (lambda t: lambda: t)(torch.ones(50, 50))")
+    shell.ok("torch.zeros(300, 300)")
+    summary = shell.ok("s = %memsummary -o")
+    assert shell["s"].unnamed_bytes >= 50 * 50 * 4
+    assert "Out[] still hold 1 tensor(s)" in summary.text
+
+
 FAILING_CALL = """
 import weakref
 class Big:  # a plain Python object: its weakref shows collection without torch's help
