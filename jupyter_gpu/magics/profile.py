@@ -75,6 +75,22 @@ class ProfileResult:
         )
 
 
+def _export_trace(prof: Any, path: str) -> str | None:
+    """Write the Chrome trace to ``path``: ``None`` once written, else why it was not.
+
+    Never raises: the cell has run, and its value and report must not be lost to a file that
+    could not be written. torch's exporter only logs some failures (a folder removed by the
+    cell, say), so the file's presence is checked too.
+    """
+    try:
+        prof.export_chrome_trace(path)
+    except (OSError, RuntimeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if not Path(path).is_file():
+        return "torch's profiler could not create the file"
+    return None
+
+
 def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
     if key == "memory":
         return row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
@@ -138,14 +154,13 @@ class ProfileMagics(ShellMagics):
             stack=args.stack,
             timeline=not args.quiet,  # the bars only feed the figure
         )
-        if trace is not None:
-            prof.export_chrome_trace(trace)
+        trace_problem = _export_trace(prof, trace) if trace is not None else None
         result = ProfileResult(
             rows=analysis.rows,
             gpu_idle_fraction=analysis.gpu_idle_fraction,
             hints=analysis.hints,
             wall_s=wall,
-            trace_file=trace,
+            trace_file=trace if trace_problem is None else None,
             sort=sort,
             kernel_count=analysis.kernel_count,
             value=value,
@@ -153,6 +168,9 @@ class ProfileMagics(ShellMagics):
         )
         if not args.quiet:
             self._show(result, analysis, cuda=cuda, args=args)
+        if trace_problem is not None:  # said even with -q: it stands for an error not raised
+            text = f"--trace {args.trace}: the trace was not written ({trace_problem})."
+            publish(text, html_block([html_note(text, warn=True)]))
         return result if args.output else value
 
     # -------------------------------------------------------------------------- checks
@@ -175,18 +193,26 @@ class ProfileMagics(ShellMagics):
 
     @staticmethod
     def _trace_path(trace: str | None) -> str | None:
+        """The ``--trace`` file, checked before the cell runs (the trace is written after it).
+
+        Raises:
+            UsageError: the path is a folder, its folder is missing or not writable, or it is
+                an existing file that is not writable.
+        """
         if trace is None:
             return None
         path = Path(trace).expanduser()
-        folder = path.parent if str(path.parent) else Path()
+        if path.is_dir():
+            raise UsageError(f"--trace {trace} is a folder: give a file name, e.g. trace.json.")
+        folder = path.parent
         if not folder.is_dir():
             raise UsageError(
                 f"--trace {trace}: the folder {folder} does not exist; create it first."
             )
         if not os.access(folder, os.W_OK):
             raise UsageError(f"--trace {trace}: the folder {folder} is not writable here.")
-        if path.is_dir():
-            raise UsageError(f"--trace {trace} is a folder: give a file name, e.g. trace.json.")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"--trace {trace}: the file exists and is not writable here.")
         return str(path)
 
     # -------------------------------------------------------------------------- output

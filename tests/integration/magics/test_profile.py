@@ -77,6 +77,29 @@ def test_trace_writes_a_chrome_trace(shell: Shell, tmp_path: Path) -> None:
     assert str(trace) in ran.text
 
 
+def test_a_trace_that_cannot_be_written_keeps_the_cell_and_its_report(
+    shell: Shell, tmp_path: Path
+) -> None:
+    # The checks pass before the cell runs; the cell then removes the folder, so torch's
+    # exporter fails (it only logs that, for a .json file). The cell's value and the table
+    # stay, the output says the trace was not written, and the result has no trace file.
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    for name in ("t.json", "t.json.gz"):
+        folder.mkdir(exist_ok=True)
+        trace = folder / name
+        ran = shell.ok(
+            f"%%profile -o --trace {trace}\nimport shutil\nshutil.rmtree({str(folder)!r})\n41 + 1"
+        )
+        result = ran.result.result
+        assert result.value == 42
+        assert result.trace_file is None
+        assert "the trace was not written" in ran.text
+        assert "Trace written" not in ran.text
+        assert "self CPU" in ran.text
+        assert not trace.exists()
+
+
 def test_bad_input_runs_nothing(shell: Shell, tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "t.json"
     assert "does not exist" in shell.usage_error(f"%%profile --trace {missing}\nran = 1")
