@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,8 +36,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402
-from jupyter_gpu.sampling.nvml import NvmlBackend  # noqa: E402
+from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
+from jupyter_gpu.sampling.nvml import NvmlBackend  # noqa: E402 (as above)
+from tests.jupyter_server_process import (  # noqa: E402 (as above)
+    free_port,
+    start_server,
+    stop_server,
+    wait_until_up,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -99,13 +103,6 @@ def median_us(fn: Callable[[], Any], n: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return round(statistics.median(times) * 1e6, 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
@@ -285,37 +282,23 @@ def check_server_snapshot(tmp: Path) -> None:
     }
     log_path = (out_dir() or tmp) / "jupyter_server_gpu.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter_server",
-                "--no-browser",
-                "--allow-root",
-                f"--port={port}",
-                "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.root_dir={tmp}",
-                f"--IdentityProvider.token={TOKEN}",
-                "--ServerApp.jpserver_extensions={'jupyter_gpu': True}",
-                "--JupyterGpu.interval_s=0.5",
-                "--JupyterGpu.kernel_map_interval_s=1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+    server = start_server(
+        port=port,
+        root=tmp,
+        token=TOKEN,
+        log=log_path,
+        options=["--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1"],
+        env=env,
+    )
     kernel_client = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                devices = http_json(f"{base}/jupyter-gpu/api/v1/devices")
-                break
-            except OSError:
-                assert server.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.5)
+        devices = wait_until_up(
+            lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
+            server,
+            log_path,
+            timeout_s=60,
+            poll_s=0.5,
+        )
         RESULTS["server_devices"] = {
             k: devices[k] for k in ("backend", "simulated", "reason", "driver_version")
         }
@@ -381,12 +364,7 @@ def check_server_snapshot(tmp: Path) -> None:
     finally:
         if kernel_client is not None:
             kernel_client.stop_channels()
-        server.send_signal(signal.SIGTERM)
-        try:
-            code = server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            code = -9
+        code = stop_server(server, timeout_s=30)
     RESULTS["server_exit_code"] = code
     output = log_path.read_text()
     RESULTS["server_log_has_traceback"] = "Traceback" in output
