@@ -39,16 +39,16 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
-from jupyter_gpu.tutorials.corpus import load_corpus, random_batch  # noqa: E402
-from jupyter_gpu.tutorials.flops import (  # noqa: E402
+from jupyter_gpu.tutorials.corpus import load_corpus, random_batch  # noqa: E402 (as above)
+from jupyter_gpu.tutorials.flops import (  # noqa: E402 (as above)
     gpt_train_flops_per_token,
     mlp_train_flops_per_sample,
     tflops,
 )
-from jupyter_gpu.tutorials.gpt import GPT, GPTConfig  # noqa: E402
-from jupyter_gpu.tutorials.mlp import launch_bound_mlp, mlp_widths  # noqa: E402
-from jupyter_gpu.tutorials.presets import GPT_RUNS  # noqa: E402
-from jupyter_gpu.tutorials.timing import time_calls, time_first_call  # noqa: E402
+from jupyter_gpu.tutorials.gpt import GPT, GPTConfig  # noqa: E402 (as above)
+from jupyter_gpu.tutorials.mlp import launch_bound_mlp, mlp_widths  # noqa: E402 (as above)
+from jupyter_gpu.tutorials.presets import GPT_RUNS  # noqa: E402 (as above)
+from jupyter_gpu.tutorials.timing import time_calls, time_first_call  # noqa: E402 (as above)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Size:
 def _size(
     name: str, d: int, layers: int, heads: int, context: int, batch: int, style: str = "llama"
 ) -> Size:
-    config = GPTConfig(256, context, layers, heads, d, style=style)  # type: ignore[arg-type]
+    config = GPTConfig(256, context, layers, heads, d, style=style)  # type: ignore[arg-type]  # "llama" or "gpt2"
     return Size(name, config, batch)
 
 

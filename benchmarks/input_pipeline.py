@@ -35,13 +35,13 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
-from jupyter_gpu.tutorials.digits import (  # noqa: E402
+from jupyter_gpu.tutorials.digits import (  # noqa: E402 (as above)
     AugmentedDigits,
     DigitsCNN,
     digits_loader,
     load_digits_splits,
 )
-from jupyter_gpu.tutorials.timing import synchronize  # noqa: E402
+from jupyter_gpu.tutorials.timing import synchronize  # noqa: E402 (as above)
 
 TARGET_FIXED_OVER_SLOW = 2.0
 

@@ -121,7 +121,7 @@ def measure(ip: object, magic: str, base: str, runs: int) -> tuple[float, float]
     def once(src: str) -> float:
         with capture_output():
             start = time.perf_counter()
-            result = ip.run_cell(src)  # type: ignore[attr-defined]
+            result = ip.run_cell(src)  # type: ignore[attr-defined]  # an InteractiveShell
             elapsed = time.perf_counter() - start
         if not result.success:
             raise RuntimeError(f"cell failed: {src!r}: {result.error_in_exec!r}")

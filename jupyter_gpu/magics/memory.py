@@ -235,4 +235,5 @@ def _never_masking() -> Any:
     try:
         yield
     except Exception as exc:  # noqa: BLE001  # a broken report must not replace the cell's error
-        print(f"(jupyter-gpu: the memory report failed: {type(exc).__name__}: {exc})")  # noqa: T201
+        message = f"(jupyter-gpu: the memory report failed: {type(exc).__name__}: {exc})"
+        print(message)  # noqa: T201 (the cell's output, where the report would have been)

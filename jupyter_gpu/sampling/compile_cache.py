@@ -38,7 +38,7 @@ def inductor_cache_dir(environ: Mapping[str, str] | None = None) -> str:
     configured = env.get("TORCHINDUCTOR_CACHE_DIR")
     if configured is not None:
         # abspath, as torch: it normalises ".." without resolving symlinks (Path.resolve would).
-        return os.path.abspath(configured)  # noqa: PTH100
+        return os.path.abspath(configured)  # noqa: PTH100 (abspath on purpose: see above)
     try:
         user = getpass.getuser()
     except (KeyError, ModuleNotFoundError, OSError):  # no passwd entry (e.g. a container uid)

@@ -44,7 +44,7 @@ NOTEBOOKS = ROOT / "notebooks"
 def executed_errors(nb: object) -> list[str]:
     """``cell N: Ename: message`` for every error output in an executed notebook."""
     errors = []
-    for i, cell in enumerate(nb.cells):  # type: ignore[attr-defined]
+    for i, cell in enumerate(nb.cells):  # type: ignore[attr-defined]  # an nbformat NotebookNode
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 errors.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}")

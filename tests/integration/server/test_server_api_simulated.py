@@ -155,8 +155,8 @@ async def test_two_clients_get_the_same_samples_from_one_sampler(
     finally:
         a.close()
         b.close()
-    seqs_a = [json.loads(m)["sample"]["seq"] for m in got_a]  # type: ignore[arg-type]
-    seqs_b = [json.loads(m)["sample"]["seq"] for m in got_b]  # type: ignore[arg-type]
+    seqs_a = [json.loads(m)["sample"]["seq"] for m in got_a]
+    seqs_b = [json.loads(m)["sample"]["seq"] for m in got_b]
     assert set(seqs_a) & set(seqs_b)  # the same ticks, not one sampler per client
     samplers = [t for t in threading.enumerate() if t.name == "jupyter-gpu-sampler"]
     assert len(samplers) == 1

@@ -31,6 +31,7 @@ def make_sampler(tmp_path: Path) -> Iterator[Callable[..., Sampler]]:
     made: list[Sampler] = []
 
     def make(fake: FakeNvml | None = None, **options: object) -> Sampler:
+        # Each test passes SamplerOptions fields by name; mypy sees only their common type.
         opts = SamplerOptions(**{"interval_s": FAST, **options})  # type: ignore[arg-type]
         factory = None
         if fake is not None:
@@ -41,7 +42,7 @@ def make_sampler(tmp_path: Path) -> Iterator[Callable[..., Sampler]]:
         sampler = Sampler(
             opts,
             encode=lambda s: f'{{"seq":{s.seq}}}',
-            backend_factory=factory,  # type: ignore[arg-type]
+            backend_factory=factory,  # type: ignore[arg-type]  # a Backend, typed object above
             caches=(("inductor", str(tmp_path / "inductor")), ("triton", str(tmp_path / "t"))),
         )
         made.append(sampler)
@@ -146,6 +147,7 @@ def test_slow_reads_never_delay_the_tick(make_sampler: Callable[..., Sampler]) -
     start = len(sampler.history)
     time.sleep(1.5)
     assert len(sampler.history) - start >= 8  # about 15 ticks at 0.1 s
+    # latest() is None only before the first sample, and ready says there is one.
     wait_for(lambda: sampler.latest().sample.devices[0].pcie_tx_bytes_per_s is not None)  # type: ignore[union-attr]
     latest = sampler.latest()
     assert latest is not None
@@ -165,7 +167,7 @@ def test_a_failing_tick_is_logged_once_and_sampling_goes_on(
 
     sampler = Sampler(
         SamplerOptions(backend="simulated", interval_s=FAST),
-        encode=flaky_encode,  # type: ignore[arg-type]
+        encode=flaky_encode,
         caches=(),
     )
     with caplog.at_level(logging.ERROR, logger="jupyter_gpu"):
@@ -201,6 +203,7 @@ def test_a_lost_gpu_gets_no_stale_slow_readings(make_sampler: Callable[..., Samp
     sampler = make_sampler(fake, slow_metrics=True, slow_interval_s=60.0)
     sampler.start()
     wait_for(sampler.ready.is_set)
+    # latest() is None only before the first sample, and ready says there is one.
     wait_for(lambda: sampler.latest().sample.devices[0].pcie_rx_bytes_per_s is not None)  # type: ignore[union-attr]
     fake.lose(0)  # the slow reading stays the one from before, for a minute
     wait_for(lambda: sampler.latest().sample.devices[0].state == "lost")  # type: ignore[union-attr]
@@ -217,6 +220,7 @@ def test_backend_that_cannot_open_is_logged_not_raised(
     def broken(_sampler: Sampler) -> object:
         raise OSError("bug in a backend")
 
+    # broken never returns (typed object): a factory that raises.
     sampler = Sampler(SamplerOptions(interval_s=FAST), backend_factory=broken, caches=())  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="jupyter_gpu"):
         sampler.start()

@@ -34,7 +34,7 @@ def sample(seq: int, ts: float) -> Sample:
 def test_records_are_frozen_and_serialise_with_units_in_names() -> None:
     d = DeviceSample(0, "GPU-1", "X", power_w=None, unavailable={"power_w": "Not Supported"})
     with pytest.raises(dataclasses.FrozenInstanceError):
-        d.power_w = 3.0  # type: ignore[misc]
+        d.power_w = 3.0  # type: ignore[misc]  # assigning a frozen field is the point
     out = sample(1, 2.0).to_dict()
     assert set(out) == {
         "seq",
