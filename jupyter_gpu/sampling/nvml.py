@@ -199,8 +199,11 @@ class NvmlBackend(Backend):
             )
         unavailable: dict[str, str] = {}
         failures: list[Exception] = []
+        reads = 0
 
         def get(fields: tuple[str, ...], fn: Callable[..., T], *args: Any) -> T | None:
+            nonlocal reads
+            reads += 1
             try:
                 return fn(h, *args)
             except self._error as err:
@@ -226,7 +229,7 @@ class NvmlBackend(Backend):
             self._set_state(i, "lost", "NVML_ERROR_GPU_IS_LOST")
             return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
 
-        if failures and len(failures) == 8:  # every read failed: not a device we can show
+        if len(failures) == reads:  # every read failed: not a device we can show
             self._set_state(i, "error", str(failures[0]))
             return DeviceSample(
                 i,
