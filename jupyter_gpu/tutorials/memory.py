@@ -80,8 +80,3 @@ def peak_bytes_of(fn: Callable[[], object]) -> int | None:
     fn()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - before
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` is torch's out-of-memory error (CUDA or otherwise)."""
-    return isinstance(error, torch.OutOfMemoryError)
