@@ -67,6 +67,25 @@ class JupyterGpu(Configurable):
         help="Seconds between slow reads (PCIe throughput), when slow_metrics is on (1 to 3600).",
     ).tag(config=True)
 
+    gpm_metrics = Bool(
+        True,
+        help=(
+            "Read SM active, SM occupancy, tensor-core active and DRAM bandwidth from NVML's GPU "
+            "Performance Monitoring (Hopper and newer; older GPUs show them as 'Not Supported'). "
+            "About 70 us per GPU per read, in its own thread every gpm_interval_s."
+        ),
+    ).tag(config=True)
+
+    gpm_interval_s = Float(
+        1.0,
+        min=0.1,
+        max=60.0,
+        help=(
+            "Seconds between GPM reads (0.1 to 60); each SM/tensor/DRAM value is the average "
+            "over one such window."
+        ),
+    ).tag(config=True)
+
     cache_scan_interval_s = Float(
         30.0,
         min=1.0,

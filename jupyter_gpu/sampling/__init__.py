@@ -35,7 +35,12 @@ from jupyter_gpu.sampling.records import (
     ProcessSample,
     Sample,
 )
-from jupyter_gpu.sampling.sampler import Sampler, SamplerOptions, with_slow_readings
+from jupyter_gpu.sampling.sampler import (
+    Sampler,
+    SamplerOptions,
+    with_gpm_readings,
+    with_slow_readings,
+)
 
 __all__ = [
     "BACKEND_CHOICES",
@@ -77,8 +82,8 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     NVML is initialised for this call and shut down after it (NVML counts inits, so a sampler
     in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
     ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
-    ``None`` (kernel attribution needs the server). Takes about 0.1 s: host CPU % is measured
-    over that window.
+    ``None`` (kernel attribution needs the server). Takes about 0.1 s: host CPU % and the GPM
+    metrics (SM/tensor activity, Hopper and newer) are measured over that window.
 
     Args:
         backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
@@ -94,14 +99,16 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     opened = open_backend(backend)
     try:
         info = opened.info()
+        opened.read_gpm()  # opens the GPM window
         devices = opened.read()
         if slow:
             devices = with_slow_readings(devices, opened.read_slow())
+        cache = scan_caches() if scan_cache else NOT_SCANNED
+        time.sleep(max(0.0, _CPU_WINDOW_S - (time.monotonic() - started)))
+        devices = with_gpm_readings(devices, opened.read_gpm())
     finally:
         opened.close()
     devices = ProcessAnnotator().annotate(devices)
-    cache = scan_caches() if scan_cache else NOT_SCANNED
-    time.sleep(max(0.0, _CPU_WINDOW_S - (time.monotonic() - started)))
     return Sample(
         seq=0,
         ts=time.time(),

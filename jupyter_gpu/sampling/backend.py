@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 
-from jupyter_gpu.sampling.records import BackendInfo, BackendName, DeviceSample
+from jupyter_gpu.sampling.records import BackendInfo, BackendName, DeviceSample, GpmReading
 
 
 class Backend(abc.ABC):
@@ -30,6 +30,15 @@ class Backend(abc.ABC):
 
         About 21 ms per call on an H200 with NVML, so the sampler runs this on its own slower
         cadence. Never raises; the default has none.
+        """
+        return {}
+
+    def read_gpm(self) -> Mapping[int, GpmReading]:
+        """SM/tensor/DRAM activity by device index, averaged since the previous call.
+
+        NVML's GPM (``gpm.py``): about 70 us per GPU on an H200, so the sampler runs it on its
+        own cadence. The first call only primes the window (devices left out); a device without
+        GPM has every field unavailable. Never raises; the default has none.
         """
         return {}
 

@@ -35,6 +35,10 @@ UNSUPPORTED_FIELDS = (
     "sm_clock_mhz",
     "pcie_tx_bytes_per_s",
     "pcie_rx_bytes_per_s",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "dram_bw_pct",
     "processes",
 )
 """The device fields an ``unsupported`` fault can take away (``DeviceSample``'s readings)."""

@@ -9,7 +9,13 @@ no-GPU state). Problems are logged once when they start, not every tick.
 Per tick and device it reads (each 1 to 6 us on an H200 with driver 580, except the process
 list): utilization, memory, power, enforced power limit, temperature, SM clock and the compute
 and graphics processes. PCIe throughput (about 21 ms per call: NVML samples a 20 ms window) is in
-``read_slow``.
+``read_slow``; SM/tensor/DRAM activity (GPM, Hopper and newer, about 70 us per GPU) in
+``read_gpm``.
+
+Memory is NVML's v2 memory info (``nvmlDeviceGetMemoryInfo_v2``), whose ``used`` is what
+``nvidia-smi`` shows: v1's ``used`` also counts memory the driver reserves (11,382 MiB where
+``nvidia-smi`` said 10,767 on an H200). Where v2 is missing (older drivers or nvidia-ml-py), a
+GPU falls back to v1 once, and says so in the log.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.gpm import GpmReader
 from jupyter_gpu.sampling.records import (
     BackendInfo,
     BackendName,
     DeviceInfo,
     DeviceSample,
+    GpmReading,
     ProcessSample,
 )
 
@@ -92,6 +100,7 @@ class NvmlBackend(Backend):
         self._log = log or logging.getLogger("jupyter_gpu")
         self._error = nvml.NVMLError
         self._open = False
+        self._gpm: GpmReader | None = None
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as err:
@@ -116,6 +125,7 @@ class NvmlBackend(Backend):
                 self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, err)
         self._reported: set[tuple[int, str, str]] = set()
         self._state: dict[int, str] = {}
+        self._memory_v1: set[int] = set()  # GPUs where v2 memory info is missing
         self._devices = tuple(self._describe(i) for i in range(count))
         self._info = BackendInfo(
             backend="nvml",
@@ -217,7 +227,7 @@ class NvmlBackend(Backend):
 
         try:
             util = get(("util_pct", "mem_util_pct"), nvml.nvmlDeviceGetUtilizationRates)
-            memory = get(("mem_used_bytes",), nvml.nvmlDeviceGetMemoryInfo)
+            memory = get(("mem_used_bytes",), self._memory_info, i)
             power_mw = get(("power_w",), nvml.nvmlDeviceGetPowerUsage)
             limit_mw = get(("power_limit_w",), nvml.nvmlDeviceGetEnforcedPowerLimit)
             temp = get(("temperature_c",), nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)
@@ -262,8 +272,48 @@ class NvmlBackend(Backend):
             unavailable=unavailable,
         )
 
+    def _memory_info(self, handle: Any, index: int) -> Any:
+        """NVML's v2 memory info (``used`` as ``nvidia-smi`` shows it), else v1.
+
+        v1's ``used`` includes the memory the driver reserves.
+        """
+        nvml = self._nvml
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        if version is not None and index not in self._memory_v1:
+            try:
+                return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+            except TypeError:  # an nvidia-ml-py whose function takes no version
+                reason = "this nvidia-ml-py has no version argument"
+            except self._error as err:
+                missing = (
+                    nvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                    nvml.NVML_ERROR_NOT_SUPPORTED,
+                    nvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+                )
+                if getattr(err, "value", None) not in missing:
+                    raise
+                reason = str(err)
+            self._memory_v1.add(index)
+            self._log.info(
+                "jupyter_gpu: GPU %d: NVML v2 memory info is missing (%s); memory used is v1's, "
+                "which counts reserved memory too",
+                index,
+                reason,
+            )
+        return nvml.nvmlDeviceGetMemoryInfo(handle)
+
+    _memory_info.__name__ = "nvmlDeviceGetMemoryInfo"  # what the once-only log says
+
     def read(self) -> tuple[DeviceSample, ...]:
         return tuple(self._read_device(info) for info in self._devices)
+
+    def read_gpm(self) -> Mapping[int, GpmReading]:
+        """SM/tensor/DRAM activity since the previous call (``gpm.py``)."""
+        if self._gpm is None:
+            if not self._open:
+                return {}
+            self._gpm = GpmReader(self._nvml, self._handles, self._log)
+        return self._gpm.read()
 
     def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
         """PCIe throughput of each GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
@@ -287,6 +337,8 @@ class NvmlBackend(Backend):
 
     def close(self) -> None:
         """``nvmlShutdown`` (NVML counts inits, so other users in this process are unaffected)."""
+        if self._gpm is not None:
+            self._gpm.close()
         if self._open:
             self._open = False
             with contextlib.suppress(self._error):

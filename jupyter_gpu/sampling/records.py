@@ -71,7 +71,10 @@ class DeviceSample:
 
     ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus) or ``"error"`` (every
     read failed); ``error`` is then a sentence for people. ``pcie_*`` are ``None`` unless the slow
-    metrics are on.
+    metrics are on. ``sm_active_pct``, ``sm_occupancy_pct``, ``tensor_active_pct`` and
+    ``dram_bw_pct`` come from NVML's GPU Performance Monitoring (GPM, Hopper and newer; ``dcgmi
+    dmon -e 1002,1003,1004,1005`` reads the same): averages over the last GPM window, ``None``
+    (with "Not Supported" in ``unavailable``) on older GPUs and before the first window ends.
     """
 
     index: int
@@ -89,6 +92,10 @@ class DeviceSample:
     sm_clock_mhz: int | None = None
     pcie_tx_bytes_per_s: float | None = None
     pcie_rx_bytes_per_s: float | None = None
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_bw_pct: float | None = None
     processes: tuple[ProcessSample, ...] = ()
     unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
@@ -109,9 +116,32 @@ class DeviceSample:
             "sm_clock_mhz": self.sm_clock_mhz,
             "pcie_tx_bytes_per_s": self.pcie_tx_bytes_per_s,
             "pcie_rx_bytes_per_s": self.pcie_rx_bytes_per_s,
+            "sm_active_pct": self.sm_active_pct,
+            "sm_occupancy_pct": self.sm_occupancy_pct,
+            "tensor_active_pct": self.tensor_active_pct,
+            "dram_bw_pct": self.dram_bw_pct,
             "processes": [p.to_dict() for p in self.processes],
             "unavailable": dict(self.unavailable),
         }
+
+
+GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct")
+"""The ``DeviceSample`` fields that NVML's GPM gives (each a percentage, 0 to 100)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpmReading:
+    """One GPU's GPM metrics over one window (between two GPM samples), in percent.
+
+    ``values`` maps each of ``GPM_FIELDS`` it could read to its value; ``unavailable`` maps the
+    others to NVML's reason (``"Not Supported"`` on GPUs before Hopper).
+    """
+
+    values: Mapping[str, float] = field(default_factory=lambda: _EMPTY_FLOATS)
+    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+
+_EMPTY_FLOATS: Mapping[str, float] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

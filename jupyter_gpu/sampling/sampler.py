@@ -9,8 +9,10 @@ Threads (all daemons, all stopped by ``stop``):
 - ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
 - ``jupyter-gpu-slow``: the slow NVML reads (PCIe throughput, about 21 ms per call per GPU),
   only with ``slow_metrics`` on, every ``slow_interval_s``.
+- ``jupyter-gpu-gpm``: NVML's GPM metrics (SM/tensor/DRAM activity, about 70 us per GPU), only
+  with ``gpm_metrics`` on and a backend that has them, every ``gpm_interval_s``.
 
-The tick only merges the latest results of the other two, so a 100,000-file cache or a slow
+The tick only merges the latest results of the others, so a 100,000-file cache or a slow
 NVML call never delays it.
 """
 
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
@@ -32,13 +35,16 @@ from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
 from jupyter_gpu.sampling.records import (
+    GPM_FIELDS,
     NOT_SCANNED,
     BackendInfo,
     CompileCacheSample,
     DeviceSample,
+    GpmReading,
     Sample,
 )
 
+GpmReadings = Mapping[int, GpmReading]
 SlowReadings = Mapping[int, tuple[float | None, float | None]]
 
 
@@ -55,6 +61,8 @@ class SamplerOptions:
         cache_scan_interval_s: seconds between compile-cache scans.
         simulated_devices: devices of the simulated backend.
         simulated_faults: faults the simulated backend shows (ignored by the others).
+        gpm_metrics: whether to read SM/tensor/DRAM activity (NVML GPM, Hopper and newer).
+        gpm_interval_s: seconds between GPM reads (each value averages one such window).
     """
 
     backend: str = "auto"
@@ -65,6 +73,8 @@ class SamplerOptions:
     cache_scan_interval_s: float = 30.0
     simulated_devices: int = 2
     simulated_faults: tuple[SimulatedFault, ...] = ()
+    gpm_metrics: bool = True
+    gpm_interval_s: float = 1.0
 
     @property
     def history_capacity(self) -> int:
@@ -91,6 +101,41 @@ def with_slow_readings(
         if "pcie_rx_bytes_per_s" in d.unavailable:
             rx = None
         out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
+    return tuple(out)
+
+
+def with_gpm_readings(
+    devices: tuple[DeviceSample, ...], gpm: GpmReadings
+) -> tuple[DeviceSample, ...]:
+    """The devices with their GPM metrics (``GpmReading`` by device index) filled in.
+
+    A device without a reading yet keeps ``None`` (its first GPM window has not ended); a
+    device that is not ``ok`` is left as it is.
+    """
+    out = []
+    for d in devices:
+        reading = gpm.get(d.index)
+        if d.state != "ok" or reading is None:
+            out.append(d)
+            continue
+        values = {f: reading.values.get(f) for f in GPM_FIELDS}
+        for f in GPM_FIELDS:  # a fault or refusal seen by this tick wins over an older reading
+            if f in d.unavailable:
+                values[f] = None
+        unavailable = d.unavailable
+        extra = {f: r for f, r in reading.unavailable.items() if f not in d.unavailable}
+        if extra:
+            unavailable = MappingProxyType({**d.unavailable, **extra})
+        out.append(
+            replace(
+                d,
+                sm_active_pct=values["sm_active_pct"],
+                sm_occupancy_pct=values["sm_occupancy_pct"],
+                tensor_active_pct=values["tensor_active_pct"],
+                dram_bw_pct=values["dram_bw_pct"],
+                unavailable=unavailable,
+            )
+        )
     return tuple(out)
 
 
@@ -149,6 +194,7 @@ class Sampler:
             self.log,
         )
         self._slow: Periodic[SlowReadings] | None = None
+        self._gpm: Periodic[GpmReadings] | None = None
 
     # -- readers (any thread)
 
@@ -194,7 +240,7 @@ class Sampler:
     def threads_alive(self) -> list[str]:
         """Names of this sampler's threads that are still running (empty after ``stop``)."""
         alive = [self._thread.name] if self._thread.is_alive() else []
-        for periodic in (self._cache_scan, self._slow):
+        for periodic in (self._cache_scan, self._slow, self._gpm):
             if periodic is not None and periodic.alive:
                 alive.append(periodic.name)
         return alive
@@ -218,6 +264,16 @@ class Sampler:
                 self.log,
             )
             self._slow.start()
+        if self.options.gpm_metrics and self._info.devices:
+            backend = self._backend
+            self._gpm = Periodic(
+                "jupyter-gpu-gpm",
+                self.options.gpm_interval_s,
+                lambda _stop: backend.read_gpm(),
+                {},
+                self.log,
+            )
+            self._gpm.start()
         if self._host is None:
             self._host = HostReader()
         interval = self.options.interval_s
@@ -229,8 +285,9 @@ class Sampler:
             if deadline < now:  # fell behind (a suspended VM, a stalled read): skip, don't burst
                 deadline = now + interval
             self._stop.wait(deadline - now)
-        if self._slow is not None:
-            self._slow.stop()
+        for periodic in (self._slow, self._gpm):
+            if periodic is not None:
+                periodic.stop()
         self._close_backend()
 
     def _close_backend(self) -> None:
@@ -242,6 +299,8 @@ class Sampler:
                 self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
 
     def _merge_slow(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
+        if self._gpm is not None and self._gpm.latest:
+            devices = with_gpm_readings(devices, self._gpm.latest)
         if self._slow is None or not self._slow.latest:
             return devices
         return with_slow_readings(devices, self._slow.latest)

@@ -46,6 +46,8 @@ def sampler_options(config: JupyterGpu) -> SamplerOptions:
         cache_scan_interval_s=config.cache_scan_interval_s,
         simulated_devices=config.simulated_devices,
         simulated_faults=parse_faults(config.simulated_faults),
+        gpm_metrics=config.gpm_metrics,
+        gpm_interval_s=config.gpm_interval_s,
     )
 
 
@@ -184,6 +186,8 @@ class GpuService:
                     "slow_metrics": c.slow_metrics,
                     "slow_interval_s": c.slow_interval_s,
                     "cache_scan_interval_s": c.cache_scan_interval_s,
+                    "gpm_metrics": c.gpm_metrics,
+                    "gpm_interval_s": c.gpm_interval_s,
                     "requested_backend": c.backend,
                     "history_capacity": self.sampler.history.capacity,
                 },

@@ -22,6 +22,8 @@ export interface IServerConfig {
   slow_metrics?: boolean;
   slow_interval_s?: number;
   cache_scan_interval_s?: number;
+  gpm_metrics?: boolean;
+  gpm_interval_s?: number;
 }
 
 /** `GET devices`: what is there. */
@@ -62,6 +64,14 @@ export interface IDeviceSample {
   power_limit_w: number | null;
   temperature_c: number | null;
   sm_clock_mhz?: number | null;
+  /** NVML GPM (Hopper+): share of SMs busy over the last GPM window; null where unsupported. */
+  sm_active_pct?: number | null;
+  /** NVML GPM: resident warps as a share of the maximum. */
+  sm_occupancy_pct?: number | null;
+  /** NVML GPM: share of time the SMs ran tensor-core instructions. */
+  tensor_active_pct?: number | null;
+  /** NVML GPM: DRAM bandwidth used as a share of the peak. */
+  dram_bw_pct?: number | null;
   processes?: IGpuProcess[] | null;
   unavailable?: { [field: string]: string } | null;
 }

@@ -9,6 +9,12 @@ patched. Labelled fake everywhere: device names start with "Fake".
     fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device=1)
     fake.lose(0)            # GPU 0 falls off the bus: every call on it raises GPU_IS_LOST
     fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+Memory: ``mem_used`` is v2's ``used`` (what ``nvidia-smi`` shows); v1 adds ``mem_reserved``, as
+real NVML does. ``memory_v2=False`` models a driver without ``nvmlDeviceGetMemoryInfo_v2``.
+GPM: a device with ``gpm=True`` (Hopper) answers ``nvmlGpmQueryDeviceSupport`` as supported and
+reports ``gpm_values`` (field name -> percent) between any two GPM samples; ``gpm=False`` is an
+older GPU. The fake's GPM samples are plain objects, freed through ``nvmlGpmSampleFree``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,17 @@ class FakeDevice:
     pcie_rx_kib: int = 2000
     compute: list[tuple[int, int | None]] = field(default_factory=list)
     graphics: list[tuple[int, int | None]] = field(default_factory=list)
+    mem_reserved: int = 600_000_000
+    memory_v2: bool = True
+    gpm: bool = True
+    gpm_values: dict[str, float] = field(
+        default_factory=lambda: {
+            "sm_active_pct": 78.0,
+            "sm_occupancy_pct": 14.0,
+            "tensor_active_pct": 72.0,
+            "dram_bw_pct": 18.0,
+        }
+    )
 
     @property
     def uuid(self) -> str:
@@ -52,6 +69,41 @@ class FakeHandle:
     index: int
 
 
+_GPM_IDS = {
+    pynvml.NVML_GPM_METRIC_SM_UTIL: "sm_active_pct",
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: "sm_occupancy_pct",
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: "tensor_active_pct",
+    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: "dram_bw_pct",
+}
+
+
+@dataclass
+class FakeGpmSample:
+    """An allocated GPM sample buffer: which device filled it, and when (a counter)."""
+
+    device: int | None = None
+    taken: int = 0
+    freed: bool = False
+
+
+class _FakeMetric:
+    def __init__(self) -> None:
+        self.metricId = 0
+        self.nvmlReturn = 0
+        self.value = 0.0
+
+
+class FakeGpmMetricsGet:
+    """``c_nvmlGpmMetricsGet_t``'s fields, as plain attributes."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: FakeGpmSample | None = None
+        self.sample2: FakeGpmSample | None = None
+        self.metrics = [_FakeMetric() for _ in range(8)]
+
+
 class FakeNvml:
     """pynvml's functions and constants over ``FakeDevice``s.
 
@@ -61,6 +113,9 @@ class FakeNvml:
     """
 
     NVMLError = pynvml.NVMLError
+    c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
+    NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
 
     def __init__(self, devices: int = 2, *, pcie_delay_s: float = 0.0) -> None:
         for name in dir(pynvml):
@@ -74,6 +129,8 @@ class FakeNvml:
         self._faults: dict[tuple[str, int | None], int] = {}
         self._lost: set[int] = set()
         self._lock = threading.Lock()
+        self.gpm_samples: list[FakeGpmSample] = []
+        self._gpm_clock = 0
 
     # -- fault injection
 
@@ -150,9 +207,25 @@ class FakeNvml:
         d = self._device("nvmlDeviceGetUtilizationRates", handle)
         return SimpleNamespace(gpu=d.util, memory=d.mem_util)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
+        if version:  # pynvml calls nvmlDeviceGetMemoryInfo_v2 in the library then
+            # A fault set on nvmlDeviceGetMemoryInfo applies to both versions.
+            self._device("nvmlDeviceGetMemoryInfo", handle)
+            d = self._device("nvmlDeviceGetMemoryInfo_v2", handle)
+            if not d.memory_v2:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            assert version == pynvml.nvmlMemory_v2
+            free = d.mem_total - d.mem_used - d.mem_reserved
+            return SimpleNamespace(
+                version=version,
+                total=d.mem_total,
+                reserved=d.mem_reserved,
+                used=d.mem_used,
+                free=free,
+            )
         d = self._device("nvmlDeviceGetMemoryInfo", handle)
-        return SimpleNamespace(total=d.mem_total, used=d.mem_used, free=d.mem_total - d.mem_used)
+        used = d.mem_used + d.mem_reserved
+        return SimpleNamespace(total=d.mem_total, used=used, free=d.mem_total - used)
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         return self._device("nvmlDeviceGetPowerUsage", handle).power_mw
@@ -181,3 +254,48 @@ class FakeNvml:
         if self.pcie_delay_s:
             time.sleep(self.pcie_delay_s)
         return d.pcie_tx_kib if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else d.pcie_rx_kib
+
+    # -- GPM: Hopper and newer
+
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> Any:
+        d = self._device("nvmlGpmQueryDeviceSupport", handle)
+        return SimpleNamespace(version=1, isSupportedDevice=int(d.gpm))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:
+        self._enter("nvmlGpmSampleAlloc")
+        sample = FakeGpmSample()
+        self.gpm_samples.append(sample)
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: FakeGpmSample) -> None:
+        self._enter("nvmlGpmSampleFree")
+        assert not sample.freed, "a GPM sample freed twice"
+        sample.freed = True
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: FakeGpmSample) -> FakeGpmSample:
+        d = self._device("nvmlGpmSampleGet", handle)
+        if not d.gpm:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        assert not sample.freed, "a freed GPM sample was used"
+        self._gpm_clock += 1
+        sample.device, sample.taken = d.index, self._gpm_clock
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: FakeGpmMetricsGet) -> FakeGpmMetricsGet:
+        self._enter("nvmlGpmMetricsGet")
+        first, second = request.sample1, request.sample2
+        assert first is not None
+        assert second is not None
+        assert request.version == pynvml.NVML_GPM_METRICS_GET_VERSION
+        if first.device != second.device or first.taken >= second.taken:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        assert first.device is not None
+        d = self.devices[first.device]
+        for metric in request.metrics[: request.numMetrics]:
+            name = _GPM_IDS.get(metric.metricId)
+            if name is None or name not in d.gpm_values:
+                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            else:
+                metric.nvmlReturn = 0
+                metric.value = d.gpm_values[name]
+        return request

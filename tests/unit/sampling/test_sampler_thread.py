@@ -80,6 +80,7 @@ def test_stop_leaves_no_thread_and_releases_nvml(make_sampler: Callable[..., Sam
         "jupyter-gpu-sampler",
         "jupyter-gpu-cache-scan",
         "jupyter-gpu-slow",
+        "jupyter-gpu-gpm",
     }
     sampler.stop()
     assert sampler.threads_alive() == []

@@ -1,0 +1,184 @@
+"""SM, tensor-core and DRAM activity from NVML's GPU Performance Monitoring (GPM, Hopper+).
+
+NVML's ``utilization`` says only that *a* kernel ran during the window: a GPU at 100 % can be
+doing little. GPM counts what the SMs did. It needs two samples taken some time apart: each
+``read`` takes a new GPM sample per GPU (``nvmlGpmSampleGet``, about 70 us on an H200) and asks
+NVML for the metrics between it and the previous one (``nvmlGpmMetricsGet``), so the values
+are averages over the time between two reads. The first read of a GPU only primes it.
+
+GPUs before Hopper (and vGPUs) answer ``nvmlGpmQueryDeviceSupport`` with "not supported": their
+fields are ``None`` with ``"Not Supported"`` in ``unavailable``, as other fields NVML refuses.
+``dcgmi dmon -e 1002,1003,1004,1005`` reads the same four metrics through DCGM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from jupyter_gpu.sampling.records import GPM_FIELDS, GpmReading
+
+NOT_SUPPORTED = "Not Supported"
+
+# DeviceSample field -> the name of NVML's metric id constant (nvml.h, nvmlGpmMetricId_t).
+_METRICS: tuple[tuple[str, str], ...] = (
+    ("sm_active_pct", "NVML_GPM_METRIC_SM_UTIL"),
+    ("sm_occupancy_pct", "NVML_GPM_METRIC_SM_OCCUPANCY"),
+    ("tensor_active_pct", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"),
+    ("dram_bw_pct", "NVML_GPM_METRIC_DRAM_BW_UTIL"),
+)
+assert tuple(f for f, _ in _METRICS) == GPM_FIELDS
+
+
+def unsupported(reason: str = NOT_SUPPORTED) -> GpmReading:
+    """A reading in which every GPM field is unavailable for ``reason``."""
+    return GpmReading(unavailable=MappingProxyType(dict.fromkeys(GPM_FIELDS, reason)))
+
+
+class GpmReader:
+    """Reads the GPM metrics of a fixed list of NVML device handles. Not thread-safe: one caller.
+
+    Args:
+        nvml: pynvml (or a fake with its interface).
+        handles: the device handles by index (``None`` for a GPU NVML could not open).
+        log: where a GPU's GPM problems are reported, once each.
+    """
+
+    def __init__(
+        self, nvml: Any, handles: Sequence[Any], log: logging.Logger | None = None
+    ) -> None:
+        self._nvml = nvml
+        self._handles = list(handles)
+        self._log = log or logging.getLogger("jupyter_gpu")
+        self._lock = threading.Lock()
+        self._closed = False
+        self._reported: set[tuple[int, str]] = set()
+        self._ids = tuple(getattr(nvml, const, None) for _, const in _METRICS)
+        # index -> why GPM cannot be read there; decided once, at the first read.
+        self._refused: dict[int, str] = {}
+        self._supported: set[int] = set()
+        self._previous: dict[int, Any] = {}  # index -> its last GPM sample
+        self._spare: dict[int, Any] = {}  # index -> a sample buffer to reuse
+
+    def _support(self, index: int, handle: Any) -> str | None:
+        """Why GPU ``index`` has no GPM (``None``: it has), asked of NVML once."""
+        if index in self._supported:
+            return None
+        if index in self._refused:
+            return self._refused[index]
+        nvml = self._nvml
+        reason: str | None = None
+        if handle is None:
+            reason = "NVML cannot open this GPU"
+        elif None in self._ids or not hasattr(nvml, "nvmlGpmQueryDeviceSupport"):
+            reason = f"{NOT_SUPPORTED} (this nvidia-ml-py has no GPM)"
+        else:
+            try:
+                support = nvml.nvmlGpmQueryDeviceSupport(handle)
+                if not int(support.isSupportedDevice):
+                    reason = NOT_SUPPORTED
+            except nvml.NVMLError as err:
+                reason = str(err)
+            except (AttributeError, TypeError) as err:  # an NVML library without GPM symbols
+                reason = f"{NOT_SUPPORTED} ({err})"
+        if reason is None:
+            self._supported.add(index)
+        else:
+            self._supported.discard(index)
+            self._refused[index] = reason
+            self._log.info(
+                "jupyter_gpu: GPU %d: no GPM metrics (SM/tensor activity): %s", index, reason
+            )
+        return reason
+
+    def _report(self, index: int, err: Exception) -> None:
+        key = (index, str(err))
+        if key not in self._reported:
+            self._reported.add(key)
+            self._log.info("jupyter_gpu: GPU %d: NVML cannot read GPM metrics: %s", index, err)
+
+    def _metrics(self, earlier: Any, later: Any) -> GpmReading:
+        nvml = self._nvml
+        request = nvml.c_nvmlGpmMetricsGet_t()
+        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(_METRICS)
+        request.sample1 = earlier
+        request.sample2 = later
+        for i, metric_id in enumerate(self._ids):
+            request.metrics[i].metricId = metric_id
+        nvml.nvmlGpmMetricsGet(request)
+        values: dict[str, float] = {}
+        unavailable: dict[str, str] = {}
+        for i, (name, _) in enumerate(_METRICS):
+            metric = request.metrics[i]
+            code = int(metric.nvmlReturn)
+            if code != 0:
+                unavailable[name] = str(nvml.NVMLError(code))
+                continue
+            value = float(metric.value)
+            # Counters can overshoot 100 by rounding: clamp into the documented 0 to 100.
+            values[name] = round(min(100.0, max(0.0, value)), 2)
+        return GpmReading(MappingProxyType(values), MappingProxyType(unavailable))
+
+    def read(self) -> Mapping[int, GpmReading]:
+        """A new GPM sample per GPU and the metrics since the previous one, by device index.
+
+        A GPU without GPM has every field unavailable; a GPU read for the first time (or after
+        a failed read) is left out: its window has not begun. Never raises ``NVMLError``.
+        """
+        nvml = self._nvml
+        out: dict[int, GpmReading] = {}
+        with self._lock:
+            if self._closed:
+                return out
+            for index, handle in enumerate(self._handles):
+                reason = self._support(index, handle)
+                if reason is not None:
+                    out[index] = unsupported(reason)
+                    continue
+                sample = self._spare.pop(index, None)
+                try:
+                    if sample is None:
+                        sample = nvml.nvmlGpmSampleAlloc()
+                    nvml.nvmlGpmSampleGet(handle, sample)
+                except nvml.NVMLError as err:
+                    self._report(index, err)
+                    if sample is not None:
+                        self._spare[index] = sample
+                    self._drop_previous(index)
+                    if getattr(err, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
+                        self._supported.discard(index)
+                        self._refused[index] = str(err)
+                        out[index] = unsupported(str(err))
+                    continue
+                previous = self._previous.get(index)
+                self._previous[index] = sample
+                if previous is None:
+                    continue
+                self._spare[index] = previous
+                try:
+                    out[index] = self._metrics(previous, sample)
+                except nvml.NVMLError as err:
+                    self._report(index, err)
+                    out[index] = unsupported(str(err))
+        return out
+
+    def _drop_previous(self, index: int) -> None:
+        previous = self._previous.pop(index, None)
+        if previous is not None:
+            with contextlib.suppress(self._nvml.NVMLError):
+                self._nvml.nvmlGpmSampleFree(previous)
+
+    def close(self) -> None:
+        """Free NVML's GPM sample buffers (before ``nvmlShutdown``). Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            for samples in (self._previous, self._spare):
+                for sample in samples.values():
+                    with contextlib.suppress(self._nvml.NVMLError):
+                        self._nvml.nvmlGpmSampleFree(sample)
+                samples.clear()
