@@ -189,9 +189,9 @@ def replay(path: Path, runs: int) -> int:
     from IPython.utils.capture import capture_output
     from traitlets.config import Config
 
-    from jupyter_gpu.magics._args import parse
-    from jupyter_gpu.magics._profile_analysis import analyse
-    from jupyter_gpu.magics.profile import ProfileMagics, ProfileResult
+    from jupyter_gpu.magics.common.args import parse
+    from jupyter_gpu.magics.profile.analysis import analyse
+    from jupyter_gpu.magics.profile.magic import ProfileMagics, ProfileResult
 
     events = replay_events(path)
     gpu = any(e.device_type != events[0].device_type for e in events)

@@ -8,9 +8,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
-from ._args import ShellMagics, argument, magic_arguments, parse
-from ._render import Table, fmt_bytes, html_block, html_note, publish
-from ._torch import cuda_in_use, torch_if_imported
+from jupyter_gpu.magics.common.args import ShellMagics, argument, magic_arguments, parse
+from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_if_imported
+from jupyter_gpu.magics.common.render import Table, fmt_bytes, html_block, html_note, publish
 
 
 def _torch_memory(devices: Any) -> dict[int, tuple[int, int]]:
@@ -21,7 +21,7 @@ def _torch_memory(devices: Any) -> dict[int, tuple[int, int]]:
     """
     if not cuda_in_use():
         return {}
-    from ._allocator import match_nvml_device
+    from jupyter_gpu.magics.common.allocator import match_nvml_device
 
     torch = torch_if_imported()
     assert torch is not None

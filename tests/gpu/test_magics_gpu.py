@@ -363,7 +363,7 @@ def run_all() -> Session:
             f"{prof.kernel_count} kernels, top: {kernels[0].name[:40] if kernels else '-'}",
             prof.kernel_count > 0 and bool(kernels) and "self GPU" in r.text,
         )
-        from jupyter_gpu.magics._profile_rows import rows_from_key_averages
+        from jupyter_gpu.magics.profile.rows import rows_from_key_averages
 
         reference = rows_from_key_averages(prof.profiler, {})
         differ = [a.name for a, b in zip(prof.rows, reference, strict=False) if a != b]

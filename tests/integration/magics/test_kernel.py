@@ -10,7 +10,7 @@ from __future__ import annotations
 import nbformat
 from nbclient import NotebookClient
 
-from jupyter_gpu.magics._render import PLOTLY_MIMETYPE
+from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
 
 CELLS = [
     "%load_ext jupyter_gpu\nimport torch",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from jupyter_gpu.magics._render import PLOTLY_MIMETYPE
+from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
 
 from .conftest import MODEL_CELL, Shell
 
@@ -131,7 +131,7 @@ def test_nested_profiler_is_a_usage_error(shell: Shell) -> None:
 
 
 def test_rows_are_torchs_key_averages(shell: Shell) -> None:
-    from jupyter_gpu.magics._profile_rows import rows_from_key_averages
+    from jupyter_gpu.magics.profile.rows import rows_from_key_averages
 
     shell.ok(MODEL_CELL)
     for line in ("-o -q --memory", "-o -q --stack"):

@@ -15,8 +15,8 @@ import pytest
 from torch._C._autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from jupyter_gpu.magics._profile_analysis import analyse
-from jupyter_gpu.magics._profile_rows import OpTotals, device_kind, rows_from_key_averages
+from jupyter_gpu.magics.profile.analysis import analyse
+from jupyter_gpu.magics.profile.rows import OpTotals, device_kind, rows_from_key_averages
 
 
 class Profile:

@@ -7,8 +7,10 @@ import argparse
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics import _args, _render
-from jupyter_gpu.magics._profile_analysis import _union_length
+from jupyter_gpu.magics.common import args as _args
+from jupyter_gpu.magics.common import render as _render
+from jupyter_gpu.magics.profile.analysis import _union_length
+from jupyter_gpu.measure import fmt_seconds
 
 
 @pytest.mark.parametrize(
@@ -22,9 +24,9 @@ def test_fmt_bytes(n: int | None, text: str) -> None:
 def test_fmt_signed_bytes_and_seconds() -> None:
     assert _render.fmt_signed_bytes(2048) == "+2.0 KiB"
     assert _render.fmt_signed_bytes(-2048) == "-2.0 KiB"
-    assert _render.fmt_seconds(2.5e-6) == "2.5 µs"
-    assert _render.fmt_seconds(0.0123) == "12.3 ms"
-    assert _render.fmt_seconds(21.4) == "21.40 s"
+    assert fmt_seconds(2.5e-6) == "2.5 µs"
+    assert fmt_seconds(0.0123) == "12.3 ms"
+    assert fmt_seconds(21.4) == "21.40 s"
     assert _render.fmt_pct(0.724) == "72%"
 
 
@@ -82,7 +84,7 @@ def test_union_length_merges_overlaps() -> None:
 
 
 def test_amp_compare_explains_a_step_too_small_for_precision() -> None:
-    from jupyter_gpu.magics.amp_compare import AmpComparison, AmpModeResult, small_step_note
+    from jupyter_gpu.magics.amp.compare import AmpComparison, AmpModeResult, small_step_note
 
     def comparison(device: str, **times: float | None) -> AmpComparison:
         results = [AmpModeResult(m, t, 50, None, 1.0, 0.0) for m, t in times.items()]

@@ -6,8 +6,8 @@ GPU's history: there is no GPU in CI); tests/gpu/test_magics_gpu.py checks real 
 
 from __future__ import annotations
 
-from jupyter_gpu.magics._dynamo_watch import summarize_reason
-from jupyter_gpu.magics.memory_timeline import build_timeline, timeline_figure
+from jupyter_gpu.magics.compile.dynamo_watch import summarize_reason
+from jupyter_gpu.magics.memory.timeline import build_timeline, timeline_figure
 
 CELL = "/tmp/ipykernel_1/123.py"
 USER = [
@@ -70,8 +70,8 @@ def test_figures_are_valid_plotly_specs() -> None:
     # plotly validates every property name and value when it builds a Figure from a dict.
     import plotly.graph_objects as go
 
-    from jupyter_gpu.magics._render import Bar
-    from jupyter_gpu.magics._render import timeline_figure as bars_figure
+    from jupyter_gpu.magics.common.render import Bar
+    from jupyter_gpu.magics.common.render import timeline_figure as bars_figure
 
     trace = [event("alloc", 0, 1000, 10), event("free_completed", 0, 1000, 20)]
     timeline = build_timeline({"device_traces": [trace]}, 0, 0, 0, {CELL: 2})

@@ -12,16 +12,20 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class, needs_local_scope
 
-from ._args import ShellMagics, argument, magic_arguments, parse, positive_int
-from ._cell import CellCode, cell_filenames
-from ._profile_analysis import Analysis, analyse
-from ._profile_rows import OpRow
-from ._render import (
+from jupyter_gpu.magics.common.args import (
+    ShellMagics,
+    argument,
+    magic_arguments,
+    parse,
+    positive_int,
+)
+from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
+from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.render import (
     Cell,
     Table,
     fmt_bytes,
     fmt_pct,
-    fmt_seconds,
     html_block,
     html_note,
     publish,
@@ -29,7 +33,10 @@ from ._render import (
     timeline_figure,
     timeline_svg,
 )
-from ._torch import synchronize, torch_module
+from jupyter_gpu.measure import fmt_seconds, synchronize
+
+from .analysis import Analysis, analyse
+from .rows import OpRow
 
 #: --sort keys: ours, then torch's own names for the same columns.
 SORT_KEYS = {
@@ -135,7 +142,7 @@ class ProfileMagics(ShellMagics):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        from ._precision import autocast_enabled
+        from jupyter_gpu.magics.amp.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
         prof = torch.profiler.profile(

@@ -20,7 +20,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ._torch import torch_module
+from jupyter_gpu.magics.common.lazy_torch import torch_module
 
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._render import Table, fmt_bytes, line_svg
-from ._torch import torch_module
+from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.render import Table, fmt_bytes, line_svg
 
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "site-packages", "<frozen", "/IPython/", "/ipykernel/")
 

@@ -10,7 +10,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
-from ._args import (
+from jupyter_gpu.magics.common.args import (
     ShellMagics,
     argument,
     compile_expression,
@@ -19,10 +19,12 @@ from ._args import (
     parse,
     type_name,
 )
-from ._cell import cell_filenames
-from ._compile_report import show_bench, show_compiled, show_report
-from ._dynamo_watch import CompileReport, DynamoWatch, cache_size_bytes
-from ._torch import Timing, cuda_in_use, time_steady, torch_module
+from jupyter_gpu.magics.common.cell import cell_filenames
+from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
+from jupyter_gpu.measure import Timing, time_steady
+
+from .dynamo_watch import CompileReport, DynamoWatch, cache_size_bytes
+from .report import show_bench, show_compiled, show_report
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ class CompileMagics(ShellMagics):
         self.shell.user_ns[name] = original
         result = self.results.pop(name, None)
         if not args.quiet:
-            from ._render import html_block, html_note, publish
+            from jupyter_gpu.magics.common.render import html_block, html_note, publish
 
             text = f"{name} is the eager {type_name(original)} again (the compiled one is dropped)."
             publish(text, html_block([html_note(text)]))

@@ -11,10 +11,11 @@ costs half a second, and ``go.Figure`` validation is slow for thousands of event
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from jupyter_gpu.measure import fmt_seconds
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 
@@ -41,19 +42,6 @@ def fmt_signed_bytes(n: float | None) -> str:
     if n is None:
         return "n/a"
     return fmt_bytes(n) if n < 0 else "+" + fmt_bytes(n)
-
-
-def fmt_seconds(s: float | None) -> str:
-    """Format a duration in seconds with a unit that keeps three significant digits."""
-    if s is None or math.isnan(s):
-        return "n/a"
-    if s >= 100:
-        return f"{s:.0f} s"
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
 
 
 def fmt_pct(fraction: float | None) -> str:

@@ -9,8 +9,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from . import _precision as prec
-from ._args import (
+from jupyter_gpu.magics.common.args import (
     ShellMagics,
     argument,
     check_identifier,
@@ -19,9 +18,11 @@ from ._args import (
     parse,
     positive_int,
 )
-from ._cell import CellCode
-from ._render import html_block, html_note, html_pre, publish
-from ._torch import torch_module
+from jupyter_gpu.magics.common.cell import CellCode
+from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.render import html_block, html_note, html_pre, publish
+
+from . import precision as prec
 
 RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
 
@@ -161,7 +162,7 @@ class AmpMagics(ShellMagics):
         if command == "tf32":
             return self._tf32(args)
         if command == "compare":
-            from .amp_compare import compare_from_args
+            from .compare import compare_from_args
 
             return compare_from_args(self.shell, args)
         raise UsageError(

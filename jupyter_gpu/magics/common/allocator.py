@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._torch import cuda_in_use, torch_module
+from .lazy_torch import cuda_in_use, torch_module
 
 
 @dataclass(frozen=True)

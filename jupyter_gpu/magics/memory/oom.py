@@ -14,9 +14,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._last_error import last_error, last_error_tracebacks, release_last_error, traceback_locals
-from ._tensors import holds_tensor, output_cache
-from ._torch import cuda_in_use, tensor_bytes, torch_if_imported
+from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, tensor_bytes, torch_if_imported
+
+from .last_error import last_error, last_error_tracebacks, release_last_error, traceback_locals
+from .tensors import holds_tensor, output_cache
 
 
 def is_oom(error: BaseException | None) -> bool:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._args import type_name
-from ._render import (
+from jupyter_gpu.magics.common.args import type_name
+from jupyter_gpu.magics.common.render import (
     Table,
-    fmt_seconds,
     fmt_signed_bytes,
     html_block,
     html_note,
     html_pre,
     publish,
 )
+from jupyter_gpu.measure import fmt_seconds
 
 if TYPE_CHECKING:
-    from ._dynamo_watch import CompileReport
-    from .compile import BenchResult
+    from .dynamo_watch import CompileReport
+    from .magic import BenchResult
 
 
 def _backend_name(options: dict[str, Any]) -> str:

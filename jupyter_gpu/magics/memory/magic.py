@@ -9,14 +9,27 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from . import _tensors
-from ._allocator import AllocatorStats, NvmlProcessView, nvml_process_view, process_rss_bytes
-from ._args import ShellMagics, argument, magic_arguments, non_negative_int, parse, positive_int
-from ._cell import CellCode, cell_filenames
-from ._memory_report import CellMemory, MemorySummary, show_cell, show_summary
-from ._oom import FreeReport, free_references, is_oom, last_error_was_oom
-from ._render import fmt_bytes, html_block, html_note, publish
-from ._torch import cuda_device_index, torch_module
+from jupyter_gpu.magics.common.allocator import (
+    AllocatorStats,
+    NvmlProcessView,
+    nvml_process_view,
+    process_rss_bytes,
+)
+from jupyter_gpu.magics.common.args import (
+    ShellMagics,
+    argument,
+    magic_arguments,
+    non_negative_int,
+    parse,
+    positive_int,
+)
+from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
+from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
+from jupyter_gpu.magics.common.render import fmt_bytes, html_block, html_note, publish
+
+from . import tensors as _tensors
+from .oom import FreeReport, free_references, is_oom, last_error_was_oom
+from .report import CellMemory, MemorySummary, show_cell, show_summary
 
 __all__ = ["CellMemory", "MemoryMagics", "MemorySummary"]
 
@@ -194,7 +207,7 @@ class MemoryMagics(ShellMagics):
         snapshot: dict[str, Any] | None = None
         try:
             if args.snapshot:
-                from .memory_timeline import recording
+                from .timeline import recording
 
                 with torch.cuda.device(index), recording(args.max_entries):
                     try:
@@ -213,7 +226,7 @@ class MemoryMagics(ShellMagics):
             result.reserved_after_bytes = after.reserved_bytes
             result.peak_bytes = after.peak_bytes
             if snapshot is not None:
-                from .memory_timeline import build_timeline
+                from .timeline import build_timeline
 
                 with _never_masking():
                     result.timeline = build_timeline(

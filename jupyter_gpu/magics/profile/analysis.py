@@ -12,8 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._profile_rows import PY_EVENT, OpRow, OpTotals, device_kind, rows_from_key_averages
-from ._render import Bar, fmt_pct, fmt_seconds
+from jupyter_gpu.magics.common.render import Bar, fmt_pct
+from jupyter_gpu.measure import fmt_seconds
+
+from .rows import PY_EVENT, OpRow, OpTotals, device_kind, rows_from_key_averages
 
 _US = 1e-6
 _SYNC_OPS = (

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._last_error import last_error_tracebacks, traceback_locals
-from ._torch import tensor_bytes, torch_module
+from jupyter_gpu.magics.common.lazy_torch import tensor_bytes, torch_module
+
+from .last_error import last_error_tracebacks, traceback_locals
 
 #: Where a name comes from, best first: a user's variable beats ``Out[3]`` beats a traceback.
 USER, OUTPUT, TRACEBACK, UNNAMED = 0, 1, 2, 3

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _tensors
-from ._render import (
+from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.render import (
     Cell,
     Table,
     fmt_bytes,
@@ -16,8 +16,9 @@ from ._render import (
     publish,
     publish_figure,
 )
-from ._torch import torch_module
-from .memory_timeline import MemoryTimeline
+
+from . import tensors as _tensors
+from .timeline import MemoryTimeline
 
 
 @dataclass
@@ -204,7 +205,7 @@ def show_cell(r: CellMemory) -> None:
         notes.append(html_note(r.timeline_unavailable))
     publish(text, html_block(notes))
     if r.timeline is not None:
-        from .memory_timeline import alive_table, timeline_figure, timeline_svg
+        from .timeline import alive_table, timeline_figure, timeline_svg
 
         summary = (
             f"memory timeline: {r.timeline.events:,} allocator events, peak "

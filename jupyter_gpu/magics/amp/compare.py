@@ -15,10 +15,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from . import _precision as prec
-from ._args import compile_expression, lookup, type_name
-from ._render import Cell, Table, fmt_bytes, fmt_seconds, html_block, html_note, publish
-from ._torch import Timing, describe_device, loss_value, time_steady, torch_module
+from jupyter_gpu.magics.common.args import compile_expression, lookup, type_name
+from jupyter_gpu.magics.common.lazy_torch import describe_device, loss_value, torch_module
+from jupyter_gpu.magics.common.render import Cell, Table, fmt_bytes, html_block, html_note, publish
+from jupyter_gpu.measure import Timing, fmt_seconds, time_steady
+
+from . import precision as prec
 
 MODES = ("fp32", "tf32", "bf16", "fp16")
 

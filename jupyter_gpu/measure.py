@@ -1,0 +1,149 @@
+"""Timing GPU work: one ``Timing``, one ``synchronize`` and one duration format.
+
+The magics (``%compile --bench``, ``%amp compare``, ``%%profile``) and the tutorials
+(``jupyter_gpu.tutorials.timing``) both time through here, so a "median of N runs after M
+warm-up" means the same thing in a magic's report and in a notebook's table.
+
+torch is imported only inside the functions that need it: ``%load_ext jupyter_gpu`` must stay
+fast, and a process that never initialised CUDA is not made to.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def fmt_seconds(s: float | None) -> str:
+    """A duration with the unit that reads best and three significant digits.
+
+    ``2e-5`` reads ``20 µs``, ``0.0123`` ``12.3 ms``, ``2.0`` ``2.00 s``; ``None`` or NaN
+    reads ``n/a``.
+    """
+    if s is None or math.isnan(s):
+        return "n/a"
+    if s >= 100:
+        return f"{s:.0f} s"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def _cuda_in_use() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for the GPU work queued so far, so that a time covers it, not just its launch.
+
+    Args:
+        device: a device (``"cuda:1"``, a ``torch.device``): wait for it if it is a CUDA
+            device, nothing to wait for otherwise (CPU). ``None``: the current CUDA device if
+            this process already uses CUDA; never initialises CUDA.
+    """
+    if device is None:
+        if _cuda_in_use():
+            sys.modules["torch"].cuda.synchronize()
+        return
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock times of ``runs`` calls made after ``warmup`` untimed ones, in seconds."""
+
+    times_s: tuple[float, ...]
+    warmup: int
+
+    def __repr__(self) -> str:
+        return f"Timing(median_s={self.median_s:.6g}, runs={self.runs}, warmup={self.warmup})"
+
+    @property
+    def runs(self) -> int:
+        """How many timed calls."""
+        return len(self.times_s)
+
+    @property
+    def median_s(self) -> float:
+        """Median time of one call, in seconds."""
+        return statistics.median(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        """Fastest call, in seconds."""
+        return min(self.times_s)
+
+    @property
+    def spread(self) -> float:
+        """(slowest - fastest) / median: how steady the runs were."""
+        return (max(self.times_s) - min(self.times_s)) / self.median_s
+
+    @property
+    def spread_s(self) -> float:
+        """Inter-quartile range of the runs (seconds); the full range below 4 runs."""
+        if len(self.times_s) < 4:
+            return max(self.times_s) - min(self.times_s)
+        q = statistics.quantiles(self.times_s, n=4)
+        return q[2] - q[0]
+
+    def rate(self, items_per_call: float) -> float:
+        """Items per second at the median time (tokens/s, images/s...)."""
+        return items_per_call / self.median_s
+
+    def describe(self) -> str:
+        """E.g. ``12.3 ms (median of 10 runs after 3 warm-up)``."""
+        median = fmt_seconds(self.median_s)
+        return f"{median} (median of {self.runs} runs after {self.warmup} warm-up)"
+
+
+def _timed(fn: Callable[[], object], device: Any) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def time_steady(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    runs: int | None = None,
+    target_s: float = 1.0,
+    min_runs: int = 5,
+    max_runs: int = 500,
+    device: Any = None,
+) -> Timing:
+    """Time ``fn`` in steady state: ``warmup`` calls, then runs timed one by one.
+
+    Every call is bracketed by :func:`synchronize` on ``device``, so the GPU work it queued is
+    counted. Without ``runs``, as many runs as fit in about ``target_s`` seconds (estimated from
+    the last warm-up call), between ``min_runs`` and ``max_runs``.
+
+    Raises:
+        ValueError: ``runs`` < 1 or ``warmup`` < 0.
+    """
+    if (runs is not None and runs < 1) or warmup < 0:
+        raise ValueError(f"need runs >= 1 and warmup >= 0, got {runs=}, {warmup=}")
+    last = 0.0
+    for _ in range(warmup):
+        last = _timed(fn, device)
+    if runs is None:
+        runs = int(min(max(target_s / max(last, 1e-6), min_runs), max_runs))
+    return Timing(tuple(_timed(fn, device) for _ in range(runs)), warmup)
+
+
+def time_first_call(fn: Callable[[], object], *, device: Any = None) -> float:
+    """Seconds for one call, synchronised (e.g. a compiled model's first step, compile included)."""
+    return _timed(fn, device)
