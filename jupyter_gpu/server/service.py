@@ -28,8 +28,11 @@ API_VERSION = "1"
 class StreamClient(Protocol):
     """What the service needs of a connected socket."""
 
-    def push(self, message: str) -> None:
-        """Send one message; never raises (a closed or stuck client just misses it)."""
+    def push(self, message: str, seq: int) -> None:
+        """Send sample ``seq``'s message; never raises (a closed or stuck client misses it).
+
+        A sample not newer than the last one sent to this client is skipped.
+        """
 
     def close(self) -> None:
         """Close the connection (the server is stopping)."""
@@ -83,13 +86,14 @@ class GpuService:
         self._kernel_refresh: PeriodicCallback | None = None
         self._stopped = False
 
-    def make_sampler(self, **kwargs: Any) -> Sampler:
+    def make_sampler(self, options: SamplerOptions | None = None, **kwargs: Any) -> Sampler:
         """A sampler wired to this service (extra keyword arguments go to ``Sampler``).
 
-        Tests replace ``self.sampler`` with one of these over a fake NVML (``backend_factory``).
+        Tests replace ``self.sampler`` with one of these over a fake NVML (``backend_factory``);
+        the soak benchmark with other ``options`` (a cadence faster than the traits allow).
         """
         return Sampler(
-            sampler_options(self.config),
+            options or sampler_options(self.config),
             encode=encode_sample,
             on_sample=self._on_sample,
             log=self.log,
@@ -143,7 +147,7 @@ class GpuService:
             return
         message = stream_message(entry.json)
         for client in list(self._clients):
-            client.push(message)
+            client.push(message, entry.sample.seq)
 
     # -- readers (event loop)
 

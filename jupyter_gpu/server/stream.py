@@ -3,7 +3,9 @@
 On connect the client gets the latest sample, then each new one, as
 ``{"type": "sample", "sample": Sample}``. The text of each message is built once and written to
 every socket. A client that stops reading has samples dropped for it rather than buffered
-without bound (``dropped`` counts them); it catches up with the next sample it reads.
+without bound (``dropped`` counts them); it catches up with the next sample it reads. Clients
+send nothing: a socket that does is closed (1008; 1009 for a frame over 1 KiB), and only that
+one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from jupyter_gpu.server.service import GpuService
 
 MAX_PENDING_WRITES = 64
 """Writes a client may have in flight before further samples are dropped for it."""
+MAX_CLIENT_MESSAGE_BYTES = 1024
+"""Largest frame a client may send (it should send none; Tornado's default is 10 MiB)."""
 
 
 class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
@@ -32,6 +36,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
     _pending = 0
+    _sent_seq = 0
     dropped = 0
 
     @property
@@ -68,16 +73,32 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         service.add_client(self)
         entry = service.sampler.latest()
         if entry is not None:
-            self.push(stream_message(entry.json))
+            self.push(stream_message(entry.json), entry.sample.seq)
+
+    @property
+    def max_message_size(self) -> int:
+        """Clients send nothing: Tornado closes a socket that sends more than this (1009)."""
+        return MAX_CLIENT_MESSAGE_BYTES
 
     def on_message(self, message: str | bytes) -> None:
-        """Clients send nothing; anything they send is ignored."""
+        """Clients send nothing: a message is a client's bug or an attack; close that socket.
+
+        Code 1008 (policy violation); the other sockets and the server carry on.
+        """
+        self.close(1008, "this stream accepts no messages from clients")
 
     def on_close(self) -> None:
         self.service.remove_client(self)
 
-    def push(self, message: str) -> None:
-        """Write one message; drop it if the client is this far behind or gone."""
+    def push(self, message: str, seq: int) -> None:
+        """Write sample ``seq``'s message; drop it if the client is this far behind or gone.
+
+        A sample not newer than the last one sent is skipped: ``open`` sends the latest sample,
+        and the hand-off of an older one may still be queued on the loop (the soak benchmark
+        saw ``seq`` go down, which a client takes for a restarted server).
+        """
+        if seq <= self._sent_seq:
+            return
         if self.ws_connection is None or self.ws_connection.is_closing():
             return
         if self._pending >= MAX_PENDING_WRITES:
@@ -88,6 +109,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         except WebSocketClosedError:
             return
         self._pending += 1
+        self._sent_seq = seq
         future.add_done_callback(self._written)
 
     def _written(self, future: Any) -> None:

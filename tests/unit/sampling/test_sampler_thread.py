@@ -250,8 +250,8 @@ def test_on_sample_gets_every_entry(make_sampler: Callable[..., Sampler]) -> Non
 
 
 def test_interval_below_a_tenth_of_a_second_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"at least 0\.1 s"):
-        Sampler(SamplerOptions(interval_s=0.05))
+    with pytest.raises(ValueError, match=r"at least 0\.01 s"):
+        Sampler(SamplerOptions(interval_s=0.005))
 
 
 def test_history_capacity_follows_history_and_interval() -> None:
