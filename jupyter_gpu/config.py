@@ -119,6 +119,18 @@ class JupyterGpu(Configurable):
         ),
     ).tag(config=True)
 
+    read_deadline_s = Float(
+        2.0,
+        min=0.1,
+        max=600.0,
+        help=(
+            "Seconds an NVML read of a GPU may take before that GPU is shown as "
+            "'not responding' (a hung driver). Reads run in a worker thread: a hung one never "
+            "blocks the other GPUs, the sampler or the server; the GPU answers again by itself "
+            "when the call returns (0.1 to 600)."
+        ),
+    ).tag(config=True)
+
     kernel_map_interval_s = Float(
         3.0,
         min=0.5,

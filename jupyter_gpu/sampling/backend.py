@@ -21,9 +21,18 @@ class Backend(abc.ABC):
     def info(self) -> BackendInfo:
         """Static facts: which backend, whether simulated, why there is no GPU, the devices."""
 
-    @abc.abstractmethod
     def read(self) -> tuple[DeviceSample, ...]:
-        """One batched read of every device (fast metrics only). Never raises."""
+        """One read of every device (fast metrics only), in order. Never raises."""
+        return tuple(self.read_device(d.index) for d in self.info().devices)
+
+    def read_device(self, index: int) -> DeviceSample:
+        """One device's fast metrics. Never raises.
+
+        The sampler calls it from a worker thread with a deadline (``deadline.py``): a call
+        that hangs makes that device "not responding" and never blocks the others' reads or
+        the tick. Calls for different devices may overlap (after a hung one returns late).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no devices to read")
 
     def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
         """The slow metrics, by device index: ``(pcie_tx_bytes_per_s, pcie_rx_bytes_per_s)``.

@@ -5,6 +5,8 @@ Each is a short text spec (``JupyterGpu.simulated_faults``):
 
 - ``lost:<gpu>``: the GPU is lost (as NVML's ``GPU_IS_LOST``): ``state "lost"``, no readings.
 - ``error:<gpu>``: every read of the GPU fails: ``state "error"``.
+- ``hang:<gpu>``: every read of the GPU blocks, as a hung NVML call does, until the fault ends:
+  the sampler's deadline makes it ``state "not_responding"`` while the other GPUs keep updating.
 - ``unsupported:<gpu>:<field>``: one field reads ``null`` with ``unavailable[field]`` set to
   ``"Not Supported (simulated)"``, as NVML's ``NOT_SUPPORTED`` does on some GPUs.
 
@@ -20,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-FaultKind = Literal["lost", "error", "unsupported"]
+FaultKind = Literal["lost", "error", "hang", "unsupported"]
 
 MAX_FAULTS = 64
 MAX_GPU_INDEX = 15  # the simulated backend has at most 16 devices
@@ -57,8 +59,15 @@ _SPEC = re.compile(
     rf"^(?P<kind>[a-z]+):(?P<gpu>\d+)(?::(?P<field>[a-z_]+))?"
     rf"(?:@(?P<start>{_NUMBER})(?:-(?P<end>{_NUMBER}))?)?$"
 )
-_KINDS: dict[str, FaultKind] = {"lost": "lost", "error": "error", "unsupported": "unsupported"}
-_FORMS = "lost:<gpu>, error:<gpu> or unsupported:<gpu>:<field>, optionally @<start>[-<end>]"
+_KINDS: dict[str, FaultKind] = {
+    "lost": "lost",
+    "error": "error",
+    "hang": "hang",
+    "unsupported": "unsupported",
+}
+_FORMS = (
+    "lost:<gpu>, error:<gpu>, hang:<gpu> or unsupported:<gpu>:<field>, optionally @<start>[-<end>]"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +75,7 @@ class SimulatedFault:
     """One fault on one simulated GPU, active from ``start_s`` to ``end_s`` (sampler seconds).
 
     Attributes:
-        kind: ``lost``, ``error`` or ``unsupported``.
+        kind: ``lost``, ``error``, ``hang`` or ``unsupported``.
         gpu: the device index.
         field: the field taken away (``unsupported`` only), one of ``UNSUPPORTED_FIELDS``.
         start_s: seconds after the backend opened when it begins.
@@ -99,7 +108,8 @@ def parse_fault(spec: str) -> SimulatedFault:
     kind, field = _KINDS.get(match["kind"]), match["field"]
     if kind is None:
         raise ValueError(
-            f"simulated fault {spec!r}: unknown kind {match['kind']!r} (lost, error or unsupported)"
+            f"simulated fault {spec!r}: unknown kind {match['kind']!r} "
+            "(lost, error, hang or unsupported)"
         )
     gpu = int(match["gpu"])
     if gpu > MAX_GPU_INDEX:

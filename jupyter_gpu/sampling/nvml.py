@@ -304,8 +304,8 @@ class NvmlBackend(Backend):
 
     _memory_info.__name__ = "nvmlDeviceGetMemoryInfo"  # what the once-only log says
 
-    def read(self) -> tuple[DeviceSample, ...]:
-        return tuple(self._read_device(info) for info in self._devices)
+    def read_device(self, index: int) -> DeviceSample:
+        return self._read_device(self._devices[index])
 
     def read_gpm(self) -> Mapping[int, GpmReading]:
         """SM/tensor/DRAM activity since the previous call (``gpm.py``)."""

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 BackendName = Literal["nvml", "simulated", "none"]
-DeviceState = Literal["ok", "lost", "error"]
+DeviceState = Literal["ok", "lost", "error", "not_responding"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -69,9 +69,11 @@ class DeviceInfo:
 class DeviceSample:
     """One GPU at one tick (``nvidia-smi -q -d UTILIZATION,MEMORY,POWER,TEMPERATURE,CLOCK,PIDS``).
 
-    ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus) or ``"error"`` (every
-    read failed); ``error`` is then a sentence for people. ``pcie_*`` are ``None`` unless the slow
-    metrics are on. ``sm_active_pct``, ``sm_occupancy_pct``, ``tensor_active_pct`` and
+    ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus), ``"error"`` (every
+    read failed) or ``"not_responding"`` (a read has not returned within the deadline: see
+    ``deadline.py``; ``stale_s`` is then how many seconds ago it last answered); ``error`` is
+    then a sentence for people. ``pcie_*`` are ``None`` unless the slow metrics are on.
+    ``sm_active_pct``, ``sm_occupancy_pct``, ``tensor_active_pct`` and
     ``dram_bw_pct`` come from NVML's GPU Performance Monitoring (GPM, Hopper and newer; ``dcgmi
     dmon -e 1002,1003,1004,1005`` reads the same): averages over the last GPM window, ``None``
     (with "Not Supported" in ``unavailable``) on older GPUs and before the first window ends.
@@ -98,6 +100,7 @@ class DeviceSample:
     dram_bw_pct: float | None = None
     processes: tuple[ProcessSample, ...] = ()
     unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    stale_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +125,7 @@ class DeviceSample:
             "dram_bw_pct": self.dram_bw_pct,
             "processes": [p.to_dict() for p in self.processes],
             "unavailable": dict(self.unavailable),
+            "stale_s": self.stale_s,
         }
 
 

@@ -7,6 +7,9 @@ Threads (all daemons, all stopped by ``stop``):
   kernels, stamps a ``Sample``, encodes it once and appends it to the history, then calls
   ``on_sample`` (the server hands it to its event loop from there).
 - ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
+- ``jupyter-gpu-read-N``: the device reads (``deadline.py``): the tick waits for them at most
+  half an interval, and a read that hangs past ``read_deadline_s`` makes its device "not
+  responding" while the others keep updating.
 - ``jupyter-gpu-slow``: the slow NVML reads (PCIe throughput, about 21 ms per call per GPU),
   only with ``slow_metrics`` on, every ``slow_interval_s``.
 - ``jupyter-gpu-gpm``: NVML's GPM metrics (SM/tensor/DRAM activity, about 70 us per GPU), only
@@ -29,6 +32,7 @@ from types import MappingProxyType
 from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
+from jupyter_gpu.sampling.deadline import DeviceReader
 from jupyter_gpu.sampling.factory import open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.history import Entry, History
@@ -65,6 +69,8 @@ class SamplerOptions:
         simulated_faults: faults the simulated backend shows (ignored by the others).
         gpm_metrics: whether to read SM/tensor/DRAM activity (NVML GPM, Hopper and newer).
         gpm_interval_s: seconds between GPM reads (each value averages one such window).
+        read_deadline_s: a device read that has not returned after this long makes the device
+            "not responding" (``deadline.py``).
     """
 
     backend: str = "auto"
@@ -77,6 +83,7 @@ class SamplerOptions:
     simulated_faults: tuple[SimulatedFault, ...] = ()
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
+    read_deadline_s: float = 2.0
 
     @property
     def history_capacity(self) -> int:
@@ -178,6 +185,8 @@ class Sampler:
         """Set once the backend is open and the first sample is in the history."""
         self.last_tick_s: float | None = None
         """How long the last tick took, in seconds (its reads, encoding and hand-off)."""
+        self._last_sample_mono: float | None = None
+        self._reader: DeviceReader | None = None
         self._encode = encode
         self._on_sample = on_sample
         self._backend_factory = backend_factory or _default_factory
@@ -221,6 +230,25 @@ class Sampler:
         return self._thread.is_alive()
 
     @property
+    def last_sample_ts(self) -> float | None:
+        """Unix time of the last successful sample (``None`` before the first)."""
+        entry = self.history.latest()
+        return entry.sample.ts if entry is not None else None
+
+    def last_sample_age_s(self) -> float | None:
+        """Seconds since the last successful sample (monotonic clock), ``None`` before it.
+
+        Grows past ``interval_s`` only when ticks fail or the sampler thread is stuck.
+        """
+        mono = self._last_sample_mono
+        return None if mono is None else max(0.0, time.monotonic() - mono)
+
+    def device_answer_age_s(self) -> dict[int, float | None]:
+        """Seconds since each GPU's reads last returned, by index (``None``: never yet)."""
+        reader = self._reader
+        return reader.last_answer_age_s() if reader is not None else {}
+
+    @property
     def cache_scan_duration_s(self) -> float | None:
         """How long the last compile-cache scan took, in seconds."""
         return self._cache_scan.last_duration_s
@@ -247,6 +275,8 @@ class Sampler:
         for periodic in (self._cache_scan, self._slow, self._gpm):
             if periodic is not None and periodic.alive:
                 alive.append(periodic.name)
+        if self._reader is not None:
+            alive.extend(self._reader.thread_names())
         return alive
 
     # -- the sampler thread
@@ -296,11 +326,18 @@ class Sampler:
 
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
+        reader = self._reader
         if backend is not None:
-            try:
-                backend.close()
-            except Exception:  # closing is best effort: the process is going away
-                self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
+            if reader is not None and reader.any_hung and backend.name == "nvml":
+                # nvmlShutdown could wait on the hung call: leave NVML to the process's exit.
+                self.log.warning("jupyter_gpu: NVML left open: a call on a GPU has not returned")
+            else:
+                try:
+                    backend.close()  # the simulated backend's close also ends its hung reads
+                except Exception:  # closing is best effort: the process is going away
+                    self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
+        if reader is not None:
+            reader.close()
 
     def _merge_slow(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
         if self._gpm is not None and self._gpm.latest:
@@ -316,7 +353,7 @@ class Sampler:
         if backend is None or info is None or host is None:
             return None
         try:
-            devices = self.annotator.annotate(self._merge_slow(backend.read()))
+            devices = self.annotator.annotate(self._merge_slow(self._read_devices(backend, info)))
             # seq and ts are committed only once the sample is stored, so a failed tick leaves
             # no gap: seq goes up by exactly 1 per sample (the frontend detects gaps with it).
             seq = self._seq + 1
@@ -335,6 +372,7 @@ class Sampler:
             entry = Entry(sample, self._encode(sample) if self._encode else "")
             self.history.append(entry)
             self._seq, self._last_ts = seq, ts
+            self._last_sample_mono = time.monotonic()
             self.ready.set()
             if self._on_sample is not None:
                 self._on_sample(entry)
@@ -347,6 +385,22 @@ class Sampler:
         finally:
             self.last_tick_s = time.perf_counter() - start
         return entry
+
+    def _read_devices(self, backend: Backend, info: BackendInfo) -> tuple[DeviceSample, ...]:
+        """Every device, through the deadline reader (a hung read never blocks the tick)."""
+        if not info.devices:
+            return backend.read()
+        first = self._reader is None
+        if self._reader is None:
+            self._reader = DeviceReader(
+                info.devices, backend.read_device, self.options.read_deadline_s, self.log
+            )
+        # The first read may take the whole deadline (NVML's first calls are the slowest);
+        # later ones wait at most half an interval, then serve the devices' last answers.
+        wait = self.options.read_deadline_s
+        if not first:
+            wait = min(wait, self.options.interval_s / 2)
+        return self._reader.read(wait)
 
 
 def _default_factory(sampler: Sampler) -> Backend:

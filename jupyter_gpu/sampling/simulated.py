@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -88,8 +89,10 @@ class SimulatedBackend(Backend):
         self._offset_s = [self._rng.uniform(0, p) for p in self._period_s]
         self._job_fraction = [self._rng.uniform(0.35, 0.85) for _ in range(count)]
         self._temperature_c = [_AMBIENT_C + 5.0 for _ in range(count)]
-        self._last_t = self._start
         self._last_util: dict[int, float] = {}  # what the last read showed, for read_gpm
+        self._last_t = [self._start] * count
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._devices = tuple(
             DeviceInfo(
                 index=i,
@@ -143,48 +146,60 @@ class SimulatedBackend(Backend):
             return util, _CONTEXT_BYTES + job_bytes, 0.4e9
         return 0.0, _CONTEXT_BYTES + int(job_bytes * (1.0 - progress)), 0.0
 
-    def read(self) -> tuple[DeviceSample, ...]:
-        now = self._clock()
-        t = now - self._start
-        dt = max(0.0, now - self._last_t)
-        self._last_t = now
-        pids = list(self._pids()) if self._pids is not None else []
-        samples = []
-        for info in self._devices:
-            i = info.index
-            util, used, _ = self._load(i, t)
-            util = min(100.0, max(0.0, util))
-            self._last_util[i] = util
-            power = _IDLE_POWER_W + (SIM_POWER_LIMIT_W * 0.92 - _IDLE_POWER_W) * util / 100.0
-            power = round(power + self._rng.gauss(0.0, 4.0), 1)
-            # Temperature approaches its steady state for this power with a thermal lag.
-            target = _AMBIENT_C + 0.055 * power
-            alpha = 1.0 - math.exp(-dt / _THERMAL_TAU_S) if dt else 0.0
-            self._temperature_c[i] += (target - self._temperature_c[i]) * alpha
-            mine = [pid for k, pid in enumerate(pids) if k % self._count == i]
-            per_process = (used - _CONTEXT_BYTES) // len(mine) + _CONTEXT_BYTES if mine else 0
-            samples.append(
-                DeviceSample(
-                    index=i,
-                    uuid=info.uuid,
-                    name=info.name,
-                    util_pct=round(util, 1),
-                    mem_util_pct=round(util * 0.45, 1),
-                    mem_used_bytes=used,
-                    mem_total_bytes=info.mem_total_bytes,
-                    power_w=power,
-                    power_limit_w=info.power_limit_w,
-                    temperature_c=round(self._temperature_c[i], 1),
-                    sm_clock_mhz=1980 if util > 5.0 else 345,
-                    processes=tuple(
-                        ProcessSample(pid=pid, name=None, used_mem_bytes=per_process)
-                        for pid in mine
-                    ),
-                )
-            )
-        if self._faults:
-            return tuple(self._with_faults(d, t) for d in samples)
-        return tuple(samples)
+    def read_device(self, index: int) -> DeviceSample:
+        if self._hangs(index):
+            self._hang(index)
+        with self._lock:  # the sampler's workers may overlap (a hung read returning late)
+            now = self._clock()
+            t = now - self._start
+            dt = max(0.0, now - self._last_t[index])
+            self._last_t[index] = now
+            pids = list(self._pids()) if self._pids is not None else []
+            device = self._reading(self._devices[index], t, dt, pids)
+        return self._with_faults(device, t) if self._faults else device
+
+    def _hangs(self, index: int) -> bool:
+        t = self._clock() - self._start
+        return any(f.kind == "hang" for f in self._active_faults(index, t))
+
+    def _hang(self, index: int) -> None:
+        """Block as a hung NVML call does, until the fault ends or the backend closes."""
+        while self._hangs(index) and not self._closed.wait(0.05):
+            pass
+
+    def close(self) -> None:
+        """Release reads blocked by a ``hang`` fault."""
+        self._closed.set()
+
+    def _reading(self, info: DeviceInfo, t: float, dt: float, pids: list[int]) -> DeviceSample:
+        i = info.index
+        util, used, _ = self._load(i, t)
+        util = min(100.0, max(0.0, util))
+        self._last_util[i] = util
+        power = _IDLE_POWER_W + (SIM_POWER_LIMIT_W * 0.92 - _IDLE_POWER_W) * util / 100.0
+        power = round(power + self._rng.gauss(0.0, 4.0), 1)
+        # Temperature approaches its steady state for this power with a thermal lag.
+        target = _AMBIENT_C + 0.055 * power
+        alpha = 1.0 - math.exp(-dt / _THERMAL_TAU_S) if dt else 0.0
+        self._temperature_c[i] += (target - self._temperature_c[i]) * alpha
+        mine = [pid for k, pid in enumerate(pids) if k % self._count == i]
+        per_process = (used - _CONTEXT_BYTES) // len(mine) + _CONTEXT_BYTES if mine else 0
+        return DeviceSample(
+            index=i,
+            uuid=info.uuid,
+            name=info.name,
+            util_pct=round(util, 1),
+            mem_util_pct=round(util * 0.45, 1),
+            mem_used_bytes=used,
+            mem_total_bytes=info.mem_total_bytes,
+            power_w=power,
+            power_limit_w=info.power_limit_w,
+            temperature_c=round(self._temperature_c[i], 1),
+            sm_clock_mhz=1980 if util > 5.0 else 345,
+            processes=tuple(
+                ProcessSample(pid=pid, name=None, used_mem_bytes=per_process) for pid in mine
+            ),
+        )
 
     def _active_faults(self, index: int, t: float) -> list[SimulatedFault]:
         return [f for f in self._faults if f.gpu == index and f.active(t)]
@@ -194,7 +209,9 @@ class SimulatedBackend(Backend):
         active = self._active_faults(device.index, t)
         if not active:
             return device
-        kinds = {f.kind for f in active}
+        kinds = {f.kind for f in active} - {"hang"}  # a hang ended when the read returned
+        if not kinds:
+            return device
         if "lost" in kinds or "error" in kinds:
             lost = "lost" in kinds
             return DeviceSample(
@@ -239,7 +256,8 @@ class SimulatedBackend(Backend):
         t = self._clock() - self._start
         out: dict[int, tuple[float | None, float | None]] = {}
         for info in self._devices:
-            _, _, pcie = self._load(info.index, t)
+            with self._lock:
+                _, _, pcie = self._load(info.index, t)
             tx: float | None = round(pcie * 0.05, 0)
             rx: float | None = round(pcie, 0)
             for fault in self._active_faults(info.index, t):

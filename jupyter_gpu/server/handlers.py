@@ -22,7 +22,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
-from jupyter_gpu.server.serialize import history_body
+from jupyter_gpu.server.serialize import history_body, snapshot_body
 from jupyter_gpu.server.service import GpuService
 
 AUTH_RESOURCE = "jupyter_gpu"
@@ -90,8 +90,8 @@ class SnapshotHandler(GpuApiHandler):
             await self.ready()
             entry = sampler.latest()
             assert entry is not None  # ready() said so
-        # The JSON text was built once, in the sampler thread: nothing to serialise here.
-        await self.finish(entry.json)
+        # The JSON text was built once, in the sampler thread: only its age is added here.
+        await self.finish(snapshot_body(entry.json, self.service.age_s(entry)))
 
 
 def parse_since(raw: str | None, now: float) -> float | None:

@@ -35,9 +35,18 @@ def encode_sample(sample: Sample) -> str:
     return dumps(sample.to_dict())
 
 
-def stream_message(sample_json: str) -> str:
-    """The WebSocket message for one sample, around its already-built JSON."""
-    return '{"type":"sample","sample":' + sample_json + "}"
+def _age(age_s: float) -> str:
+    return f"{max(0.0, age_s):.3f}"
+
+
+def stream_message(sample_json: str, age_s: float) -> str:
+    """The WebSocket message for one sample ``age_s`` seconds old, around its built JSON."""
+    return '{"type":"sample","age_s":' + _age(age_s) + ',"sample":' + sample_json + "}"
+
+
+def snapshot_body(sample_json: str, age_s: float) -> str:
+    """The ``GET snapshot`` body: the sample's built JSON with ``age_s`` added."""
+    return sample_json[:-1] + ',"age_s":' + _age(age_s) + "}"
 
 
 def history_body(interval_s: float, sample_jsons: list[str]) -> str:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from typing import Any, Protocol
 
 from tornado.ioloop import IOLoop, PeriodicCallback
@@ -51,6 +52,7 @@ def sampler_options(config: JupyterGpu) -> SamplerOptions:
         simulated_faults=parse_faults(config.simulated_faults),
         gpm_metrics=config.gpm_metrics,
         gpm_interval_s=config.gpm_interval_s,
+        read_deadline_s=config.read_deadline_s,
     )
 
 
@@ -145,11 +147,20 @@ class GpuService:
         self._ready.set()
         if not self._clients:
             return
-        message = stream_message(entry.json)
+        message = stream_message(entry.json, self.age_s(entry))
         for client in list(self._clients):
             client.push(message, entry.sample.seq)
 
     # -- readers (event loop)
+
+    def age_s(self, entry: Entry) -> float:
+        """Seconds since ``entry`` was sampled (the monotonic clock for the latest sample)."""
+        latest = self.sampler.latest()
+        if latest is not None and latest.sample.seq == entry.sample.seq:
+            age = self.sampler.last_sample_age_s()
+            if age is not None:
+                return age
+        return max(0.0, time.time() - entry.sample.ts)
 
     async def wait_ready(self, timeout: float = 10.0) -> bool:
         """Wait until the first sample exists (the backend opens in the sampler thread)."""
@@ -194,6 +205,7 @@ class GpuService:
                     "gpm_interval_s": c.gpm_interval_s,
                     "requested_backend": c.backend,
                     "history_capacity": self.sampler.history.capacity,
+                    "read_deadline_s": self.sampler.options.read_deadline_s,
                 },
             }
             self._devices_json = dumps(payload)

@@ -1,11 +1,11 @@
 """``WS stream``: pushes every new sample to every connected client.
 
 On connect the client gets the latest sample, then each new one, as
-``{"type": "sample", "sample": Sample}``. The text of each message is built once and written to
-every socket. A client that stops reading has samples dropped for it rather than buffered
-without bound (``dropped`` counts them); it catches up with the next sample it reads. Clients
-send nothing: a socket that does is closed (1008; 1009 for a frame over 1 KiB), and only that
-one.
+``{"type": "sample", "age_s": seconds since it was sampled, "sample": Sample}``. The text of
+each message is built once and written to every socket. A client that stops reading has
+samples dropped for it rather than buffered without bound (``dropped`` counts them); it catches
+up with the next sample it reads. Clients send nothing: a socket that does is closed (1008;
+1009 for a frame over 1 KiB), and only that one.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         service.add_client(self)
         entry = service.sampler.latest()
         if entry is not None:
-            self.push(stream_message(entry.json), entry.sample.seq)
+            self.push(stream_message(entry.json, service.age_s(entry)), entry.sample.seq)
 
     @property
     def max_message_size(self) -> int:

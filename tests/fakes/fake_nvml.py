@@ -9,6 +9,8 @@ patched. Labelled fake everywhere: device names start with "Fake".
     fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device=1)
     fake.lose(0)            # GPU 0 falls off the bus: every call on it raises GPU_IS_LOST
     fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    fake.hang(1)            # every call on GPU 1 blocks (a hung driver) ...
+    fake.release(1)         # ... until released: the blocked calls return
 
 Memory: ``mem_used`` is v2's ``used`` (what ``nvidia-smi`` shows); v1 adds ``mem_reserved``, as
 real NVML does. ``memory_v2=False`` models a driver without ``nvmlDeviceGetMemoryInfo_v2``.
@@ -128,6 +130,9 @@ class FakeNvml:
         self.shutdowns = 0
         self._faults: dict[tuple[str, int | None], int] = {}
         self._lost: set[int] = set()
+        self._hangs: dict[int, threading.Event] = {}
+        self.hung_calls = 0
+        """Calls that blocked in a hang (released or not)."""
         self._lock = threading.Lock()
         self.gpm_samples: list[FakeGpmSample] = []
         self._gpm_clock = 0
@@ -146,10 +151,28 @@ class FakeNvml:
         """The GPU falls off the bus: every call on it raises NVML_ERROR_GPU_IS_LOST."""
         self._lost.add(device)
 
+    def hang(self, device: int) -> None:
+        """Every call on ``device`` blocks, as NVML's do when a driver stops answering."""
+        with self._lock:
+            self._hangs.setdefault(device, threading.Event())
+
+    def release(self, device: int) -> None:
+        """The GPU answers again: calls blocked by ``hang`` return, new ones do not block."""
+        with self._lock:
+            event = self._hangs.pop(device, None)
+        if event is not None:
+            event.set()
+
     def _enter(self, function: str, handle: FakeHandle | None = None) -> FakeDevice | None:
         with self._lock:
             self.calls[function] += 1
         index = handle.index if handle is not None else None
+        with self._lock:
+            blocked = self._hangs.get(index) if index is not None else None
+            if blocked is not None:
+                self.hung_calls += 1
+        if blocked is not None:
+            blocked.wait()
         if index is not None and index in self._lost:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
         code = self._faults.get((function, index), self._faults.get((function, None)))

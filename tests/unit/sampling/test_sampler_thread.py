@@ -81,6 +81,7 @@ def test_stop_leaves_no_thread_and_releases_nvml(make_sampler: Callable[..., Sam
         "jupyter-gpu-cache-scan",
         "jupyter-gpu-slow",
         "jupyter-gpu-gpm",
+        "jupyter-gpu-read-1",
     }
     sampler.stop()
     assert sampler.threads_alive() == []

@@ -15,7 +15,7 @@ from jupyter_gpu.sampling import (
     Sample,
 )
 from jupyter_gpu.server.metrics import render_metrics
-from jupyter_gpu.server.serialize import dumps, history_body, stream_message
+from jupyter_gpu.server.serialize import dumps, history_body, snapshot_body, stream_message
 
 LINE = re.compile(
     r'^[A-Za-z_:][A-Za-z0-9_:]*(\{([A-Za-z_][A-Za-z0-9_]*="(\\.|[^"\\])*",?)*\})? \S+$'
@@ -77,5 +77,6 @@ def test_every_line_is_valid_exposition_format_with_escaped_labels() -> None:
 
 def test_json_helpers_never_emit_nan() -> None:
     assert dumps({"a": float("nan"), "b": [float("inf"), 1.5]}) == '{"a":null,"b":[null,1.5]}'
-    assert stream_message('{"seq":1}') == '{"type":"sample","sample":{"seq":1}}'
+    assert stream_message('{"seq":1}', 0.25) == '{"type":"sample","age_s":0.250,"sample":{"seq":1}}'
+    assert snapshot_body('{"seq":1}', -1.0) == '{"seq":1,"age_s":0.000}'
     assert history_body(0.5, ["{}", "{}"]) == '{"interval_s":0.5,"samples":[{},{}]}'

@@ -1,0 +1,225 @@
+"""A hung NVML call: the device turns "not responding", the others and the tick carry on.
+
+Over the fake NVML, whose ``hang(gpu)`` makes every call on that GPU block until ``release``.
+No assertion depends on how fast the machine is: each waits for a state, with a generous
+timeout, and thread counts are checked while the hang lasts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpu.sampling import Sampler, SamplerOptions, open_backend
+from jupyter_gpu.sampling.deadline import DeviceReader
+from jupyter_gpu.sampling.faults import parse_fault
+from jupyter_gpu.sampling.records import DeviceInfo, DeviceSample
+from jupyter_gpu.sampling.simulated import SimulatedBackend
+from tests.fakes.fake_nvml import FakeNvml
+
+DEADLINE = 0.3
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def device(sampler: Sampler, index: int) -> DeviceSample:
+    entry = sampler.latest()
+    assert entry is not None
+    return entry.sample.devices[index]
+
+
+def readers(sampler: Sampler) -> list[str]:
+    return [name for name in sampler.threads_alive() if name.startswith("jupyter-gpu-read")]
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Callable[[FakeNvml], Sampler]]:
+    made: list[tuple[Sampler, FakeNvml]] = []
+
+    def start(fake: FakeNvml) -> Sampler:
+        sampler = Sampler(
+            SamplerOptions(interval_s=0.1, read_deadline_s=DEADLINE, gpm_metrics=False),
+            encode=lambda s: "",
+            backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log),
+            caches=(("inductor", str(tmp_path / "i")),),
+        )
+        made.append((sampler, fake))
+        sampler.start()
+        wait_for(sampler.ready.is_set)
+        return sampler
+
+    yield start
+    for sampler, fake in made:
+        for i in range(len(fake.devices)):
+            fake.release(i)
+        sampler.stop()
+
+
+def test_a_hung_gpu_turns_not_responding_while_the_others_update(
+    started: Callable[[FakeNvml], Sampler], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeNvml(devices=3)
+    sampler = started(fake)
+    assert [d.state for d in sampler.latest().sample.devices] == ["ok"] * 3  # type: ignore[union-attr]
+    fake.hang(1)
+    wait_for(lambda: device(sampler, 1).state == "not_responding")
+    hung = device(sampler, 1)
+    assert hung.util_pct is None
+    assert hung.mem_total_bytes == fake.devices[1].mem_total
+    assert hung.stale_s is not None
+    assert hung.error is not None
+    assert "has not answered" in hung.error
+    assert any("has not returned" in r.getMessage() for r in caplog.records)
+
+    # The others keep updating, and so does the tick, while GPU 1's call stays blocked.
+    for util in (11, 22, 33):
+        fake.devices[0].util = fake.devices[2].util = util
+        wait_for(lambda u=util: device(sampler, 0).util_pct == u)  # type: ignore[misc]
+        assert device(sampler, 2).util_pct == util
+    seq = sampler.latest().sample.seq  # type: ignore[union-attr]
+    wait_for(lambda: sampler.latest().sample.seq >= seq + 10)  # type: ignore[union-attr]
+    stale = device(sampler, 1).stale_s
+    assert stale is not None
+    assert hung.stale_s is not None
+    assert stale > hung.stale_s  # how long, growing
+    # One worker plus the one stuck in the hung call: never a thread per tick.
+    assert len(readers(sampler)) == 2
+    assert fake.hung_calls == 1  # the hung GPU is not asked again while its call is out
+    assert sampler.device_answer_age_s()[1] is not None
+
+    fake.release(1)
+    wait_for(lambda: device(sampler, 1).state == "ok")
+    assert device(sampler, 1).stale_s is None
+    assert device(sampler, 1).util_pct == 50.0
+    wait_for(lambda: len(readers(sampler)) == 1)  # the abandoned worker ended
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_each_hang_abandons_at_most_one_thread(started: Callable[[FakeNvml], Sampler]) -> None:
+    fake = FakeNvml(devices=2)
+    sampler = started(fake)
+    for _ in range(3):  # hang, recover, hang again: threads never pile up
+        fake.hang(0)
+        fake.hang(1)
+        wait_for(lambda: {d.state for d in sampler.latest().sample.devices} == {"not_responding"})  # type: ignore[union-attr]
+        seq = sampler.latest().sample.seq  # type: ignore[union-attr]
+        wait_for(lambda s=seq: sampler.latest().sample.seq >= s + 5)  # type: ignore[misc, union-attr]
+        assert len(readers(sampler)) <= 3  # the worker, and one per hung GPU
+        fake.release(0)
+        fake.release(1)
+        wait_for(lambda: {d.state for d in sampler.latest().sample.devices} == {"ok"})  # type: ignore[union-attr]
+    wait_for(lambda: len(readers(sampler)) == 1)
+
+
+def test_stop_does_not_wait_for_a_hung_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeNvml(devices=1)
+    sampler = Sampler(
+        SamplerOptions(interval_s=0.1, read_deadline_s=DEADLINE, gpm_metrics=False),
+        backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log),
+        caches=(),
+    )
+    sampler.start()
+    wait_for(sampler.ready.is_set)
+    fake.hang(0)
+    wait_for(lambda: device(sampler, 0).state == "not_responding")
+    start = time.monotonic()
+    sampler.stop()
+    assert time.monotonic() - start < 3.0
+    assert "jupyter-gpu-sampler" not in sampler.threads_alive()
+    assert fake.shutdowns == 0  # nvmlShutdown could block on the hung call: not called
+    assert any("NVML left open" in r.getMessage() for r in caplog.records)
+    fake.release(0)
+
+
+def test_the_reader_abandons_a_worker_once_per_hung_device() -> None:
+    gate = threading.Event()
+    infos = [DeviceInfo(i, f"GPU-{i}", "Test", 1, 1.0, None) for i in range(3)]
+
+    def read_one(index: int) -> DeviceSample:
+        if index == 1:
+            gate.wait()
+        return DeviceSample(index, f"GPU-{index}", "Test", util_pct=float(index))
+
+    reader = DeviceReader(infos, read_one, 0.05, logging.getLogger("test"))
+    try:
+        first = reader.read(0.2)
+        assert [d.state for d in first] == ["ok", "not_responding", "not_responding"]
+        for _ in range(30):
+            states = [d.state for d in reader.read(0.02)]
+        assert states == ["ok", "not_responding", "ok"]  # GPU 2 read by the new worker
+        assert reader.workers_started == 2
+        assert len(reader.thread_names()) == 2
+        gate.set()
+        wait_for(lambda: [d.state for d in reader.read(0.05)] == ["ok", "ok", "ok"])
+        assert reader.workers_started == 2
+        wait_for(lambda: len(reader.thread_names()) == 1)
+    finally:
+        gate.set()
+        reader.close()
+    assert reader.thread_names() == []
+
+
+def test_a_backend_bug_in_a_read_is_an_error_state_not_a_dead_worker() -> None:
+    infos = [DeviceInfo(0, "GPU-0", "Test", 1, 1.0, None)]
+
+    def read_one(index: int) -> DeviceSample:
+        raise RuntimeError("boom")
+
+    reader = DeviceReader(infos, read_one, 1.0, logging.getLogger("test"))
+    try:
+        for _ in range(3):
+            (d,) = reader.read(1.0)
+            assert d.state == "error"
+            assert d.error == "reading failed: boom"
+    finally:
+        reader.close()
+
+
+def test_the_simulated_hang_fault_blocks_until_it_ends() -> None:
+    fault = parse_fault("hang:1@0-0.5")
+    assert (fault.kind, fault.gpu, fault.start_s, fault.end_s) == ("hang", 1, 0.0, 0.5)
+    backend = SimulatedBackend(2, faults=[fault])
+    start = time.monotonic()
+    d = backend.read_device(1)
+    assert time.monotonic() - start >= 0.3
+    assert d.state == "ok"  # it answers once the fault is over
+    assert backend.read_device(0).state == "ok"
+    backend.close()
+
+
+def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> None:
+    sampler = Sampler(
+        SamplerOptions(
+            backend="simulated",
+            simulated_devices=2,
+            interval_s=0.1,
+            read_deadline_s=DEADLINE,
+            simulated_faults=(parse_fault("hang:1@0.5-2.5"),),
+        ),
+        encode=lambda s: "",
+        caches=(),
+    )
+    sampler.start()
+    try:
+        wait_for(lambda: sampler.latest() is not None)
+        wait_for(lambda: device(sampler, 1).state == "not_responding")
+        assert device(sampler, 0).state == "ok"
+        power = {device(sampler, 0).power_w}
+        wait_for(lambda: power.add(device(sampler, 0).power_w) or len(power) > 2)  # type: ignore[func-returns-value]
+        wait_for(lambda: device(sampler, 1).state == "ok")
+    finally:
+        sampler.stop()
+    assert sampler.threads_alive() == []
