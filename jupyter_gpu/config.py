@@ -19,6 +19,9 @@ MAX_HISTORY_SAMPLES = 36_000
 """Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs takes about
 6 KB of memory (its records and its JSON), so the history stays under about 220 MB."""
 
+MAX_BUCKETS = 100_000
+"""Upper bound on long_history_s / history_bucket_s (see jupyter_gpu/sampling/buckets.py)."""
+
 
 class JupyterGpu(Configurable):
     """GPU monitoring for Jupyter: which backend, how often to sample, how much to keep."""
@@ -119,6 +122,39 @@ class JupyterGpu(Configurable):
         ),
     ).tag(config=True)
 
+    long_history_s = Float(
+        86_400.0,
+        min=60.0,
+        max=604_800.0,
+        help=(
+            "Seconds of long history the server keeps as min/mean/max buckets of "
+            "history_bucket_s, after the full-resolution history_s (60 to 604800; 24 h by "
+            "default). Its memory is fixed: about 0.8 MB per GPU for 24 h at 10 s buckets."
+        ),
+    ).tag(config=True)
+
+    history_bucket_s = Float(
+        10.0,
+        min=1.0,
+        max=3600.0,
+        help=(
+            "Width in seconds of the long history's min/mean/max buckets (1 to 3600; at most "
+            f"{MAX_BUCKETS:,} buckets, i.e. long_history_s / history_bucket_s)."
+        ),
+    ).tag(config=True)
+
+    simulated_seed_history_s = Float(
+        0.0,
+        min=0.0,
+        max=604_800.0,
+        help=(
+            "For demos and browser tests only, with the 'simulated' backend: fill this many "
+            "seconds of synthetic past at start-up (the long history and the full-resolution "
+            "history), so that 1 h and 24 h ranges show something at once. Ignored by the other "
+            "backends. 0 (the default): none."
+        ),
+    ).tag(config=True)
+
     read_deadline_s = Float(
         2.0,
         min=0.1,
@@ -146,6 +182,12 @@ class JupyterGpu(Configurable):
         # Checked once every value is loaded: per-trait validators would see the other option
         # still at its default, and so depend on the order the options were given in.
         self._check_samples(self.history_s, self.interval_s)
+        if self.long_history_s / self.history_bucket_s > MAX_BUCKETS:
+            raise TraitError(
+                f"JupyterGpu.long_history_s / JupyterGpu.history_bucket_s must be at most "
+                f"{MAX_BUCKETS:,} buckets; got {self.long_history_s:g} s / "
+                f"{self.history_bucket_s:g} s. Keep less long history or use wider buckets."
+            )
         self._check_fault_devices()
 
     @validate("simulated_faults")

@@ -31,6 +31,7 @@ from types import MappingProxyType
 
 from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.buckets import Buckets
 from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
 from jupyter_gpu.sampling.deadline import DeviceReader
 from jupyter_gpu.sampling.factory import open_backend
@@ -47,6 +48,7 @@ from jupyter_gpu.sampling.records import (
     GpmReading,
     Sample,
 )
+from jupyter_gpu.sampling.simulated import SimulatedBackend
 
 GpmReadings = Mapping[int, GpmReading]
 SlowReadings = Mapping[int, tuple[float | None, float | None]]
@@ -71,6 +73,11 @@ class SamplerOptions:
         gpm_interval_s: seconds between GPM reads (each value averages one such window).
         read_deadline_s: a device read that has not returned after this long makes the device
             "not responding" (``deadline.py``).
+        long_history_s: seconds of min/mean/max buckets to keep (``buckets.Buckets``).
+        bucket_s: the width of those buckets in seconds.
+        seed_history_s: with the simulated backend only, fill this many seconds of synthetic
+            past (buckets and full-resolution history) at start-up, for demos and browser
+            tests of long ranges; 0 (the default) seeds nothing.
     """
 
     backend: str = "auto"
@@ -84,6 +91,9 @@ class SamplerOptions:
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
     read_deadline_s: float = 2.0
+    long_history_s: float = 86_400.0
+    bucket_s: float = 10.0
+    seed_history_s: float = 0.0
 
     @property
     def history_capacity(self) -> int:
@@ -180,6 +190,9 @@ class Sampler:
             )
         self.log = log or logging.getLogger("jupyter_gpu")
         self.history = History(self.options.history_capacity)
+        self.buckets = Buckets(
+            self.options.bucket_s, max(self.options.long_history_s, self.options.bucket_s)
+        )
         self.annotator = ProcessAnnotator()
         self.ready = threading.Event()
         """Set once the backend is open and the first sample is in the history."""
@@ -310,6 +323,8 @@ class Sampler:
             self._gpm.start()
         if self._host is None:
             self._host = HostReader()
+        if self.options.seed_history_s > 0 and self._info.simulated:
+            self._seed_history()
         interval = self.options.interval_s
         deadline = time.monotonic()
         while not self._stop.is_set():
@@ -323,6 +338,50 @@ class Sampler:
             if periodic is not None:
                 periodic.stop()
         self._close_backend()
+
+    def _seed_history(self) -> None:
+        """Fill the past ``seed_history_s`` with synthetic samples (simulated backend only).
+
+        A second simulated backend on a stepped clock makes the readings: the buckets get one each
+        (one per bucket), the full-resolution history one per interval for its last ``history_s``.
+        """
+        assert self._info is not None
+        assert self._host is not None
+        opts = self.options
+        info = self._info
+        clock = [0.0]
+        fake = SimulatedBackend(len(info.devices), seed=1, clock=lambda: clock[0])
+        host = self._host.read()
+        now = time.time()
+        start = now - opts.seed_history_s
+        full_from = now - opts.history_s
+        step = max(opts.bucket_s, opts.interval_s)
+        t = start
+        seq = 0
+        while t < now:
+            clock[0] = t - start
+            sample = Sample(
+                seq=seq + 1,
+                ts=round(t, 6),
+                backend=info.backend,
+                simulated=True,
+                reason=info.reason,
+                devices=fake.read(),
+                host=host,
+                compile_cache=NOT_SCANNED,
+            )
+            self.buckets.add(sample)
+            if t >= full_from:
+                seq += 1
+                self.history.append(Entry(sample, self._encode(sample) if self._encode else ""))
+                t += opts.interval_s
+            else:
+                t += step if t + step < full_from else max(full_from - t, 1e-3)
+        self._seq, self._last_ts = seq, t
+        self.log.info(
+            "jupyter_gpu: seeded %.0f s of synthetic history (seed_history_s, simulated backend)",
+            opts.seed_history_s,
+        )
 
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
@@ -371,6 +430,7 @@ class Sampler:
             )
             entry = Entry(sample, self._encode(sample) if self._encode else "")
             self.history.append(entry)
+            self.buckets.add(sample)
             self._seq, self._last_ts = seq, ts
             self._last_sample_mono = time.monotonic()
             self.ready.set()

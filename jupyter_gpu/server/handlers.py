@@ -21,8 +21,10 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from jupyter_gpu.sampling import Sampler
+from jupyter_gpu.sampling.buckets import choose_resolution, fold_samples
 from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
-from jupyter_gpu.server.serialize import history_body, snapshot_body
+from jupyter_gpu.server.serialize import dumps, history_body, snapshot_body
 from jupyter_gpu.server.service import GpuService
 
 AUTH_RESOURCE = "jupyter_gpu"
@@ -118,29 +120,112 @@ def parse_since(raw: str | None, now: float) -> float | None:
     return since
 
 
+def parse_number(
+    name: str, raw: str | None, low: float, high: float, *, integer: bool = False
+) -> float | None:
+    """A query argument that must be a number from ``low`` to ``high`` (``None`` if absent).
+
+    Raises:
+        tornado.web.HTTPError: 400 with a message naming the argument and its bounds.
+    """
+    if raw is None:
+        return None
+    try:
+        value = float(int(raw)) if integer else float(raw)
+    except ValueError:
+        kind = "a whole number" if integer else "a number"
+        raise web.HTTPError(400, f"{name} must be {kind}; got {raw[:40]!r}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise web.HTTPError(400, f"{name} must be from {low:g} to {high:g}; got {raw[:40]}")
+    return value
+
+
 class HistoryHandler(GpuApiHandler):
-    """``GET history?since=<ts>``: the ring buffer's samples with ``ts > since``, oldest first."""
+    """``GET history``: samples (``since``, ``limit``), or columns (``resolution``/``points``).
+
+    Without ``resolution`` and ``points``: the full-resolution ring's samples with
+    ``ts > since``, oldest first (the newest ``limit`` of them). With either: min/mean/max
+    columns at that resolution (``points``: about that many rows over ``since`` to now),
+    from the full-resolution ring where it covers the range at a finer resolution than a
+    bucket, else from the long history's buckets. Bodies are built (and compressed) in a
+    worker thread, never on the event loop.
+    """
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        since = parse_since(self.get_query_argument("since", None), time.time())
+        now = time.time()
+        since = parse_since(self.get_query_argument("since", None), now)
+        resolution = parse_number(
+            "resolution", self.get_query_argument("resolution", None), 0.1, 604_800.0
+        )
+        points = parse_number(
+            "points", self.get_query_argument("points", None), 1, 100_000, integer=True
+        )
+        limit = parse_number(
+            "limit", self.get_query_argument("limit", None), 1, 1_000_000, integer=True
+        )
         await self.ready()
         sampler = self.service.sampler
-        entries = sampler.history.since(since)
-        body = history_body(sampler.options.interval_s, [e.json for e in entries])
+        options = sampler.options
+        gzip_ok = "gzip" in self.request.headers.get("Accept-Encoding", "")
+        n = None if limit is None else int(limit)
+
+        def build() -> tuple[bytes | str, bool]:
+            if resolution is None and points is None:
+                entries = sampler.history.since(since)
+                if n is not None:
+                    entries = entries[-n:]
+                body = history_body(options.interval_s, [e.json for e in entries])
+            else:
+                body = dumps(
+                    {
+                        "interval_s": options.interval_s,
+                        "bucket_s": sampler.buckets.bucket_s,
+                        **query_columns(sampler, now, since, resolution, points, n),
+                    }
+                )
+            if len(body) >= GZIP_MIN_BYTES and gzip_ok:
+                # Ten minutes of samples are megabytes of very repetitive JSON (about 10x
+                # smaller gzipped).
+                return gzip.compress(body.encode(), 1), True
+            return body, False
+
+        loop = asyncio.get_running_loop()
+        data, zipped = await loop.run_in_executor(None, build)
         self.set_header("Vary", "Accept-Encoding")
-        if len(body) >= GZIP_MIN_BYTES and "gzip" in self.request.headers.get(
-            "Accept-Encoding", ""
-        ):
-            # Ten minutes of samples are megabytes of very repetitive JSON (about 10x smaller
-            # gzipped); compress in a worker thread so the event loop keeps serving.
-            loop = asyncio.get_running_loop()
-            data = await loop.run_in_executor(None, gzip.compress, body.encode(), 1)
+        if zipped:
             self.set_header("Content-Encoding", "gzip")
-            await self.finish(data)
-            return
-        await self.finish(body)
+        await self.finish(data)
+
+
+def query_columns(
+    sampler: Sampler,
+    now: float,
+    since: float | None,
+    resolution: float | None,
+    points: float | None,
+    limit: int | None,
+) -> dict[str, Any]:
+    """The columns of ``GET history?resolution=`` or ``?points=`` (see ``HistoryHandler``)."""
+    options = sampler.options
+    buckets = sampler.buckets
+    start = since if since is not None else now - buckets.span_s
+    if resolution is None:
+        assert points is not None
+        resolution = choose_resolution(
+            max(now - start, options.interval_s),
+            int(points),
+            options.interval_s,
+            buckets.bucket_s,
+            options.history_s,
+        )
+    if resolution < buckets.bucket_s:
+        entries = sampler.history.since(since)
+        return fold_samples(
+            (e.sample for e in entries), max(resolution, options.interval_s), since, limit
+        )
+    return buckets.query(since, resolution, limit)
 
 
 class MetricsHandler(GpuApiHandler):

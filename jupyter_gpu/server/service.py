@@ -53,6 +53,9 @@ def sampler_options(config: JupyterGpu) -> SamplerOptions:
         gpm_metrics=config.gpm_metrics,
         gpm_interval_s=config.gpm_interval_s,
         read_deadline_s=config.read_deadline_s,
+        long_history_s=config.long_history_s,
+        bucket_s=config.history_bucket_s,
+        seed_history_s=config.simulated_seed_history_s,
     )
 
 
@@ -206,6 +209,8 @@ class GpuService:
                     "requested_backend": c.backend,
                     "history_capacity": self.sampler.history.capacity,
                     "read_deadline_s": self.sampler.options.read_deadline_s,
+                    "long_history_s": c.long_history_s,
+                    "history_bucket_s": c.history_bucket_s,
                 },
             }
             self._devices_json = dumps(payload)
