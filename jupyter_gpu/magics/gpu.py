@@ -1,4 +1,7 @@
-"""``%gpu``: one line per GPU (name, utilization, memory, this kernel's torch memory)."""
+"""``%gpu``: one line per GPU (name, utilization, memory, this kernel's torch memory).
+
+``%gpu --watch`` shows a live ipywidgets view instead (``gpu_watch.py``).
+"""
 
 from __future__ import annotations
 
@@ -43,10 +46,35 @@ class GpuMagics(ShellMagics):
     @magic_arguments()
     @argument(
         "--backend",
-        default="auto",
-        help="auto (NVML if it works), nvml, simulated (labelled demo GPUs) or none",
+        default=None,
+        help=(
+            "auto (NVML if it works), nvml, simulated (labelled demo GPUs) or none; default: "
+            "$JUPYTER_GPU_BACKEND, which a server with the simulated backend sets for its "
+            "kernels, else auto"
+        ),
     )
-    @argument("-o", "--output", action="store_true", help="return the sample that was read")
+    @argument(
+        "--watch",
+        nargs="?",
+        const="on",
+        choices=["on", "off"],
+        help=(
+            "show a live view in this cell's output, updated from a kernel thread while other "
+            "cells run (ipywidgets: Notebook 7, VS Code, Colab); '--watch off' stops every view"
+        ),
+    )
+    @argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="seconds between updates of --watch (0.1 to 60, default 1)",
+    )
+    @argument(
+        "-o",
+        "--output",
+        action="store_true",
+        help="return the sample that was read (with --watch: the GpuWatch)",
+    )
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @line_magic
     def gpu(self, line: str) -> Any:
@@ -57,22 +85,48 @@ class GpuMagics(ShellMagics):
         (about 0.1 s); never imports torch.
         """
         args = parse(GpuMagics.gpu, line)
-        from jupyter_gpu.sampling import BACKEND_CHOICES, read_once
+        from jupyter_gpu.sampling import BACKEND_CHOICES, backend_from_env, read_once
 
-        if args.backend not in BACKEND_CHOICES:
+        backend = args.backend if args.backend is not None else backend_from_env()
+        if backend not in BACKEND_CHOICES:
             choices = ", ".join(BACKEND_CHOICES)
-            raise UsageError(f"--backend {args.backend}: use one of {choices}.")
-        sample = read_once(args.backend)
+            raise UsageError(f"--backend {backend}: use one of {choices}.")
+        if args.watch is not None:
+            watch = _watch(args.watch, backend, args.interval, quiet=args.quiet)
+            return watch if args.output else None
+        sample = read_once(backend)
         if not args.quiet:
             show_sample(sample)
         return sample if args.output else None
 
 
+def _watch(mode: str, backend: str, interval_s: float, *, quiet: bool) -> Any:
+    from . import gpu_watch
+
+    if mode == "off":
+        stopped = gpu_watch.stop_all()
+        if not quiet:
+            text = f"Stopped {stopped} GPU view{'s' if stopped != 1 else ''}."
+            publish(text, html_block([html_note(text)]))
+        return None
+    if not 0.1 <= interval_s <= 60.0:
+        raise UsageError(f"--interval {interval_s:g}: use 0.1 to 60 seconds.")
+    try:
+        import ipywidgets  # noqa: F401 (only to say plainly that it is missing)
+    except ImportError as err:
+        raise UsageError(
+            "%gpu --watch needs ipywidgets in this kernel's environment: pip install ipywidgets."
+        ) from err
+    return gpu_watch.start_watch(backend, interval_s)
+
+
 def show_sample(sample: Any) -> None:
     """Display a ``jupyter_gpu.sampling`` sample as one line per GPU."""
     if not sample.devices:
+        from jupyter_gpu.sampling import plain_no_gpu
+
         reason = sample.reason or "NVML reports no GPU"
-        text = f"No GPU: {reason}."
+        text = f"No GPU: {reason}. {plain_no_gpu(sample.reason)}"
         if cuda_in_use():
             text += " (torch in this kernel does use CUDA: NVML is what is missing.)"
         publish(text, html_block([html_note(text, warn=True)]))

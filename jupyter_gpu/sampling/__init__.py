@@ -24,6 +24,12 @@ from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault, parse_faults
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.sampling.reasons import (
+    BACKEND_ENV,
+    backend_from_env,
+    plain_no_gpu,
+    simulated_devices_from_env,
+)
 from jupyter_gpu.sampling.records import (
     NOT_SCANNED,
     BackendInfo,
@@ -44,6 +50,7 @@ from jupyter_gpu.sampling.sampler import (
 
 __all__ = [
     "BACKEND_CHOICES",
+    "BACKEND_ENV",
     "Backend",
     "BackendInfo",
     "CacheDirSample",
@@ -61,12 +68,15 @@ __all__ = [
     "Sampler",
     "SamplerOptions",
     "SimulatedFault",
+    "backend_from_env",
     "cache_dirs",
     "freeze_kernel_map",
     "open_backend",
     "parse_faults",
+    "plain_no_gpu",
     "read_once",
     "scan_caches",
+    "simulated_devices_from_env",
 ]
 
 _CPU_WINDOW_S = 0.1
@@ -96,7 +106,7 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     host = HostReader()
     host.read()  # the first CPU reading only sets the baseline
     started = time.monotonic()
-    opened = open_backend(backend)
+    opened = open_backend(backend, simulated_devices=simulated_devices_from_env())
     try:
         info = opened.info()
         opened.read_gpm()  # opens the GPM window

@@ -8,6 +8,7 @@ base URL), and awaits ``stop_extension`` when the server shuts down (the sampler
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
@@ -15,6 +16,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import TraitError
 
 from jupyter_gpu.config import JupyterGpu
+from jupyter_gpu.sampling.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV
 from jupyter_gpu.server.handlers import (
     SERVICE_KEY,
     DevicesHandler,
@@ -57,6 +59,7 @@ class JupyterGpuApp(ExtensionApp):
     """The running service, ``None`` before ``initialize_settings`` or with invalid options."""
     config_error: str | None = None
     """Why the options were refused (the message every route answers with), else ``None``."""
+    _env_before: dict[str, str | None] | None = None
 
     def make_service(self, config: JupyterGpu) -> GpuService:
         """The service for validated options (tests override this to read a fake NVML)."""
@@ -98,8 +101,27 @@ class JupyterGpuApp(ExtensionApp):
             config.history_s,
             url_path_join(base_url, API_PREFIX),
         )
+        if config.backend == "simulated":
+            self._share_simulated_backend(config.simulated_devices)
         if config.backend == "simulated" and config.simulated_faults:
             server.log.info("jupyter_gpu: simulated faults: %s", ", ".join(config.simulated_faults))
+
+    def _share_simulated_backend(self, devices: int) -> None:
+        """Make this server's kernels use the simulated GPUs too (``%gpu``, ``%gpu --watch``).
+
+        Kernels inherit the server's environment (local kernels; a kernel gateway's do not), so
+        ``JUPYTER_GPU_BACKEND=simulated`` here makes ``%gpu`` in them show the GPUs the panel
+        shows rather than "No GPU". Restored when the extension stops.
+        """
+        values = {BACKEND_ENV: "simulated", SIMULATED_DEVICES_ENV: str(devices)}
+        self._env_before = {k: os.environ.get(k) for k in values}
+        os.environ.update(values)
+        if self.serverapp is not None:
+            self.serverapp.log.info(
+                "jupyter_gpu: kernels started by this server use the simulated backend too "
+                "(%s=simulated in their environment)",
+                BACKEND_ENV,
+            )
 
     def initialize_handlers(self) -> None:
         """The API's routes (relative: ``ExtensionApp`` prepends the base URL)."""
@@ -113,6 +135,13 @@ class JupyterGpuApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Stop the sampler threads and close the stream's sockets (the server is stopping)."""
+        if self._env_before is not None:
+            for key, value in self._env_before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            self._env_before = None
         if self.service is not None:
             self.service.stop()
             if self.serverapp is not None:

@@ -38,6 +38,29 @@ async def test_devices_says_simulated(api_get: Get) -> None:
     assert all(d["name"].startswith("Simulated") for d in body["devices"])
     assert body["config"]["interval_s"] == 0.1
     assert body["config"]["requested_backend"] == "simulated"
+    assert body["config"]["gpm_metrics"] is True
+
+
+async def test_kernels_of_a_simulated_server_use_it_too(api_get: Get) -> None:
+    import os
+
+    await api_get("devices")
+    # Kernels inherit the server's environment: %gpu in them reads this (restored at stop).
+    assert os.environ.get("JUPYTER_GPU_BACKEND") == "simulated"
+    assert os.environ.get("JUPYTER_GPU_SIMULATED_DEVICES") == "3"
+
+
+async def test_snapshot_has_gpm_activity(api_get: Get) -> None:
+    import asyncio as aio
+
+    for _ in range(30):
+        sample = await api_get("snapshot")
+        if sample["devices"][0]["sm_active_pct"] is not None:
+            break
+        await aio.sleep(0.1)
+    d = sample["devices"][0]
+    for key in ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct"):
+        assert 0 <= d[key] <= 100
 
 
 async def test_snapshot_is_the_latest_sample(api_get: Get) -> None:

@@ -1,0 +1,83 @@
+"""Why there is no GPU, in plain words, and the backend a kernel of this server should use.
+
+NVML's reasons ("NVML Shared Library Not Found") are exact but cryptic to a student: every view
+that says "No GPU" also says what it means and where to see the monitor without a GPU.
+
+A server whose backend is ``simulated`` sets ``JUPYTER_GPU_BACKEND=simulated`` (and
+``JUPYTER_GPU_SIMULATED_DEVICES``) in its environment, which the kernels it starts inherit, so
+``%gpu`` in those kernels shows the same simulated GPUs as the sidebar instead of "No GPU".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+BACKEND_ENV = "JUPYTER_GPU_BACKEND"
+"""The backend ``%gpu`` and ``%gpu --watch`` use by default (``auto`` when unset)."""
+SIMULATED_DEVICES_ENV = "JUPYTER_GPU_SIMULATED_DEVICES"
+"""How many simulated GPUs, when ``JUPYTER_GPU_BACKEND`` is ``simulated``."""
+
+SIMULATED_DEMO = (
+    "To see the monitor without a GPU, start JupyterLab with "
+    "--JupyterGpu.backend=simulated: it shows labelled, simulated GPUs."
+)
+
+_PLAIN: tuple[tuple[str, str], ...] = (
+    (
+        "NVML Shared Library Not Found",
+        "This machine has no NVIDIA driver (its library libnvidia-ml.so.1 is not installed), "
+        "so there is no NVIDIA GPU to use here.",
+    ),
+    (
+        "NVIDIA driver is not loaded",
+        "The NVIDIA driver is installed but not running (load the nvidia kernel module, or "
+        "reboot).",
+    ),
+    ("No NVIDIA GPU found", "The NVIDIA driver is there but found no GPU on this machine."),
+    (
+        "nvidia-ml-py is not installed",
+        "The nvidia-ml-py package is missing (pip install nvidia-ml-py), so the GPUs cannot be "
+        "read.",
+    ),
+    (
+        "No permission to use NVML",
+        "This user may not read the GPUs through the NVIDIA driver (ask the administrator).",
+    ),
+    (
+        "differ in version",
+        "The NVIDIA driver was updated but the old one is still loaded: reboot (or reload "
+        "the driver).",
+    ),
+)
+
+
+def plain_no_gpu(reason: str | None) -> str:
+    """A sentence or two for people: what ``reason`` means, and where the simulated demo is.
+
+    ``reason`` is a backend's ``BackendInfo.reason`` (NVML's words). Monitoring switched off on
+    purpose (backend ``none``) gets no pointer to the demo.
+    """
+    if reason and "switched off" in reason:
+        return "GPU monitoring is switched off on this server (JupyterGpu.backend is 'none')."
+    text = next((plain for key, plain in _PLAIN if reason and key in reason), None)
+    if text is None:
+        text = "No NVIDIA GPU can be used here" + (f" ({reason})." if reason else ".")
+    return f"{text} {SIMULATED_DEMO}"
+
+
+def backend_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The backend ``JUPYTER_GPU_BACKEND`` names (``auto`` if unset or not a backend)."""
+    env = os.environ if environ is None else environ
+    value = env.get(BACKEND_ENV, "auto").strip().lower()
+    return value if value in ("auto", "nvml", "simulated", "none") else "auto"
+
+
+def simulated_devices_from_env(environ: Mapping[str, str] | None = None, default: int = 2) -> int:
+    """The device count ``JUPYTER_GPU_SIMULATED_DEVICES`` names (1 to 16), else ``default``."""
+    env = os.environ if environ is None else environ
+    try:
+        count = int(env.get(SIMULATED_DEVICES_ENV, default))
+    except ValueError:
+        return default
+    return count if 1 <= count <= 16 else default
