@@ -1,4 +1,12 @@
-"""A fresh, real IPython shell per test with ``%load_ext jupyter_gpu`` (CPU torch)."""
+"""A fresh, real IPython shell per test with ``%load_ext jupyter_gpu``, CUDA hidden on purpose.
+
+These tests check the magics' CPU branch (CPU autocast, "No CUDA GPU", the UsageErrors a
+CPU-only machine gets), so the ``shell`` fixture hides CUDA even where there is a GPU:
+``torch.cuda.is_available()`` is False and ``device_count()`` 0 for the test (what
+``CUDA_VISIBLE_DEVICES=`` gives a fresh process; this process may have CUDA up already). The CUDA
+branch is tested where CUDA exists: tests marked ``cuda_visible`` keep it (skipped without one),
+and ``tests/gpu/``.
+"""
 
 from __future__ import annotations
 
@@ -64,8 +72,31 @@ class Shell:
         return self.ip.user_ns[name]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "cuda_visible: the shell keeps CUDA (skipped where torch sees no GPU)"
+    )
+
+
+def hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make this process look CUDA-less to the magics for one test."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Shell]:
+    if request.node.get_closest_marker("cuda_visible") is None:
+        hide_cuda(monkeypatch)
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs CUDA (the CUDA branch of the magic)")
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     config = Config()
     config.HistoryManager.hist_file = ":memory:"

@@ -8,6 +8,7 @@ arrive as display messages with their mimetypes, and ``%compile``'s report follo
 from __future__ import annotations
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
@@ -34,7 +35,8 @@ def _texts(cell: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
-def test_magics_in_a_real_kernel() -> None:
+def test_magics_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU branch, on purpose (the kernel's env)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
