@@ -167,6 +167,27 @@ class JupyterGpu(Configurable):
         ),
     ).tag(config=True)
 
+    idle_holder_minutes = Float(
+        15.0,
+        min=0.0,
+        max=10_080.0,
+        help=(
+            "A kernel idle for more than this many minutes (since its last activity, as the "
+            "kernel manager records it) while holding more than idle_holder_gib of GPU memory "
+            "is flagged as an idle holder (0 to 10080)."
+        ),
+    ).tag(config=True)
+
+    idle_holder_gib = Float(
+        1.0,
+        min=0.0,
+        max=100_000.0,
+        help=(
+            "GiB of GPU memory (all of a kernel's processes, on every GPU) above which an idle "
+            "kernel is flagged as an idle holder (0 to 100000)."
+        ),
+    ).tag(config=True)
+
     kernel_map_interval_s = Float(
         3.0,
         min=0.5,

@@ -25,6 +25,10 @@ class ProcessSample:
 
     ``kernel_id``/``notebook`` name the Jupyter kernel (and its session's notebook path) that is
     this process or one of its parents; ``None`` for processes that are not this server's.
+    ``idle_s`` is how long that kernel has been idle (from the kernel manager's last activity; 0
+    while it runs a cell; ``None`` for other processes). ``idle_holder``: the kernel has been idle
+    longer than ``JupyterGpu.idle_holder_minutes`` while its processes hold more than
+    ``JupyterGpu.idle_holder_gib`` of GPU memory in all.
     """
 
     pid: int
@@ -32,6 +36,8 @@ class ProcessSample:
     used_mem_bytes: int | None
     kernel_id: str | None = None
     notebook: str | None = None
+    idle_s: float | None = None
+    idle_holder: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +46,8 @@ class ProcessSample:
             "used_mem_bytes": self.used_mem_bytes,
             "kernel_id": self.kernel_id,
             "notebook": self.notebook,
+            "idle_s": self.idle_s,
+            "idle_holder": self.idle_holder,
         }
 
 

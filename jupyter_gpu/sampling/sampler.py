@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from jupyter_gpu.sampling.attribution import KernelMap, ProcessAnnotator
+from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.buckets import Buckets
 from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
@@ -90,6 +90,8 @@ class SamplerOptions:
     simulated_faults: tuple[SimulatedFault, ...] = ()
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
+    idle_holder_s: float = 15 * 60.0
+    idle_holder_bytes: int = 1024**3
     read_deadline_s: float = 2.0
     long_history_s: float = 86_400.0
     bucket_s: float = 10.0
@@ -193,7 +195,9 @@ class Sampler:
         self.buckets = Buckets(
             self.options.bucket_s, max(self.options.long_history_s, self.options.bucket_s)
         )
-        self.annotator = ProcessAnnotator()
+        self.annotator = ProcessAnnotator(
+            idle=IdlePolicy(self.options.idle_holder_s, self.options.idle_holder_bytes)
+        )
         self.ready = threading.Event()
         """Set once the backend is open and the first sample is in the history."""
         self.last_tick_s: float | None = None

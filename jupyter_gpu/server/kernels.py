@@ -8,6 +8,7 @@ pid and are left out.
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 from jupyter_core.utils import ensure_async
@@ -22,6 +23,16 @@ def kernel_pid(kernel_manager: Any) -> int | None:
     if pid is None:  # jupyter_client before provisioners kept a Popen in .kernel
         pid = getattr(getattr(kernel_manager, "kernel", None), "pid", None)
     return int(pid) if isinstance(pid, int) and pid > 0 else None
+
+
+def last_activity_ts(kernel_manager: Any) -> float | None:
+    """When the kernel last did something (jupyter_server's ``last_activity``), Unix seconds."""
+    when = getattr(kernel_manager, "last_activity", None)
+    if isinstance(when, datetime):
+        if when.tzinfo is None:  # jupyter_server stores UTC
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    return None
 
 
 async def build_kernel_map(
@@ -40,9 +51,15 @@ async def build_kernel_map(
     mapping: dict[int, KernelRef] = {}
     for kernel_id in list(multi_kernel_manager.list_kernel_ids()):
         try:
-            pid = kernel_pid(multi_kernel_manager.get_kernel(kernel_id))
+            kernel = multi_kernel_manager.get_kernel(kernel_id)
         except KeyError:  # shut down since we listed it
             continue
+        pid = kernel_pid(kernel)
         if pid is not None:
-            mapping[pid] = KernelRef(kernel_id=kernel_id, notebook=paths.get(kernel_id))
+            mapping[pid] = KernelRef(
+                kernel_id=kernel_id,
+                notebook=paths.get(kernel_id),
+                last_activity_ts=last_activity_ts(kernel),
+                busy=getattr(kernel, "execution_state", None) == "busy",
+            )
     return freeze_kernel_map(mapping)

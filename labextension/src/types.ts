@@ -24,6 +24,8 @@ export interface IServerConfig {
   cache_scan_interval_s?: number;
   gpm_metrics?: boolean;
   gpm_interval_s?: number;
+  idle_holder_minutes?: number;
+  idle_holder_gib?: number;
 }
 
 /** `GET devices`: what is there. */
@@ -47,6 +49,10 @@ export interface IGpuProcess {
   used_mem_bytes: number | null;
   kernel_id: string | null;
   notebook: string | null;
+  /** Seconds since the kernel's last activity (0 while busy); null for other processes. */
+  idle_s?: number | null;
+  /** Idle longer than `idle_holder_minutes` while holding more than `idle_holder_gib`. */
+  idle_holder?: boolean;
 }
 
 /** One GPU in one sample. */
