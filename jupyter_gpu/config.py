@@ -7,14 +7,17 @@ value out of bounds stops the extension at start-up with a message naming the op
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from jupyter_gpu.sampling.factory import BACKEND_CHOICES
 from jupyter_gpu.sampling.faults import MAX_FAULTS, UNSUPPORTED_FIELDS, parse_faults
 
+MIN_METRICS_TOKEN = 16
+"""The shortest ``metrics_token`` accepted (characters)."""
 MAX_HISTORY_SAMPLES = 36_000
 """Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs takes about
 6 KB of memory (its records and its JSON), so the history stays under about 220 MB."""
@@ -197,6 +200,53 @@ class JupyterGpu(Configurable):
             "used to say which notebook holds which GPU memory (0.5 to 300)."
         ),
     ).tag(config=True)
+
+    show_other_processes = Bool(
+        False,
+        help=(
+            "Show other users' GPU processes with their pid and process name. Off (the "
+            "default): a process that does not run under this server (its kernels, terminals "
+            "and what they start) nor as its unix user shows only as 'other processes' with "
+            "their GPU and memory, never a pid, name or command line. Turn it on only where "
+            "every user of the node may see what the others run (an admin's own server)."
+        ),
+    ).tag(config=True)
+
+    own_uid_processes = Bool(
+        True,
+        help=(
+            "Count GPU processes of this server's unix user as its own (e.g. a script started "
+            "over SSH), besides those under the server. Ignored when the server runs as root. "
+            "Turn it off where several users' servers share one uid and one pid namespace "
+            "(containers that all run as the same user with the host's pid namespace)."
+        ),
+    ).tag(config=True)
+
+    metrics_token = Unicode(
+        "",
+        help=(
+            "A token for Prometheus alone: a request to the metrics route with "
+            "'Authorization: Bearer <token>' is served without a Jupyter login (and without "
+            "asking JupyterHub), compared in constant time. It opens that one read-only route, "
+            "nothing else; without it, or with another token, the route needs Jupyter's "
+            f"authentication as every route does. At least {MIN_METRICS_TOKEN} characters; "
+            "default: the environment variable JUPYTER_GPU_METRICS_TOKEN, else none."
+        ),
+    ).tag(config=True)
+
+    @default("metrics_token")
+    def _metrics_token_from_env(self) -> str:
+        return os.environ.get("JUPYTER_GPU_METRICS_TOKEN", "")
+
+    @validate("metrics_token")
+    def _valid_metrics_token(self, proposal: Any) -> str:
+        token: str = proposal["value"]
+        if token and (len(token) < MIN_METRICS_TOKEN or token != token.strip()):
+            raise TraitError(
+                f"JupyterGpu.metrics_token must be at least {MIN_METRICS_TOKEN} characters, "
+                "without surrounding spaces (e.g. from `openssl rand -hex 32`)"
+            )
+        return token
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

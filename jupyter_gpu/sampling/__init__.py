@@ -10,6 +10,7 @@ Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend 
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from jupyter_gpu.sampling.attribution import (
@@ -38,7 +39,9 @@ from jupyter_gpu.sampling.records import (
     DeviceInfo,
     DeviceSample,
     HostSample,
+    MigInfo,
     ProcessSample,
+    ProcessScope,
     Sample,
 )
 from jupyter_gpu.sampling.sampler import (
@@ -62,8 +65,10 @@ __all__ = [
     "HostSample",
     "KernelMap",
     "KernelRef",
+    "MigInfo",
     "NoGpuBackend",
     "ProcessSample",
+    "ProcessScope",
     "Sample",
     "Sampler",
     "SamplerOptions",
@@ -92,7 +97,8 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     NVML is initialised for this call and shut down after it (NVML counts inits, so a sampler
     in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
     ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
-    ``None`` (kernel attribution needs the server). Takes about 0.1 s: host CPU % and the GPM
+    ``None`` (kernel attribution needs the server); other users' processes are hidden as in the
+    server (``ProcessAnnotator``). Takes about 0.1 s: host CPU % and the GPM
     metrics (SM/tensor activity, Hopper and newer) are measured over that window.
 
     Args:
@@ -118,7 +124,11 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
         devices = with_gpm_readings(devices, opened.read_gpm())
     finally:
         opened.close()
-    devices = ProcessAnnotator().annotate(devices)
+    # In a kernel, "this server" is the Jupyter server that started it (jupyter_client sets
+    # JPY_PARENT_PID): its other kernels are the user's own, other users' are hidden.
+    parent = os.environ.get("JPY_PARENT_PID", "")
+    root_pid = int(parent) if parent.isdigit() else None
+    devices = ProcessAnnotator(root_pid=root_pid).annotate(devices)
     return Sample(
         seq=0,
         ts=time.time(),

@@ -4,18 +4,25 @@ The server's event loop owns kernel and session state: every few seconds it buil
 ``KernelMap`` (kernel pid -> kernel id and notebook path) and hands the sampler an immutable copy.
 The sampler thread then walks each GPU process's parents with psutil: a process that is a kernel,
 or runs under one (a torchrun worker started from a notebook cell), is attributed to it.
+
+The sample is built once per tick and served to every client of this server, who are all its
+user (or the hub's admins): so what other users run is hidden here, at the source, not per
+request. Another user's process is a GPU and an amount of memory, never a pid, name or command
+line, unless the admin option ``JupyterGpu.show_other_processes`` says otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
 
 import psutil
 
-from jupyter_gpu.sampling.records import DeviceSample, ProcessSample
+from jupyter_gpu.sampling.records import DeviceSample, ProcessSample, ProcessScope
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +60,70 @@ def freeze_kernel_map(mapping: Mapping[int, KernelRef]) -> KernelMap:
     return MappingProxyType(dict(mapping))
 
 
+PID_NS_INIT_INODE = 0xEFFFFFFC
+"""The inode of the host's (initial) pid namespace, ``/proc/self/ns/pid``: fixed in Linux."""
+
+
+def in_own_pid_namespace(proc_root: str = "/proc") -> bool | None:
+    """Whether this process runs in a pid namespace other than the host's (a container's).
+
+    ``None`` when it cannot be told (no ``/proc``, not Linux).
+    """
+    try:
+        return Path(proc_root, "self", "ns", "pid").stat().st_ino != PID_NS_INIT_INODE
+    except OSError:
+        return None
+
+
+def unattributable_reason(count: int, in_namespace: bool | None) -> str:
+    """Why ``count`` GPU processes cannot be attributed, in a sentence for people."""
+    what = "1 process" if count == 1 else f"{count} processes"
+    if in_namespace:
+        return (
+            f"Not attributable from inside this container: NVML lists {what} whose pids match "
+            "no process visible here. This server runs in its own pid namespace and the driver "
+            "reports pids from outside it (host pids). They may be this container's own "
+            "processes or another container's: run the container in the host's pid namespace "
+            "(hostPID) or on a driver that reports namespace pids (R580 does) to attribute them."
+        )
+    return (
+        f"Not attributable: NVML lists {what} whose pids match no process visible here "
+        "(ended since, or /proc is mounted with hidepid)."
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Lineage:
     name: str | None
     ancestors: tuple[int, ...]  # the process itself first, then its parents up to init
+    uid: int | None  # the real uid, None if unknown
+    visible: bool  # the pid is a process this server can see
     seen: float
 
 
 class ProcessAnnotator:
-    """Adds process names and kernel attribution to the processes of each device sample.
+    """Names the processes of each device sample, attributes them to kernels, hides others'.
 
-    What psutil says about a pid (its name and parents) is cached for ``ttl_s`` seconds, so a
-    tick costs a dictionary lookup per process; a process that is gone gets ``name=None``.
+    A process is this server's (``scope="server"``) when it runs under ``root_pid`` (this
+    Jupyter server: its kernels, terminals and what they start) or under one of its kernels, or,
+    with ``own_uid_processes``, as this server's unix user (not root: every root service shares
+    that uid, so it says nothing about who). Other visible processes are ``"other"``: with
+    ``show_other_processes`` off (the default) a GPU's other processes become one row with no
+    pid, name or command line, only their summed memory and count. Pids that match no visible
+    process become one ``"unattributable"`` row per GPU with a reason.
+
+    What psutil says about a pid (its name, parents and uid) is cached for ``ttl_s`` seconds,
+    so a tick costs a dictionary lookup per process.
+
+    Args:
+        ttl_s: how long a pid's psutil facts are reused.
+        clock: monotonic seconds (tests pass their own).
+        root_pid: the process whose descendants are this server's (default: this process).
+        uid: this server's unix user (default: this process's real uid).
+        show_other_processes: list other users' processes with pid and name (an admin option).
+        own_uid_processes: count processes of this server's (non-root) unix user as its own.
+        in_namespace: whether this server runs in its own pid namespace (default: looked up),
+            for the reason of the unattributable row.
     """
 
     def __init__(
@@ -73,6 +132,12 @@ class ProcessAnnotator:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         idle: IdlePolicy | None = None,
+        *,
+        root_pid: int | None = None,
+        uid: int | None = None,
+        show_other_processes: bool = False,
+        own_uid_processes: bool = True,
+        in_namespace: bool | None = None,
     ) -> None:
         self._ttl_s = ttl_s
         self._clock = clock
@@ -80,36 +145,60 @@ class ProcessAnnotator:
         self.idle = idle or IdlePolicy()
         self._cache: dict[int, _Lineage] = {}
         self.kernel_map: KernelMap = EMPTY_KERNEL_MAP
+        self.root_pid = os.getpid() if root_pid is None else root_pid
+        own_uid = os.getuid() if uid is None else uid
+        self._own_uid = own_uid if own_uid_processes and own_uid != 0 else None
+        self.show_other_processes = show_other_processes
+        self._in_namespace = in_own_pid_namespace() if in_namespace is None else in_namespace
 
     def _lineage(self, pid: int, now: float) -> _Lineage:
         cached = self._cache.get(pid)
         if cached is not None and now - cached.seen < self._ttl_s:
             return cached
         try:
+            if pid <= 0:  # what a driver may report for a process outside the namespace
+                raise psutil.NoSuchProcess(pid)
             proc = psutil.Process(pid)
-            with proc.oneshot():
-                name = proc.name()
-                parents = tuple(p.pid for p in proc.parents())
-            lineage = _Lineage(name, (pid, *parents), now)
-        except psutil.Error:  # gone, or in another pid namespace, or not ours to see
-            lineage = _Lineage(None, (pid,), now)
+        except psutil.Error:  # gone, or in another pid namespace
+            lineage = _Lineage(None, (pid,), None, False, now)
+        else:
+            name: str | None = None
+            uid: int | None = None
+            parents: tuple[int, ...] = ()
+            try:
+                with proc.oneshot():
+                    name = proc.name()
+                    uid = proc.uids().real
+                    parents = tuple(p.pid for p in proc.parents())
+            except psutil.Error:  # visible but not readable (hidepid, ended meanwhile)
+                pass
+            lineage = _Lineage(name, (pid, *parents), uid, True, now)
         self._cache[pid] = lineage
         return lineage
 
     def _annotate(
         self, proc: ProcessSample, now: float, wall: float, kernels: KernelMap
     ) -> ProcessSample:
+        assert proc.pid is not None  # backends list real pids; only this class drops them
         lineage = self._lineage(proc.pid, now)
+        if not lineage.visible:
+            return replace(proc, name=None, kernel_id=None, notebook=None, scope="unattributable")
         ref = next((kernels[p] for p in lineage.ancestors if p in kernels), None)
         idle_s: float | None = None
         if ref is not None and ref.last_activity_ts is not None:
             idle_s = 0.0 if ref.busy else round(max(0.0, wall - ref.last_activity_ts), 1)
+        mine = (
+            ref is not None
+            or self.root_pid in lineage.ancestors
+            or (self._own_uid is not None and lineage.uid == self._own_uid)
+        )
         return replace(
             proc,
             name=proc.name or lineage.name,
             kernel_id=ref.kernel_id if ref else None,
             notebook=ref.notebook if ref else None,
             idle_s=idle_s,
+            scope="server" if mine else "other",
         )
 
     def _flag_idle_holders(self, devices: list[DeviceSample]) -> list[DeviceSample]:
@@ -135,8 +224,25 @@ class ProcessAnnotator:
             out.append(replace(device, processes=procs) if device.processes else device)
         return out
 
+    def _rows(self, procs: tuple[ProcessSample, ...]) -> tuple[ProcessSample, ...]:
+        """This server's processes as they are; others' summed (unless shown); unattributable."""
+        rows = [p for p in procs if p.scope == "server"]
+        others = [p for p in procs if p.scope == "other"]
+        if self.show_other_processes:
+            rows.extend(others)
+        elif others:
+            rows.append(_summary(others, "other", None))
+        lost = [p for p in procs if p.scope == "unattributable"]
+        if lost:
+            rows.append(
+                _summary(
+                    lost, "unattributable", unattributable_reason(len(lost), self._in_namespace)
+                )
+            )
+        return tuple(rows)
+
     def annotate(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
-        """The same samples with each process's name and kernel filled in."""
+        """The same samples with names and kernels filled in and others' processes hidden."""
         now, wall = self._clock(), self._wall_clock()
         kernels = self.kernel_map  # one read of the reference: the loop may swap it any time
         out: list[DeviceSample] = []
@@ -145,9 +251,24 @@ class ProcessAnnotator:
             if not device.processes:
                 out.append(device)
                 continue
-            procs = tuple(self._annotate(p, now, wall, kernels) for p in device.processes)
-            live.update(p.pid for p in procs)
-            out.append(replace(device, processes=procs))
+            procs = tuple(
+                self._annotate(p, now, wall, kernels) for p in device.processes if p.pid is not None
+            )
+            live.update(p.pid for p in procs if p.pid is not None)
+            out.append(replace(device, processes=self._rows(procs)))
         for pid in [p for p in self._cache if p not in live]:
             del self._cache[pid]
         return tuple(self._flag_idle_holders(out))
+
+
+def _summary(procs: list[ProcessSample], scope: ProcessScope, reason: str | None) -> ProcessSample:
+    """One row for several processes: no pid or name, their memory summed (None if none known)."""
+    known = [p.used_mem_bytes for p in procs if p.used_mem_bytes is not None]
+    return ProcessSample(
+        pid=None,
+        name=None,
+        used_mem_bytes=sum(known) if known else None,
+        scope=scope,
+        process_count=len(procs),
+        reason=reason,
+    )

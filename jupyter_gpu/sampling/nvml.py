@@ -16,6 +16,10 @@ Memory is NVML's v2 memory info (``nvmlDeviceGetMemoryInfo_v2``), whose ``used``
 ``nvidia-smi`` shows: v1's ``used`` also counts memory the driver reserves (11,382 MiB where
 ``nvidia-smi`` said 10,767 on an H200). Where v2 is missing (older drivers or nvidia-ml-py), a
 GPU falls back to v1 once, and says so in the log.
+
+With MIG mode on, each MIG instance is a device of its own: its memory and processes are its
+own; NVML gives no utilization (nor power or temperature) for an instance, so those read
+``None`` with ``unavailable`` saying "Not Supported".
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from jupyter_gpu.sampling.records import (
     DeviceInfo,
     DeviceSample,
     GpmReading,
+    MigInfo,
     ProcessSample,
 )
 
@@ -114,19 +119,26 @@ class NvmlBackend(Backend):
         if count == 0:
             self.close()
             raise NvmlUnavailable("No NVIDIA GPU found")
+        # One entry per device we show: a whole GPU, or each MIG instance of a GPU in MIG mode.
         self._handles: list[Any] = []
+        self._migs: list[tuple[int, Any] | None] = []  # (physical index, parent handle)
         self._open_errors: dict[int, Exception] = {}
         for i in range(count):
             try:
-                self._handles.append(nvml.nvmlDeviceGetHandleByIndex(i))
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
             except nvml.NVMLError as err:
+                self._open_errors[len(self._handles)] = err
                 self._handles.append(None)
-                self._open_errors[i] = err
+                self._migs.append(None)
                 self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, err)
+                continue
+            instances = self._mig_instances(i, handle)
+            self._handles.extend(instances or [handle])
+            self._migs.extend([(i, handle)] * len(instances) if instances else [None])
         self._reported: set[tuple[int, str, str]] = set()
         self._state: dict[int, str] = {}
         self._memory_v1: set[int] = set()  # GPUs where v2 memory info is missing
-        self._devices = tuple(self._describe(i) for i in range(count))
+        self._devices = tuple(self._describe(i) for i in range(len(self._handles)))
         self._info = BackendInfo(
             backend="nvml",
             simulated=False,
@@ -159,6 +171,34 @@ class NvmlBackend(Backend):
         except self._error:
             return None
 
+    def _mig_instances(self, index: int, handle: Any) -> list[Any]:
+        """The MIG instances of a GPU in MIG mode, else ``[]`` (``nvidia-smi -L``).
+
+        Read once, when the backend opens: instances made or destroyed later show after the
+        server restarts. Never changes the GPU's configuration.
+        """
+        nvml = self._nvml
+        try:
+            current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        except (self._error, AttributeError):  # no MIG on this GPU (or an old nvidia-ml-py)
+            return []
+        if current != nvml.NVML_DEVICE_MIG_ENABLE:
+            return []
+        try:
+            slots = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+        except self._error as err:
+            self._log.warning("jupyter_gpu: GPU %d is in MIG mode but: %s", index, err)
+            return []
+        instances = []
+        for slot in range(slots):
+            try:
+                instances.append(nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+            except self._error:  # NOT_FOUND: an empty slot
+                continue
+        if not instances:
+            self._log.info("jupyter_gpu: GPU %d is in MIG mode with no instance", index)
+        return instances
+
     def _describe(self, index: int) -> DeviceInfo:
         nvml, h = self._nvml, self._handles[index]
         uuid = self._static(h, nvml.nvmlDeviceGetUUID)
@@ -166,13 +206,32 @@ class NvmlBackend(Backend):
         memory = self._static(h, nvml.nvmlDeviceGetMemoryInfo)
         limit_mw = self._static(h, nvml.nvmlDeviceGetEnforcedPowerLimit)
         pci = self._static(h, nvml.nvmlDeviceGetPciInfo)
+        name_text = _text(name) if name is not None else None
+        mig = None
+        slot = self._migs[index]
+        if slot is not None:
+            parent_index, parent = slot
+            parent_uuid = self._static(parent, nvml.nvmlDeviceGetUUID)
+            if pci is None:  # a MIG instance is on its GPU's bus
+                pci = self._static(parent, nvml.nvmlDeviceGetPciInfo)
+            mig = MigInfo(
+                parent_index=parent_index,
+                parent_uuid=_text(parent_uuid) if parent_uuid is not None else None,
+                gpu_instance_id=self._static(h, nvml.nvmlDeviceGetGpuInstanceId),
+                compute_instance_id=self._static(h, nvml.nvmlDeviceGetComputeInstanceId),
+                # "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb"
+                profile=name_text.rsplit(" MIG ", 1)[1]
+                if name_text and " MIG " in name_text
+                else None,
+            )
         return DeviceInfo(
             index=index,
             uuid=_text(uuid) if uuid is not None else None,
-            name=_text(name) if name is not None else None,
+            name=name_text,
             mem_total_bytes=int(memory.total) if memory is not None else None,
             power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
             pci_bus_id=_text(pci.busId) if pci is not None else None,
+            mig=mig,
         )
 
     def info(self) -> BackendInfo:

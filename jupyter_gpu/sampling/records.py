@@ -19,9 +19,12 @@ DeviceState = Literal["ok", "lost", "error", "not_responding"]
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
+ProcessScope = Literal["server", "other", "unattributable"]
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessSample:
-    """A process that holds memory on a GPU.
+    """A process that holds memory on a GPU, or a row that stands for several.
 
     ``kernel_id``/``notebook`` name the Jupyter kernel (and its session's notebook path) that is
     this process or one of its parents; ``None`` for processes that are not this server's.
@@ -29,15 +32,29 @@ class ProcessSample:
     while it runs a cell; ``None`` for other processes). ``idle_holder``: the kernel has been idle
     longer than ``JupyterGpu.idle_holder_minutes`` while its processes hold more than
     ``JupyterGpu.idle_holder_gib`` of GPU memory in all.
+
+    ``scope`` says whose it is (``attribution.py`` decides):
+
+    - ``"server"``: runs under this Jupyter server (a kernel, a terminal, what they started) or
+      as its unix user: shown in full.
+    - ``"other"``: another user's (or service's) process. Unless the admin option
+      ``show_other_processes`` is on, the other processes of a GPU are one row with ``pid`` and
+      ``name`` ``None``, their memory summed and ``process_count`` of them.
+    - ``"unattributable"``: NVML's pids match no process visible here (a container's own pid
+      namespace, with a driver that reports host pids): one row per GPU with their memory,
+      ``process_count`` and ``reason`` (why, in a sentence for people).
     """
 
-    pid: int
+    pid: int | None
     name: str | None
     used_mem_bytes: int | None
     kernel_id: str | None = None
     notebook: str | None = None
     idle_s: float | None = None
     idle_holder: bool = False
+    scope: ProcessScope = "server"
+    process_count: int = 1
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,12 +65,42 @@ class ProcessSample:
             "notebook": self.notebook,
             "idle_s": self.idle_s,
             "idle_holder": self.idle_holder,
+            "scope": self.scope,
+            "process_count": self.process_count,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MigInfo:
+    """Where a MIG instance lives: its physical GPU and its instance ids (``nvidia-smi -L``).
+
+    ``profile`` is the instance's size as NVIDIA names it (``"1g.18gb"``), from its name.
+    """
+
+    parent_index: int
+    parent_uuid: str | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    profile: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parent_index": self.parent_index,
+            "parent_uuid": self.parent_uuid,
+            "gpu_instance_id": self.gpu_instance_id,
+            "compute_instance_id": self.compute_instance_id,
+            "profile": self.profile,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceInfo:
-    """What does not change while the server runs: one GPU's identity and capacity."""
+    """What does not change while the server runs: one GPU's identity and capacity.
+
+    With MIG mode on, each MIG instance is a device of its own (its ``uuid`` starts with
+    ``MIG-``) and ``mig`` says which physical GPU it is on; ``None`` for a whole GPU.
+    """
 
     index: int
     uuid: str | None
@@ -61,6 +108,7 @@ class DeviceInfo:
     mem_total_bytes: int | None
     power_limit_w: float | None
     pci_bus_id: str | None
+    mig: MigInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +118,7 @@ class DeviceInfo:
             "mem_total_bytes": self.mem_total_bytes,
             "power_limit_w": self.power_limit_w,
             "pci_bus_id": self.pci_bus_id,
+            "mig": self.mig.to_dict() if self.mig is not None else None,
         }
 
 

@@ -78,6 +78,9 @@ class SamplerOptions:
         seed_history_s: with the simulated backend only, fill this many seconds of synthetic
             past (buckets and full-resolution history) at start-up, for demos and browser
             tests of long ranges; 0 (the default) seeds nothing.
+        show_other_processes: list other users' GPU processes with pid and name (else one
+            summed row per GPU: ``attribution.ProcessAnnotator``).
+        own_uid_processes: count processes of this server's (non-root) unix user as its own.
     """
 
     backend: str = "auto"
@@ -96,6 +99,8 @@ class SamplerOptions:
     long_history_s: float = 86_400.0
     bucket_s: float = 10.0
     seed_history_s: float = 0.0
+    show_other_processes: bool = False
+    own_uid_processes: bool = True
 
     @property
     def history_capacity(self) -> int:
@@ -196,7 +201,9 @@ class Sampler:
             self.options.bucket_s, max(self.options.long_history_s, self.options.bucket_s)
         )
         self.annotator = ProcessAnnotator(
-            idle=IdlePolicy(self.options.idle_holder_s, self.options.idle_holder_bytes)
+            idle=IdlePolicy(self.options.idle_holder_s, self.options.idle_holder_bytes),
+            show_other_processes=self.options.show_other_processes,
+            own_uid_processes=self.options.own_uid_processes,
         )
         self.ready = threading.Event()
         """Set once the backend is open and the first sample is in the history."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hmac
 import json
 import math
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jupyter_server.auth import User
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
@@ -31,6 +33,8 @@ AUTH_RESOURCE = "jupyter_gpu"
 SERVICE_KEY = "jupyter_gpu_service"
 """Where the ``GpuService`` lives in the web app's settings (``ExtensionApp`` keeps itself under
 ``"jupyter_gpu"``, its name)."""
+SCRAPER_NAME = "jupyter-gpu-metrics-scraper"
+"""The user name a request with the scrape token is logged as."""
 MAX_FUTURE_S = 86_400.0
 GZIP_MIN_BYTES = 8192
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
@@ -228,12 +232,51 @@ def query_columns(
     return buckets.query(since, resolution, limit)
 
 
+def bearer_matches(header: str, expected: str) -> bool:
+    """Whether an ``Authorization`` header carries ``expected`` (``Bearer`` or ``token``).
+
+    Compared in constant time; an empty ``expected`` (no scrape token set) never matches.
+    """
+    scheme, _, given = header.strip().partition(" ")
+    if not expected or scheme.lower() not in ("bearer", "token"):
+        return False
+    return hmac.compare_digest(given.strip().encode(), expected.encode())
+
+
 class MetricsHandler(GpuApiHandler):
-    """``GET metrics``: the latest sample in Prometheus text format (DCGM-style names)."""
+    """``GET metrics``: the latest sample in Prometheus text format (DCGM-style names).
+
+    Prometheus may use ``JupyterGpu.metrics_token`` instead of a Jupyter login: that token
+    opens this route alone. Any other request is authenticated and authorized as usual.
+    """
+
+    _scraper = False
+
+    async def prepare(self) -> None:  # type: ignore[override]  # jupyter_server's returns a union
+        header = self.request.headers.get("Authorization", "")
+        if bearer_matches(header, self.service.config.metrics_token):
+            if not self.check_host():
+                raise web.HTTPError(403)
+            # No identity lookup: under JupyterHub it would ask the hub about this token.
+            self._scraper = True
+            self.current_user = self._jupyter_current_user = User(username=SCRAPER_NAME)
+            return
+        await super().prepare()
+
+    async def get(self) -> None:
+        if self._scraper:
+            await self._send()
+            return
+        result = self._get_as_user()  # the decorators type it loosely: a coroutine here
+        if result is not None:
+            await result
 
     @web.authenticated
     @authorized
-    async def get(self) -> None:
+    async def _get_as_user(self) -> None:
+        await self._send()
+
+    async def _send(self) -> None:
         await self.ready()
         text = self.service.metrics_text()
         if text is None:

@@ -14,13 +14,21 @@ import socket
 import time
 from typing import Any, Protocol
 
+from prometheus_client import generate_latest
 from tornado.ioloop import IOLoop, PeriodicCallback
 
 from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions, parse_faults
+from jupyter_gpu.sampling import (
+    BackendInfo,
+    Entry,
+    Sample,
+    Sampler,
+    SamplerOptions,
+    parse_faults,
+)
 from jupyter_gpu.server.kernels import build_kernel_map
-from jupyter_gpu.server.metrics import render_metrics
+from jupyter_gpu.server.metrics import SampleCollector, registry_for
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
 
 API_VERSION = "1"
@@ -58,6 +66,8 @@ def sampler_options(config: JupyterGpu) -> SamplerOptions:
         long_history_s=config.long_history_s,
         bucket_s=config.history_bucket_s,
         seed_history_s=config.simulated_seed_history_s,
+        show_other_processes=config.show_other_processes,
+        own_uid_processes=config.own_uid_processes,
     )
 
 
@@ -88,8 +98,13 @@ class GpuService:
         self._clients: set[StreamClient] = set()
         self._ready = asyncio.Event()
         self._devices_json: str | None = None
-        self._metrics_cache: tuple[int, str] | None = None
         self.sampler = self.make_sampler()
+        self.metrics = SampleCollector(
+            self._latest_with_info,
+            sampler=lambda: self.sampler,
+            clients=lambda: len(self._clients),
+        )
+        self._metrics_registry = registry_for(self.metrics)
         self._kernel_refresh: PeriodicCallback | None = None
         self._stopped = False
 
@@ -220,15 +235,15 @@ class GpuService:
             self._devices_json = dumps(payload)
         return self._devices_json
 
-    def metrics_text(self) -> str | None:
-        """The Prometheus text of the latest sample, rendered at most once per sample."""
+    def _latest_with_info(self) -> tuple[Sample, BackendInfo] | None:
         entry = self.sampler.latest()
         info = self.sampler.info
         if entry is None or info is None:
             return None
-        cached = self._metrics_cache
-        if cached is not None and cached[0] == entry.sample.seq:
-            return cached[1]
-        text = render_metrics(entry.sample, info, self)
-        self._metrics_cache = (entry.sample.seq, text)
-        return text
+        return entry.sample, info
+
+    def metrics_text(self) -> str | None:
+        """The Prometheus text of the latest sample (its families built once per sample)."""
+        if self._latest_with_info() is None:
+            return None
+        return generate_latest(self._metrics_registry).decode()

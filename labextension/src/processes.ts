@@ -16,23 +16,53 @@ interface IRow {
   notebook: string | null;
 }
 
+/** The label of a row that stands for processes nobody here may or can name. */
+function summaryLabel(p: IGpuProcess): string {
+  if (p.scope === 'unattributable') {
+    // "Not attributable from inside this container: NVML lists …" -> its first clause
+    return (p.reason ?? 'Not attributable').split(':')[0];
+  }
+  return "other users' processes";
+}
+
+/** What a tooltip says about one process, or about a row that stands for several. */
+function describe(p: IGpuProcess): string {
+  if (p.pid !== null) {
+    return `pid ${p.pid} ${p.name ?? ''}`.trim();
+  }
+  const count = p.process_count ?? 1;
+  const what = `${count} process${count === 1 ? '' : 'es'}`;
+  if (p.scope === 'unattributable') {
+    return p.reason ?? `${what} not visible from this server`;
+  }
+  return `${what} of other users (hidden by the server: only their memory is shown)`;
+}
+
 /** Group processes by notebook (or kernel); processes of other users or servers together. */
 export function groupProcesses(processes: readonly IGpuProcess[]): IRow[] {
   const rows = new Map<string, IRow>();
   for (const p of processes) {
-    const key = p.notebook ?? (p.kernel_id ? `kernel:${p.kernel_id}` : 'other');
+    const key =
+      p.notebook ??
+      (p.kernel_id
+        ? `kernel:${p.kernel_id}`
+        : p.scope === 'unattributable'
+          ? 'unattributable'
+          : 'other');
     let row = rows.get(key);
     if (!row) {
       const label = p.notebook
         ? notebookLabel(p.notebook)
         : p.kernel_id
           ? `kernel ${p.kernel_id.slice(0, 8)}`
-          : 'other processes';
+          : p.pid === null
+            ? summaryLabel(p)
+            : 'other processes';
       row = { label, title: '', bytes: 0, notebook: p.notebook };
       rows.set(key, row);
     }
     row.bytes += p.used_mem_bytes ?? 0;
-    const what = `pid ${p.pid} ${p.name ?? ''}`.trim();
+    const what = describe(p);
     const mem =
       p.used_mem_bytes === null
         ? 'memory unknown'
@@ -67,7 +97,7 @@ export class ProcessList {
     // A cheap fingerprint first: the list is grouped and rebuilt only when it changes.
     let key = `${totalBytes}\0${unavailable}`;
     for (const p of processes ?? []) {
-      key += `\0${p.pid}\0${p.used_mem_bytes}\0${p.name}\0${p.kernel_id}\0${p.notebook}`;
+      key += `\0${p.pid}\0${p.used_mem_bytes}\0${p.name}\0${p.kernel_id}\0${p.notebook}\0${p.scope}\0${p.process_count}`;
     }
     if (key === this._key) {
       return;

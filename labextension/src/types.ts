@@ -42,9 +42,13 @@ export interface IDevicesInfo {
   config: IServerConfig;
 }
 
-/** A process that holds memory on a GPU, with the notebook that owns it when known. */
+/**
+ * A process that holds memory on a GPU, with the notebook that owns it when known; or a row
+ * that stands for several (`pid` null): other users' processes (`scope: 'other'`), or pids
+ * that match nothing visible from this server (`'unattributable'`, `reason` says why).
+ */
 export interface IGpuProcess {
-  pid: number;
+  pid: number | null;
   name: string | null;
   used_mem_bytes: number | null;
   kernel_id: string | null;
@@ -53,6 +57,9 @@ export interface IGpuProcess {
   idle_s?: number | null;
   /** Idle longer than `idle_holder_minutes` while holding more than `idle_holder_gib`. */
   idle_holder?: boolean;
+  scope?: 'server' | 'other' | 'unattributable' | string;
+  process_count?: number;
+  reason?: string | null;
 }
 
 /** One GPU in one sample. */

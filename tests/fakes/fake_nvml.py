@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
 import pynvml
 
 
@@ -60,15 +61,37 @@ class FakeDevice:
             "dram_bw_pct": 18.0,
         }
     )
+    mig_enabled: bool = False
+    mig_instances: list[FakeDevice | None] = field(default_factory=list)
+    """MIG slots (``None``: an empty slot); only read with ``mig_enabled``."""
+    gpu_instance_id: int | None = None
+    """Set on a MIG instance (a ``FakeDevice`` in its GPU's ``mig_instances``)."""
 
     @property
     def uuid(self) -> str:
+        if self.gpu_instance_id is not None:
+            return f"MIG-fake0000-0000-4000-8000-{self.index:06d}{self.gpu_instance_id:06d}"
         return f"GPU-fake0000-0000-4000-8000-{self.index:012d}"
 
 
 @dataclass(frozen=True)
 class FakeHandle:
     index: int
+    mig_slot: int | None = None
+
+
+MIG_NOT_SUPPORTED = frozenset(
+    {
+        "nvmlDeviceGetUtilizationRates",
+        "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetEnforcedPowerLimit",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetClockInfo",
+        "nvmlDeviceGetPcieThroughput",
+        "nvmlDeviceGetMigMode",
+    }
+)
+"""What NVML refuses (NOT_SUPPORTED) on a MIG instance's handle, as on an H100/H200."""
 
 
 _GPM_IDS = {
@@ -125,6 +148,8 @@ class FakeNvml:
                 setattr(self, name, getattr(pynvml, name))
         self.devices = [FakeDevice(i) for i in range(devices)]
         self.pcie_delay_s = pcie_delay_s
+        self.drop_ended_processes = False
+        """List only processes that still exist, as NVML does (off: list what tests set)."""
         self.calls: Counter[str] = Counter()
         self.inits = 0
         self.shutdowns = 0
@@ -163,6 +188,27 @@ class FakeNvml:
         if event is not None:
             event.set()
 
+    def enable_mig(self, device: int, profiles: list[tuple[str, int] | None]) -> list[FakeDevice]:
+        """Put GPU ``device`` in MIG mode with one instance per ``(profile, memory bytes)``.
+
+        ``None`` leaves that slot empty (NVML answers NOT_FOUND for it). Returns the instances.
+        """
+        gpu = self.devices[device]
+        gpu.mig_enabled = True
+        gpu.mig_instances = [
+            None
+            if spec is None
+            else FakeDevice(
+                device,
+                name=f"{gpu.name} MIG {spec[0]}",
+                mem_total=spec[1],
+                mem_used=spec[1] // 10,
+                gpu_instance_id=slot + 1,
+            )
+            for slot, spec in enumerate(profiles)
+        ]
+        return [m for m in gpu.mig_instances if m is not None]
+
     def _enter(self, function: str, handle: FakeHandle | None = None) -> FakeDevice | None:
         with self._lock:
             self.calls[function] += 1
@@ -178,7 +224,15 @@ class FakeNvml:
         code = self._faults.get((function, index), self._faults.get((function, None)))
         if code is not None:
             raise pynvml.NVMLError(code)
-        return self.devices[index] if index is not None else None
+        if index is None or handle is None:
+            return None
+        if handle.mig_slot is None:
+            return self.devices[index]
+        if function in MIG_NOT_SUPPORTED:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        instance = self.devices[index].mig_instances[handle.mig_slot]
+        assert instance is not None
+        return instance
 
     def _device(self, function: str, handle: FakeHandle) -> FakeDevice:
         device = self._enter(function, handle)
@@ -224,6 +278,37 @@ class FakeNvml:
         d = self._device("nvmlDeviceGetPciInfo", handle)
         return SimpleNamespace(busId=f"00000000:{0x18 + d.index:02X}:00.0".encode())
 
+    # -- MIG (read when the backend opens)
+
+    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
+        d = self._device("nvmlDeviceGetMigMode", handle)
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if d.mig_enabled else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: FakeHandle) -> int:
+        d = self._device("nvmlDeviceGetMaxMigDeviceCount", handle)
+        return max(7, len(d.mig_instances)) if d.mig_enabled else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: FakeHandle, slot: int) -> FakeHandle:
+        d = self._device("nvmlDeviceGetMigDeviceHandleByIndex", handle)
+        if not d.mig_enabled:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if slot >= len(d.mig_instances) or d.mig_instances[slot] is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return FakeHandle(handle.index, slot)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: FakeHandle) -> int:
+        d = self._device("nvmlDeviceGetGpuInstanceId", handle)
+        if d.gpu_instance_id is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return d.gpu_instance_id
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: FakeHandle) -> int:
+        d = self._device("nvmlDeviceGetComputeInstanceId", handle)
+        if d.gpu_instance_id is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return 0
+
     # -- per tick
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
@@ -264,13 +349,18 @@ class FakeNvml:
         assert clock == pynvml.NVML_CLOCK_SM
         return self._device("nvmlDeviceGetClockInfo", handle).sm_clock
 
+    def _processes(self, listed: list[tuple[int, int | None]]) -> list[Any]:
+        if self.drop_ended_processes:
+            listed = [(p, m) for p, m in listed if psutil.pid_exists(p)]
+        return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in listed]
+
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        d = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
-        return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in d.compute]
+        return self._processes(self._device("nvmlDeviceGetComputeRunningProcesses", handle).compute)
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        d = self._device("nvmlDeviceGetGraphicsRunningProcesses", handle)
-        return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in d.graphics]
+        return self._processes(
+            self._device("nvmlDeviceGetGraphicsRunningProcesses", handle).graphics
+        )
 
     def nvmlDeviceGetPcieThroughput(self, handle: FakeHandle, counter: int) -> int:
         d = self._device("nvmlDeviceGetPcieThroughput", handle)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import tornado.httpclient
 from jupyter_server.serverapp import ServerApp
+from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.handlers import openapi_json
@@ -188,17 +189,15 @@ async def test_two_clients_get_the_same_samples_from_one_sampler(
 async def test_metrics_are_prometheus_text_with_dcgm_names(jp_fetch: Fetch) -> None:
     response = await jp_fetch(*API, "metrics")
     assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    text = response.body.decode()
-    util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    families = {f.name: f for f in text_string_to_metric_families(response.body.decode())}
+    util = families["DCGM_FI_DEV_GPU_UTIL"].samples
     assert len(util) == 3
-    assert 'modelName="Simulated NVIDIA H200"' in util[0]
-    assert 'gpu="0"' in util[0]
-    assert "# TYPE DCGM_FI_DEV_FB_USED gauge" in text
-    assert 'jupyter_gpu_info{backend="simulated",simulated="true"' in text
-    assert "jupyter_gpu_host_memory_total_bytes " in text
-    for line in text.splitlines():  # every sample line is `name{labels} number`
-        if line and not line.startswith("#"):
-            float(line.rsplit(" ", 1)[1])
+    assert util[0].labels["modelName"] == "Simulated NVIDIA H200"
+    assert util[0].labels["gpu"] == "0"
+    assert families["DCGM_FI_DEV_FB_USED"].type == "gauge"
+    (info,) = families["jupyter_gpu_info"].samples
+    assert (info.labels["backend"], info.labels["simulated"]) == ("simulated", "true")
+    assert families["jupyter_gpu_host_memory_total_bytes"].samples[0].value > 0
 
 
 async def test_the_openapi_document_is_served(api_get: Get) -> None:

@@ -114,7 +114,10 @@ async def test_faults_reach_the_api_as_states(
 
     await asyncio.sleep(0.15)  # the metrics of the newest sample
     metrics = (await jp_fetch(*API, "metrics")).body.decode().splitlines()
-    assert any(m.startswith('jupyter_gpu_device_ok{gpu="0"') and m.endswith(" 0") for m in metrics)
+    assert any(
+        m.startswith("jupyter_gpu_device_ok{") and 'gpu="0"' in m and m.endswith(" 0.0")
+        for m in metrics
+    )
 
 
 @pytest.mark.gpu_config(simulated_devices=2)

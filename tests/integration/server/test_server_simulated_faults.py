@@ -67,7 +67,10 @@ async def test_a_gpu_is_lost_on_schedule_and_the_stream_says_so(
     assert device["error"].startswith("Simulated fault: this GPU is reported lost")
     assert device["mem_used_bytes"] is None
     metrics = (await jp_fetch(*API, "metrics")).body.decode().splitlines()
-    assert any(m.startswith('jupyter_gpu_device_ok{gpu="1"') and m.endswith(" 0") for m in metrics)
+    assert any(
+        m.startswith("jupyter_gpu_device_ok{") and 'gpu="1"' in m and m.endswith(" 0.0")
+        for m in metrics
+    )
 
 
 async def test_devices_lists_every_gpu_still(api_get: Get) -> None:

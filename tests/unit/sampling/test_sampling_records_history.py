@@ -138,8 +138,10 @@ def test_a_child_of_a_kernel_is_attributed_to_it() -> None:
         assert by_pid[child.pid].name is not None
         assert by_pid[child.pid].name.startswith("python")
         assert by_pid[os.getpid()].kernel_id == "k-1"
-        assert by_pid[1].kernel_id is None
-        assert by_pid[1].notebook is None
+        assert 1 not in by_pid  # another user's (root's init): summed, no pid
+        other = by_pid[None]
+        assert (other.scope, other.kernel_id, other.notebook) == ("other", None, None)
+        assert other.used_mem_bytes == 30
     finally:
         child.kill()
         child.wait()
@@ -154,6 +156,7 @@ def test_a_process_that_is_gone_has_no_name_and_no_kernel() -> None:
     (annotated,) = annotator.annotate((device,))
     assert annotated.processes[0].name is None
     assert annotated.processes[0].kernel_id is None
+    assert annotated.processes[0].scope == "unattributable"
 
 
 def test_read_once_simulated_and_none() -> None:

@@ -1,0 +1,243 @@
+"""On a real GPU: kernel attribution inside a container's pid namespace.
+
+A Jupyter server runs under ``unshare --pid --fork --mount-proc`` (its own pid namespace and
+``/proc``, as in a container without ``hostPID``); a kernel of it allocates CUDA memory. The
+check asserts that the snapshot attributes that memory to the kernel and its notebook, by the
+pid NVML reports inside the namespace (driver 580 reported namespace pids), and records the
+kernel's pid on the host beside it. Meanwhile a CUDA job runs outside the namespace: whatever
+NVML lists of it inside must show as a row that says why it is not attributable (or NVML hides
+it altogether: recorded), never as this user's process and never as a pid.
+
+    python3 -m pytest -m gpu tests/gpu/test_pid_namespace_gpu.py -x -q
+
+Writes ``pid_namespace_gpu.json`` and the server's log to ``$JUPYTER_GPU_OUT`` (or ``$OUT``).
+Needs root (or unprivileged user namespaces) for ``unshare``; skipped where it cannot run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.jupyter_server_process import free_port, wait_until_up  # noqa: E402 (path set-up)
+
+pytestmark = pytest.mark.gpu
+
+TOKEN = "jupyter-gpu-pidns-test"
+UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"]
+HOST_JOB = """
+import sys, time, torch
+x = torch.empty(512, 1024, 1024, dtype=torch.uint8, device="cuda")  # 512 MiB
+torch.cuda.synchronize()
+print("ready", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+KERNEL_CODE = (
+    "import os, torch; x = torch.ones(256, 1024, 1024, device='cuda'); torch.cuda.synchronize(); "
+    "print(os.getpid())"
+)
+
+
+def out_dir(tmp: Path) -> Path:
+    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
+    path = Path(out) if out else tmp
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def unshare_works() -> str | None:
+    """Why ``unshare --pid`` cannot run here, or ``None`` when it can."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed"
+    probe = subprocess.run(
+        [*UNSHARE[:4], "sh", "-c", "echo $$"], capture_output=True, text=True, timeout=30
+    )
+    if probe.returncode != 0 or probe.stdout.strip() != "1":
+        return f"unshare --pid fails here: {probe.stderr.strip() or probe.stdout.strip()}"
+    return None
+
+
+def nspids(host_pid: int) -> list[int]:
+    """The ``NSpid`` line of a host pid: its pid in each nested namespace, outermost first."""
+    for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return [int(x) for x in line.split()[1:]]
+    return [host_pid]
+
+
+def host_pid_of_kernel(kernel_id: str) -> int:
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if f"kernel-{kernel_id}.json" in cmdline:
+            return int(proc.info["pid"])
+    raise AssertionError(f"no host process runs kernel {kernel_id}")
+
+
+def start_host_job(seconds: float) -> subprocess.Popen[str]:
+    job = subprocess.Popen(
+        [sys.executable, "-c", HOST_JOB, str(seconds)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert job.stdout is not None
+    for line in job.stdout:
+        if line.strip() == "ready":
+            return job
+    job.wait()
+    raise AssertionError("the host CUDA job did not start")
+
+
+def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
+    why = unshare_works()
+    if why:
+        pytest.skip(why)
+    out = out_dir(tmp_path)
+    results: dict[str, Any] = {}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    runtime = tmp_path / "runtime"
+    log_path = out / "pid_namespace_server.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+    }
+    argv = [
+        *UNSHARE,
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={tmp_path}",
+        f"--IdentityProvider.token={TOKEN}",
+        "--ServerApp.jpserver_extensions={'jupyter_gpu': True}",
+        "--JupyterGpu.backend=nvml",
+        "--JupyterGpu.interval_s=0.5",
+        "--JupyterGpu.kernel_map_interval_s=1",
+    ]
+    host_job = start_host_job(600)
+    kernel_client = None
+    with log_path.open("w") as log:
+        server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        devices = wait_until_up(
+            lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
+            server,
+            log_path,
+            timeout_s=90,
+            poll_s=0.5,
+        )
+        assert devices["backend"] == "nvml", devices
+        session = http_json(
+            f"{base}/api/sessions",
+            "POST",
+            {"path": "in-container.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+        )
+        kernel_id = session["kernel"]["id"]
+        from jupyter_client import BlockingKernelClient
+
+        kernel_client = BlockingKernelClient(
+            connection_file=str(runtime / f"kernel-{kernel_id}.json")
+        )
+        kernel_client.load_connection_file()
+        kernel_client.start_channels()
+        kernel_client.wait_for_ready(timeout=120)
+        printed: list[str] = []
+        reply = kernel_client.execute_interactive(
+            KERNEL_CODE,
+            timeout=240,
+            output_hook=lambda m: printed.append(m["content"].get("text", "")),
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        pid_inside = int("".join(printed).strip().splitlines()[-1])
+        pid_on_host = host_pid_of_kernel(kernel_id)
+        results["kernel_pid_inside_namespace"] = pid_inside
+        results["kernel_pid_on_host"] = pid_on_host
+        results["kernel_nspid_line"] = nspids(pid_on_host)
+        assert nspids(pid_on_host)[-1] == pid_inside
+        assert pid_on_host != pid_inside  # really another namespace
+
+        deadline = time.monotonic() + 60
+        while True:
+            snapshot = http_json(f"{base}/jupyter-gpu/api/v1/snapshot")
+            rows = [p for d in snapshot["devices"] for p in d["processes"]]
+            mine = [p for p in rows if p["kernel_id"] == kernel_id]
+            if mine:
+                break
+            assert time.monotonic() < deadline, f"the kernel was never attributed: {rows}"
+            time.sleep(0.5)
+        results["rows"] = rows
+        (row,) = mine
+        assert row["pid"] == pid_inside  # NVML reported the namespace's pid
+        assert (row["scope"], row["notebook"]) == ("server", "in-container.ipynb")
+        assert row["used_mem_bytes"] is None or row["used_mem_bytes"] >= 2**30
+
+        # The job outside the namespace: never this user's, never a pid.
+        host_job_pid = host_job.pid
+        outsiders = [p for p in rows if p["kernel_id"] != kernel_id]
+        for p in outsiders:
+            assert p["scope"] in ("other", "unattributable"), p
+            assert p["pid"] is None, p
+        unattributable = [p for p in outsiders if p["scope"] == "unattributable"]
+        results["host_job_pid"] = host_job_pid
+        results["host_job_seen_inside_as"] = (
+            "an unattributable row" if unattributable else "nothing (NVML hid it)"
+        )
+        for p in unattributable:
+            assert "container" in p["reason"], p  # it says why
+            assert p["used_mem_bytes"] is None or p["used_mem_bytes"] > 0
+        metrics = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{base}/jupyter-gpu/api/v1/metrics",
+                headers={"Authorization": f"token {TOKEN}"},
+            ),
+            timeout=30,
+        ).read()
+        text = metrics.decode()
+        assert 'notebook="in-container.ipynb"' in text
+        results["kernel_series"] = [
+            line for line in text.splitlines() if line.startswith("jupyter_gpu_kernel_memory")
+        ]
+    finally:
+        if kernel_client is not None:
+            kernel_client.stop_channels()
+        server.send_signal(signal.SIGTERM)  # unshare passes it on (--kill-child=SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        host_job.terminate()
+        host_job.wait(30)
+        (out / "pid_namespace_gpu.json").write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps(results, indent=2, default=str))

@@ -1,0 +1,122 @@
+"""``GET metrics`` through a real server over the fake NVML: parsed by prometheus_client.
+
+A real kernel holds (fake) GPU memory: its series appears labelled by notebook and user, and is
+gone after the kernel ends. Prometheus's own scrape token opens this route and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import tornado.httpclient
+from jupyter_server.serverapp import ServerApp
+from prometheus_client.parser import text_string_to_metric_families
+from traitlets.config import Config
+
+from tests.integration.server.api_helpers import API, gpu_config
+from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
+
+Fetch = Callable[..., Awaitable[Any]]
+SCRAPE_TOKEN = "scrape-0123456789abcdef"  # a test's token
+
+
+@pytest.fixture
+def jp_server_config() -> Config:
+    return gpu_config(
+        backend="nvml",
+        extension="tests.integration.server.fake_nvml_extension",
+        metrics_token=SCRAPE_TOKEN,
+    )
+
+
+def families(body: bytes) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(body.decode())}
+
+
+async def kernel_series(jp_fetch: Fetch) -> list[Any]:
+    response = await jp_fetch(*API, "metrics")
+    return list(families(response.body)["jupyter_gpu_kernel_memory_bytes"].samples)
+
+
+async def wait_for(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.2)
+
+
+async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(
+    jp_fetch: Fetch, jp_serverapp: ServerApp
+) -> None:
+    app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
+    assert isinstance(app, FakeNvmlGpuApp)
+    response = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps(
+            {"path": "work/train.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+        ),
+    )
+    session = json.loads(response.body)
+    kernel = jp_serverapp.kernel_manager.get_kernel(session["kernel"]["id"])
+    pid = kernel.provisioner.pid
+    assert pid
+    app.fake.drop_ended_processes = True  # as NVML: a process that ended is not listed
+    app.fake.devices[0].compute = [(pid, 3 * 2**30)]
+
+    async def present() -> list[Any]:
+        return [s for s in await kernel_series(jp_fetch) if s.labels["notebook"]]
+
+    (series,) = await wait_for(present, "the kernel's series never appeared")
+    assert series.labels["notebook"] == "work/train.ipynb"
+    assert series.labels["user"]
+    assert series.labels["gpu"] == "0"
+    assert "pid" not in series.labels
+    assert series.value == 3 * 2**30
+
+    await jp_fetch("api", "sessions", session["id"], method="DELETE")
+
+    async def gone() -> bool:
+        return not await kernel_series(jp_fetch)
+
+    await wait_for(gone, "the kernel's series outlived its kernel")
+    scopes = families((await jp_fetch(*API, "metrics")).body)["jupyter_gpu_processes_memory_bytes"]
+    assert {s.value for s in scopes.samples if s.labels["gpu"] == "0"} == {0.0}
+
+
+async def test_the_scrape_token_opens_the_metrics_route_only(jp_fetch: Fetch) -> None:
+    bearer = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+    response = await jp_fetch(*API, "metrics", headers=bearer)
+    assert response.code == 200
+    assert "DCGM_FI_DEV_FB_USED" in families(response.body)
+    for route in ("devices", "snapshot", "history"):
+        with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+            await jp_fetch(*API, route, headers=bearer)
+        assert err.value.code == 403
+    with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+        await jp_fetch("api", "contents", headers=bearer)
+    assert err.value.code == 403
+    for wrong in (f"Bearer {SCRAPE_TOKEN}x", f"Bearer {SCRAPE_TOKEN[:-1]}", "Bearer ", "Basic x"):
+        with pytest.raises(tornado.httpclient.HTTPClientError) as err:
+            await jp_fetch(*API, "metrics", headers={"Authorization": wrong})
+        assert err.value.code == 403
+    # Jupyter's own token still works, as on every route.
+    assert (await jp_fetch(*API, "metrics")).code == 200
+
+
+async def test_sampler_health_is_served(jp_fetch: Fetch) -> None:
+    parsed = families((await jp_fetch(*API, "metrics")).body)
+    age = parsed["jupyter_gpu_sampler_sample_age_seconds"].samples[0].value
+    assert 0 <= age < 10
+    assert parsed["jupyter_gpu_sampler_running"].samples[0].value == 1
+    last = parsed["jupyter_gpu_sampler_last_success_timestamp_seconds"].samples[0].value
+    assert abs(last - time.time()) < 10
