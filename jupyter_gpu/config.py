@@ -73,6 +73,16 @@ class JupyterGpu(Configurable):
         help="Seconds between slow reads (PCIe throughput), when slow_metrics is on (1 to 3600).",
     ).tag(config=True)
 
+    cache_min_free_pct = Float(
+        10.0,
+        min=0.0,
+        max=100.0,
+        help=(
+            "Warn (compile_cache.low_space) when the filesystem of a torch.compile cache has "
+            "less than this percentage free (0 to 100)."
+        ),
+    ).tag(config=True)
+
     gpm_metrics = Bool(
         True,
         help=(

@@ -233,13 +233,26 @@ class HostSample:
 
 @dataclass(frozen=True, slots=True)
 class CacheDirSample:
-    """One torch.compile cache directory on disk (a missing directory has size 0)."""
+    """One torch.compile cache directory on disk (a missing directory has size 0).
+
+    ``id`` is how a client names it (``POST compile-cache/clear``), never by path; ``source``
+    is ``"server"`` (the server's own environment) or ``"kernel"`` (a kernel's own
+    ``TORCHINDUCTOR_CACHE_DIR``/``TMPDIR``/``TRITON_CACHE_DIR``); ``clearable`` says whether
+    it validates as a cache that may be cleared, ``refusal`` why not; ``fs_*`` are the free and
+    total bytes of its filesystem.
+    """
 
     kind: Literal["inductor", "triton"]
     path: str
     exists: bool
     size_bytes: int
     file_count: int
+    id: str = ""
+    source: Literal["server", "kernel"] = "server"
+    clearable: bool = False
+    refusal: str | None = None
+    fs_free_bytes: int | None = None
+    fs_total_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -248,6 +261,12 @@ class CacheDirSample:
             "exists": self.exists,
             "size_bytes": self.size_bytes,
             "file_count": self.file_count,
+            "id": self.id,
+            "source": self.source,
+            "clearable": self.clearable,
+            "refusal": self.refusal,
+            "fs_free_bytes": self.fs_free_bytes,
+            "fs_total_bytes": self.fs_total_bytes,
         }
 
 
@@ -255,13 +274,16 @@ class CacheDirSample:
 class CompileCacheSample:
     """The torch.compile caches: totals (a directory inside another counts once) and each dir.
 
-    ``scanned_ts`` is when the last background scan finished (``None`` before the first one).
+    ``scanned_ts`` is when the last background scan finished (``None`` before the first one:
+    then the sizes are not known yet, not 0). ``low_space``: a cache's filesystem has less than
+    ``JupyterGpu.cache_min_free_pct`` free.
     """
 
     size_bytes: int
     file_count: int
     scanned_ts: float | None
     dirs: tuple[CacheDirSample, ...] = ()
+    low_space: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -269,6 +291,7 @@ class CompileCacheSample:
             "file_count": self.file_count,
             "scanned_ts": self.scanned_ts,
             "dirs": [d.to_dict() for d in self.dirs],
+            "low_space": self.low_space,
         }
 
 

@@ -32,7 +32,14 @@ from types import MappingProxyType
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.compile_cache import CacheKind, cache_dirs, scan_caches
+from jupyter_gpu.sampling.cache_admin import (
+    CacheSource,
+    kernel_cache_dirs,
+    merge_sources,
+    scan_sources,
+    server_cache_dirs,
+)
+from jupyter_gpu.sampling.compile_cache import CacheKind
 from jupyter_gpu.sampling.deadline import DeviceReader
 from jupyter_gpu.sampling.factory import open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault
@@ -93,6 +100,7 @@ class SamplerOptions:
     simulated_faults: tuple[SimulatedFault, ...] = ()
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
+    cache_min_free_pct: float = 10.0
     idle_holder_s: float = 15 * 60.0
     idle_holder_bytes: int = 1024**3
     read_deadline_s: float = 2.0
@@ -176,6 +184,8 @@ class Sampler:
             through it); the default follows ``options.backend``.
         host: the host reader (tests pass one over a fake cgroup tree).
         caches: the compile-cache directories to scan (default: resolved as torch does).
+        kernel_caches: also scan the caches the server's kernels use, found in their
+            environments (default: only with the default ``caches``).
         log: where problems are reported, once each rather than once per tick.
     """
 
@@ -188,6 +198,7 @@ class Sampler:
         backend_factory: Callable[[Sampler], Backend] | None = None,
         host: HostReader | None = None,
         caches: tuple[tuple[CacheKind, str], ...] | None = None,
+        kernel_caches: bool | None = None,
         log: logging.Logger | None = None,
     ) -> None:
         self.options = options or SamplerOptions()
@@ -222,11 +233,30 @@ class Sampler:
         self._stop = threading.Event()
         self._errors_logged: set[str] = set()
         self._thread = threading.Thread(target=self._run, name="jupyter-gpu-sampler", daemon=True)
-        dirs = cache_dirs() if caches is None else caches
+        dirs: tuple[CacheSource, ...] = (
+            server_cache_dirs()
+            if caches is None
+            else tuple((kind, path, "server", False) for kind, path in caches)
+        )
+        # The default caches also include the kernels' own (their TORCHINDUCTOR_CACHE_DIR...).
+        with_kernels = caches is None if kernel_caches is None else kernel_caches
+        annotator = self.annotator
+        min_free = self.options.cache_min_free_pct
+
+        self.cache_sources: tuple[CacheSource, ...] = dirs
+        """The cache directories the last scan looked at (the clear route's list)."""
+
+        def scan(stop: threading.Event) -> CompileCacheSample:
+            sources = dirs
+            if with_kernels:
+                sources = merge_sources(dirs, kernel_cache_dirs(sorted(annotator.kernel_map)))
+            self.cache_sources = sources
+            return scan_sources(sources, stop, min_free)
+
         self._cache_scan: Periodic[CompileCacheSample] = Periodic(
             "jupyter-gpu-cache-scan",
             self.options.cache_scan_interval_s,
-            lambda stop: scan_caches(dirs, stop),
+            scan,
             NOT_SCANNED,
             self.log,
         )
@@ -271,6 +301,15 @@ class Sampler:
         """Seconds since each GPU's reads last returned, by index (``None``: never yet)."""
         reader = self._reader
         return reader.last_answer_age_s() if reader is not None else {}
+
+    def rescan_caches(self) -> CompileCacheSample:
+        """Scan the compile caches now, in the calling thread (after a clear), and keep it.
+
+        Slow on a big cache: call it from a worker thread, never the event loop.
+        """
+        fresh = scan_sources(self.cache_sources, None, self.options.cache_min_free_pct)
+        self._cache_scan.latest = fresh
+        return fresh
 
     @property
     def cache_scan_duration_s(self) -> float | None:

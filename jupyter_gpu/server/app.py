@@ -17,6 +17,7 @@ from traitlets import TraitError
 
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.sampling.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV
+from jupyter_gpu.server.cache import CacheClearHandler
 from jupyter_gpu.server.handlers import (
     SERVICE_KEY,
     DevicesHandler,
@@ -37,6 +38,7 @@ ROUTES: tuple[tuple[str, type[Any]], ...] = (
     ("stream", StreamHandler),
     ("metrics", MetricsHandler),
     ("openapi.json", OpenApiHandler),
+    ("compile-cache/clear", CacheClearHandler),
 )
 
 

@@ -51,6 +51,7 @@ def test_records_are_frozen_and_serialise_with_units_in_names() -> None:
         "file_count": 0,
         "scanned_ts": None,
         "dirs": [],
+        "low_space": False,
     }
     dev = d.to_dict()
     assert dev["power_w"] is None
