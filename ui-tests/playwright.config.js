@@ -76,26 +76,34 @@ module.exports = {
       use: { baseURL: `http://127.0.0.1:${ports.faults}/` }
     },
     {
+      // The hub (and its users' servers) starts in the test (tests/hub.spec.ts).
+      name: 'hub',
+      testMatch: /hub\.spec\.ts/
+    },
+    {
       name: 'perf',
       testMatch: /perf\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.perf}/` }
     }
   ],
-  webServer: [
-    server(ports.simulated, baseUrl, [
-      '--IdentityProvider.token=',
-      '--JupyterGpu.backend=simulated',
-      '--JupyterGpu.simulated_devices=2'
-    ]),
-    server(ports.nogpu, '/', [
-      `--IdentityProvider.token=${token}`,
-      '--JupyterGpu.backend=auto'
-    ]),
-    server(ports.perf, '/', [
-      '--IdentityProvider.token=',
-      '--JupyterGpu.backend=simulated',
-      '--JupyterGpu.simulated_devices=8',
-      '--JupyterGpu.interval_s=1'
-    ])
-  ]
+  // UI_TESTS_NO_SERVERS=1: only the projects that start their own servers (faults, hub).
+  webServer: process.env.UI_TESTS_NO_SERVERS
+    ? []
+    : [
+        server(ports.simulated, baseUrl, [
+          '--IdentityProvider.token=',
+          '--JupyterGpu.backend=simulated',
+          '--JupyterGpu.simulated_devices=2'
+        ]),
+        server(ports.nogpu, '/', [
+          `--IdentityProvider.token=${token}`,
+          '--JupyterGpu.backend=auto'
+        ]),
+        server(ports.perf, '/', [
+          '--IdentityProvider.token=',
+          '--JupyterGpu.backend=simulated',
+          '--JupyterGpu.simulated_devices=8',
+          '--JupyterGpu.interval_s=1'
+        ])
+      ]
 };
