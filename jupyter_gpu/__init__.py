@@ -6,7 +6,7 @@ Importing this package is cheap: it imports neither torch nor NVML. The server e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 try:
     from ._version import __version__
@@ -16,7 +16,19 @@ except ImportError:  # a source tree that was never built
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "torchrun_result"]
+
+T = TypeVar("T")
+
+
+def torchrun_result(obj: T) -> T:
+    """In a ``%%torchrun -o NAME`` cell: send ``obj`` from rank 0 back to the notebook as NAME.
+
+    See :func:`jupyter_gpu.distributed.torchrun_result` (imported only when called).
+    """
+    from .distributed.result import torchrun_result as send
+
+    return send(obj)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -1,9 +1,10 @@
 """IPython magics for PyTorch on GPUs, registered by ``%load_ext jupyter_gpu``.
 
-``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%%profile`` and ``%gpu``
-(see docs/magics.md). Loading them imports neither torch nor plotly: each magic imports torch
-when it runs. Unloading removes the magics and every hook they installed. While loaded, an
-exit hook resets torch.compile's caches before IPython clears the namespace at exit.
+``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%%profile``, ``%gpu``
+and ``%%torchrun`` (see docs/magics.md). Loading them imports neither torch nor plotly: each
+magic imports torch when it runs. Unloading removes the magics and every hook they installed.
+While loaded, an exit hook resets torch.compile's caches before IPython clears the namespace at
+exit.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .compile import CompileMagics
 from .gpu import GpuMagics
 from .memory import MemoryMagics
 from .profile import ProfileMagics
+from .torchrun import TorchrunMagics
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -30,6 +32,7 @@ __all__ = [
     "GpuMagics",
     "MemoryMagics",
     "ProfileMagics",
+    "TorchrunMagics",
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
@@ -40,6 +43,7 @@ MAGIC_CLASSES: tuple[type[Magics], ...] = (
     GpuMagics,
     MemoryMagics,
     ProfileMagics,
+    TorchrunMagics,
 )
 
 

@@ -75,6 +75,11 @@ class GpuMagics(ShellMagics):
         action="store_true",
         help="return the sample that was read (with --watch: the GpuWatch)",
     )
+    @argument(
+        "--topology",
+        action="store_true",
+        help="how the GPUs are connected (NVLink or PCIe) and whether P2P works, from NVML",
+    )
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @line_magic
     def gpu(self, line: str) -> Any:
@@ -83,6 +88,10 @@ class GpuMagics(ShellMagics):
         Each line: name, utilization, memory used of total, and this kernel's torch memory
         (only if it already uses CUDA). Says plainly why when there is no GPU. Reads NVML once
         (about 0.1 s); never imports torch.
+
+        ``%gpu --topology`` shows instead how the GPUs are connected, as ``nvidia-smi topo -m``
+        does: NVLink or PCIe between each pair, whether P2P works, each GPU's links, and what
+        that means for NCCL (``-o`` returns the ``Topology``).
         """
         args = parse(GpuMagics.gpu, line)
         from jupyter_gpu.sampling import BACKEND_CHOICES, backend_from_env, read_once
@@ -91,6 +100,8 @@ class GpuMagics(ShellMagics):
         if backend not in BACKEND_CHOICES:
             choices = ", ".join(BACKEND_CHOICES)
             raise UsageError(f"--backend {backend}: use one of {choices}.")
+        if args.topology:
+            return self._topology(backend, quiet=args.quiet, output=args.output)
         if args.watch is not None:
             watch = _watch(args.watch, backend, args.interval, quiet=args.quiet)
             return watch if args.output else None
@@ -98,6 +109,19 @@ class GpuMagics(ShellMagics):
         if not args.quiet:
             show_sample(sample)
         return sample if args.output else None
+
+    def _topology(self, backend: str, *, quiet: bool, output: bool) -> Any:
+        from jupyter_gpu.sampling.topology import Topology, read_topology
+
+        from .gpu_topology import show_topology
+
+        if backend in ("simulated", "none"):
+            topology = Topology((), (), f"the {backend} backend has no interconnect to show")
+        else:
+            topology = read_topology()
+        if not quiet:
+            show_topology(topology)
+        return topology if output else None
 
 
 def _watch(mode: str, backend: str, interval_s: float, *, quiet: bool) -> Any:

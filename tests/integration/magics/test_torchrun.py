@@ -1,0 +1,359 @@
+"""``%%torchrun`` in a real IPython shell: real torchrun, real ranks (CPU, gloo), no mocks.
+
+Each launch starts torchrun and its ranks as fresh processes (each imports torch): a few
+seconds on an idle 2-core machine. The shell fixture has imported torch already, as a notebook
+that trained on the CPU has.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_gpu.distributed import TorchrunError
+from tests.integration.magics.conftest import Shell
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[3]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def screen(text: str) -> str:
+    """What a notebook shows of streamed text: each line after its last carriage return."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in plain(text).split("\n"))
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The notebook's folder is tmp_path (the ranks start there); no GPU for the ranks."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    return tmp_path
+
+
+def descendants() -> list[psutil.Process]:
+    return psutil.Process().children(recursive=True)
+
+
+def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in_tmp: Path) -> None:
+    go = in_tmp / "go"
+    seen_while_running = threading.Event()
+
+    def release_when_first_line_shows() -> None:
+        # Streaming: rank 0 waits for this file, which is only written once its first line
+        # reached the cell's output while the ranks still ran.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if "first line" in getattr(sys.stdout, "getvalue", str)():
+                seen_while_running.set()
+                go.touch()
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=release_when_first_line_shows, daemon=True).start()
+    ran = shell.ok(
+        f"%%torchrun -n 2\n"
+        f"import os, sys, time\n"
+        f"from tqdm import tqdm\n"
+        f"print(f'first line from rank {{rank}} of {{world_size}} on {{device}}')\n"
+        f"while rank == 0 and not os.path.exists({str(go)!r}):\n"
+        f"    time.sleep(0.05)\n"
+        f"for _ in tqdm(range(4), disable=rank != 0, mininterval=0, ncols=60):\n"
+        f"    time.sleep(0.05)\n"
+        f"print('done', rank, file=sys.stderr)\n"
+    )
+    assert seen_while_running.is_set(), "rank 0's first line did not stream into the cell"
+    out = ran.captured.stdout
+    shown = screen(out)
+    assert "[rank 0] first line from rank 0 of 2 on cpu" in shown
+    assert "[rank 1] first line from rank 1 of 2 on cpu" in shown
+    assert "[rank 0] done 0" in shown
+    assert "[rank 1] done 1" in shown
+    # tqdm redraws its line: each update is "\r" + prefix + bar, and the final line stays.
+    assert re.search(r"\r\x1b\[\d+m\[rank 0\]\x1b\[0m\s+\d+%\|", out), out
+    assert re.search(r"^\[rank 0\] 100%\|.*\| 4/4", shown, re.M), shown
+    assert "%%torchrun: 2 ranks finished" in shown
+    assert not descendants()
+
+
+def test_after_the_kernel_imported_torch_and_ran_a_step(shell: Shell, in_tmp: Path) -> None:
+    shell.ok(
+        "model = torch.nn.Linear(4, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loss = model(torch.randn(8, 4)).pow(2).mean()\n"
+        "loss.backward(); opt.step()\n"
+    )
+    ran = shell.ok(
+        "%%torchrun -n 2 --no-color\n"
+        "import torch, torch.distributed as dist\n"
+        "t = torch.tensor([float(rank + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "print('sum', t.item())\n"
+    )
+    assert "[rank 0] sum 3.0" in ran.text
+    assert "[rank 1] sum 3.0" in ran.text
+
+
+def test_o_brings_back_rank_0s_result_on_the_cpu(shell: Shell, in_tmp: Path) -> None:
+    shell.ok("losses = 'before'")
+    shell.ok(
+        "%%torchrun -n 2 -o losses --no-color\n"
+        "import torch\n"
+        "from jupyter_gpu import torchrun_result\n"
+        "torchrun_result({'rank': rank, 'weights': torch.full((3,), float(rank))})\n"
+    )
+    result = shell["losses"]
+    assert result["rank"] == 0, "only rank 0's object comes back"
+    assert result["weights"].tolist() == [0.0, 0.0, 0.0]
+    assert result["weights"].device.type == "cpu"
+
+
+def test_a_result_over_the_limit_fails_with_a_clear_error(shell: Shell, in_tmp: Path) -> None:
+    shell.ok("big = 'unchanged'")
+    ran = shell.run(
+        "%%torchrun -n 2 -o big --max-result 1KB --no-color\n"
+        "from jupyter_gpu import torchrun_result\n"
+        "torchrun_result(list(range(10_000)))\n"
+    )
+    assert isinstance(ran.error, TorchrunError)
+    text = plain(ran.text)
+    assert "rank 0 raised ResultTooLargeError" in text
+    assert "more than the limit of 1.0 KiB" in text
+    assert "--max-result" in text
+    assert 'File "<torchrun cell>", line 2' in text
+    assert shell["big"] == "unchanged", "a failed cell leaves the namespace as it was"
+
+
+def test_a_rank_that_raises_fails_the_cell_with_its_traceback(shell: Shell, in_tmp: Path) -> None:
+    ran = shell.run(
+        "%%torchrun -n 2 --no-color\n"
+        "import torch.distributed as dist\n"
+        "def check(x):\n"
+        "    raise ValueError(f'bad batch {x}')\n"
+        "if rank == 1:\n"
+        "    check(7)\n"
+        "dist.barrier()\n"
+    )
+    assert isinstance(ran.error, TorchrunError)
+    assert ran.error.diagnosis.cause is not None
+    assert ran.error.diagnosis.cause.rank == 1
+    text = plain(ran.text)
+    assert "%%torchrun failed: rank 1 raised ValueError" in text
+    # the rank's own traceback, from the cell on: not torchrun's wrapper, not the preamble
+    assert 'File "<torchrun cell>", line 5, in <module>' in text
+    assert 'File "<torchrun cell>", line 3, in check' in text
+    assert "ValueError: bad batch 7" in text
+    assert "ChildFailedError" not in text
+    assert "_rank.py" not in text
+    assert not descendants()
+
+
+def test_a_name_from_the_notebook_gets_a_hint(shell: Shell, in_tmp: Path) -> None:
+    shell.ok("learning_rate = 0.1")
+    ran = shell.run("%%torchrun -n 2 --no-color\nprint(learning_rate)\n")
+    text = plain(ran.text)
+    assert "NameError: name 'learning_rate' is not defined" in text
+    assert "learning_rate is defined in the notebook, but the ranks are fresh processes" in text
+    assert "%%writefile" in text
+    assert re.search(r"rank [01] raised the same error", text), text
+
+
+def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Path) -> None:
+    shell.ok("%%writefile helpers_for_ranks.py\ndef scale(x):\n    return 10 * x\n")
+    ran = shell.ok(
+        "%%torchrun -n 2 --no-color\n"
+        "import helpers_for_ranks\n"
+        "print(helpers_for_ranks.scale(rank))\n"
+    )
+    assert "[rank 1] 10" in ran.text
+
+
+def test_interrupting_leaves_no_process(shell: Shell, in_tmp: Path) -> None:
+    def press_stop() -> None:  # the stop button: SIGINT to the kernel, once both ranks run
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if len(list(in_tmp.glob("started-*"))) == 2:
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=press_stop, daemon=True).start()
+    ran = shell.run(
+        "%%torchrun -n 2 --no-color\n"
+        "import os, time\n"
+        "open(f'started-{rank}', 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    assert isinstance(ran.error, KeyboardInterrupt)
+    pids = [int(p.read_text()) for p in in_tmp.glob("started-*")]
+    assert len(pids) == 2
+    assert not [p for p in pids if psutil.pid_exists(p)], "a rank survived the interrupt"
+    assert not descendants(), [p.cmdline() for p in descendants()]
+    assert "torchrun and its 2 rank(s) have stopped" in ran.text
+
+
+def test_a_timeout_ends_a_hang_and_names_the_rank_that_did_not_arrive(
+    shell: Shell, in_tmp: Path
+) -> None:
+    start = time.monotonic()
+    ran = shell.run(
+        "%%torchrun -n 2 --timeout 3 --no-color\n"
+        "import time, torch, torch.distributed as dist\n"
+        "if rank == 1:\n"
+        "    time.sleep(600)  # never reaches the all_reduce\n"
+        "dist.all_reduce(torch.ones(1))\n"
+    )
+    assert time.monotonic() - start < 120
+    assert isinstance(ran.error, TorchrunError)
+    diag = ran.error.diagnosis
+    assert diag.timed_out
+    assert diag.missing_ranks == [1]
+    text = plain(ran.text)
+    assert "did not complete within --timeout 3 s: rank 0 waited, rank 1 did not arrive" in text
+    assert "rank 1 was busy elsewhere: at cell line 3 (time.sleep(600)) when it was stopped" in text
+    assert "GLOO_SOCKET_IFNAME" in text, "the environment that matters is shown"
+    assert not descendants()
+
+
+def test_a_port_in_use_is_refused_with_who_holds_it(shell: Shell, in_tmp: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        message = shell.usage_error(
+            f"%%torchrun -n 2 --rdzv-endpoint 127.0.0.1:{port}\nprint(rank)\n"
+        )
+    assert f"port {port} is already in use on this machine" in message
+    assert f"pid {os.getpid()}" in message
+    assert "leave --rdzv-endpoint out" in message
+    assert not descendants(), "nothing may start on a clash"
+
+
+def test_usage_errors_say_what_to_do(shell: Shell, in_tmp: Path) -> None:
+    assert "this cell is empty" in shell.usage_error("%%torchrun -n 2\n\n")
+    assert "give the number of ranks, e.g. %%torchrun -n 2" in shell.usage_error(
+        "%%torchrun\nprint(rank)\n"
+    )
+    assert "--backend gloo" in shell.usage_error("%%torchrun -n 2 --backend nccl\nprint(rank)\n")
+    assert "needs --rdzv-endpoint" in shell.usage_error("%%torchrun -n 2 --nnodes 2\nx = 1\n")
+    assert "needs this machine's --node-rank" in shell.usage_error(
+        "%%torchrun -n 2 --nnodes 2 --rdzv-endpoint 127.0.0.1:29999\nx = 1\n"
+    )
+    assert "NAME=VALUE" in shell.usage_error("%%torchrun -n 2 --env NCCL_DEBUG\nx = 1\n")
+    assert "not a size" in shell.usage_error("%%torchrun -n 2 --max-result lots\nx = 1\n")
+    assert "-o NAME" in shell.usage_error("%%torchrun -n 2 -o 2x\nx = 1\n")
+    ran = shell.run("%%torchrun -n 2\nfor\n")
+    assert isinstance(ran.error, SyntaxError), "a syntax error shows before any rank starts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+AGENT = textwrap.dedent(
+    """
+    import sys
+    from IPython.core.interactiveshell import InteractiveShell
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jupyter_gpu")
+    ip.run_cell_magic("torchrun", sys.argv[1], open(sys.argv[2]).read())
+    print("RESULT", ip.user_ns.get("result"))
+    """
+)
+
+TRAIN_WORLD_4 = """\
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from jupyter_gpu import torchrun_result
+assert world_size == 4, world_size
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+gen = torch.Generator().manual_seed(rank)  # each rank its own data
+target = torch.arange(8.0) / 8
+losses = []
+for step in range(30):
+    x = torch.randn(32, 8, generator=gen)
+    loss = torch.nn.functional.mse_loss(model(x).squeeze(1), x @ target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+assert losses[-1] < 0.5 * losses[0], losses
+weights = [torch.zeros(8) for _ in range(world_size)]
+dist.all_gather(weights, model.module.weight.detach().reshape(8))
+assert all(torch.equal(weights[0], w) for w in weights), "DDP keeps the replicas identical"
+print(f"trained in a world of {world_size}: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+torchrun_result({"world_size": world_size, "losses": losses})
+"""
+
+
+def test_two_agents_on_two_nodes_train_a_world_of_four(shell: Shell, in_tmp: Path) -> None:
+    port = free_port()
+    cell = in_tmp / "cell.txt"
+    cell.write_text(TRAIN_WORLD_4)
+    common = f"-n 2 --nnodes 2 --rdzv-endpoint 127.0.0.1:{port} --timeout 120 --no-color"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "IPYTHONDIR": str(in_tmp / "ipython-agent"),
+    }
+    other = subprocess.Popen(
+        [sys.executable, "-c", AGENT, f"{common} --node-rank 1 -o result", str(cell)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        ran = shell.run(f"%%torchrun {common} --node-rank 0 -o result\n{TRAIN_WORLD_4}")
+        other_out, _ = other.communicate(timeout=180)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+    assert ran.error is None, f"{ran.error!r}\n{ran.text}\n--- node 1:\n{other_out}"
+    assert other.returncode == 0, other_out
+    both = plain(ran.text + other_out)
+    for rank in range(4):
+        assert re.search(rf"\[rank {rank}\] trained in a world of 4: loss", both), both
+    assert "this node's 2 of 4 ranks finished" in plain(ran.text)
+    # rank 0 ran on one of the two nodes: there -o holds its result
+    here = shell.ip.user_ns.get("result")
+    assert (here is not None) != ("RESULT {" in other_out), (here, other_out)
+    result = here if here is not None else None
+    if result is not None:
+        assert result["world_size"] == 4
+
+
+def test_the_help_explains_how_to_share_code_with_the_ranks(shell: Shell) -> None:
+    ran = shell.ok("%%torchrun?")
+    for words in (
+        "%%writefile helpers.py",
+        "do NOT see the notebook's variables",
+        "--nnodes",
+        "torchrun_result",
+        "--rdzv-endpoint HOST:PORT",
+        "-o NAME, --output NAME",
+    ):
+        assert words in ran.text, words
