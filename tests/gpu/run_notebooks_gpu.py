@@ -42,9 +42,14 @@ NOTEBOOKS = ROOT / "notebooks"
 
 
 def executed_errors(nb: object) -> list[str]:
-    """``cell N: Ename: message`` for every error output in an executed notebook."""
+    """``cell N: Ename: message`` for every error output in an executed notebook.
+
+    Cells tagged ``raises-exception`` fail on purpose (notebook 05 shows a hung collective).
+    """
     errors = []
     for i, cell in enumerate(nb.cells):  # type: ignore[attr-defined]  # an nbformat NotebookNode
+        if "raises-exception" in cell.get("metadata", {}).get("tags", []):
+            continue
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 errors.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}")

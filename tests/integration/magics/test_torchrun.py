@@ -357,3 +357,41 @@ def test_the_help_explains_how_to_share_code_with_the_ranks(shell: Shell) -> Non
         "-o NAME, --output NAME",
     ):
         assert words in ran.text, words
+
+
+def test_ranks_count_as_the_processes_of_the_kernel_that_started_them(
+    shell: Shell, in_tmp: Path
+) -> None:
+    """The monitor's attribution walks parents: rank -> torchrun -> kernel (this process)."""
+    from jupyter_gpu.sampling.attribution import KernelRef, ProcessAnnotator, freeze_kernel_map
+    from jupyter_gpu.sampling.records import DeviceSample, ProcessSample
+
+    found: dict[str, object] = {}
+
+    def annotate_while_ranks_run() -> None:
+        deadline = time.monotonic() + 120
+        while len(list(in_tmp.glob("started-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int(p.read_text()) for p in in_tmp.glob("started-*")]
+        annotator = ProcessAnnotator()
+        annotator.kernel_map = freeze_kernel_map({os.getpid(): KernelRef("k-1", "train.ipynb")})
+        gpu = DeviceSample(
+            index=0, uuid=None, name="GPU", processes=tuple(ProcessSample(p, None, 1) for p in pids)
+        )
+        found["processes"] = annotator.annotate((gpu,))[0].processes
+        (in_tmp / "go").touch()
+
+    threading.Thread(target=annotate_while_ranks_run, daemon=True).start()
+    shell.ok(
+        "%%torchrun -n 2 --no-color\n"
+        "import os, time\n"
+        "open(f'started-{rank}', 'w').write(str(os.getpid()))\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.05)\n"
+    )
+    processes = found["processes"]
+    assert isinstance(processes, tuple)
+    assert len(processes) == 2
+    for proc in processes:
+        assert (proc.kernel_id, proc.notebook) == ("k-1", "train.ipynb"), proc
+        assert proc.pid != os.getpid()
