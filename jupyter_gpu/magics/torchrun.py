@@ -14,7 +14,13 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 
-from jupyter_gpu.magics.common.args import ShellMagics, argument, check_identifier, magic_arguments, parse
+from jupyter_gpu.magics.common.args import (
+    ShellMagics,
+    argument,
+    check_identifier,
+    magic_arguments,
+    parse,
+)
 
 DEFAULT_TIMEOUT_S = 300.0
 
