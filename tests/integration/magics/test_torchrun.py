@@ -395,3 +395,125 @@ def test_ranks_count_as_the_processes_of_the_kernel_that_started_them(
     for proc in processes:
         assert (proc.kernel_id, proc.notebook) == ("k-1", "train.ipynb"), proc
         assert proc.pid != os.getpid()
+
+
+def test_a_killed_kernel_takes_torchrun_and_its_ranks_with_it(tmp_path: Path) -> None:
+    """A kernel restart SIGKILLs the kernel: Linux's parent-death signal stops torchrun."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    cell = tmp_path / "cell.txt"
+    cell.write_text(
+        "import os, time\n"
+        f"folder = {str(tmp_path)!r}\n"
+        "open(os.path.join(folder, f'rank-{rank}.pid'), 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", AGENT, "-n 2 --no-color", str(cell)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("rank-*.pid"))) < 2:
+            assert kernel.poll() is None, "the kernel ended early"
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the pid files are written; the ranks are in time.sleep
+        ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
+        torchrun = [c.pid for c in psutil.Process(kernel.pid).children()]
+        assert len(torchrun) == 1
+        kernel.kill()
+        kernel.wait()
+        deadline = time.monotonic() + 60
+        while [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]:
+            left = [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]
+            assert time.monotonic() < deadline, f"still running after the kernel died: {left}"
+            time.sleep(0.2)
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+
+
+def test_in_a_real_kernel_a_failing_rank_is_an_error_output(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext jupyter_gpu"),
+        nbformat.v4.new_code_cell(
+            "%%torchrun -n 2 --backend gloo\n"
+            "from tqdm import tqdm\n"
+            "for _ in tqdm(range(3), disable=rank != 0, mininterval=0):\n"
+            "    pass\n"
+            "if rank == 1:\n"
+            "    raise KeyError('missing shard')\n"
+        ),
+    ]
+    client = NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    outputs = nb.cells[1].outputs
+    streamed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    # nbclient applies the carriage returns as the output area does: the bar's last state stays
+    assert re.search(r"^\[rank 0\] 100%\|.*\| 3/3", plain(streamed), re.M), streamed
+    error = next(o for o in outputs if o.output_type == "error")
+    assert error.ename == "TorchrunError"
+    shown = plain("\n".join(error.traceback))
+    assert "%%torchrun failed: rank 1 raised KeyError" in shown
+    assert 'File "<torchrun cell>", line 5, in <module>' in shown
+    assert "KeyError: 'missing shard'" in shown
+    assert "launcher.py" not in shown, "the launcher's own frames are not the user's business"
+
+
+def test_interrupting_a_real_kernel_stops_every_rank(tmp_path: Path) -> None:
+    """The stop button's path: jupyter_client interrupts the kernel (SIGINT to its group)."""
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        reply = client.execute_interactive("%load_ext jupyter_gpu", timeout=60)
+        assert reply["content"]["status"] == "ok"
+        msg_id = client.execute(
+            "%%torchrun -n 2\n"
+            "import os, time\n"
+            "open(f'rank-{rank}.pid', 'w').write(str(os.getpid()))\n"
+            "time.sleep(600)\n"
+        )
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("rank-*.pid"))) < 2:
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.1)
+        time.sleep(0.2)
+        ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
+        km.interrupt_kernel()
+        while True:
+            reply = client.get_shell_msg(timeout=120)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        assert not [p for p in ranks if psutil.pid_exists(p)], "a rank survived the interrupt"
+        kernel_pid = km.provisioner.process.pid  # type: ignore[union-attr]  # a local kernel
+        assert not psutil.Process(kernel_pid).children(recursive=True)
+        assert client.execute_interactive("1 + 1", timeout=60)["content"]["status"] == "ok"
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
