@@ -10,7 +10,6 @@ Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend 
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 from jupyter_gpu.sampling.attribution import (
@@ -124,11 +123,8 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
         devices = with_gpm_readings(devices, opened.read_gpm())
     finally:
         opened.close()
-    # In a kernel, "this server" is the Jupyter server that started it (jupyter_client sets
-    # JPY_PARENT_PID): its other kernels are the user's own, other users' are hidden.
-    parent = os.environ.get("JPY_PARENT_PID", "")
-    root_pid = int(parent) if parent.isdigit() else None
-    devices = ProcessAnnotator(root_pid=root_pid).annotate(devices)
+    # In a kernel, "this server" is the Jupyter server that started it (JPY_PARENT_PID).
+    devices = ProcessAnnotator().annotate(devices)
     return Sample(
         seq=0,
         ts=time.time(),

@@ -60,6 +60,16 @@ def freeze_kernel_map(mapping: Mapping[int, KernelRef]) -> KernelMap:
     return MappingProxyType(dict(mapping))
 
 
+def default_root_pid() -> int:
+    """The process whose tree is "this server": this one, or in a kernel the server that ran it.
+
+    jupyter_client sets ``JPY_PARENT_PID`` in a kernel's environment, so a kernel's own reading
+    (``%gpu``, ``%gpu --watch``) counts the user's other kernels as theirs, as the server does.
+    """
+    parent = os.environ.get("JPY_PARENT_PID", "")
+    return int(parent) if parent.isdigit() and int(parent) > 0 else os.getpid()
+
+
 PID_NS_INIT_INODE = 0xEFFFFFFC
 """The inode of the host's (initial) pid namespace, ``/proc/self/ns/pid``: fixed in Linux."""
 
@@ -118,7 +128,8 @@ class ProcessAnnotator:
     Args:
         ttl_s: how long a pid's psutil facts are reused.
         clock: monotonic seconds (tests pass their own).
-        root_pid: the process whose descendants are this server's (default: this process).
+        root_pid: the process whose descendants are this server's (default:
+            ``default_root_pid()``).
         uid: this server's unix user (default: this process's real uid).
         show_other_processes: list other users' processes with pid and name (an admin option).
         own_uid_processes: count processes of this server's (non-root) unix user as its own.
@@ -145,7 +156,7 @@ class ProcessAnnotator:
         self.idle = idle or IdlePolicy()
         self._cache: dict[int, _Lineage] = {}
         self.kernel_map: KernelMap = EMPTY_KERNEL_MAP
-        self.root_pid = os.getpid() if root_pid is None else root_pid
+        self.root_pid = default_root_pid() if root_pid is None else root_pid
         own_uid = os.getuid() if uid is None else uid
         self._own_uid = own_uid if own_uid_processes and own_uid != 0 else None
         self.show_other_processes = show_other_processes

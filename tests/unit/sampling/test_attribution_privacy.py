@@ -161,3 +161,17 @@ def test_unknown_memory_stays_unknown_in_a_summary() -> None:
     (d,) = ProcessAnnotator(in_namespace=False).annotate((device((ended_pid(), None)),))
     assert d.processes[0].used_mem_bytes is None
     assert d.processes[0].process_count == 1
+
+
+def test_in_a_kernel_this_server_is_the_one_that_started_it(
+    monkeypatch: pytest.MonkeyPatch, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    # A kernel's own reading (%gpu): a sibling kernel of the same server is the user's own.
+    sibling = spawn(sleepers)
+    monkeypatch.setenv("JPY_PARENT_PID", str(os.getpid()))
+    annotator = ProcessAnnotator(uid=0)
+    assert annotator.root_pid == os.getpid()
+    (d,) = annotator.annotate((device((sibling, 1)),))
+    assert (d.processes[0].pid, d.processes[0].scope) == (sibling, "server")
+    monkeypatch.setenv("JPY_PARENT_PID", "not-a-pid")
+    assert ProcessAnnotator(uid=0).root_pid == os.getpid()
