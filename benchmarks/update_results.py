@@ -35,6 +35,8 @@ NOTEBOOKS = (
     "02-mixed-precision",
     "03-gpu-memory",
     "04-profiling",
+    "05-multi-gpu",
+    "06-compile-cache",
 )
 
 
@@ -55,9 +57,15 @@ def machine_line(run: dict[str, Any]) -> str:
         cuda = f", CUDA {m.get('cuda_version')}"
     else:
         gpu, cuda = "no GPU (CPU only)", ""
+    tier = run.get("tier") or {}
+    sizes = f"{m['mode']} sizes"
+    if tier.get("tier"):
+        how = "emulated" if tier.get("emulated") else "picked from the GPU"
+        precision = "bf16" if tier.get("bf16") else "fp16 + GradScaler"
+        sizes = f"tier {tier['tier']} ({how}; {precision})"
     return (
         f"{gpu}, torch {m['torch_version']}{cuda}, Python {m['python_version']}, "
-        f"{m['cpu_count']} CPUs; {m['mode']} sizes"
+        f"{m['cpu_count']} CPUs; {sizes}"
     )
 
 
@@ -157,14 +165,21 @@ def render_benchmarks(results_dir: Path) -> list[str]:
     return lines
 
 
-def replace_section(markdown: str, body: str) -> str:
-    """Replace the text between the tutorials heading and the next ``## `` heading."""
+def section_title(tier: str | None) -> str:
+    """The heading of the tutorials section: full size, or a tier emulated on the same GPU."""
+    if not tier:
+        return SECTION
+    return f"## Tutorials at the {tier} tier, emulated on one H200"
+
+
+def replace_section(markdown: str, body: str, title: str = SECTION) -> str:
+    """Replace the text between the section's heading and the next ``## `` heading."""
     lines = markdown.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(SECTION)), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(title)), None)
     if start is None:
         return (
             markdown.rstrip("\n")
-            + f"\n\n{SECTION} (`update_results.py` from the executed notebooks)\n\n{body}"
+            + f"\n\n{title} (`update_results.py` from the executed notebooks)\n\n{body}"
         )
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     tail = "".join(lines[end:])
@@ -176,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results_dir", type=Path, help="folder of <notebook>.json files")
     parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--allow-any-mode", action="store_true", help="accept smoke and CPU runs")
+    parser.add_argument("--tier", help="the tier the notebooks emulated (JUPYTER_GPU_TIER)")
     args = parser.parse_args(argv)
     runs = load(args.results_dir)
     if not runs:
@@ -187,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     body = render(runs) + "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
-    args.results_md.write_text(replace_section(text, body))
+    args.results_md.write_text(replace_section(text, body, section_title(args.tier)))
     print(f"updated {args.results_md} from {len(runs)} notebook(s)")
     return 0
 

@@ -29,6 +29,7 @@ from jupyter_gpu.server.handlers import (
 )
 from jupyter_gpu.server.service import GpuService
 from jupyter_gpu.server.stream import StreamHandler
+from jupyter_gpu.server.tutorials import TutorialsHandler
 
 API_PREFIX = "jupyter-gpu/api/v1"
 ROUTES: tuple[tuple[str, type[Any]], ...] = (
@@ -39,6 +40,7 @@ ROUTES: tuple[tuple[str, type[Any]], ...] = (
     ("metrics", MetricsHandler),
     ("openapi.json", OpenApiHandler),
     ("compile-cache/clear", CacheClearHandler),
+    ("tutorials", TutorialsHandler),
 )
 
 

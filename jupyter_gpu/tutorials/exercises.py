@@ -1,7 +1,8 @@
 """Feedback for the notebooks' exercises: a check that says what is right or what to try.
 
-A check never raises: a workshop participant gets a hint, not a traceback. The notebooks'
-solution cells ``assert`` the feedback passed, so a solution that stops working fails CI.
+A check returns feedback; :func:`require` raises when it failed, with the hint as the message,
+so a check cell fails on a wrong or missing answer. The solutions (collapsed cells) call the
+same checks, so a solution that stops working fails CI.
 """
 
 from __future__ import annotations
@@ -48,3 +49,21 @@ def check_close(
     ok = abs(value - expected) <= rel * abs(expected)
     detail = f"{what}: yours {value:.4g}, measured {expected:.4g} (within {rel:.0%} passes)"
     return Feedback(ok, detail if ok else f"{detail}. {hint}".strip())
+
+
+class ExerciseNotSolvedError(AssertionError):
+    """An exercise's check cell failed: the message says what to look at."""
+
+
+def require(feedback: Feedback) -> Feedback:
+    """Return ``feedback`` if it passed; otherwise show it and raise.
+
+    A check cell ends with ``require(...)``, so a wrong or missing answer stops "Run all" there
+    (the notebooks tag these cells ``raises-exception`` so that CI runs on past them).
+
+    Raises:
+        ExerciseNotSolvedError: ``feedback`` did not pass.
+    """
+    if not feedback.passed:
+        raise ExerciseNotSolvedError(str(feedback))
+    return feedback

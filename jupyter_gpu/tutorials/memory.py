@@ -23,24 +23,36 @@ def saved_tensor_bytes(forward: Callable[[], object]) -> int:
 
     Each storage is counted once (a weight saved by several operations, or a view of a saved
     tensor, is not counted twice). Parameters are left out: they are alive anyway.
+
+    The forward's graph is never run backward: the pack hook stores a placeholder instead of
+    the tensor, and the function drops the forward's result and its own references before
+    returning, so nothing it measured stays allocated. (A hook that stores the tensor itself
+    makes a reference cycle whenever an operation saves its own output: the output holds its
+    ``grad_fn``, which holds the output. Python's collector cannot see through autograd's C++
+    graph, so that memory would stay allocated with no name holding it.)
     """
     seen: set[tuple[int, int]] = set()
+    alive: list[torch.Tensor] = []  # held until the forward ends: no address is reused meanwhile
     total = 0
-    params: set[int] = set()
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
+    def pack(t: torch.Tensor) -> int:
         nonlocal total
-        if isinstance(t, torch.nn.Parameter) or t.data_ptr() in params:
-            return t
-        storage = t.untyped_storage()
-        key = (storage.data_ptr(), storage.nbytes())
-        if key not in seen:
-            seen.add(key)
-            total += storage.nbytes()
-        return t
+        if not isinstance(t, torch.nn.Parameter):
+            storage = t.untyped_storage()
+            key = (storage.data_ptr(), storage.nbytes())
+            if key not in seen:
+                seen.add(key)
+                total += storage.nbytes()
+                alive.append(t)
+        return 0
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        forward()
+    def unpack(_: int) -> torch.Tensor:
+        raise RuntimeError("saved_tensor_bytes measures a forward pass; it cannot be run backward")
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        result = forward()
+    del result
+    alive.clear()
     return total
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .sizing import Machine
+from .tiers import GpuPlan
 
 RESULTS_ENV = "JUPYTER_GPU_RESULTS_DIR"
 SCHEMA_VERSION = 1
@@ -67,7 +68,7 @@ class Check:
     """A measured figure against a target (``value >= target``).
 
     ``met`` is ``None`` where the target does not apply (it is set for full-size runs on the
-    GPU named in ``applies_to``, not for smoke or CPU runs).
+    GPU named in ``applies_to``, not for smoke or CPU runs, nor for an emulated smaller tier).
     """
 
     key: str
@@ -92,9 +93,10 @@ class Results:
         ValueError: a key is used twice, or a value is not a finite number.
     """
 
-    def __init__(self, notebook: str, machine: Machine) -> None:
+    def __init__(self, notebook: str, machine: Machine, plan: GpuPlan | None = None) -> None:
         self.notebook = notebook
         self.machine = machine
+        self.plan = plan
         self.figures: dict[str, Figure] = {}
         self.checks: dict[str, Check] = {}
         self.started = time.time()
@@ -119,12 +121,14 @@ class Results:
         """Compare ``value`` with ``target`` (higher is better) and record the outcome.
 
         The outcome is only judged on a full-size GPU run whose GPU name contains
-        ``applies_to``; elsewhere the check is recorded as not applicable.
+        ``applies_to``, at the tier the GPU itself picks (not an emulated one); elsewhere the
+        check is recorded as not applicable.
         """
         self._new_key(key, self.checks)
         number = _finite(key, value)
         gpu = self.machine.gpu_name or ""
-        applies = self.machine.mode == "gpu" and applies_to.lower() in gpu.lower()
+        emulated = self.plan is not None and self.plan.emulated
+        applies = self.machine.mode == "gpu" and not emulated and applies_to.lower() in gpu.lower()
         check = Check(
             key, label, number, target, unit, number >= target if applies else None, applies_to
         )
@@ -144,6 +148,7 @@ class Results:
             "schema": SCHEMA_VERSION,
             "notebook": self.notebook,
             "machine": self.machine.as_dict(),
+            "tier": self.plan.as_dict() if self.plan else None,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.started)),
             "elapsed_s": time.time() - self.started,
             "figures": [asdict(f) for f in self.figures.values()],
@@ -184,7 +189,10 @@ class Results:
     def _where(self) -> str:
         m = self.machine
         device = m.gpu_name if m.has_gpu else f"CPU only ({m.cpu_count} cores)"
-        return f"{device}, torch {m.torch_version}, {m.mode} sizes"
+        sizes = f"{m.mode} sizes"
+        if self.plan is not None and m.mode == "gpu":
+            sizes = f"tier {self.plan.tier.name}{' (emulated)' if self.plan.emulated else ''}"
+        return f"{device}, torch {m.torch_version}, {sizes}"
 
     def _repr_html_(self) -> str:
         esc = html.escape

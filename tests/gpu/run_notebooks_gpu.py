@@ -2,6 +2,11 @@
 
     python tests/gpu/run_notebooks_gpu.py            # all notebooks, about 5 minutes on one H200
     python tests/gpu/run_notebooks_gpu.py --only 01,02
+    python tests/gpu/run_notebooks_gpu.py --tier 16gb   # emulate a T4 (16 GB, no bf16)
+
+``--tier`` sets ``JUPYTER_GPU_TIER`` for the notebooks (see ``jupyter_gpu/tutorials/tiers.py``):
+each caps torch's allocator at the tier's budget and, for 16gb, takes the fp16 + GradScaler path.
+A tier's results go to ``results/<tier>/`` and the archive is ``notebooks-executed-<tier>.tar.gz``.
 
 Split over two runs, extract both archives' ``results/`` into one folder and run
 ``benchmarks/update_results.py`` on it.
@@ -42,18 +47,32 @@ NOTEBOOKS = ROOT / "notebooks"
 
 
 def executed_errors(nb: object) -> list[str]:
-    """``cell N: Ename: message`` for every error output in an executed notebook.
+    """``cell N: Ename: message`` for every unexpected error output in an executed notebook.
 
-    Cells tagged ``raises-exception`` fail on purpose (notebook 05 shows a hung collective).
+    Cells tagged ``raises-exception`` fail on purpose: an unanswered exercise's check cell, or
+    notebook 05's hung collective. An out-of-memory error counts even there.
     """
     errors = []
     for i, cell in enumerate(nb.cells):  # type: ignore[attr-defined]  # an nbformat NotebookNode
+        expected = "raises-exception" in cell.get("metadata", {}).get("tags", [])
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "error":
+                continue
+            if expected and "OutOfMemory" not in str(out.get("ename")):
+                continue
+            errors.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}")
+    return errors
+
+
+def out_of_memory(nb: object) -> bool:
+    """Whether any output of an executed notebook mentions a CUDA out-of-memory error."""
+    for cell in nb.cells:  # type: ignore[attr-defined]  # an nbformat NotebookNode
         if "raises-exception" in cell.get("metadata", {}).get("tags", []):
             continue
         for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                errors.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}")
-    return errors
+            if out.get("output_type") == "error" and "OutOfMemory" in str(out.get("ename")):
+                return True
+    return False
 
 
 def to_html(nb: object, path: Path) -> bool:
@@ -86,7 +105,7 @@ def write_archive(archive: Path, workdir: Path, results_dir: Path) -> None:
     with tarfile.open(partial, "w:gz") as tar:
         tar.add(workdir, arcname="executed")
         if results_dir.exists():
-            tar.add(results_dir, arcname="results")
+            tar.add(results_dir, arcname=f"results/{results_dir.name}")
     partial.replace(archive)
 
 
@@ -116,12 +135,13 @@ def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
         "seconds": elapsed,
         "failure": failure,
         "errors": executed_errors(nb),
+        "oom": out_of_memory(nb),
         "ipynb": out_ipynb,
         "html": out_ipynb.with_suffix(".html") if html else None,
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma list of notebook number prefixes, e.g. 01,04")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (300)")
@@ -131,7 +151,13 @@ def main() -> int:
     parser.add_argument(
         "--keep-cache", action="store_true", help="use the usual torch.compile cache (warm)"
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--tier", help="emulate a size tier (16gb, 24gb, 40gb, 80gb) with JUPYTER_GPU_TIER"
+    )
+    parser.add_argument(
+        "--summary", type=Path, help="also write the run's summary as JSON here ($JUPYTER_GPU_OUT)"
+    )
+    args = parser.parse_args(argv)
 
     import torch
 
@@ -147,7 +173,8 @@ def main() -> int:
         paths = [p for p in paths if p.name[:2] in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="notebooks-gpu-"))
-    results_dir = scratch / "results"
+    label = args.tier or "full"
+    results_dir = scratch / "results" / label
     workdir = scratch / "executed"
     workdir.mkdir()
     if args.smoke:
@@ -155,13 +182,19 @@ def main() -> int:
     else:
         os.environ.pop("JUPYTER_GPU_SMOKE", None)
     os.environ["JUPYTER_GPU_RESULTS_DIR"] = str(results_dir)
+    if args.tier:
+        os.environ["JUPYTER_GPU_TIER"] = args.tier
+    else:
+        os.environ.pop("JUPYTER_GPU_TIER", None)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
     if not args.keep_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor-cache")
 
-    archive = args.out / "notebooks-executed.tar.gz"
+    archive = args.out / (
+        "notebooks-executed.tar.gz" if not args.tier else f"notebooks-executed-{args.tier}.tar.gz"
+    )
     runs = []
     for path in paths:
         print(f"running {path.name} ...", flush=True)
@@ -171,12 +204,13 @@ def main() -> int:
         print(f"  {run['seconds']:.0f} s, {len(run['errors'])} error cell(s); {status}", flush=True)
         write_archive(archive, workdir, results_dir)  # after each: a run cut short keeps its part
 
-    results_md = args.out / "RESULTS.md"
+    results_md = args.out / f"RESULTS-{label}.md"
     shutil.copy(ROOT / "benchmarks" / "RESULTS.md", results_md)
     update = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "update_results.py"), str(results_dir)]
         + ["--results-md", str(results_md)]
-        + (["--allow-any-mode"] if args.allow_cpu or args.smoke else []),
+        + (["--allow-any-mode"] if args.allow_cpu or args.smoke else [])
+        + (["--tier", args.tier] if args.tier else []),
         capture_output=True,
         text=True,
         check=False,
@@ -200,7 +234,20 @@ def main() -> int:
                 f"{check['value']:.2f} | {met} |"
             )
     print(f"\nexecuted notebooks and figures: {archive}; RESULTS.md: {results_md}")
-    if any(r["failure"] or r["errors"] for r in runs):
+    summary = {
+        "tier": label,
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "notebooks": [
+            {k: (str(v) if isinstance(v, Path) else v) for k, v in run.items()} for run in runs
+        ],
+        "figures": [json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))],
+        "missed_targets": missed,
+    }
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    if any(r["failure"] or r["errors"] or r["oom"] for r in runs):
         return 1
     return 3 if missed else 0
 

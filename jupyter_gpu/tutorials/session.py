@@ -1,0 +1,110 @@
+"""What every notebook sets up in its first cell: machine, size tier, 16-bit format, results.
+
+``nb = begin("02-mixed-precision")`` looks at the machine once, picks the size tier from the
+GPU (or emulates the one ``JUPYTER_GPU_TIER`` names, see :mod:`.tiers`), prints both, and
+creates the notebook's :class:`~.results.Results`, which the notebook's one bookkeeping cell
+fills at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .results import Results
+from .sizing import Machine, describe_machine
+from .tiers import GpuPlan, TierName, apply_plan, plan_for
+
+if TYPE_CHECKING:
+    import torch
+
+_PLAN: GpuPlan | None = None
+_PLANNED = False
+
+
+def current_plan() -> GpuPlan | None:
+    """This process's GPU plan (``None`` without a GPU); applied once.
+
+    Raises:
+        ValueError: ``JUPYTER_GPU_TIER`` names no tier or one larger than the GPU.
+    """
+    global _PLAN, _PLANNED  # noqa: PLW0603  # one plan per kernel: the allocator cap is global
+    if not _PLANNED:
+        import torch
+
+        machine = describe_machine()
+        if machine.has_gpu:
+            _PLAN = plan_for(machine.gpu_memory_bytes or 0, bool(torch.cuda.is_bf16_supported()))
+            apply_plan(_PLAN)
+        _PLANNED = True
+    return _PLAN
+
+
+def current_tier_name() -> TierName:
+    """The current plan's tier (``80gb`` where there is no plan: the sizes then do not use it)."""
+    plan = current_plan()
+    return plan.tier.name if plan else "80gb"
+
+
+@dataclass
+class Session:
+    """A notebook's machine, GPU plan and results."""
+
+    notebook: str
+    machine: Machine
+    plan: GpuPlan | None
+    results: Results
+
+    @property
+    def device(self) -> str:
+        """``"cuda"`` or ``"cpu"``."""
+        return self.machine.device
+
+    @property
+    def gpu(self) -> bool:
+        """Whether a CUDA GPU is in use."""
+        return self.machine.has_gpu
+
+    @property
+    def amp_dtype(self) -> torch.dtype | None:
+        """bf16 or fp16 on a GPU (by the plan), ``None`` on a CPU (train in fp32 there)."""
+        import torch
+
+        if self.plan is None or not self.gpu:
+            return None
+        return torch.bfloat16 if self.plan.bf16 else torch.float16
+
+    @property
+    def amp_name(self) -> str:
+        """``bf16``, ``fp16`` or ``fp32`` (no autocast)."""
+        return self.plan.amp_name if self.plan and self.gpu else "fp32"
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """A GradScaler, enabled only for fp16 (with bf16 or fp32 it passes calls through)."""
+        import torch
+
+        return torch.amp.GradScaler(self.device, enabled=self.amp_name == "fp16")
+
+    def banner(self) -> str:
+        """The machine, and on a GPU the tier and the 16-bit format."""
+        text = self.machine.banner()
+        if self.plan is not None:
+            text += "\n" + self.plan.describe()
+        return text
+
+
+def begin(notebook: str) -> Session:
+    """Set a notebook up: machine, GPU plan (applied), results; prints the banner.
+
+    Raises:
+        ValueError: ``JUPYTER_GPU_TIER`` names no tier or one larger than the GPU.
+    """
+    import torch
+
+    plan = current_plan()
+    machine = describe_machine()
+    if not machine.has_gpu:  # CPUs compute denormal floats (Adam's first steps) 10-100x slower
+        torch.set_flush_denormal(True)
+    session = Session(notebook, machine, plan, Results(notebook, machine, plan))
+    print(session.banner())  # noqa: T201  # the notebook's first output
+    return session

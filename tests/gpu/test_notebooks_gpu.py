@@ -1,0 +1,70 @@
+"""Every tutorial notebook at full size, and at the 16 GB and 24 GB tiers emulated, on a GPU.
+
+    python3 -m pytest -m gpu tests/gpu/test_notebooks_gpu.py -x -q
+
+Each case runs ``tests/gpu/run_notebooks_gpu.py`` (nbclient, a cold torch.compile cache) and
+asserts: no error cell (an exercise's expected "not solved" aside), no out-of-memory error, every
+target met at full size. The tiers cap torch's allocator with
+``torch.cuda.set_per_process_memory_fraction`` (``JUPYTER_GPU_TIER``), the 16 GB tier also takes
+the no-bf16 path (fp16 + GradScaler), so one H200 proves the sizes of a T4 and an L4. Figures,
+executed notebooks and a RESULTS.md section per case go to ``$JUPYTER_GPU_OUT`` (or a temporary
+folder): ``notebooks-<case>.json`` (the summary), ``notebooks-executed-<tier>.tar.gz``,
+``RESULTS-<case>.md``. ``JUPYTER_GPU_NOTEBOOKS=01,03`` runs only those notebooks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "tests" / "gpu" / "run_notebooks_gpu.py"
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", ["full", "16gb", "24gb"])
+def test_notebooks_at_tier(case: str, tmp_path: Path) -> None:
+    out = Path(os.environ.get("JUPYTER_GPU_OUT") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    summary_path = out / f"notebooks-{case}.json"
+    command = [sys.executable, str(RUNNER), "--out", str(out), "--summary", str(summary_path)]
+    if case != "full":
+        command += ["--tier", case]
+    if os.environ.get("JUPYTER_GPU_NOTEBOOKS"):
+        command += ["--only", os.environ["JUPYTER_GPU_NOTEBOOKS"]]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    (out / f"notebooks-{case}.log").write_text(done.stdout + "\n" + done.stderr)
+    print(done.stdout[-6000:])
+    summary = json.loads(summary_path.read_text())
+    failed = [
+        f"{n['notebook']}: {n['failure'] or n['errors']}"
+        for n in summary["notebooks"]
+        if n["failure"] or n["errors"]
+    ]
+    assert not failed, f"notebooks failed at {case}: {failed}"
+    assert not [n["notebook"] for n in summary["notebooks"] if n["oom"]], "out of memory"
+    for run in summary["figures"]:
+        tier = run.get("tier") or {}
+        if case == "full":
+            assert not tier.get("emulated")
+        else:
+            assert tier.get("tier") == case, tier
+            assert tier.get("emulated"), tier
+            assert tier.get("bf16") is (case != "16gb"), "16gb emulates a GPU without bf16"
+        if run["notebook"] == "03-gpu-memory":
+            leftover = {f["key"]: f["value"] for f in run["figures"]}["leftover_mib"]
+            assert abs(leftover) < 64, "03: memory back at its static level before the OOM demo"
+    missed = [
+        f"{run['notebook']}: {c['label']} {c['value']:.3g} < {c['target']}"
+        for run in summary["figures"]
+        for c in run["checks"]
+        if c["met"] is False
+    ]
+    assert not missed, f"targets missed: {missed}"
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
