@@ -1,9 +1,10 @@
 """Compile a small model in a fresh process, for notebook 06: ``python -m`` this module.
 
-:func:`run_probe` runs it from a notebook. Prints one JSON line: the seconds of each call (the
-first includes compiling), how many graphs dynamo compiled, and, with ``--budget``, whether the cache directory outgrew that many bytes
-(the run stops there, as a full disk would stop it). The cache directory is the one torch
-resolves (``TORCHINDUCTOR_CACHE_DIR``, set by the caller).
+:func:`run_probe` runs it from a notebook. Prints one JSON line: the seconds of each call
+(the first includes compiling), how many graphs dynamo compiled, and, with ``--budget``,
+whether the cache directory outgrew that many bytes (the run stops there, as a full disk would
+stop it). The cache directory is the one torch resolves (``TORCHINDUCTOR_CACHE_DIR``, set by
+the caller).
 
     python -m jupyter_gpu.tutorials.compile_probe --sizes 64,96 --dynamic static --device cuda
 """
