@@ -17,6 +17,7 @@ import { GpuMonitorModel } from './model';
 import { GpuPanel } from './panel';
 import { DEFAULT_SETTINGS, readSettings } from './settings';
 import { GpuStatusItem } from './statusbar';
+import tutorialsPlugin from './tutorials';
 
 const PLUGIN_ID = 'jupyter-gpu:plugin';
 const OPEN_COMMAND = 'jupyter-gpu:open';
@@ -114,4 +115,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, tutorialsPlugin];
