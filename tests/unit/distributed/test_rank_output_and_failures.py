@@ -270,3 +270,26 @@ def test_sizes() -> None:
             parse_size(bad)
     assert format_size(1536) == "1.5 KiB"
     assert format_size(300) == "300 B"
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, 4),
+        ("", 0),
+        ("0,1", 2),
+        ("GPU-aaa,GPU-bbb,GPU-ccc", 3),
+        ("1,-1,2", 1),
+        ("0,1,2,3,4,5", 4),
+    ],
+)
+def test_visible_gpus_follows_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: int
+) -> None:
+    from jupyter_gpu.magics import torchrun
+    from jupyter_gpu.sampling import topology
+
+    monkeypatch.setattr(topology, "gpu_count", lambda: (4, None))
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    count, _ = torchrun.visible_gpus(env)
+    assert count == expected
