@@ -184,12 +184,15 @@ class TorchrunMagics(ShellMagics):
         compile(cell, "<torchrun cell>", "exec")  # a SyntaxError shows now, not once per rank
         spec = self._spec(args)
         ns = self.shell.user_ns
-        outcome = launch(
-            cell,
-            spec,
-            cwd=str(Path.cwd()),
-            notebook_names=frozenset(n for n in ns if not n.startswith("_")),
-        )
+        try:
+            outcome = launch(
+                cell,
+                spec,
+                cwd=str(Path.cwd()),
+                notebook_names=frozenset(n for n in ns if not n.startswith("_")),
+            )
+        except KeyboardInterrupt:  # every rank has stopped (the launcher said so): no frames
+            raise KeyboardInterrupt("%%torchrun was interrupted") from None
         ranks = (
             f"this node's {spec.nproc_per_node} of {spec.world_size} ranks"
             if spec.nnodes > 1
