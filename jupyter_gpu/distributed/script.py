@@ -70,8 +70,10 @@ def torchrun_args(spec: LaunchSpec) -> list[str]:
         return [*args, "--standalone"]
     timeout = max(1, round(spec.timeout_s))
     # is_host: node 0 hosts the store, the others only connect (torch would otherwise guess
-    # from the hostname, and two agents of one machine would race for the port).
-    conf = f"join_timeout={timeout},is_host={'true' if spec.node_rank == 0 else 'false'}"
+    # from the hostname, and two agents of one machine would race for the port). read_timeout:
+    # how long the others wait for node 0's store to come up (and for each store reply).
+    host = "true" if spec.node_rank == 0 else "false"
+    conf = f"join_timeout={timeout},read_timeout={max(60, timeout)},is_host={host}"
     return [
         *args,
         f"--nnodes={spec.nnodes}",

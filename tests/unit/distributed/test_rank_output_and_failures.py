@@ -252,7 +252,7 @@ def test_torchrun_arguments() -> None:
     args = torchrun_args(node0)
     assert "--rdzv-backend=c10d" in args
     assert "--rdzv-endpoint=n0:29500" in args
-    assert "--rdzv-conf=join_timeout=60,is_host=true" in args
+    assert "--rdzv-conf=join_timeout=60,read_timeout=60,is_host=true" in args
     node1 = LaunchSpec(
         nproc_per_node=4, backend="nccl", nnodes=2, node_rank=1, endpoint=Endpoint("n0", 29500)
     )
