@@ -1,8 +1,25 @@
 """Turn a finished ``torch.profiler.profile`` into rows, a timeline, the GPU idle time and hints.
 
-Reads only what torch 2.4+ profilers have in common: ``events()`` (``FunctionEvent``: ``name``,
-``time_range``, ``device_type``, ``cpu_parent``, ``is_python_function``, ``thread``,
-``device_index``), and ``key_averages()`` where the events lack a field ``_profile_rows`` reads.
+Reads only what torch 2.4+ profilers have in common: ``events()`` (``FunctionEvent``: ``id``,
+``name``, ``time_range``, ``device_type``, ``cpu_parent``, ``is_python_function``,
+``is_user_annotation``, ``thread``, ``device_index``), and ``key_averages()`` where the events
+lack a field ``rows`` reads.
+
+What is what:
+
+- ops are the table's rows; user annotations (``record_function`` ranges such as
+  ``Optimizer.step#AdamW.step``, on the CPU and their span on the GPU) are ranges, listed apart:
+  they are neither ops nor kernels, and the GPU span of one holds the kernels of many ops;
+- the profiler's own bookkeeping (CUPTI's "Activity Buffer Request" and the like) is dropped;
+- a synchronisation is a CUDA runtime or driver call that blocks the host until the device is
+  done (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, a
+  blocking ``cudaMemcpy``). ``.item()`` on a CUDA tensor is one (a copy, then a stream sync);
+  ``.item()`` on a CPU tensor has no runtime call at all, so it is not;
+- the GPU's idle time is split as Holistic Trace Analysis does it (its
+  ``BreakdownAnalysis._analyze_idle_time_for_stream``): a gap before a kernel whose launch call
+  started after the GPU went idle waits on the host; a gap before a kernel that was already
+  queued is launch overhead between kernels (under 30 µs, HTA's ``consecutive_kernel_delay``) or
+  waits on something else. Time a copy or memset runs while no kernel does is idle "on copies".
 """
 
 from __future__ import annotations
@@ -15,16 +32,31 @@ from typing import Any
 from jupyter_gpu.magics.common.render import Bar, fmt_pct
 from jupyter_gpu.measure import fmt_seconds
 
-from .rows import PY_EVENT, OpRow, OpTotals, device_kind, rows_from_key_averages
+from .rows import (
+    BOOKKEEPING,
+    OWN_RANGE,
+    PY_EVENT,
+    OpRow,
+    OpTotals,
+    device_kind,
+    rows_from_key_averages,
+)
 
 _US = 1e-6
-_SYNC_OPS = (
-    "aten::item",
-    "aten::_local_scalar_dense",
+#: Runtime and driver calls that block the host until the device is done (CUDA 12 and 13
+#: also have ``_ptsz``/``_v2`` variants, matched by prefix).
+SYNC_CALLS = (
     "cudaStreamSynchronize",
     "cudaDeviceSynchronize",
     "cudaEventSynchronize",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
 )
+#: Blocking copies (the ``Async`` ones do not block by themselves).
+_BLOCKING_COPIES = ("cudaMemcpy", "cudaMemcpy_ptds", "cuMemcpyDtoH", "cuMemcpyDtoH_v2")
+#: HTA's ``consecutive_kernel_delay``: a shorter gap before a queued kernel is launch overhead.
+KERNEL_GAP_S = 30e-6
 _MATMUL_OPS = (
     "aten::mm",
     "aten::addmm",
@@ -50,8 +82,53 @@ _LIBRARY_START = ("torch/", "torch\\", "<built-in")
 
 
 @dataclass
+class RangeRow:
+    """One user annotation (``record_function`` range): calls, CPU time, GPU span (seconds)."""
+
+    name: str
+    calls: int = 0
+    cpu_s: float = 0.0
+    gpu_s: float = 0.0
+
+
+@dataclass
+class Syncs:
+    """Device synchronisations: how many of each call, and where in the user's code."""
+
+    by_call: Counter[str] = field(default_factory=Counter)
+    places: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_call.values())
+
+    def describe(self) -> str:
+        """``12 device syncs (cudaStreamSynchronize x12) at cell [3] line 4 (x12)``."""
+        calls = ", ".join(f"{name} x{n}" for name, n in self.by_call.most_common())
+        text = f"{self.count:,} device sync(s) ({calls})"
+        located = sum(self.places.values())
+        if self.places:
+            where = "; ".join(f"{p} (x{n})" for p, n in self.places.most_common(3))
+            more = len(self.places) - 3
+            text += f" at {where}" + (f" and {more} more place(s)" if more > 0 else "")
+        if 0 < located < self.count:
+            text += f"; {self.count - located} not traced to a line"
+        return text
+
+
+#: The idle categories, in the order they are listed.
+IDLE_KINDS = ("host", "kernels", "copies", "other")
+IDLE_LABELS = {
+    "host": "waiting on the host",
+    "kernels": "between kernels",
+    "copies": "on copies",
+    "other": "on other work",
+}
+
+
+@dataclass
 class Analysis:
-    """What the profile showed: op rows, timeline bars, GPU busy time, hints."""
+    """What the profile showed: op rows, annotation ranges, timeline, GPU idle time, hints."""
 
     rows: list[OpRow] = field(default_factory=list)
     bars: list[Bar] = field(default_factory=list)
@@ -59,6 +136,18 @@ class Analysis:
     gpu_busy_s: float | None = None
     kernel_count: int = 0
     hints: list[str] = field(default_factory=list)
+    ranges: list[RangeRow] = field(default_factory=list)
+    syncs: Syncs = field(default_factory=Syncs)
+    #: Idle seconds per IDLE_KINDS category (empty without CUDA).
+    idle_s: dict[str, float] = field(default_factory=dict)
+
+    def idle_split(self) -> str:
+        """``waiting on the host 80%, between kernels 15%, on copies 5%`` (largest first)."""
+        total = sum(self.idle_s.values())
+        if total <= 0:
+            return ""
+        parts = sorted(self.idle_s.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{IDLE_LABELS[k]} {fmt_pct(v / total)}" for k, v in parts if v > 0)
 
     @property
     def gpu_idle_fraction(self) -> float | None:
@@ -92,20 +181,50 @@ def _gpu_kinds() -> frozenset[int]:
     )
 
 
+def place(filename: str, lineno: int, fn: str, cell_names: dict[str, int]) -> str:
+    """Where in the user's code: ``cell [3] line 4 in step`` or ``train.py:12 in step``."""
+    if filename in cell_names:
+        return f"cell [{cell_names[filename]}] line {lineno}" + (
+            "" if fn == "<module>" else f" in {fn}"
+        )
+    return f"{filename.rsplit('/', 1)[-1]}:{lineno} in {fn}"
+
+
 def _user_place(evt: Any, cell_names: dict[str, int]) -> str:
     """The nearest user-code Python frame above ``evt`` ("cell [3] line 4 in step")."""
     parent = evt.cpu_parent
     while parent is not None:
         match = PY_EVENT.match(parent.name)
         if match and not _is_library(match["file"]):
-            file, line, fn = match["file"], match["line"], match["fn"]
-            if file in cell_names:
-                return f"cell [{cell_names[file]}] line {line}" + (
-                    "" if fn == "<module>" else f" in {fn}"
-                )
-            return f"{file.rsplit('/', 1)[-1]}:{line} in {fn}"
+            return place(match["file"], int(match["line"]), match["fn"], cell_names)
         parent = parent.cpu_parent
     return ""
+
+
+def _is_sync(name: str) -> bool:
+    return name.startswith(SYNC_CALLS) or name in _BLOCKING_COPIES
+
+
+def _under_own_range(evt: Any) -> bool:
+    """Inside %%profile's own end-of-cell range (its synchronisation is not the user's)."""
+    parent = evt.cpu_parent
+    for _ in range(8):
+        if parent is None:
+            return False
+        if parent.name == OWN_RANGE:
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+@dataclass
+class GpuActivity:
+    """A kernel, copy or memset on the GPU (seconds); ``launched``: its launch call's start."""
+
+    start: float
+    end: float
+    copy: bool
+    launched: float | None = None
 
 
 def analyse(
@@ -116,14 +235,17 @@ def analyse(
     cell_names: dict[str, int],
     stack: bool = False,
     timeline: bool = True,
+    sync_places: Counter[str] | None = None,
 ) -> Analysis:
-    """Rows, timeline and hints from a stopped profiler (``stack``: it recorded Python stacks).
+    """Rows, ranges, syncs, timeline and hints from a stopped profiler.
 
-    One pass over the events gives the per-op totals, the timeline bars (skipped without
-    ``timeline``: nothing shows them), the GPU busy time and the kernel count. Most events are
-    ops nested in other ops and need nothing but their totals, so they leave the loop first.
-    The per-event work adds to torch's own parsing of the trace (the target is within 10 % of
-    a bare profiler printing its table).
+    ``stack``: the profiler recorded Python stacks (syncs are placed from them); otherwise
+    ``sync_places`` says where the syncs were (recorded while the cell ran). One pass over the
+    events gives the per-op totals, the timeline bars (skipped without ``timeline``: nothing
+    shows them), the GPU activity and the syncs. Most events are ops nested in other ops and
+    need nothing but their totals, so they leave the loop first. The per-event work adds to
+    torch's own parsing of the trace (the target is within 10 % of a bare profiler printing its
+    table).
     """
     events = prof.events()
     gpu_kinds = _gpu_kinds()
@@ -131,8 +253,11 @@ def analyse(
     analysis = Analysis()
     bars = analysis.bars
     places: dict[str, Counter[str]] = {}
+    ranges: dict[str, RangeRow] = {}
+    syncs = analysis.syncs
     first_start, last_end, any_top = math.inf, -math.inf, False
-    gpu_intervals: list[tuple[float, float]] = []
+    activity: list[tuple[GpuActivity, int]] = []  # with the correlation id of its launch
+    launches: dict[int, float] = {}
     threads: dict[int, str] = {}
     for evt in events:
         kind = device_kind(evt)
@@ -142,29 +267,49 @@ def analyse(
             except (AttributeError, TypeError):  # an event unlike the first: torch's own sums
                 totals = None
         gpu = kind in gpu_kinds
-        if not (gpu or stack) and (evt.cpu_parent is not None or evt.is_async):
-            continue  # an op inside another op, or an async one: not on the timeline
         name = evt.name
-        if name == "[memory]" or (stack and _is_python(evt)):
+        if name in BOOKKEEPING or name == "[memory]":
             continue
-        start, end = evt.time_range.start * _US, evt.time_range.end * _US
+        if evt.is_user_annotation:
+            start, end = evt.time_range.start * _US, evt.time_range.end * _US
+            _add_range(ranges, name, gpu, end - start)
+            if not gpu and evt.cpu_parent is None and not evt.is_async:
+                any_top = True  # the ops inside are not top-level: the range spans them
+                first_start, last_end = min(first_start, start), max(last_end, end)
+                if timeline and name != OWN_RANGE:
+                    bars.append(Bar("ranges", start, end, name[:120]))
+            continue
         if gpu:
-            gpu_intervals.append((start, end))
+            start, end = evt.time_range.start * _US, evt.time_range.end * _US
+            lowered = name.lower()
+            copy = "memcpy" in lowered or "memset" in lowered
+            activity.append((GpuActivity(start, end, copy), evt.id))
             if timeline:
                 stream = getattr(evt, "device_resource_id", None)
                 lane = f"GPU {evt.device_index}" + (f" stream {stream}" if stream else "")
                 bars.append(Bar(lane, start, end, name[:120]))
-            lowered = name.lower()
-            if "memcpy" not in lowered and "memset" not in lowered:
+            if not copy:
                 analysis.kernel_count += 1
             last_end = max(last_end, end)
             continue
+        if name.startswith("cu"):  # a CUDA runtime or driver call
+            launches[evt.id] = evt.time_range.start * _US
+            if _is_sync(name) and not _under_own_range(evt):
+                syncs.by_call[name] += 1
+                where = _user_place(evt, cell_names) if stack else ""
+                if where:
+                    syncs.places[where] += 1
+        if not stack and (evt.cpu_parent is not None or evt.is_async):
+            continue  # an op inside another op, or an async one: not on the timeline
+        if stack and _is_python(evt):
+            continue
         if stack and evt.cpu_parent is not None:
-            place = _user_place(evt, cell_names)
-            if place:
-                places.setdefault(name, Counter())[place] += 1
+            where = _user_place(evt, cell_names)
+            if where:
+                places.setdefault(name, Counter())[where] += 1
         top = _top_level(evt) if stack else evt.cpu_parent is None and not evt.is_async
         if top:
+            start, end = evt.time_range.start * _US, evt.time_range.end * _US
             if timeline:
                 lane = threads.setdefault(evt.thread, f"CPU thread {len(threads)}")
                 bars.append(Bar(lane, start, end, name[:120]))
@@ -175,12 +320,70 @@ def analyse(
         analysis.rows = totals.rows(called_from)
     else:
         analysis.rows = rows_from_key_averages(prof, called_from)
+    ranges.pop(OWN_RANGE, None)
+    analysis.ranges = sorted(ranges.values(), key=lambda r: -(r.gpu_s or r.cpu_s))
+    if not stack and sync_places:
+        syncs.places.update(sync_places)
+    for act, corr in activity:
+        act.launched = launches.get(corr)
     if any_top:
         analysis.window_s = last_end - first_start
     if cuda:
-        analysis.gpu_busy_s = _union_length(gpu_intervals)
+        on_gpu = [act for act, _ in activity]
+        analysis.gpu_busy_s = _union_length([(a.start, a.end) for a in on_gpu if not a.copy])
+        if any_top:
+            analysis.idle_s = idle_breakdown(on_gpu, first_start, last_end)
     analysis.hints = hints(analysis, cuda=cuda, autocast_on=autocast_on)
     return analysis
+
+
+def _add_range(ranges: dict[str, RangeRow], name: str, gpu: bool, seconds: float) -> None:
+    row = ranges.get(name)
+    if row is None:
+        row = ranges[name] = RangeRow(name)
+    if gpu:
+        row.gpu_s += seconds
+    else:
+        row.calls += 1
+        row.cpu_s += seconds
+
+
+def idle_breakdown(
+    activity: list[GpuActivity], window_start: float, window_end: float
+) -> dict[str, float]:
+    """The GPU's idle seconds in the window, split into ``IDLE_KINDS`` (see the module doc).
+
+    Idle is time with no kernel running (on any stream). Within each idle gap, time a copy or
+    memset ran is "copies"; the rest goes by the kernel that ends the gap: launched after the
+    gap began, the GPU was waiting on the host; queued before it, a gap under ``KERNEL_GAP_S``
+    is launch overhead between kernels and a longer one waited on other work (an event,
+    another stream). The gap after the last kernel waits on the host too.
+    """
+    out = dict.fromkeys(IDLE_KINDS, 0.0)
+    kernels = sorted((a for a in activity if not a.copy), key=lambda a: a.start)
+    copies = sorted((a.start, a.end) for a in activity if a.copy)
+    gaps: list[tuple[float, float, GpuActivity | None]] = []
+    cursor = window_start
+    for k in kernels:
+        if k.start > cursor:
+            gaps.append((cursor, min(k.start, window_end), k))
+        cursor = max(cursor, k.end)
+    if cursor < window_end:
+        gaps.append((cursor, window_end, None))
+    for g0, g1, nxt in gaps:
+        if g1 <= g0:
+            continue
+        overlap = [(max(a, g0), min(b, g1)) for a, b in copies if b > g0 and a < g1]
+        on_copies = _union_length(overlap)
+        out["copies"] += on_copies
+        rest = (g1 - g0) - on_copies
+        if nxt is None or (nxt.launched is not None and nxt.launched > g0):
+            out["host"] += rest
+        elif nxt.launched is not None and g1 - g0 < KERNEL_GAP_S:
+            out["kernels"] += rest
+        else:  # queued long before, or its launch call not found (HTA: "other")
+            out["other"] += rest
+    return out
 
 
 def _top_level(evt: Any) -> bool:
@@ -208,43 +411,27 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 def hints(a: Analysis, *, cuda: bool, autocast_on: bool) -> list[str]:
-    """At most two plain-language hints, the most telling first."""
+    """At most two plain-language hints, the most telling first.
+
+    With CUDA, the idle hint follows the largest share of the GPU's idle time.
+    """
     out: list[str] = []
-    by_name = {r.name: r for r in a.rows}
-    syncs = sum(by_name[n].calls for n in _SYNC_OPS if n in by_name)
     if cuda and a.gpu_busy_s is not None and a.window_s > 0:
-        idle = a.gpu_idle_fraction or 0.0
         gpu_total = sum(r.self_gpu_s for r in a.rows)
-        mean_kernel = a.gpu_busy_s / a.kernel_count if a.kernel_count else 0.0
-        copies = sum(r.self_gpu_s for r in a.rows if "Memcpy HtoD" in r.name)
         if a.kernel_count == 0:
             out.append(
                 "No GPU kernel ran in this cell: the work stayed on the CPU "
                 "(check that the model and the data are on 'cuda')."
             )
-        elif idle >= 0.5 and a.kernel_count >= 100 and mean_kernel < 20e-6:
+        else:
+            idle_hint = _idle_hint(a)
+            if idle_hint:
+                out.append(idle_hint)
+        if a.syncs.count >= 10 and not any("sync" in h for h in out):
             out.append(
-                f"Launch-bound: {a.kernel_count:,} kernels of {fmt_seconds(mean_kernel)} on "
-                f"average, and the GPU was idle {fmt_pct(idle)} of the time waiting for the CPU to "
-                "launch them. Try %compile NAME --mode reduce-overhead (CUDA graphs), fuse work "
-                "with torch.compile, or use a larger batch."
-            )
-        elif idle >= 0.5 and copies > 0.2 * max(gpu_total, 1e-12):
-            out.append(
-                f"The GPU was idle {fmt_pct(idle)} of the time and host-to-device copies took "
-                f"{fmt_seconds(copies)}: use pin_memory=True in the DataLoader and "
-                ".to('cuda', non_blocking=True)."
-            )
-        elif idle >= 0.5:
-            out.append(
-                f"The GPU was idle {fmt_pct(idle)} of the time: it waits for the CPU. In a "
-                "training loop, look at the DataLoader (num_workers, pin_memory=True, "
-                "persistent_workers) and at Python work between steps."
-            )
-        if syncs >= 10:
-            out.append(
-                f"{syncs:,} CPU-GPU synchronisations (.item(), .cpu(), print of a CUDA tensor): "
-                "each one stalls the launch queue. Log a loss every N steps instead of every step."
+                f"{a.syncs.describe()}: each one makes the CPU wait until the GPU has finished "
+                "everything queued. Read losses every N steps (or accumulate them on the GPU) "
+                "instead of calling .item()/.cpu()/print on CUDA tensors every step."
             )
         matmul = sum(r.self_gpu_s for r in a.rows if r.name in _MATMUL_OPS or "gemm" in r.name)
         if not autocast_on and gpu_total > 0 and matmul > 0.4 * gpu_total:
@@ -267,3 +454,49 @@ def hints(a: Analysis, *, cuda: bool, autocast_on: bool) -> list[str]:
                 "overhead dominates; larger tensors per call or torch.compile would help."
             )
     return out[:2]
+
+
+def _idle_hint(a: Analysis) -> str:
+    """The hint for the largest share of the GPU's idle time ("" if the GPU was mostly busy)."""
+    idle = a.gpu_idle_fraction or 0.0
+    total = sum(a.idle_s.values())
+    if idle < 0.3 or total <= 0:
+        return ""
+    kind = max(IDLE_KINDS, key=lambda k: a.idle_s.get(k, 0.0))
+    share = f"GPU idle {fmt_pct(idle)} of the time, {fmt_pct(a.idle_s[kind] / total)} of it"
+    mean_kernel = a.gpu_busy_s / a.kernel_count if a.gpu_busy_s and a.kernel_count else 0.0
+    if kind == "host":
+        if a.syncs.count >= 10:
+            return (
+                f"{share} waiting on the host, which stalls at {a.syncs.describe()}. Each sync "
+                "empties the launch queue: read losses every N steps, not every step."
+            )
+        if a.kernel_count >= 100 and mean_kernel < 20e-6:
+            return (
+                f"Launch-bound: {share} waiting on the host to launch {a.kernel_count:,} kernels "
+                f"of {fmt_seconds(mean_kernel)} on average. Try %compile NAME --mode "
+                "reduce-overhead (CUDA graphs: one launch per step), fuse work with "
+                "torch.compile, or use a larger batch."
+            )
+        return (
+            f"{share} waiting on the host: the CPU did not queue work fast enough. In a "
+            "training loop, look at the DataLoader (num_workers, pin_memory=True, "
+            "persistent_workers) and at Python work between steps."
+        )
+    if kind == "kernels":
+        return (
+            f"{share} between back-to-back kernels ({a.kernel_count:,} kernels of "
+            f"{fmt_seconds(mean_kernel)} on average): each launch costs a few µs of GPU time. "
+            "Fewer, larger kernels help: torch.compile fuses them, --mode reduce-overhead "
+            "replays them as a CUDA graph."
+        )
+    if kind == "copies":
+        return (
+            f"{share} on copies: the GPU moved data instead of computing. Keep tensors on the "
+            "GPU between steps, use pin_memory=True in the DataLoader and "
+            ".to('cuda', non_blocking=True)."
+        )
+    return (
+        f"{share} with kernels queued but waiting on other work (events, other streams or "
+        "copies on another stream): see the trace (--trace FILE) for what they waited on."
+    )

@@ -1,4 +1,4 @@
-"""``%%profile``: torch.profiler around a cell, with a table, a timeline and plain hints."""
+"""``%profile``/``%%profile``: torch.profiler around a statement or a cell, and what it shows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import cell_magic, magics_class, needs_local_scope
+from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
@@ -35,8 +35,9 @@ from jupyter_gpu.magics.common.render import (
 )
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
-from .analysis import Analysis, analyse
-from .rows import OpRow
+from .analysis import Analysis, RangeRow, analyse
+from .rows import OWN_RANGE, OpRow
+from .syncs import SyncSpy
 
 #: --sort keys: ours, then torch's own names for the same columns.
 SORT_KEYS = {
@@ -73,12 +74,20 @@ class ProfileResult:
     kernel_count: int = 0
     value: Any = None
     profiler: Any = field(default=None, repr=False)
+    #: User annotations (record_function ranges), apart from the ops.
+    ranges: list[RangeRow] = field(default_factory=list)
+    #: Device synchronisations (runtime calls that block the host), exact.
+    sync_count: int = 0
+    #: Where they were: "cell [3] line 4" -> count (some may be missing: see the note).
+    sync_places: dict[str, int] = field(default_factory=dict)
+    #: GPU idle seconds by cause: host, kernels (between kernels), copies, other.
+    idle_s: dict[str, float] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
             f"<ProfileResult: {len(self.rows)} ops, wall {fmt_seconds(self.wall_s)}, GPU idle "
             f"{fmt_pct(self.gpu_idle_fraction)}, {self.kernel_count} kernels, "
-            f"{len(self.hints)} hint(s)>"
+            f"{self.sync_count} syncs, {len(self.hints)} hint(s)>"
         )
 
 
@@ -98,6 +107,29 @@ def _export_trace(prof: Any, path: str) -> str | None:
     return None
 
 
+#: Options of %profile that take a value (the statement starts after the options).
+_VALUED = ("--sort", "--row-limit", "--trace")
+
+
+def split_statement(line: str) -> tuple[str, str]:
+    """``%profile``'s line: (its options, the statement after them).
+
+    Options come first, as with ``%timeit``: ``%profile --sort calls -q step()``.
+    """
+    rest = line.lstrip()
+    options: list[str] = []
+    while rest.startswith("-") and not rest.startswith(("-(", "- ")):
+        token, _, tail = rest.partition(" ")
+        option = token.split("=", 1)[0]
+        options.append(token)
+        rest = tail.lstrip()
+        if option in _VALUED and "=" not in token:
+            value, _, tail = rest.partition(" ")
+            options.append(value)
+            rest = tail.lstrip()
+    return " ".join(options), rest
+
+
 def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
     if key == "memory":
         return row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
@@ -106,7 +138,7 @@ def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
 
 @magics_class
 class ProfileMagics(ShellMagics):
-    """``%%profile``."""
+    """``%profile`` and ``%%profile``."""
 
     @magic_arguments()
     @argument(
@@ -119,15 +151,29 @@ class ProfileMagics(ShellMagics):
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @needs_local_scope
-    @cell_magic
-    def profile(self, line: str, cell: str, local_ns: dict[str, Any] | None = None) -> Any:
-        """Run the cell under torch.profiler and show what took the time.
+    @line_cell_magic
+    def profile(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> Any:
+        """Profile a statement (%profile [options] STATEMENT) or the cell (%%profile).
 
-        A sortable table of the top ops (self/total CPU and GPU time, calls), a timeline of CPU
-        ops and GPU kernels, the fraction of the cell the GPU was idle, and one or two hints.
+        Runs it under torch.profiler and shows what took the time: a sortable table of
+        the top ops (self/total CPU and GPU time, calls); the user's record_function ranges
+        (e.g. Optimizer.step#AdamW.step) apart from the ops; the device synchronisations
+        (cudaStreamSynchronize, cudaDeviceSynchronize, blocking copies: what .item(), .cpu()
+        or print of a CUDA tensor do) with the lines that made them; a timeline of CPU ops and
+        GPU kernels; the fraction of the time the GPU was idle, split as Holistic Trace
+        Analysis does (waiting on the host, between kernels, on copies); and one or two hints.
         --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). The profiler
-        stops even if the cell raises.
+        stops even if the code raises.
         """
+        if cell is None:
+            line, cell = split_statement(line)
+            if not cell.strip():
+                raise UsageError(
+                    "%profile needs a statement after its options, e.g. %profile train_step(); "
+                    "use %%profile for a whole cell."
+                )
         args = parse(ProfileMagics.profile, line)
         torch = torch_module()
         cuda = bool(torch.cuda.is_available())
@@ -148,18 +194,26 @@ class ProfileMagics(ShellMagics):
         prof = torch.profiler.profile(
             activities=activities, profile_memory=args.memory, with_stack=args.stack
         )
+        cell_names = cell_filenames(self.shell)
+        spy = SyncSpy(torch, cell_names) if cuda and not args.stack else None
         start = time.perf_counter()
         with prof:  # __exit__ stops the profiler whatever the cell does
-            value = code.run(local_ns)
-            synchronize()
+            if spy is not None:
+                with spy:
+                    value = code.run(local_ns)
+            else:
+                value = code.run(local_ns)
+            with torch.profiler.record_function(OWN_RANGE):  # not counted as the user's sync
+                synchronize()
         wall = time.perf_counter() - start
         analysis = analyse(
             prof,
             cuda=cuda,
             autocast_on=autocast_on,
-            cell_names=cell_filenames(self.shell),
+            cell_names=cell_names,
             stack=args.stack,
             timeline=not args.quiet,  # the bars only feed the figure
+            sync_places=spy.places if spy is not None else None,
         )
         trace_problem = _export_trace(prof, trace) if trace is not None else None
         result = ProfileResult(
@@ -172,6 +226,10 @@ class ProfileMagics(ShellMagics):
             kernel_count=analysis.kernel_count,
             value=value,
             profiler=prof,
+            ranges=analysis.ranges,
+            sync_count=analysis.syncs.count,
+            sync_places=dict(analysis.syncs.places),
+            idle_s=analysis.idle_s,
         )
         if not args.quiet:
             self._show(result, analysis, cuda=cuda, args=args)
@@ -224,6 +282,26 @@ class ProfileMagics(ShellMagics):
 
     # -------------------------------------------------------------------------- output
 
+    @staticmethod
+    def _ranges_table(ranges: list[RangeRow], cuda: bool) -> Table:
+        """The user's record_function ranges: spans of many ops and kernels, not ops."""
+        headers = ["range", "calls", "CPU span"] + (["GPU span"] if cuda else [])
+        table = Table(
+            headers=headers,
+            numeric=[False, True, True, True][: len(headers)],
+            title=f"{len(ranges)} annotated range(s) (record_function; they hold the ops above)",
+        )
+        for rng in ranges[:10]:
+            cells: list[Cell | str] = [
+                rng.name[:80],
+                Cell(str(rng.calls), rng.calls),
+                Cell(fmt_seconds(rng.cpu_s), rng.cpu_s),
+            ]
+            if cuda:
+                cells.append(Cell(fmt_seconds(rng.gpu_s) if rng.gpu_s else "-", rng.gpu_s))
+            table.rows.append(cells)
+        return table
+
     def _show(self, r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Namespace) -> None:
         headers = ["op", "calls", "self CPU", "CPU total"]
         numeric = [False, True, True, True]
@@ -267,11 +345,17 @@ class ProfileMagics(ShellMagics):
         notes = []
         if cuda:
             idle = r.gpu_idle_fraction
+            split = a.idle_split()
             notes.append(
                 f"GPU idle {fmt_pct(idle)} of the profiled {fmt_seconds(a.window_s)} "
-                f"({r.kernel_count:,} kernels)."
+                f"({r.kernel_count:,} kernels)" + (f": {split}." if split else ".")
                 if idle is not None
                 else "GPU idle time: not measured."
+            )
+            notes.append(
+                f"Device syncs: {a.syncs.describe()}."
+                if a.syncs.count
+                else "Device syncs: none (the CPU never waited for the GPU inside the cell)."
             )
         else:
             notes.append("No CUDA GPU: CPU ops only.")
@@ -280,9 +364,17 @@ class ProfileMagics(ShellMagics):
             notes.append(
                 f"Trace written to {r.trace_file} (open in ui.perfetto.dev or chrome://tracing)."
             )
+        tables = [table]
+        if r.ranges:
+            tables.append(self._ranges_table(r.ranges, cuda))
         publish(
-            table.text() + "\n" + "\n".join(notes),
-            html_block([table.html(), *(html_note(n, warn=n.startswith("Hint")) for n in notes)]),
+            "\n\n".join(t.text() for t in tables) + "\n" + "\n".join(notes),
+            html_block(
+                [
+                    *(t.html() for t in tables),
+                    *(html_note(n, warn=n.startswith("Hint")) for n in notes),
+                ]
+            ),
         )
         if a.bars:
             lanes = len({b.lane for b in a.bars})

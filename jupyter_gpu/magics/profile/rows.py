@@ -63,10 +63,34 @@ def cpu_kind() -> int:
     return int(DeviceType.CPU.value)
 
 
+#: The profiler's own bookkeeping, recorded by CUPTI as "overhead" activities: not the user's
+#: work (torch.profiler._cupti_monitor names the same kinds).
+BOOKKEEPING = frozenset(
+    (
+        "Activity Buffer Request",
+        "Buffer Flush",
+        "Instrumentation",
+        "Resource",
+        "Driver Compiler",
+        "Runtime Triggered Module Loading",
+        "Lazy Function Loading",
+        "Command Buffer Full",
+        "UVM Activity Init",
+        "CUPTI Overhead",
+    )
+)
+#: The range %%profile puts around its own end-of-cell synchronisation (left out everywhere).
+OWN_RANGE = "jupyter_gpu: end of cell"
+
+
 def is_shown(name: str) -> bool:
-    """False for rows the table leaves out: memory records, Python functions, step markers."""
+    """False for rows the table leaves out (memory records, Python functions, bookkeeping)."""
     return not (
-        name == "[memory]" or name.startswith(("ProfilerStep", "<built-in")) or PY_EVENT.match(name)
+        name == "[memory]"
+        or name == OWN_RANGE
+        or name in BOOKKEEPING
+        or name.startswith(("ProfilerStep", "<built-in"))
+        or PY_EVENT.match(name)
     )
 
 
@@ -152,11 +176,11 @@ class OpTotals:
         return total
 
     def rows(self, called_from: dict[str, str]) -> list[OpRow]:
-        """The table's rows, in the order ``key_averages()`` lists them."""
+        """The table's rows, in the order ``key_averages()`` lists them (no annotations)."""
         rows = []
         for key, acc in self._by_key.items():
             name = str(key[0])
-            if not is_shown(name):
+            if key[4] or not is_shown(name):  # key[4]: a user annotation, shown as a range
                 continue
             calls, cpu_total, self_cpu, device, self_device, self_cpu_mem, self_dev_mem = acc
             rows.append(
@@ -184,11 +208,11 @@ def _num(obj: Any, *names: str) -> float:
 
 
 def rows_from_key_averages(prof: Any, called_from: dict[str, str]) -> list[OpRow]:
-    """Per-op totals from torch's ``prof.key_averages()`` (any torch 2.4+)."""
+    """Per-op totals from torch's ``prof.key_averages()`` (any torch 2.4+), no annotations."""
     rows = []
     for avg in prof.key_averages():
         name = str(avg.key)
-        if not is_shown(name):
+        if getattr(avg, "is_user_annotation", False) or not is_shown(name):
             continue
         rows.append(
             OpRow(

@@ -63,10 +63,10 @@ def test_help_is_the_docstring_with_the_options(shell: Shell, magic: str, expect
     assert "-q, --quiet" in ran.text
 
 
-def test_profile_is_a_cell_magic_only(shell: Shell) -> None:
-    ran = shell.run("%profile")
-    assert ran.error is not None
-    assert "%%profile" in str(ran.error) or "cell magic" in ran.text
+def test_profile_line_form_needs_a_statement(shell: Shell) -> None:
+    message = shell.usage_error("%profile --sort calls")
+    assert "needs a statement" in message
+    assert "%%profile" in message
 
 
 def test_exit_after_torch_compile_prints_nothing() -> None:

@@ -141,3 +141,50 @@ def test_rows_are_torchs_key_averages(shell: Shell) -> None:
         places = {row.name: row.called_from for row in result.rows}
         assert result.rows == rows_from_key_averages(result.profiler, places)
         assert any(row.self_cpu_mem_bytes for row in result.rows) == ("--memory" in line)
+
+
+def test_profile_line_form_profiles_one_statement(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok("%profile --sort calls --row-limit 4 train_step()")
+    assert "top 4 of" in ran.text
+    assert "by calls" in ran.text
+    assert "cell wall time" in ran.text
+    assert ran.result.result is not None  # the statement's value (the loss) comes back
+    shell.ok("r = %profile -o -q train_step()")
+    r = shell["r"]
+    assert {"aten::addmm", "aten::mse_loss"} <= {row.name for row in r.rows}
+    assert r.value is not None
+    assert not torch.autograd._profiler_enabled()
+
+
+ANNOTATED_LOOP = """%%profile -o --row-limit 50
+for step in range(4):
+    with torch.profiler.record_function("## my step ##"):
+        loss = train_step()
+    losses.append(loss.item())  # on CPU tensors: no device sync
+    x.sum().item()
+"""
+
+
+def test_annotations_are_ranges_and_cpu_item_is_no_sync(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("losses = []")
+    ran = shell.ok(ANNOTATED_LOOP)
+    r = ran.result.result
+    names = {row.name for row in r.rows}
+    assert "aten::item" in names  # the op ran: it is in the table, as an op
+    assert not any("#" in name for name in names), names  # no annotation among the ops
+    ranges = {rng.name: rng for rng in r.ranges}
+    assert ranges["## my step ##"].calls == 4
+    assert ranges["Optimizer.step#AdamW.step"].calls == 4
+    assert ranges["## my step ##"].cpu_s >= ranges["Optimizer.step#AdamW.step"].cpu_s
+    assert r.sync_count == 0  # .item() on a CPU tensor does not wait for any device
+    assert not any("sync" in hint for hint in r.hints)
+    assert "annotated range(s)" in ran.text
+    assert "## my step ##" in ran.text
+    assert "jupyter_gpu" not in ran.text  # %%profile's own range never shows
+    html = "".join(ran.bundles("text/html"))
+    assert "Optimizer.step#AdamW.step" in html
+    figure = ran.bundles(PLOTLY_MIMETYPE)[0]
+    lanes = {trace.get("name") for trace in figure["data"]}
+    assert "ranges" in lanes, lanes
