@@ -8,9 +8,11 @@ records around the code:
   ``inductor.fxgraph_cache_hit/miss``, ``aot_autograd.autograd_cache_hit/miss``;
 - ``torch._dynamo.utils.get_compilation_metrics()``: one record per compiled frame, with its
   compile time, ``recompile_reason`` and ``fail_reason``;
-- the ``graph_breaks`` artifact log, which names the user's file and line of each break. Its
-  loggers are switched to DEBUG for the stretch, with their output kept to us (unless the user
-  turned them on with ``TORCH_LOGS``), and put back afterwards.
+- the ``graph_breaks`` artifact log, which names the user's file and line of each break, and
+  the ``cudagraphs`` one, which says why CUDA graphs were skipped ("skipping cudagraphs due to
+  mutated inputs"; off by default, it still reaches stderr through logging's last-resort
+  handler). Their loggers are switched to DEBUG for the stretch, with their output kept to us
+  (unless the user turned them on with ``TORCH_LOGS``), and put back afterwards.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ _GRAPH_BREAK_LOGGERS = (
     "torch._dynamo.convert_frame.__graph_breaks",
     "torch._dynamo.exc.__graph_breaks",
 )
+_CUDAGRAPH_LOGGERS = ("torch._inductor.cudagraph_utils.__cudagraphs",)
+_CUDAGRAPH_SKIP = re.compile(r"skipping cudagraphs due to (?P<reason>.*)", re.DOTALL)
 _BREAK_RE = re.compile(
     r"in user code at (?P<file>.+?):(?P<line>\d+)\s*\nGraph Break Reason: (?P<reason>.*?)"
     r"(?:\n\s*\nUser code traceback:|\Z)",
@@ -73,6 +77,10 @@ class CompileReport:
     cache_misses: dict[str, int] = field(default_factory=dict)
     cache_bytes_added: int | None = None
     cell: int | None = None
+    #: Why CUDA graphs were skipped, torch's words ("mutated inputs (1 instances)").
+    cudagraph_skips: list[str] = field(default_factory=list)
+    #: The compiled frames: (file, first line, function), to tell whose code compiled.
+    frame_codes: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 def summarize_reason(reason: str) -> tuple[str, str, str | None]:
@@ -136,7 +144,8 @@ class DynamoWatch:
     def __init__(self, cache_bytes_before: int | None = None) -> None:
         self.cache_bytes_before = cache_bytes_before
         self._collector = _BreakCollector()
-        self._saved: list[tuple[logging.Logger, int, bool]] = []
+        self._cudagraphs = _BreakCollector()
+        self._saved: list[tuple[logging.Logger, int, bool, _BreakCollector]] = []
         self._counters: dict[str, dict[str, int]] = {}
         self._metric_ids: set[int] = set()
         self._start = 0.0
@@ -144,11 +153,13 @@ class DynamoWatch:
     def start(self) -> None:
         self._counters = _counter_snapshot()
         self._metric_ids = {id(m) for m in _metrics()}
-        for name in _GRAPH_BREAK_LOGGERS:
+        loggers = [(name, self._collector) for name in _GRAPH_BREAK_LOGGERS]
+        loggers += [(name, self._cudagraphs) for name in _CUDAGRAPH_LOGGERS]
+        for name, collector in loggers:
             logger = logging.getLogger(name)
-            self._saved.append((logger, logger.level, logger.propagate))
+            self._saved.append((logger, logger.level, logger.propagate, collector))
             user_enabled = logger.level != logging.NOTSET and logger.level <= logging.DEBUG
-            logger.addHandler(self._collector)
+            logger.addHandler(collector)
             if not user_enabled:  # keep the records to ourselves: nothing printed
                 logger.setLevel(logging.DEBUG)
                 logger.propagate = False
@@ -157,8 +168,8 @@ class DynamoWatch:
     def stop(self, cell_names: dict[str, int], *, scan_cache: bool = True) -> CompileReport | None:
         """The report, or ``None`` if nothing was compiled; always detaches from the loggers."""
         wall = time.perf_counter() - self._start
-        for logger, level, propagate in self._saved:
-            logger.removeHandler(self._collector)
+        for logger, level, propagate, collector in self._saved:
+            logger.removeHandler(collector)
             logger.setLevel(level)
             logger.propagate = propagate
         self._saved.clear()
@@ -173,7 +184,8 @@ class DynamoWatch:
             for reason, count in after.get("graph_break", {}).items()
         )
         graphs = delta("stats", "unique_graphs")
-        if not new and graphs == 0 and breaks == 0:
+        skips = self._cudagraph_skips(new)
+        if not new and graphs == 0 and breaks == 0 and not skips:
             return None
         report = CompileReport(
             compile_time_s=sum(
@@ -198,12 +210,31 @@ class DynamoWatch:
                 "FX graph": delta("inductor", "fxgraph_cache_miss"),
                 "AOTAutograd": delta("aot_autograd", "autograd_cache_miss"),
             },
+            cudagraph_skips=skips,
+            frame_codes=[
+                (str(m.co_filename), int(m.co_firstlineno or 0), str(m.co_name))
+                for m in new
+                if getattr(m, "co_filename", None)
+            ],
         )
         if scan_cache and self.cache_bytes_before is not None:
             now = cache_size_bytes()
             if now is not None:
                 report.cache_bytes_added = max(0, now - self.cache_bytes_before)
         return report
+
+    def _cudagraph_skips(self, new_metrics: list[Any]) -> list[str]:
+        """The reasons torch gave for skipping CUDA graphs in the stretch, each once, in order."""
+        found: list[str] = []
+        texts = [str(getattr(m, "cudagraph_skip_reason", None) or "") for m in new_metrics]
+        for text in [*self._cudagraphs.messages, *texts]:
+            match = _CUDAGRAPH_SKIP.search(text)
+            if match is None:
+                continue
+            reason = match["reason"].strip().splitlines()[0].split("Found from")[0].strip(" .")
+            if reason and reason not in found:
+                found.append(reason)
+        return found
 
     def _graph_breaks(self, cell_names: dict[str, int]) -> list[GraphBreak]:
         found: dict[tuple[str, int, str], GraphBreak] = {}

@@ -24,7 +24,11 @@ from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
 from jupyter_gpu.measure import Timing, time_steady
 
 from .dynamo_watch import CompileReport, DynamoWatch, cache_size_bytes
+from .explain import Explanation, from_report, launch_bound, profile_call, tf32_off
 from .report import show_bench, show_compiled, show_report
+
+#: Below this speedup, compiled is "no faster" and --bench says why.
+_NO_FASTER = 1.1
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,13 @@ class BenchResult:
 
 @dataclass
 class CompileResult:
-    """What ``%compile -o`` returns. ``reports`` grows when later cells compile or recompile."""
+    """What ``%compile -o`` returns.
+
+    ``reports`` grows when a later cell that calls this model or function compiles or
+    recompiles it (only those: another result's compiles are not this one's). ``quiet`` (from
+    ``-q``) keeps this result's later reports from printing. ``explanations`` says why the
+    compiled code was slower or no faster, or what stood in its way.
+    """
 
     name: str
     eager: Any = field(repr=False)
@@ -65,6 +75,23 @@ class CompileResult:
     options: dict[str, Any]
     reports: list[CompileReport] = field(default_factory=list)
     bench: BenchResult | None = None
+    quiet: bool = False
+    explanations: list[Explanation] = field(default_factory=list)
+
+    def owns(self, report: CompileReport, called: set[str]) -> bool:
+        """Whether ``report`` (a cell's compiles) is this result's.
+
+        It is when the cell called this module, or (a function) compiled its code.
+        """
+        if self.name in called:
+            return True
+        code = getattr(self.eager, "__code__", None)
+        if code is None:
+            return False
+        return any(
+            file == code.co_filename and line == code.co_firstlineno
+            for file, line, _ in report.frame_codes
+        )
 
     def __repr__(self) -> str:
         bench = f", speedup={self.bench.speedup:.2f}x" if self.bench else ""
@@ -100,6 +127,8 @@ class CompileWatcher:
         self.shell = magics.shell
         self.watch: DynamoWatch | None = None
         self.cache_bytes: int | None = None
+        #: Names of the compiled modules called in this cell (their forward pre-hooks add them).
+        self.called: set[str] = set()
 
     def start(self) -> None:
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
@@ -123,6 +152,7 @@ class CompileWatcher:
     def pre_run_cell(self, info: Any = None) -> None:
         if self.watch is not None:
             self.watch.stop({}, scan_cache=False)
+        self.called.clear()
         self.watch = DynamoWatch(self.cache_bytes)
         self.watch.start()
 
@@ -136,10 +166,16 @@ class CompileWatcher:
         report.cell = getattr(result, "execution_count", None)
         if report.cache_bytes_added is not None and self.cache_bytes is not None:
             self.cache_bytes += report.cache_bytes_added
-        for compiled in self.magics.results.values():
-            compiled.reports.append(report)
-        if not self.magics.quiet_reports:
-            show_report(report, "in this cell")
+        owners = [r for r in self.magics.results.values() if r.owns(report, self.called)]
+        explanations = from_report(report)
+        for result in owners:
+            result.reports.append(report)
+            result.explanations.extend(explanations)
+        # Quiet when every result it belongs to asked for -q; a compile none of them made (a
+        # plain torch.compile in the cell) is reported unless every result is quiet.
+        voices = owners or list(self.magics.results.values())
+        if not voices or any(not r.quiet for r in voices):
+            show_report(report, "in this cell", explanations)
 
 
 @magics_class
@@ -150,7 +186,6 @@ class CompileMagics(ShellMagics):
         super().__init__(shell)
         self.results: dict[str, CompileResult] = {}
         self.watcher: CompileWatcher | None = None
-        self.quiet_reports = False
 
     @magic_arguments()
     @argument("name", help="variable holding a torch.nn.Module or a function")
@@ -191,7 +226,7 @@ class CompileMagics(ShellMagics):
             compiled = torch.compile(eager, **options)
         except (RuntimeError, ValueError, TypeError) as exc:
             raise UsageError(f"torch.compile refused these options: {exc}") from None
-        result = CompileResult(name, eager, compiled, options)
+        result = CompileResult(name, eager, compiled, options, quiet=args.quiet)
         self.shell.user_ns[name] = compiled
         try:
             if bench_code is not None:
@@ -200,8 +235,8 @@ class CompileMagics(ShellMagics):
             self.shell.user_ns[name] = value  # a failure leaves NAME as it was
             raise
         self.results[name] = result
-        self.quiet_reports = args.quiet  # -q also quiets the reports of later cells
         self._ensure_watcher()
+        self._track_calls(result, torch)
         if not args.quiet and bench_code is None:
             show_compiled(result.name, eager, options)
         return result if args.output else None
@@ -290,18 +325,48 @@ class CompileMagics(ShellMagics):
             run()  # the first call compiles
         finally:
             report = watch.stop(cell_filenames(self.shell))
+        explanations: list[Explanation] = []
         if report is not None:
             report.cell = self.shell.execution_count
             result.reports.append(report)
+            explanations = from_report(report, result.options)
             if not quiet:
                 show_report(report, f"at the first call of {expr}")
         # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or third call.
         compiled = time_steady(run, warmup=3)
-        result.bench = BenchResult(expr, eager, compiled, cuda=cuda_in_use())
+        bench = result.bench = BenchResult(expr, eager, compiled, cuda=cuda_in_use())
+        if bench.speedup < _NO_FASTER:
+            explanations += self._why_no_faster(result, run, bench)
+        result.explanations.extend(explanations)
         if self.watcher is not None:
             self.watcher.rebaseline()
         if not quiet:
-            show_bench(result.bench)
+            show_bench(bench, explanations)
+
+    @staticmethod
+    def _why_no_faster(result: CompileResult, run: Any, bench: BenchResult) -> list[Explanation]:
+        """The causes that need a look at the running step: TF32 off, launch-bound."""
+        out = []
+        tf32 = tf32_off(result.eager)
+        if tf32 is not None:
+            out.append(tf32)
+        if bench.cuda:
+            gpu = profile_call(run)
+            bound = launch_bound(gpu, bench.compiled_s, result.options.get("mode"))
+            if bound is not None:
+                out.append(bound)
+        return out
+
+    def _track_calls(self, result: CompileResult, torch: Any) -> None:
+        """A compiled module tells the watcher when a cell calls it (its reports are its own)."""
+        if self.watcher is None or not isinstance(result.compiled, torch.nn.Module):
+            return
+        called, name = self.watcher.called, result.name
+
+        def mark(module: Any, args: Any) -> None:
+            called.add(name)
+
+        result.compiled.register_forward_pre_hook(mark)
 
     def _ensure_watcher(self) -> None:
         if self.watcher is None:

@@ -16,7 +16,10 @@ from jupyter_gpu.magics.common.render import (
 from jupyter_gpu.measure import fmt_seconds
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .dynamo_watch import CompileReport
+    from .explain import Explanation
     from .magic import BenchResult
 
 
@@ -74,12 +77,16 @@ def report_lines(report: CompileReport, context: str) -> list[str]:
         else ""
     )
     lines.append(f"  caches: {caches}{disk}")
+    if report.cudagraph_skips:
+        lines.append(f"  CUDA graphs skipped: {'; '.join(report.cudagraph_skips)}")
     return lines
 
 
-def show_report(report: CompileReport, context: str) -> None:
-    """Display one compile report."""
-    lines = report_lines(report, context)
+def show_report(
+    report: CompileReport, context: str, explanations: Sequence[Explanation] = ()
+) -> None:
+    """Display one compile report, with the causes it shows and their fixes."""
+    lines = report_lines(report, context) + [f"Why: {e.text}" for e in explanations]
     parts = [html_note(lines[0])]
     if report.graph_breaks:
         table = Table(
@@ -91,16 +98,21 @@ def show_report(report: CompileReport, context: str) -> None:
             reason = gb.reason + (f": {gb.explanation}" if gb.explanation else "")
             table.rows.append([gb.where, gb.source, reason, str(gb.count)])
         parts.append(table.html())
-    rest = [line.strip() for line in lines[1:] if not line.startswith("    ")]
+    rest = [
+        line.strip()
+        for line in lines[1:]
+        if not line.startswith("    ") and not line.startswith("Why: ")
+    ]
     rest = [
         line for line in rest if not line.startswith("graph breaks:") or not report.graph_breaks
     ]
     parts.append(html_pre("\n".join(rest)))
+    parts += [html_note(f"Why: {e.text}", warn=True) for e in explanations]
     publish("\n".join(lines), html_block(parts))
 
 
-def show_bench(bench: BenchResult) -> None:
-    """Display eager vs compiled time and the speedup."""
+def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
+    """Display eager vs compiled time, the speedup and, when it is no faster, why."""
     faster = bench.speedup
     verdict = f"{faster:.2f}x faster" if faster >= 1 else f"{1 / faster:.2f}x slower"
     text = (
@@ -109,4 +121,12 @@ def show_bench(bench: BenchResult) -> None:
         f"runs after {bench.eager.warmup} / {bench.compiled.warmup} warm-up runs"
         f"{'; CUDA synchronised' if bench.cuda else ''}) -> {verdict}"
     )
-    publish(text, html_block([html_note(text, warn=faster < 1)]))
+    if faster < 1.1 and not any(e.kind != "none" for e in explanations):
+        from .explain import no_known_cause
+
+        explanations = [*explanations, no_known_cause(faster)]
+    why = [f"Why: {e.text}" for e in explanations]
+    publish(
+        "\n".join([text, *why]),
+        html_block([html_note(text, warn=faster < 1), *(html_note(w, warn=True) for w in why)]),
+    )

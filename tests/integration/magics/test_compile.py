@@ -150,3 +150,32 @@ def test_unload_removes_the_reporter(shell: Shell) -> None:
     ran = shell.ok("g(torch.ones(2))")
     assert "torch.compile" not in ran.text
     assert torch.equal(ran.result.result, torch.full((2,), 5.0))
+
+
+def test_each_result_gets_its_own_reports_and_its_own_quiet(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("def f(t):\n    return t.relu() * 3\n")
+    shell.ok("rm = %compile model --backend eager -q -o")
+    shell.ok("rf = %compile f --backend eager -o")
+    quiet = shell.ok("out = model(x)")
+    assert "torch.compile" not in quiet.text  # model's -q quiets model's reports only
+    loud = shell.ok("f(torch.ones(3))")
+    assert "torch.compile in this cell" in loud.text
+    rm, rf = shell["rm"], shell["rf"]
+    assert len(rm.reports) == 1
+    assert len(rf.reports) == 1
+    assert rm.reports[0] is not rf.reports[0]
+    shell.ok("f(torch.ones(3)); out = model(x)")  # cached: nothing new for either
+    assert len(rm.reports) == 1
+    assert len(rf.reports) == 1
+
+
+def test_bench_says_why_compiled_is_no_faster(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok('r = %compile model --backend eager --bench "model(x)" -o')
+    r = shell["r"]
+    if r.bench.speedup < 1.1:  # the eager backend adds guards and fuses nothing: usually so
+        assert "Why: " in ran.text
+        assert r.explanations or "torch recorded no cause" in ran.text
+    else:
+        assert "Why: " not in ran.text
