@@ -209,8 +209,6 @@ def test_idle_split_adds_up_and_the_hint_names_the_largest_share(shell: Shell) -
     from jupyter_gpu.magics.profile.analysis import IDLE_LABELS
 
     total_idle = sum(r.idle_s.values())
-    window = r.profiler and ran.text  # the note shows the split
-    assert window
     assert r.gpu_idle_fraction is not None
     assert r.gpu_idle_fraction > 0.3  # tiny kernels: the GPU waits
     largest = max(r.idle_s, key=r.idle_s.get)
@@ -253,10 +251,11 @@ def test_amp_compare_on_a_model_that_fills_60_percent_of_the_gpu(shell: Shell) -
     import torch
 
     _free, total = torch.cuda.mem_get_info()
-    # AdamW keeps 4 copies (weights, grads, two moments) of fp32 parameters: 16 bytes each.
-    params = int(0.6 * total / 16)
+    # fp32 weights, gradients and AdamW's two moments: 16 bytes a parameter, 45 % of the GPU;
+    # a step's temporaries (AdamW's, autocast's weight copies) take it past 55 %. A second copy
+    # of that state beside it, as %amp compare kept before, does not fit.
     width = 8192
-    layers = max(1, params // (width * width))
+    layers = max(1, int(0.45 * total / 16) // (width * width))
     shell.run(
         "import torch.nn as nn\n"
         f"big = nn.Sequential(*[nn.Linear({width}, {width}, bias=False) for _ in range({layers})])"
@@ -264,17 +263,20 @@ def test_amp_compare_on_a_model_that_fills_60_percent_of_the_gpu(shell: Shell) -
         "bopt = torch.optim.AdamW(big.parameters(), lr=1e-4)\n"
         f"bx = torch.randn(8, {width}, device='cuda')\n"
         "def big_step():\n"
-        "    bopt.zero_grad(set_to_none=True)\n"
+        "    bopt.zero_grad(set_to_none=False)\n"
         "    loss = big(bx).float().square().mean()\n"
         "    loss.backward()\n"
         "    bopt.step()\n"
         "    return loss\n"
+        "big_step(); torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()\n"
         "big_step(); torch.cuda.synchronize()"
     )
-    used = torch.cuda.memory_allocated() / total
-    assert used > 0.55, f"the model fills {used:.0%} of the GPU, not 60 %"
+    peak = torch.cuda.max_memory_allocated() / total
+    LOG.append(f"model: {layers} layers of {width}x{width}; step peak {peak:.0%} of the GPU")
+    assert peak > 0.55, f"the training step fills {peak:.0%} of the GPU, not 60 %"
     ran = shell.run('cmp = %amp compare "big_step()" --model big --optimizer bopt --runs 2 -o')
     cmp = shell["cmp"]
     assert all(m.error is None for m in cmp.results), [m.error for m in cmp.results]
-    assert "CPU" in ran.text  # it said where it kept the saved state
     assert cmp.state_on == "cpu"
+    assert "host memory" in ran.text  # it said where it kept the saved state, and why
+    assert "OutOfMemory" not in ran.text

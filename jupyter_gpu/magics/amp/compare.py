@@ -50,6 +50,11 @@ class AmpComparison:
     device: str
     results: list[AmpModeResult] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    #: Where the saved training state was kept: "cuda", "cpu" (host), or "same" (CPU run).
+    state_on: str = "same"
+    #: The variable held fixed with --batch (``None``: the expression draws its own).
+    batch: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         times = ", ".join(f"{r.mode} {fmt_seconds(r.time_s)}" for r in self.results)
@@ -64,20 +69,55 @@ class AmpComparison:
         return base / this
 
 
+#: Keep the saved state on the GPU only while it takes at most this share of the memory the
+#: GPU has left (the steps still need theirs); on the host, pinned up to this share of the
+#: available RAM, pageable above it, and at most the last share.
+_GPU_SHARE = 0.4
+_PINNED_SHARE = 0.6
+_HOST_SHARE = 0.85
+
+
+def _tensors(value: Any, torch: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v, torch)]
+    return []
+
+
 class TrainingState:
-    """A copy of the model's and optimizer's state, their gradients and the RNG state."""
+    """A copy of the model's and optimizer's state, their gradients and the RNG state.
+
+    Where the copy lives is decided before copying: on the GPU when it fits well within the
+    memory the GPU has left, else on the host (pinned while that fits), so a model sized to the
+    GPU does not run out of memory in ``%amp compare``. ``restore`` copies the saved values
+    back into the model's and optimizer's own tensors, in place: no second copy on the GPU.
+
+    Raises:
+        UsageError: neither the GPU nor the host has room for the copy.
+    """
 
     def __init__(self, model: Any, optimizer: Any) -> None:
         torch = torch_module()
+        self.torch = torch
         self.model = model
         self.optimizer = optimizer
-        self.model_state = copy.deepcopy(model.state_dict()) if model is not None else None
+        self.gpu_room = self.host_room = 0
+        self.optim_devices: dict[tuple[int, str], Any] = {}
+        live = self._live_tensors()
+        self.saved_bytes = sum(int(t.numel() * t.element_size()) for t in live if t.is_cuda)
+        self.where, self.pinned = self._place(self.saved_bytes)
+        self.model_state = (
+            {k: self._save(v) for k, v in model.state_dict().items()} if model is not None else None
+        )
         self.grads = (
-            [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+            [None if p.grad is None else self._save(p.grad) for p in model.parameters()]
             if model is not None
             else None
         )
-        self.optim_state = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
+        self.optim_state, self.optim_groups = self._save_optimizer()
+        if self.where == "cpu":
+            torch.cuda.synchronize()  # the non-blocking copies to pinned memory are done
         self.cpu_rng = torch.get_rng_state()
         self.cuda_rng = (
             torch.cuda.get_rng_state_all()
@@ -85,20 +125,142 @@ class TrainingState:
             else None
         )
 
+    # ---------------------------------------------------------------- saving
+
+    def _live_tensors(self) -> list[Any]:
+        torch = self.torch
+        out: list[Any] = []
+        if self.model is not None:
+            out += list(self.model.state_dict().values())
+            out += [p.grad for p in self.model.parameters() if p.grad is not None]
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                out += _tensors(state, torch)
+        return out
+
+    def _place(self, nbytes: int) -> tuple[str, bool]:
+        """("cuda" or "cpu", pinned): where a copy of ``nbytes`` of GPU tensors fits."""
+        torch = self.torch
+        if nbytes == 0 or not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return "same", False
+        free, _ = torch.cuda.mem_get_info()
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        self.gpu_room = int(free + cached)
+        if nbytes <= _GPU_SHARE * self.gpu_room:
+            return "cuda", False
+        import psutil
+
+        self.host_room = int(psutil.virtual_memory().available)
+        if nbytes <= _PINNED_SHARE * self.host_room:
+            return "cpu", True
+        if nbytes <= _HOST_SHARE * self.host_room:
+            return "cpu", False
+        raise UsageError(
+            f"%amp compare saves the training state ({fmt_bytes(nbytes)}) to put it back after "
+            f"each mode, but neither the GPU ({fmt_bytes(self.gpu_room)} left) nor the host "
+            f"({fmt_bytes(self.host_room)} available) has room for it: compare on a smaller "
+            "model (fewer layers), then apply the winner to this one."
+        )
+
+    def _save(self, t: Any) -> Any:
+        t = t.detach()
+        if self.where == "cpu" and t.is_cuda:
+            copy_ = self.torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=self.pinned)
+            copy_.copy_(t, non_blocking=self.pinned)
+            return copy_
+        return t.clone()
+
+    def _save_optimizer(self) -> tuple[dict[int, dict[str, Any]] | None, list[dict[str, Any]]]:
+        opt = self.optimizer
+        if opt is None:
+            return None, []
+        torch = self.torch
+        state: dict[int, dict[str, Any]] = {}
+        for i, param in enumerate(self._params()):
+            if param in opt.state:
+                state[i] = {}
+                for k, v in opt.state[param].items():
+                    if isinstance(v, torch.Tensor):
+                        self.optim_devices[(i, k)] = v.device
+                        state[i][k] = self._save(v)
+                    else:
+                        state[i][k] = copy.deepcopy(v)
+        groups = [
+            {k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in opt.param_groups
+        ]
+        return state, groups
+
+    def _params(self) -> list[Any]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    # ---------------------------------------------------------------- restoring
+
     def restore(self) -> None:
-        torch = torch_module()
+        torch = self.torch
         with torch.no_grad():
             if self.model is not None and self.model_state is not None:
-                self.model.load_state_dict(self.model_state)
+                self.model.load_state_dict(self.model_state)  # copies into the live tensors
                 for p, g in zip(self.model.parameters(), self.grads or [], strict=False):
-                    p.grad = None if g is None else g.clone()
+                    if g is None:
+                        p.grad = None
+                    elif p.grad is not None and p.grad.shape == g.shape:
+                        p.grad.copy_(g)
+                    else:
+                        p.grad = g.to(p.device, copy=True)
             if self.optimizer is not None and self.optim_state is not None:
-                # A copy each time: load_state_dict may adopt our tensors (the step counts),
-                # which the next steps would then update in place.
-                self.optimizer.load_state_dict(copy.deepcopy(self.optim_state))
+                self._restore_optimizer()
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+
+    def _restore_optimizer(self) -> None:
+        torch, opt = self.torch, self.optimizer
+        saved = self.optim_state or {}
+        for i, param in enumerate(self._params()):
+            old = saved.get(i)
+            if old is None:
+                opt.state.pop(param, None)  # the optimizer had not stepped this parameter
+                continue
+            live = opt.state.get(param)
+            same = live is not None and live.keys() == old.keys()
+            new: dict[str, Any] = {}
+            for key, value in old.items():
+                current = live.get(key) if same and live is not None else None
+                if isinstance(value, torch.Tensor):
+                    if isinstance(current, torch.Tensor) and current.shape == value.shape:
+                        current.copy_(value)  # in place: the optimizer keeps its own tensors
+                        new[key] = current
+                    else:
+                        device = self.optim_devices.get((i, key), value.device)
+                        new[key] = value.to(device, copy=True)
+                else:
+                    new[key] = copy.deepcopy(value)
+            opt.state[param] = new
+        for group, old_group in zip(opt.param_groups, self.optim_groups, strict=False):
+            group.update(copy.deepcopy(old_group))
+
+    def release(self) -> None:
+        """Drop the saved copy (and the pinned host memory torch's allocator would keep)."""
+        pinned = self.pinned
+        self.model_state = self.grads = self.optim_state = None
+        if pinned:
+            empty = getattr(self.torch._C, "_host_emptyCache", None)
+            if empty is not None:
+                import gc
+
+                gc.collect()
+                empty()
+
+    def describe(self) -> str:
+        """Where the saved state was kept, for the report."""
+        if self.where == "cpu":
+            kind = "pinned host memory" if self.pinned else "host memory"
+            return (
+                f"The saved training state ({fmt_bytes(self.saved_bytes)}) was kept in {kind}: "
+                f"the GPU had {fmt_bytes(self.gpu_room)} left, too little for a copy beside the "
+                "steps. Restoring it after each mode costs a host-to-device copy."
+            )
+        return ""
 
 
 def _parse_modes(text: str) -> list[str]:
@@ -139,17 +301,38 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
         if mode in ("bf16", "fp16"):
             prec.make_autocast(device, mode)  # UsageError now rather than halfway through
 
-    comparison = AmpComparison(expr, device)
-    state = TrainingState(model, optimizer)
+    batch_name = getattr(args, "batch", None)
+    batch = lookup(shell.user_ns, batch_name, "--batch") if batch_name else None
+    if batch_name and batch_name not in expr:
+        raise UsageError(
+            f"--batch {batch_name}: the expression {expr} does not use {batch_name}; pass the "
+            f'batch to the step, e.g. %amp compare "train_step({batch_name})" --batch '
+            f"{batch_name}."
+        )
+
+    comparison = AmpComparison(expr, device, batch=batch_name)
+    state = TrainingState(model, optimizer)  # UsageError here if there is no room for it
+    comparison.state_on = state.where
     comparison.restored = [n for n in (args.model, args.optimizer) if n]
+    if state.describe():
+        comparison.notes.append(state.describe())
 
     def step() -> Any:
         return eval(code, shell.user_ns)  # noqa: S307  # the user's own expression
 
+    class _Start:
+        """Back to the same start before each mode: state, RNG and (--batch) the batch."""
+
+        @staticmethod
+        def restore() -> None:
+            state.restore()
+            if batch_name:
+                shell.user_ns[batch_name] = batch
+
     try:
         _warm_up(step, device)
         for mode in modes:
-            result = _run_mode(mode, device, step, state, args.runs, comparison.results)
+            result = _run_mode(mode, device, step, _Start, args.runs, comparison.results)
             if mode == "fp32" and result.error is not None:
                 raise UsageError(
                     f"{expr} failed in fp32, before any mixed precision ({result.error}): "
@@ -157,7 +340,8 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
                 )
             comparison.results.append(result)
     finally:
-        state.restore()
+        _Start.restore()
+        state.release()
     if not args.quiet:
         _show(comparison)
     return comparison if args.output else None
@@ -183,7 +367,7 @@ def _run_mode(
     mode: str,
     device: str,
     step: Any,
-    state: TrainingState,
+    state: Any,
     runs: int | None,
     previous: list[AmpModeResult],
 ) -> AmpModeResult:
@@ -270,6 +454,15 @@ def _show(comparison: AmpComparison) -> None:
         notes.append(
             "CPU: no peak-memory figure (torch tracks it for CUDA only); TF32 = fp32 here."
         )
+    if comparison.batch:
+        notes.append(f"The same batch ({comparison.batch}) in every mode (--batch).")
+    else:
+        notes.append(
+            "The loss column compares like with like only if the expression uses the same batch "
+            "in every mode: the RNG is reset per mode, so torch.randn/randint batches repeat, but "
+            "next(iterator) draws a new one. --batch NAME keeps the batch in NAME fixed."
+        )
+    notes += comparison.notes
     fp32 = next((r for r in comparison.results if r.mode == "fp32"), None)
     if fp32 is not None and fp32.loss is None:
         notes.append("The step returned no loss: make it return the loss to compare losses.")

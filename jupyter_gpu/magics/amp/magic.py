@@ -124,6 +124,7 @@ class AmpMagics(ShellMagics):
     @argument("--model", help="compare: the model's variable name, restored afterwards")
     @argument("--optimizer", help="compare: the optimizer's variable name, restored afterwards")
     @argument("--modes", default="fp32,tf32,bf16,fp16", help="compare: modes, comma-separated")
+    @argument("--batch", metavar="NAME", help="compare: the batch variable, the same in every mode")
     @argument("--runs", type=positive_int, help="compare: timed runs per mode (default: ~1 s)")
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
@@ -139,7 +140,9 @@ class AmpMagics(ShellMagics):
         %amp  shows what is on.  %amp tf32 on|off  switches TF32 for float32 matmuls/convs.
         %amp compare "train_step()" --model model --optimizer opt  runs the step under fp32,
         tf32, bf16 and fp16 from the same state and shows time, peak memory and loss side by
-        side; the model and optimizer are restored afterwards.
+        side; the model and optimizer are restored afterwards. --batch NAME keeps the batch in
+        NAME the same in every mode. The saved state stays on the GPU only when it has room
+        for it beside the steps; otherwise it is kept in (pinned) host memory, and said so.
 
         The default dtype is bf16 where supported, else fp16. With fp16 a torch.amp.GradScaler
         is put in the notebook as `scaler` and the recipe is printed.
@@ -297,8 +300,10 @@ class AmpMagics(ShellMagics):
     def _no_extra_args(args: argparse.Namespace, what: str) -> None:
         if args.args:
             raise UsageError(f"{what} takes no further words ({' '.join(args.args)}).")
-        if args.model or args.optimizer or args.runs:
-            raise UsageError(f"--model, --optimizer and --runs belong to %amp compare, not {what}.")
+        if args.model or args.optimizer or args.runs or args.batch:
+            raise UsageError(
+                f"--model, --optimizer, --runs and --batch belong to %amp compare, not {what}."
+            )
 
     def _ensure_scaler(self, name: str, device: str, *, quiet: bool) -> None:
         """Put a GradScaler in the notebook under ``name`` (unless one is there) and say how."""

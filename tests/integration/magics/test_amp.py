@@ -295,3 +295,36 @@ def test_compare_runs_each_step_on_its_fresh_weights(shell: Shell) -> None:
     shell.ok('%amp compare "drift_step()" --modes bf16 --runs 3 -q')
     assert len(shell["seen"]) >= 4  # the first step, one warm-up, three timed runs
     assert all(shell["seen"])
+
+
+def test_compare_batch_keeps_the_same_batch_in_every_mode(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok(
+        "batch = torch.randn(8, 16)\n"
+        "first = batch\n"
+        "def drifting_step(b):\n"
+        "    global batch\n"
+        "    loss = torch.nn.functional.mse_loss(model(b), y)\n"
+        "    batch = b + 1.0  # the next call would see another batch\n"
+        "    return loss\n"
+    )
+    ran = shell.ok(
+        'r = %amp compare "drifting_step(batch)" --batch batch --model model --optimizer opt '
+        "--modes fp32,bf16 --runs 2 -o"
+    )
+    r = shell["r"]
+    assert r.batch == "batch"
+    bf16 = next(m for m in r.results if m.mode == "bf16")
+    assert bf16.loss_diff is not None
+    assert bf16.loss_diff < 0.05  # the same batch: the losses are comparable
+    assert "The same batch (batch) in every mode" in ran.text
+    assert shell["batch"] is shell["first"]  # put back as it was
+
+
+def test_compare_without_batch_says_the_expression_must_use_the_same_batch(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    ran = shell.ok('%amp compare "train_step()" --modes fp32,bf16 --runs 2')
+    assert "--batch NAME keeps the batch" in ran.text
+    message = shell.usage_error('%amp compare "train_step()" --batch x')
+    assert "does not use x" in message
+    assert "no variable named nope" in shell.usage_error('%amp compare "f(nope)" --batch nope')
