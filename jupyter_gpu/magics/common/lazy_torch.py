@@ -78,6 +78,18 @@ def describe_device(device: str) -> str:
     return device
 
 
+def holds_no_memory(t: Any) -> bool:
+    """A meta tensor or a FakeTensor (torch.compile's stand-in): shapes only, no storage.
+
+    Inspecting a FakeTensor's storage makes torch warn ("Accessing the data pointer of
+    FakeTensor is deprecated"), so the memory magics skip them before touching it.
+    """
+    if getattr(t, "is_meta", False):
+        return True
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return fake is not None and isinstance(t, fake.FakeTensor)
+
+
 def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes of a tensor's storage (shared by its views), 0 where there is none (meta)."""
     try:

@@ -14,7 +14,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, tensor_bytes, torch_if_imported
+from jupyter_gpu.magics.common.lazy_torch import (
+    cuda_in_use,
+    holds_no_memory,
+    tensor_bytes,
+    torch_if_imported,
+)
 
 from .last_error import last_error, last_error_tracebacks, release_last_error, traceback_locals
 from .tensors import holds_tensor, output_cache
@@ -57,6 +62,8 @@ def _candidates(shell: Any) -> list[tuple[weakref.ref[Any], int, int]]:
 
     def collect(value: Any, depth: int = 0) -> None:
         if isinstance(value, torch.Tensor):
+            if holds_no_memory(value):
+                return
             try:
                 ptr = int(value.untyped_storage().data_ptr())
             except (RuntimeError, NotImplementedError):

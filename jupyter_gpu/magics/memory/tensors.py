@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import tensor_bytes, torch_module
+from jupyter_gpu.magics.common.lazy_torch import holds_no_memory, tensor_bytes, torch_module
 
 from .last_error import last_error_tracebacks, traceback_locals
 
@@ -98,7 +98,7 @@ class _Walker:
         self.visits = 0
 
     def tensor(self, t: Any, name: str, origin: int) -> None:
-        if not device_matches(t, self.device) or t.is_meta:
+        if not device_matches(t, self.device) or holds_no_memory(t):
             return
         try:
             ptr = int(t.untyped_storage().data_ptr())
@@ -238,7 +238,7 @@ def _count_unnamed(walker: _Walker) -> None:
                 continue
     for obj in objects:
         try:
-            if not device_matches(obj, walker.device) or obj.is_meta:
+            if not device_matches(obj, walker.device) or holds_no_memory(obj):
                 continue
             ptr = int(obj.untyped_storage().data_ptr())
         except (RuntimeError, NotImplementedError, ReferenceError):

@@ -184,3 +184,25 @@ def test_bad_input(shell: Shell) -> None:
     assert "--free" in shell.usage_error("%%memsummary --free\nz = 1")
     assert "at least 1" in shell.usage_error("%memsummary -n 0")
     assert "whole number" in shell.usage_error("%memsummary -d one")
+
+
+def test_fake_and_meta_tensors_are_skipped_without_a_warning(shell: Shell) -> None:
+    shell.ok(
+        "import warnings\n"
+        "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "with FakeTensorMode():\n"
+        "    fake = torch.empty(1000, 1000)\n"
+        "meta = torch.empty(1000, 1000, device='meta')\n"
+        "real = torch.ones(256, 256)"
+    )
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ran = shell.ok("s = %memsummary -o")
+    names = {name for t in shell["s"].tensors for name in t.names}
+    assert "real" in names
+    assert "fake" not in names
+    assert "meta" not in names
+    assert "FakeTensor" not in ran.text
+    assert not [w for w in caught if "FakeTensor" in str(w.message)]
