@@ -1,10 +1,10 @@
 """IPython magics for PyTorch on GPUs, registered by ``%load_ext jupyter_gpu``.
 
-``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%%profile``, ``%gpu``
-and ``%%torchrun`` (see docs/magics.md). Loading them imports neither torch nor plotly: each
-magic imports torch when it runs. Unloading removes the magics and every hook they installed.
-While loaded, an exit hook resets torch.compile's caches before IPython clears the namespace at
-exit.
+``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%profile``/``%%profile``,
+``%gpu`` and ``%%torchrun`` (see docs/magics.md). Loading them imports neither torch nor
+plotly: each magic imports torch when it runs. Unloading removes the magics and every hook they
+installed. While loaded, an exit hook resets torch.compile's caches before IPython clears the
+namespace at exit, and torch's warnings show as one short note each (``common/quiet.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .amp import AmpMagics
+from .common.quiet import ACTIVE as QUIET_ACTIVE
+from .common.quiet import Quiet
 from .compile import CompileMagics
 from .gpu import GpuMagics
 from .memory import MemoryMagics
@@ -53,6 +55,7 @@ class _Loaded:
     def __init__(self) -> None:
         self.instances: list[Magics] = []
         self.replaced: dict[tuple[str, str], Any] = {}
+        self.quiet: Quiet | None = None
 
 
 _loaded: weakref.WeakKeyDictionary[InteractiveShell, _Loaded] = weakref.WeakKeyDictionary()
@@ -72,6 +75,10 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
                     record.replaced[(kind, name)] = table[kind][name]
         ipython.register_magics(instance)
         record.instances.append(instance)
+    # torch's warnings become one short note each (common/quiet.py)
+    record.quiet = Quiet(ipython)
+    record.quiet.install()
+    QUIET_ACTIVE.append(record.quiet)
     _loaded[ipython] = record
     # atexit runs the last registered first: this runs before the shell's own exit hook.
     atexit.unregister(_reset_dynamo_at_exit)
@@ -98,6 +105,10 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     record = _loaded.pop(ipython, None)
     if record is None:
         return
+    if record.quiet is not None:
+        record.quiet.uninstall()
+        if record.quiet in QUIET_ACTIVE:
+            QUIET_ACTIVE.remove(record.quiet)
     table = ipython.magics_manager.magics
     for instance in record.instances:
         unload = getattr(instance, "unload", None)

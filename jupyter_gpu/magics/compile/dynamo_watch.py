@@ -148,6 +148,7 @@ class DynamoWatch:
         self._saved: list[tuple[logging.Logger, int, bool, _BreakCollector]] = []
         self._counters: dict[str, dict[str, int]] = {}
         self._metric_ids: set[int] = set()
+        self._paused: list[Any] = []
         self._start = 0.0
 
     def start(self) -> None:
@@ -163,6 +164,11 @@ class DynamoWatch:
             if not user_enabled:  # keep the records to ourselves: nothing printed
                 logger.setLevel(logging.DEBUG)
                 logger.propagate = False
+        from jupyter_gpu.magics.common.quiet import ACTIVE
+
+        self._paused = list(ACTIVE)
+        for quiet in self._paused:  # the skip reasons are ours to report now
+            quiet.paused += 1
         self._start = time.perf_counter()
 
     def stop(self, cell_names: dict[str, int], *, scan_cache: bool = True) -> CompileReport | None:
@@ -173,6 +179,9 @@ class DynamoWatch:
             logger.setLevel(level)
             logger.propagate = propagate
         self._saved.clear()
+        for quiet in self._paused:
+            quiet.paused -= 1
+        self._paused = []
         new = [m for m in _metrics() if id(m) not in self._metric_ids]
         after = _counter_snapshot()
 

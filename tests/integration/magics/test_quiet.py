@@ -1,0 +1,98 @@
+"""Torch's warnings show once, as a short note that says what to do (a real IPython shell)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+
+from .conftest import Shell
+
+TF32 = (
+    "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. "
+    "Consider setting `torch.set_float32_matmul_precision('high')` for better performance."
+)
+
+
+def test_a_known_python_warning_becomes_one_note(
+    recwarn: pytest.WarningsRecorder, shell: Shell
+) -> None:
+    shell.ok("import warnings")
+    first = shell.ok(f"warnings.warn({TF32!r})")
+    assert "Note: TF32 is off" in first.text
+    assert "%amp tf32 on" in first.text
+    assert "UserWarning" not in first.text
+    again = shell.ok(f"warnings.warn({TF32!r}, stacklevel=1); 1")
+    assert "TF32" not in again.text  # once per kernel
+    assert not [w for w in recwarn if "TensorFloat32" in str(w.message)]
+
+
+def test_other_warnings_pass_untouched(recwarn: pytest.WarningsRecorder, shell: Shell) -> None:
+    # recwarn is set up before the shell: the shell's hook hands other warnings on to it
+    shell.ok("import warnings")
+    ran = shell.ok("warnings.warn('my own warning')")
+    assert [w for w in recwarn if str(w.message) == "my own warning"]
+    assert "Note:" not in ran.text
+
+
+def test_a_restarted_profiler_gets_the_acc_events_note_not_the_warning(shell: Shell) -> None:
+    ran = shell.ok(
+        "p = torch.profiler.profile()\n"
+        "for _ in range(2):\n"
+        "    p.start()\n"
+        "    torch.ones(4).sum()\n"
+        "    p.stop()\n"
+    )
+    assert "Profiler clears events" not in ran.text  # torch warns once per process, if at all
+    shell.ok("import warnings")
+    noted = shell.ok(
+        "warnings.warn('Warning: Profiler clears events at the end of each cycle. Only events "
+        "from the current cycle will be reported. To keep events across cycles, set "
+        "acc_events=True.')"
+    )
+    both = ran.text + noted.text  # the real restart warns once per process, if not earlier
+    assert both.count("Note: A torch.profiler.profile object was started again") == 1
+
+
+def test_compile_warning_logs_become_notes(shell: Shell) -> None:
+    import torch._logging._internal as internal
+
+    ran = shell.ok(
+        "import logging\n"
+        "logging.getLogger('torch._dynamo.convert_frame').warning(\n"
+        "    \"torch._dynamo hit config.recompile_limit (8)\\n   function: 'f' (x.py:1)\")"
+    )
+    assert "Note: torch.compile stopped recompiling after 8 recompiles" in ran.text
+    assert "--dynamic" in ran.text
+    filtered = [h for h in internal.handlers if h.filters]
+    assert filtered  # on torch's own handlers: the raw line is dropped there
+    assert all(not f.filter(_record("torch._inductor.utils")) for h in filtered for f in h.filters)
+    other = shell.ok(
+        "logging.getLogger('torch._inductor.utils').warning('Online softmax is disabled')"
+    )
+    assert "Note: torch.compile warned: Online softmax is disabled" in other.text
+
+
+def test_the_cudagraph_skip_record_becomes_a_note(shell: Shell) -> None:
+    ran = shell.ok(
+        "import logging\n"
+        "logging.getLogger('torch._inductor.cudagraph_utils.__cudagraphs').warning(\n"
+        "    'skipping cudagraphs due to mutated inputs (2 instances). Found from :')"
+    )
+    assert "Note: CUDA graphs were skipped: mutated inputs (2 instances)" in ran.text
+
+
+def test_unload_puts_everything_back(shell: Shell) -> None:
+    import torch._logging._internal as internal
+
+    ours = warnings.showwarning
+    shell.ok("%unload_ext jupyter_gpu")
+    assert warnings.showwarning is not ours
+    assert not any(h.filters for h in internal.handlers)
+    logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+    assert not logger.handlers
+
+
+def _record(name: str) -> logging.LogRecord:
+    return logging.LogRecord(name, logging.WARNING, __file__, 1, "a warning", None, None)
