@@ -6,6 +6,10 @@ GPU's history: there is no GPU in CI); tests/gpu/test_magics_gpu.py checks real 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from jupyter_gpu.magics.compile.dynamo_watch import summarize_reason
 from jupyter_gpu.magics.memory.timeline import build_timeline, timeline_figure
 
@@ -78,3 +82,24 @@ def test_figures_are_valid_plotly_specs() -> None:
     go.Figure(timeline_figure(timeline))
     bars = [Bar("CPU thread 0", 0.0, 1e-3, "aten::mm"), Bar("GPU 0 stream 7", 2e-4, 9e-4, "gemm")]
     go.Figure(bars_figure(bars, "t"))
+
+
+def test_snapshot_records_python_only_stacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With every frame (C++ too) a dump took minutes where Python-only stacks take seconds.
+    import torch
+
+    from jupyter_gpu.magics.memory.timeline import recording
+
+    calls: list[tuple[Any, dict[str, Any]]] = []
+
+    def record(enabled: Any = "all", **kwargs: Any) -> None:
+        calls.append((enabled, kwargs))
+
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", record)
+    monkeypatch.setattr(torch._C, "_cuda_isHistoryEnabled", lambda: False, raising=False)
+    with recording(1000) as ours:
+        assert ours
+    assert calls[0][0] == "all"
+    assert calls[0][1]["stacks"] == "python"
+    assert calls[0][1]["max_entries"] == 1000
+    assert calls[1][0] is None  # stopped after the block
