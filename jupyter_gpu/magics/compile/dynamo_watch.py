@@ -75,7 +75,10 @@ class CompileReport:
     failures: list[str] = field(default_factory=list)
     cache_hits: dict[str, int] = field(default_factory=dict)
     cache_misses: dict[str, int] = field(default_factory=dict)
+    #: Bytes the stretch added to the on-disk caches; ``None`` while being measured (the
+    #: walk ends after the cell when the cache is large: cache_walk.py) or when unknown.
     cache_bytes_added: int | None = None
+    cache_pending: bool = False
     cell: int | None = None
     #: Why CUDA graphs were skipped, torch's words ("mutated inputs (1 instances)").
     cudagraph_skips: list[str] = field(default_factory=list)
@@ -128,21 +131,10 @@ def _metrics() -> list[Any]:
     return list(get_compilation_metrics())
 
 
-def cache_size_bytes() -> int | None:
-    """Bytes in the torch.compile caches on disk (Inductor, Triton); ``None`` if unreadable."""
-    try:
-        from jupyter_gpu.sampling import scan_caches
-
-        return int(scan_caches().size_bytes)
-    except OSError:
-        return None
-
-
 class DynamoWatch:
     """Record what torch.compile does between :meth:`start` and :meth:`stop`."""
 
-    def __init__(self, cache_bytes_before: int | None = None) -> None:
-        self.cache_bytes_before = cache_bytes_before
+    def __init__(self) -> None:
         self._collector = _BreakCollector()
         self._cudagraphs = _BreakCollector()
         self._saved: list[tuple[logging.Logger, int, bool, _BreakCollector]] = []
@@ -171,7 +163,7 @@ class DynamoWatch:
             quiet.paused += 1
         self._start = time.perf_counter()
 
-    def stop(self, cell_names: dict[str, int], *, scan_cache: bool = True) -> CompileReport | None:
+    def stop(self, cell_names: dict[str, int]) -> CompileReport | None:
         """The report, or ``None`` if nothing was compiled; always detaches from the loggers."""
         wall = time.perf_counter() - self._start
         for logger, level, propagate, collector in self._saved:
@@ -226,10 +218,6 @@ class DynamoWatch:
                 if getattr(m, "co_filename", None)
             ],
         )
-        if scan_cache and self.cache_bytes_before is not None:
-            now = cache_size_bytes()
-            if now is not None:
-                report.cache_bytes_added = max(0, now - self.cache_bytes_before)
         return report
 
     def _cudagraph_skips(self, new_metrics: list[Any]) -> list[str]:

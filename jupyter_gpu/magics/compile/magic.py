@@ -23,7 +23,8 @@ from jupyter_gpu.magics.common.cell import cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
 from jupyter_gpu.measure import Timing, time_steady
 
-from .dynamo_watch import CompileReport, DynamoWatch, cache_size_bytes
+from .cache_walk import SIZER, WAIT_S
+from .dynamo_watch import CompileReport, DynamoWatch
 from .explain import Explanation, from_report, launch_bound, profile_call, tf32_off
 from .report import show_bench, show_compiled, show_report
 
@@ -103,6 +104,30 @@ class CompileResult:
         )
 
 
+def measure_cache(report: CompileReport) -> None:
+    """Bytes the compile added on disk: at once for a small cache, else when the walk ends.
+
+    The difference between the walk before (the last finished one) and a walk now; a walk
+    that outlasts ``WAIT_S`` leaves the figure to the background thread and the report says
+    it is being measured.
+    """
+    before = SIZER.latest
+    walk = SIZER.refresh()
+    done, now = walk.wait(WAIT_S)
+    if done:
+        if before is not None and now is not None:
+            report.cache_bytes_added = max(0, now - before)
+        return
+    report.cache_pending = True
+
+    def fill(after: int | None) -> None:
+        report.cache_pending = False
+        if before is not None and after is not None:
+            report.cache_bytes_added = max(0, after - before)
+
+    walk.then(fill)
+
+
 def eager_original(value: Any) -> Any | None:
     """The eager object behind a ``torch.compile`` result, or ``None`` if it is not compiled."""
     torch_module()
@@ -118,15 +143,14 @@ class CompileWatcher:
 
     torch.compile compiles at the first call, so the report of ``%compile NAME`` (without
     ``--bench``) comes after the cell that first calls ``NAME``; recompiles later show the same
-    way. ``cache_bytes`` is the last known size of the on-disk caches (a walk per cell would cost
-    milliseconds; only compiles add to them, and each report measures again).
+    way. The on-disk caches are walked in a background thread (cache_walk.py) after a cell that
+    compiled: the cell waits for the walk a few milliseconds at most.
     """
 
     def __init__(self, magics: CompileMagics) -> None:
         self.magics = magics
         self.shell = magics.shell
         self.watch: DynamoWatch | None = None
-        self.cache_bytes: int | None = None
         #: Names of the compiled modules called in this cell (their forward pre-hooks add them).
         self.called: set[str] = set()
 
@@ -142,7 +166,7 @@ class CompileWatcher:
             if fn in self.shell.events.callbacks[event]:
                 self.shell.events.unregister(event, fn)
         if self.watch is not None:
-            self.watch.stop({}, scan_cache=False)
+            self.watch.stop({})
             self.watch = None
 
     def rebaseline(self) -> None:
@@ -151,9 +175,9 @@ class CompileWatcher:
 
     def pre_run_cell(self, info: Any = None) -> None:
         if self.watch is not None:
-            self.watch.stop({}, scan_cache=False)
+            self.watch.stop({})
         self.called.clear()
-        self.watch = DynamoWatch(self.cache_bytes)
+        self.watch = DynamoWatch()
         self.watch.start()
 
     def post_run_cell(self, result: Any = None) -> None:
@@ -164,8 +188,7 @@ class CompileWatcher:
         if report is None:
             return
         report.cell = getattr(result, "execution_count", None)
-        if report.cache_bytes_added is not None and self.cache_bytes is not None:
-            self.cache_bytes += report.cache_bytes_added
+        measure_cache(report)
         owners = [r for r in self.magics.results.values() if r.owns(report, self.called)]
         explanations = from_report(report)
         for result in owners:
@@ -319,7 +342,7 @@ class CompileMagics(ShellMagics):
         user_ns[result.name] = result.eager
         eager = time_steady(run, warmup=2)
         user_ns[result.name] = result.compiled
-        watch = DynamoWatch(cache_size_bytes())
+        watch = DynamoWatch()
         watch.start()
         try:
             run()  # the first call compiles
@@ -328,6 +351,7 @@ class CompileMagics(ShellMagics):
         explanations: list[Explanation] = []
         if report is not None:
             report.cell = self.shell.execution_count
+            measure_cache(report)
             result.reports.append(report)
             explanations = from_report(report, result.options)
             if not quiet:
@@ -371,7 +395,8 @@ class CompileMagics(ShellMagics):
     def _ensure_watcher(self) -> None:
         if self.watcher is None:
             self.watcher = CompileWatcher(self)
-            self.watcher.cache_bytes = cache_size_bytes()
+            if SIZER.latest is None:
+                SIZER.refresh()  # the baseline, walked in the background
             self.watcher.start()
             self.watcher.pre_run_cell()  # this cell's compiles (none yet) count from now
 

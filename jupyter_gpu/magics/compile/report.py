@@ -71,11 +71,12 @@ def report_lines(report: CompileReport, context: str) -> list[str]:
         f"{kind} {hits} hit(s) / {report.cache_misses.get(kind, 0)} miss(es)"
         for kind, hits in report.cache_hits.items()
     )
-    disk = (
-        f"; on disk {fmt_signed_bytes(report.cache_bytes_added)}"
-        if report.cache_bytes_added is not None
-        else ""
-    )
+    if report.cache_bytes_added is not None:
+        disk = f"; on disk {fmt_signed_bytes(report.cache_bytes_added)}"
+    elif report.cache_pending:
+        disk = "; on disk: being measured after the cell (a large cache), see .reports"
+    else:
+        disk = ""
     lines.append(f"  caches: {caches}{disk}")
     if report.cudagraph_skips:
         lines.append(f"  CUDA graphs skipped: {'; '.join(report.cudagraph_skips)}")

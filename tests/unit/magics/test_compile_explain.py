@@ -18,7 +18,7 @@ def test_the_cudagraph_skip_log_is_caught_and_kept_off_stderr(capsys: object) ->
             '   File "/tmp/x.py", line 3, in step'
         )
     finally:
-        report = watch.stop({}, scan_cache=False)
+        report = watch.stop({})
     assert report is not None
     assert report.cudagraph_skips == ["mutated inputs (1 instances)"]
     assert logger.propagate is False or logger.level != logging.DEBUG  # put back
