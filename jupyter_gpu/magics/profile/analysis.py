@@ -259,6 +259,8 @@ def analyse(
     activity: list[tuple[GpuActivity, int]] = []  # with the correlation id of its launch
     launches: dict[int, float] = {}
     threads: dict[int, str] = {}
+    sync_events: list[tuple[float, str, Any]] = []
+    own_start = math.inf
     for evt in events:
         kind = device_kind(evt)
         if totals is not None:
@@ -272,6 +274,8 @@ def analyse(
             continue
         if evt.is_user_annotation:
             start, end = evt.time_range.start * _US, evt.time_range.end * _US
+            if name == OWN_RANGE and not gpu:
+                own_start = start
             _add_range(ranges, name, gpu, end - start)
             if not gpu and evt.cpu_parent is None and not evt.is_async:
                 any_top = True  # the ops inside are not top-level: the range spans them
@@ -295,10 +299,7 @@ def analyse(
         if name.startswith("cu"):  # a CUDA runtime or driver call
             launches[evt.id] = evt.time_range.start * _US
             if _is_sync(name) and not _under_own_range(evt):
-                syncs.by_call[name] += 1
-                where = _user_place(evt, cell_names) if stack else ""
-                if where:
-                    syncs.places[where] += 1
+                sync_events.append((evt.time_range.start * _US, name, evt))
         if not stack and (evt.cpu_parent is not None or evt.is_async):
             continue  # an op inside another op, or an async one: not on the timeline
         if stack and _is_python(evt):
@@ -315,6 +316,13 @@ def analyse(
                 bars.append(Bar(lane, start, end, name[:120]))
             any_top = True
             first_start, last_end = min(first_start, start), max(last_end, end)
+    for start, name, evt in sync_events:
+        if start >= own_start:  # after the cell: %%profile's own sync, or the profiler's
+            continue
+        syncs.by_call[name] += 1
+        where = _user_place(evt, cell_names) if stack else ""
+        if where:
+            syncs.places[where] += 1
     called_from = {name: counter.most_common(1)[0][0] for name, counter in places.items()}
     if totals is not None:
         analysis.rows = totals.rows(called_from)
@@ -485,7 +493,7 @@ def _idle_hint(a: Analysis) -> str:
         )
     if kind == "kernels":
         return (
-            f"{share} between back-to-back kernels ({a.kernel_count:,} kernels of "
+            f"{share} between kernels, queued back to back ({a.kernel_count:,} kernels of "
             f"{fmt_seconds(mean_kernel)} on average): each launch costs a few µs of GPU time. "
             "Fewer, larger kernels help: torch.compile fuses them, --mode reduce-overhead "
             "replays them as a CUDA graph."

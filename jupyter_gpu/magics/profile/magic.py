@@ -195,7 +195,9 @@ class ProfileMagics(ShellMagics):
             activities=activities, profile_memory=args.memory, with_stack=args.stack
         )
         cell_names = cell_filenames(self.shell)
-        spy = SyncSpy(torch, cell_names) if cuda and not args.stack else None
+        # Places syncs without --stack; only where CUDA is up already (never initialises it).
+        traced = cuda and not args.stack and torch.cuda.is_initialized()
+        spy = SyncSpy(torch, cell_names) if traced else None
         start = time.perf_counter()
         with prof:  # __exit__ stops the profiler whatever the cell does
             if spy is not None:
