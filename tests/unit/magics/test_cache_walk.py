@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from jupyter_gpu.magics.compile import magic
 from jupyter_gpu.magics.compile.cache_walk import WAIT_S, CacheSizer
 from jupyter_gpu.magics.compile.dynamo_watch import CompileReport
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _report() -> CompileReport:
@@ -75,3 +81,28 @@ def test_a_refresh_during_a_walk_walks_again_after_it() -> None:
     assert first.wait(5) == (True, 1)
     assert second.wait(5) == (True, 2)
     assert scan.calls == 2
+
+
+def test_the_benchmark_runs_at_smoke_size(tmp_path: Path) -> None:
+    # benchmarks/compile_cache_walk.py at 300 files, so that it does not rot (RESULTS.md has
+    # the 100,000-file figures).
+    out = tmp_path / "walk.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "compile_cache_walk.py"),
+            "--files",
+            "300",
+            "--cells",
+            "2",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    figures = json.loads(out.read_text())
+    assert figures["files"] == 300
+    assert figures["reports_with_figure_after_walk"] == 2
+    assert figures["cache_part_ms_max"] < 1000
