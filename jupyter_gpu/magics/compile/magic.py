@@ -191,6 +191,11 @@ class CompileWatcher:
         measure_cache(report)
         owners = [r for r in self.magics.results.values() if r.owns(report, self.called)]
         explanations = from_report(report)
+        said = any(e.kind == "tf32" for r in owners for e in r.explanations)
+        if owners and not said:  # TF32 off: said at a result's first compile, not every one
+            tf32 = tf32_off(owners[0].eager)
+            if tf32 is not None:
+                explanations.append(tf32)
         for result in owners:
             result.reports.append(report)
             result.explanations.extend(explanations)
