@@ -7,6 +7,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import {
   ApiError,
+  ICacheCleared,
   IDevicesInfo,
   IGpuTransport,
   IHistory,
@@ -33,6 +34,17 @@ export class GpuApiClient implements IGpuTransport {
     const query =
       since === undefined ? '' : `?since=${encodeURIComponent(since)}`;
     return this._get<IHistory>(`history${query}`);
+  }
+
+  /**
+   * `POST compile-cache/clear` for the cache of `id` (from a sample's `compile_cache.dirs`).
+   * ServerConnection sends the XSRF token the server requires. Rejects with an `ApiError`.
+   */
+  clearCompileCache(id: string): Promise<ICacheCleared> {
+    return this._get<ICacheCleared>('compile-cache/clear', {
+      method: 'POST',
+      body: JSON.stringify({ id })
+    });
   }
 
   openStream(handlers: IStreamHandlers): IStreamConnection {
@@ -67,11 +79,11 @@ export class GpuApiClient implements IGpuTransport {
     };
   }
 
-  private async _get<T>(path: string): Promise<T> {
+  private async _get<T>(path: string, init: RequestInit = {}): Promise<T> {
     const url = URLExt.join(this.settings.baseUrl, API_PATH, path);
     let response: Response;
     try {
-      response = await ServerConnection.makeRequest(url, {}, this.settings);
+      response = await ServerConnection.makeRequest(url, init, this.settings);
     } catch (err) {
       throw new ApiError(0, err instanceof Error ? err.message : String(err));
     }

@@ -20,7 +20,14 @@ function rowOf(sample: ISample): Map<string, number | null> {
   const row = new Map<string, number | null>();
   row.set('host.cpu', sample.host?.cpu_pct ?? null);
   row.set('host.mem', sample.host?.mem_used_bytes ?? null);
-  row.set('cache.size', sample.compile_cache?.size_bytes ?? null);
+  // A cache not scanned yet has an unknown size, not 0 (a 0 here drew "+149 MiB in 2 min").
+  const cache = sample.compile_cache;
+  row.set(
+    'cache.size',
+    cache && cache.scanned_ts !== null && cache.scanned_ts !== undefined
+      ? cache.size_bytes
+      : null
+  );
   for (const device of sample.devices ?? []) {
     const ok = device.state === 'ok';
     const i = device.index;

@@ -165,7 +165,7 @@ export function statusText(
     const reason = latest.reason ?? info.reason ?? 'No NVIDIA GPU found';
     return {
       text: 'No GPU',
-      title: `${noGpuMessage(reason)}. Click for the host metrics.`
+      title: `${noGpuMessage(reason)}. ${plainNoGpu(reason)} Open the panel for the host metrics.`
     };
   }
   const lines = devices.map(d =>
@@ -227,6 +227,48 @@ export function noGpuMessage(reason: string | null): string {
     return reason || lead;
   }
   return `${lead}: ${reason}`;
+}
+
+/** Where to see the monitor without a GPU (said with every "No GPU"). */
+export const SIMULATED_DEMO =
+  'To see the monitor without a GPU, start JupyterLab with --JupyterGpu.backend=simulated (labelled, simulated GPUs).';
+
+/**
+ * What a no-GPU reason means in plain words, and where the simulated demo is (the same
+ * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
+ */
+export function plainNoGpu(reason: string | null): string {
+  const r = reason ?? '';
+  if (r.includes('switched off')) {
+    return "GPU monitoring is switched off on this server (JupyterGpu.backend is 'none').";
+  }
+  const plain: [string, string][] = [
+    [
+      'NVML Shared Library Not Found',
+      'This machine has no NVIDIA driver (its library libnvidia-ml.so.1 is not installed), so there is no NVIDIA GPU to use here.'
+    ],
+    [
+      'NVIDIA driver is not loaded',
+      'The NVIDIA driver is installed but not running (load the nvidia kernel module, or reboot).'
+    ],
+    [
+      'No NVIDIA GPU found',
+      'The NVIDIA driver is there but found no GPU on this machine.'
+    ],
+    [
+      'nvidia-ml-py is not installed',
+      'The nvidia-ml-py package is missing (pip install nvidia-ml-py), so the GPUs cannot be read.'
+    ],
+    [
+      'No permission to use NVML',
+      'This user may not read the GPUs through the NVIDIA driver (ask the administrator).'
+    ]
+  ];
+  const found = plain.find(([key]) => r.includes(key));
+  const text = found
+    ? found[1]
+    : `No NVIDIA GPU can be used here${r ? ` (${r})` : ''}.`;
+  return `${text} ${SIMULATED_DEMO}`;
 }
 
 /** "torch.compile cache: +12.0 MiB in 5 min", from the buffer's first and last known sizes. */

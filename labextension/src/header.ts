@@ -4,7 +4,7 @@
  * server unreachable with a *Retry now* button).
  */
 import { el, setData, setHidden, setText, setTitle } from './dom';
-import { noGpuMessage } from './format';
+import { noGpuMessage, plainNoGpu } from './format';
 import { ConnectionStatus, GpuMonitorModel } from './model';
 import { IDevicesInfo } from './types';
 
@@ -99,7 +99,8 @@ export class PanelHeader {
       !(latest && latest.devices.length)
     ) {
       kind = 'no-gpu';
-      text = `${noGpuMessage(latest?.reason ?? info.reason)}. Host metrics are still shown.`;
+      const reason = latest?.reason ?? info.reason;
+      text = `${noGpuMessage(reason)}. ${plainNoGpu(reason)} Host metrics are still shown.`;
     } else if (info?.simulated || latest?.simulated) {
       kind = 'simulated';
       text =

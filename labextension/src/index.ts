@@ -18,6 +18,7 @@ import { GpuPanel } from './panel';
 import { DEFAULT_SETTINGS, readSettings } from './settings';
 import { GpuStatusItem } from './statusbar';
 import tutorialsPlugin from './tutorials';
+import { confirm, kernelActions } from './kernelactions';
 
 const PLUGIN_ID = 'jupyter-gpu:plugin';
 const OPEN_COMMAND = 'jupyter-gpu:open';
@@ -46,10 +47,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
       refreshMs: DEFAULT_SETTINGS.refreshIntervalMs,
       windowS: DEFAULT_SETTINGS.historyWindowS
     });
+    const client = new GpuApiClient(app.serviceManager.serverSettings);
     const panel = new GpuPanel({
       model,
       openNotebook: path =>
-        void app.commands.execute('docmanager:open', { path })
+        void app.commands.execute('docmanager:open', { path }),
+      processActions: kernelActions(app),
+      cacheActions: { confirm, clear: id => client.clearCompileCache(id) }
     });
     panel.title.icon = gpuIcon;
     app.shell.add(panel, 'left', { rank: 700 });

@@ -12,6 +12,8 @@ import { DEFAULT_SETTINGS, IMonitorSettings } from './settings';
 import { setData, setHidden } from './dom';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
 import { ModelView } from './view';
+import { IProcessActions, ProcessTable } from './proctable';
+import { CacheSection, ICacheActions } from './cachesection';
 
 /** The performance-timeline name of one panel update (read by the browser benchmark). */
 export const UPDATE_MEASURE = 'jupyter-gpu:update';
@@ -34,6 +36,10 @@ export interface IPanelOptions {
   model: GpuMonitorModel;
   /** Opens a notebook by path (its name in a card is then a button). */
   openNotebook?: (path: string) => void;
+  /** The process table's kernel actions (none: the table only shows). */
+  processActions?: IProcessActions;
+  /** Clearing a compile cache (none: no "Clear…" buttons). */
+  cacheActions?: ICacheActions;
 }
 
 export class GpuPanel extends ModelView {
@@ -52,11 +58,15 @@ export class GpuPanel extends ModelView {
     this._cards.className = 'jp-gpu-cards';
     this._host = new HostCard(this._palette);
     this._host.node.hidden = true;
+    this._procTable = new ProcessTable(options.processActions ?? {});
+    this._caches = new CacheSection(options.cacheActions ?? null);
     this.node.append(
       this._header.node,
       this._header.notice,
       this._cards,
-      this._host.node
+      this._host.node,
+      this._procTable.node,
+      this._caches.node
     );
 
     this.model.changed.connect(this._onChanged, this);
@@ -198,6 +208,8 @@ export class GpuPanel extends ModelView {
     }
     setHidden(this._host.node, false);
     this._host.render(ctx, !this._offscreen.has(this._host.node));
+    this._procTable.update(latest);
+    this._caches.update(latest);
     // For tests and curious people: how much history the charts hold.
     setData(this.node, 'samples', String(buffer.length));
     setData(
@@ -285,6 +297,8 @@ export class GpuPanel extends ModelView {
   private _header: PanelHeader;
   private _cards: HTMLDivElement;
   private _host: HostCard;
+  private _procTable: ProcessTable;
+  private _caches: CacheSection;
   private _deviceCards = new Map<number, DeviceCard>();
   private _dirty = true;
   private _intersection: IntersectionObserver | null = null;

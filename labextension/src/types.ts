@@ -103,13 +103,36 @@ export interface ICompileCacheSample {
   size_bytes: number | null;
   file_count: number | null;
   scanned_ts: number | null;
-  dirs?: {
-    kind: string;
-    path: string;
-    exists: boolean;
-    size_bytes: number;
-    file_count: number;
-  }[];
+  dirs?: ICacheDir[];
+  /** A cache's filesystem has less than `cache_min_free_pct` free. */
+  low_space?: boolean;
+}
+
+/** One torch.compile cache directory (the server's own, or a kernel's). */
+export interface ICacheDir {
+  kind: string;
+  path: string;
+  exists: boolean;
+  size_bytes: number;
+  file_count: number;
+  /** What `POST compile-cache/clear` names it by (never its path). */
+  id?: string;
+  source?: 'server' | 'kernel' | string;
+  clearable?: boolean;
+  /** Why it may not be cleared. */
+  refusal?: string | null;
+  fs_free_bytes?: number | null;
+  fs_total_bytes?: number | null;
+}
+
+/** `POST compile-cache/clear`: what was removed. */
+export interface ICacheCleared {
+  id: string;
+  kind: string;
+  path: string;
+  freed_bytes: number;
+  files_removed: number;
+  failed: string[];
 }
 
 /** One tick of the server's sampler. `ts` is Unix time in seconds. */

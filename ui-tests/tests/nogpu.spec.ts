@@ -21,9 +21,11 @@ test('says why there is no GPU and still shows the host', async ({ page }) => {
   const notice = panel.locator('.jp-gpu-notice');
   await expect(notice).toHaveAttribute('data-kind', 'no-gpu');
   await expect(notice.locator('.jp-gpu-retry')).toBeHidden();
-  // e.g. "No NVIDIA GPU found: NVML Shared Library Not Found. Host metrics are still shown."
+  // e.g. "No NVIDIA GPU found: NVML Shared Library Not Found. This machine has no NVIDIA
+  // driver (...). To see the monitor without a GPU, start JupyterLab with
+  // --JupyterGpu.backend=simulated (...). Host metrics are still shown."
   await expect(notice.locator('.jp-gpu-notice-text')).toHaveText(
-    /^No NVIDIA GPU found(: .+)?\. Host metrics are still shown\.$/
+    /^No NVIDIA GPU found(: .+)?\. .+--JupyterGpu\.backend=simulated.+ Host metrics are still shown\.$/
   );
   await expect(panel.locator('.jp-gpu-card[data-gpu-index]')).toHaveCount(0);
   const host = panel.locator('.jp-gpu-host-card');

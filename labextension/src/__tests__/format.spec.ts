@@ -94,6 +94,8 @@ describe('statusText', () => {
     const noGpu = statusText('live', info(false), sample);
     expect(noGpu.text).toBe('No GPU');
     expect(noGpu.title).toContain('NVML Shared Library Not Found');
+    expect(noGpu.title).toContain('no NVIDIA driver');
+    expect(noGpu.title).toContain('--JupyterGpu.backend=simulated');
     expect(statusText('disabled', null, null).text).toBe('GPU: extension off');
   });
 });
@@ -120,6 +122,19 @@ describe('cacheTrend', () => {
       size === null ? null : { ...s.compile_cache!, size_bytes: size };
     return s;
   };
+
+  it('never counts a cache that was not scanned yet as 0', () => {
+    const buffer = new SampleBuffer(600);
+    const unscanned = makeSample(1, 1001);
+    unscanned.compile_cache = {
+      size_bytes: 0,
+      file_count: 0,
+      scanned_ts: null
+    };
+    buffer.add([unscanned, sample(2, 149 * 2 ** 20)]);
+    // Not "+149 MiB in 1 s": the first sample's 0 is "unknown".
+    expect(cacheTrend(buffer)).toBe('torch.compile cache: 149 MiB');
+  });
 
   it('says the change between the first and last known sizes', () => {
     const buffer = new SampleBuffer(600);

@@ -145,7 +145,16 @@ export class DeviceCard {
     this._tiles = el('div', 'jp-gpu-tiles');
     this._tiles.append(...this._metrics.map(m => m.tile.node));
     this._procs = new ProcessList(openNotebook);
-    node.append(header, this._message, this._tiles, this._procs.node);
+    this._activity = el('div', 'jp-gpu-activity');
+    this._activity.title =
+      'NVML GPM (Hopper and newer): the share of SMs busy, of time on tensor cores, and of DRAM bandwidth. Utilization only says that a kernel ran.';
+    node.append(
+      header,
+      this._message,
+      this._tiles,
+      this._activity,
+      this._procs.node
+    );
   }
 
   readonly node: HTMLElement;
@@ -218,6 +227,9 @@ export class DeviceCard {
     }
     setText(this._extra, extra);
     setTitle(this._extra, extraTitle);
+    const activity = ok ? activityText(device) : '';
+    setText(this._activity, activity);
+    setHidden(this._activity, !activity);
     setHidden(this._tiles, !anyShown);
     const procs = charts.processes && ok;
     this._procs.visible = procs;
@@ -250,6 +262,21 @@ export class DeviceCard {
   private _tiles: HTMLDivElement;
   private _metrics: IMetric[];
   private _procs: ProcessList;
+  private _activity: HTMLDivElement;
   private _memTotal: number | null = null;
   private _powerLimit: number | null = null;
+}
+
+/** "SM active 78% · tensor 72% · DRAM 18%" (GPM), or "" where the GPU has none. */
+export function activityText(device: IDeviceSample): string {
+  const parts: string[] = [];
+  const add = (label: string, value: number | null | undefined) => {
+    if (value !== null && value !== undefined) {
+      parts.push(`${label} ${Math.round(value)}%`);
+    }
+  };
+  add('SM active', device.sm_active_pct);
+  add('tensor', device.tensor_active_pct);
+  add('DRAM', device.dram_bw_pct);
+  return parts.join(' · ');
 }

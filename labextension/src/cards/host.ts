@@ -92,7 +92,12 @@ export class HostCard {
       this._cacheScanned = scanned;
       this._cacheTitle = cacheTitle(cache);
     }
-    this._cache.setValue(formatBytes(cache?.size_bytes), this._cacheTitle);
+    this._cache.setValue(
+      cache && cache.scanned_ts !== null && cache.scanned_ts !== undefined
+        ? formatBytes(cache.size_bytes)
+        : 'not scanned yet',
+      this._cacheTitle
+    );
     for (const [tile, setting, key] of this._show) {
       const visible = charts[setting];
       tile.visible = visible;

@@ -1,0 +1,56 @@
+/**
+ * The process table's and the cache section's actions in JupyterLab: a confirmation dialog,
+ * then the normal Jupyter APIs (the kernel manager for shutdown, the kernel REST API for
+ * interrupt, the document manager to open a notebook, our API for a cache clear).
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { KernelAPI } from '@jupyterlab/services';
+import { IProcessActions } from './proctable';
+
+/** Ask before doing something that cannot be undone; true if the person agreed. */
+export async function confirm(
+  title: string,
+  body: string,
+  accept: string
+): Promise<boolean> {
+  const result = await showDialog({
+    title,
+    body,
+    buttons: [
+      Dialog.cancelButton({ label: 'Cancel' }),
+      Dialog.warnButton({ label: accept })
+    ]
+  });
+  return result.button.accept;
+}
+
+export function kernelActions(app: JupyterFrontEnd): IProcessActions {
+  const settings = app.serviceManager.serverSettings;
+  return {
+    openNotebook: (path: string) =>
+      void app.commands.execute('docmanager:open', { path }),
+    interruptKernel: async (kernelId: string, label: string) => {
+      if (
+        await confirm(
+          'Interrupt kernel?',
+          `Interrupt the running cell of ${label}? Its kernel and variables stay.`,
+          'Interrupt'
+        )
+      ) {
+        await KernelAPI.interruptKernel(kernelId, settings);
+      }
+    },
+    shutdownKernel: async (kernelId: string, label: string) => {
+      if (
+        await confirm(
+          'Shut down kernel?',
+          `Shut down the kernel of ${label}? Its variables are lost and its GPU memory is freed.`,
+          'Shut Down'
+        )
+      ) {
+        await app.serviceManager.kernels.shutdown(kernelId);
+      }
+    }
+  };
+}

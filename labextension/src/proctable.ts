@@ -1,0 +1,200 @@
+/**
+ * The full table of GPU processes: GPU, pid, memory, notebook, idle time, and the kernel
+ * actions (open the notebook, interrupt or shut down its kernel). One module with a small
+ * render API, so the sidebar and the dashboard show the same table:
+ *
+ *     const table = new ProcessTable(actions);
+ *     parent.append(table.node);
+ *     table.update(model.latest);   // cheap when nothing changed
+ *
+ * Actions come from outside (`kernelactions.ts` in JupyterLab: confirmation dialogs and the
+ * normal kernel API); without them the table only shows. Idle holders (kernels idle for long
+ * while holding GPU memory, flagged by the server) are marked; memory on a simulated server is
+ * labelled simulated, since the simulated backend puts made-up memory on real kernels.
+ */
+import { el, setText } from './dom';
+import { formatBytes, formatDuration, notebookLabel } from './format';
+import { IGpuProcess, ISample } from './types';
+
+/** What the table's buttons do; each returns when done (or the person said no). */
+export interface IProcessActions {
+  openNotebook?(path: string): void;
+  interruptKernel?(kernelId: string, label: string): Promise<void>;
+  shutdownKernel?(kernelId: string, label: string): Promise<void>;
+}
+
+/** One row: a process on one GPU. */
+export interface IProcessRow {
+  gpu: number;
+  process: IGpuProcess;
+}
+
+/** Every process of every GPU, biggest memory first. */
+export function processRows(sample: ISample | null): IProcessRow[] {
+  const rows: IProcessRow[] = [];
+  for (const device of sample?.devices ?? []) {
+    for (const process of device.processes ?? []) {
+      rows.push({ gpu: device.index, process });
+    }
+  }
+  return rows.sort(
+    (a, b) =>
+      (b.process.used_mem_bytes ?? 0) - (a.process.used_mem_bytes ?? 0) ||
+      a.gpu - b.gpu
+  );
+}
+
+/** "idle 17 min", "busy", or "" for processes that are not this server's kernels. */
+export function idleText(process: IGpuProcess): string {
+  const idle = process.idle_s;
+  if (idle === null || idle === undefined) {
+    return '';
+  }
+  return idle === 0 ? 'busy' : `idle ${formatDuration(idle)}`;
+}
+
+const HEADERS = ['GPU', 'pid', 'memory', 'notebook', 'idle', ''];
+
+export class ProcessTable {
+  constructor(actions: IProcessActions = {}) {
+    this._actions = actions;
+    this.node = el('div', 'jp-gpu-proctable');
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', 'GPU processes');
+    const title = el('div', 'jp-gpu-proctable-title', 'Processes');
+    this._table = el('table', 'jp-gpu-proctable-table');
+    const head = el('tr', '');
+    for (const h of HEADERS) {
+      head.append(el('th', '', h));
+    }
+    const thead = el('thead', '');
+    thead.append(head);
+    this._body = el('tbody', '');
+    this._table.append(thead, this._body);
+    this._empty = el('div', 'jp-gpu-proctable-empty', 'No GPU processes');
+    this.node.append(title, this._table, this._empty);
+  }
+
+  readonly node: HTMLDivElement;
+
+  /** Show the processes of `sample`; rebuilds the rows only when one of them changed. */
+  update(sample: ISample | null): void {
+    const rows = processRows(sample);
+    const simulated = !!sample?.simulated;
+    let key = simulated ? 's' : 'r';
+    for (const { gpu, process: p } of rows) {
+      // The idle time as shown: past 90 s it changes once a minute, not every second.
+      const idle = idleText(p);
+      key += `\0${gpu}\0${p.pid}\0${p.used_mem_bytes}\0${p.kernel_id}\0${p.notebook}\0${idle}\0${p.idle_holder}\0${p.name}`;
+    }
+    if (key === this._key) {
+      return;
+    }
+    this._key = key;
+    this._empty.hidden = rows.length > 0;
+    this._table.hidden = rows.length === 0;
+    this._body.replaceChildren(...rows.map(r => this._row(r, simulated)));
+  }
+
+  private _row(row: IProcessRow, simulated: boolean): HTMLTableRowElement {
+    const p = row.process;
+    const tr = el('tr', 'jp-gpu-proc-row');
+    tr.dataset.pid = String(p.pid);
+    if (p.kernel_id) {
+      tr.dataset.kernelId = p.kernel_id;
+    }
+    if (p.idle_holder) {
+      tr.classList.add('jp-gpu-idle-holder');
+    }
+    const memory =
+      p.used_mem_bytes === null
+        ? 'unknown'
+        : formatBytes(p.used_mem_bytes) + (simulated ? ' (simulated)' : '');
+    const memCell = el('td', 'jp-gpu-proc-memory', memory);
+    if (simulated) {
+      memCell.title =
+        'Simulated: the simulated backend puts made-up GPU memory on this server’s kernels.';
+    }
+    const label = p.notebook
+      ? notebookLabel(p.notebook)
+      : p.kernel_id
+        ? `kernel ${p.kernel_id.slice(0, 8)}`
+        : (p.name ?? 'other process');
+    const nbCell = el('td', 'jp-gpu-proc-notebook');
+    const open = this._actions.openNotebook;
+    if (p.notebook && open) {
+      const notebook = p.notebook;
+      const button = el('button', 'jp-gpu-proc-open', label);
+      button.title = `Open ${notebook}`;
+      button.addEventListener('click', () => open(notebook));
+      nbCell.append(button);
+    } else {
+      setText(nbCell, label);
+      nbCell.title = p.notebook ?? p.name ?? '';
+    }
+    const idleCell = el('td', 'jp-gpu-proc-idle', idleText(p));
+    if (p.idle_holder) {
+      const badge = el('span', 'jp-gpu-idle-badge', 'idle holder');
+      badge.title =
+        'This kernel has been idle for long while holding GPU memory others could use.';
+      idleCell.append(' ', badge);
+    }
+    const actions = el('td', 'jp-gpu-proc-actions');
+    const kernelId = p.kernel_id;
+    if (kernelId) {
+      const { interruptKernel, shutdownKernel } = this._actions;
+      if (interruptKernel) {
+        actions.append(
+          this._button('Interrupt', `Interrupt the kernel of ${label}`, () =>
+            interruptKernel(kernelId, label)
+          )
+        );
+      }
+      if (shutdownKernel) {
+        actions.append(
+          this._button(
+            'Shut down',
+            `Shut down the kernel of ${label} (frees its GPU memory)`,
+            () => shutdownKernel(kernelId, label)
+          )
+        );
+      }
+    }
+    tr.append(
+      el('td', 'jp-gpu-proc-gpu', String(row.gpu)),
+      el('td', 'jp-gpu-proc-pid', String(p.pid)),
+      memCell,
+      nbCell,
+      idleCell,
+      actions
+    );
+    return tr;
+  }
+
+  private _button(
+    text: string,
+    label: string,
+    run: () => Promise<void>
+  ): HTMLButtonElement {
+    const button = el('button', 'jp-gpu-proc-action', text);
+    button.setAttribute('aria-label', label);
+    button.title = label;
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      run()
+        .catch(reason =>
+          console.error('jupyter-gpu: kernel action failed', reason)
+        )
+        .finally(() => {
+          button.disabled = false;
+        });
+    });
+    return button;
+  }
+
+  private _actions: IProcessActions;
+  private _table: HTMLTableElement;
+  private _body: HTMLTableSectionElement;
+  private _empty: HTMLDivElement;
+  private _key = '';
+}
