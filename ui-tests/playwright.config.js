@@ -5,6 +5,7 @@
  *   nogpu      the default backend on a machine without a GPU, behind a token (a real login)
  *   faults     the simulated backend with faults on a schedule (started by the test itself)
  *   perf       the simulated backend with 8 devices at 1 Hz: the cost of one update
+ *   data       the simulated backend with prepared cache dirs (started by the test itself)
  */
 const path = require('path');
 const { ports, token, baseUrl } = require('./servers.json');
@@ -79,6 +80,11 @@ module.exports = {
       // The hub (and its users' servers) starts in the test (tests/hub.spec.ts).
       name: 'hub',
       testMatch: /hub\.spec\.ts/
+    },
+    {
+      // Its server starts in the test (tests/data.spec.ts), with cache dirs made for it.
+      name: 'data',
+      testMatch: /data\.spec\.ts/
     },
     {
       name: 'perf',
