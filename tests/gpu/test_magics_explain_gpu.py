@@ -148,7 +148,7 @@ torch.cuda.synchronize()
 
 def test_profile_top_row_is_a_kernel_and_annotations_are_ranges(shell: Shell) -> None:
     shell.run(TRAIN)
-    shell.run("r = %profile -o --row-limit 10 [train_step() for _ in range(3)]")
+    ran = shell.run("r = %profile -o --row-limit 10 [train_step() for _ in range(3)]")
     r = shell["r"]
     from torch._C._autograd import DeviceType
 
@@ -157,9 +157,14 @@ def test_profile_top_row_is_a_kernel_and_annotations_are_ranges(shell: Shell) ->
         for e in r.profiler.events()
         if e.device_type == DeviceType.CUDA and not e.is_user_annotation
     }
-    top = max(r.rows, key=lambda row: row.self_gpu_s)
+    top = max((row for row in r.rows if row.on_gpu), key=lambda row: row.self_gpu_s)
     assert top.name in kernels, f"top row {top.name!r} is not a kernel"
     assert top.self_gpu_s > 0
+    lines = ran.text.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("top "))
+    assert "GPU kernels and copies" in lines[title]
+    first_row = lines[title + 2]  # after the header line
+    assert first_row.startswith(top.name[:60]), (first_row, top.name)
     names = {row.name for row in r.rows}
     assert not any("#" in name for name in names), "an annotation among the ops"
     assert "Activity Buffer Request" not in names

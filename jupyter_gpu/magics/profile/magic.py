@@ -305,7 +305,8 @@ class ProfileMagics(ShellMagics):
         return table
 
     def _show(self, r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Namespace) -> None:
-        headers = ["op", "calls", "self CPU", "CPU total"]
+        kernels_view = cuda and r.sort in ("self_gpu_s", "gpu_s")
+        headers = ["kernel" if kernels_view else "op", "calls", "self CPU", "CPU total"]
         numeric = [False, True, True, True]
         if cuda:
             headers += ["self GPU", "GPU total"]
@@ -317,14 +318,21 @@ class ProfileMagics(ShellMagics):
             headers.append("called from")
             numeric.append(False)
         reverse = r.sort != "name"
-        rows = sorted(r.rows, key=lambda row: _sort_value(row, r.sort, cuda), reverse=reverse)
+        # By GPU time, the table is the GPU's own work: kernels and copies, not the ops that
+        # launched them (their GPU columns count the same kernels again); --sort self_cpu
+        # lists the ops.
+        kernels_only = cuda and r.sort in ("self_gpu_s", "gpu_s")
+        listed = [row for row in r.rows if row.on_gpu] if kernels_only else r.rows
+        what = "GPU kernels and copies" if kernels_only else "ops"
+        rows = sorted(listed, key=lambda row: _sort_value(row, r.sort, cuda), reverse=reverse)
         table = Table(
             headers=headers,
             numeric=numeric,
             sortable=True,
-            title=f"top {min(args.row_limit, len(rows))} of {len(rows)} ops, by "
+            title=f"top {min(args.row_limit, len(rows))} of {len(rows)} {what}, by "
             f"{r.sort.removesuffix('_s').replace('_', ' ')}; "
-            f"cell wall time {fmt_seconds(r.wall_s)}",
+            f"cell wall time {fmt_seconds(r.wall_s)}"
+            + ("; the ops that launched them: --sort self_cpu" if kernels_only else ""),
         )
         for row in rows[: args.row_limit]:
             cells: list[Cell | str] = [

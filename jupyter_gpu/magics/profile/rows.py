@@ -38,7 +38,11 @@ _FIELDS = (
 
 @dataclass(frozen=True)
 class OpRow:
-    """One op's totals over the cell (seconds, bytes); ``called_from`` needs ``--stack``."""
+    """One row's totals over the cell (seconds, bytes); ``called_from`` needs ``--stack``.
+
+    ``on_gpu``: the row is GPU work itself (a kernel, a copy, a memset, named as the GPU ran
+    it); otherwise it is an op on the CPU, whose GPU columns add up the kernels it launched.
+    """
 
     name: str
     calls: int
@@ -49,6 +53,7 @@ class OpRow:
     self_cpu_mem_bytes: int
     self_gpu_mem_bytes: int
     called_from: str = ""
+    on_gpu: bool = False
 
 
 def device_kind(evt: Any) -> int:
@@ -194,6 +199,7 @@ class OpTotals:
                     self_cpu_mem_bytes=int(float(self_cpu_mem)),
                     self_gpu_mem_bytes=int(float(self_dev_mem)),
                     called_from=called_from.get(name, ""),
+                    on_gpu=key[2] != self._cpu,
                 )
             )
         return rows
@@ -227,6 +233,7 @@ def rows_from_key_averages(prof: Any, called_from: dict[str, str]) -> list[OpRow
                     _num(avg, "self_device_memory_usage", "self_cuda_memory_usage")
                 ),
                 called_from=called_from.get(name, ""),
+                on_gpu=str(getattr(avg, "device_type", "CPU")).rsplit(".", 1)[-1] != "CPU",
             )
         )
     return rows

@@ -173,3 +173,28 @@ def test_sync_description_names_the_places() -> None:
     assert text.startswith("12 device sync(s) (cudaDeviceSynchronize x12)")
     assert "cell [4] line 3 (x10)" in text
     assert "2 not traced to a line" in text
+
+
+def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() -> None:
+    import argparse
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from jupyter_gpu.magics.profile.magic import ProfileMagics, ProfileResult
+
+    events = timeline()
+    a = analyse(Profile(events), cuda=True, autocast_on=True, cell_names={})
+    r = ProfileResult(a.rows, a.gpu_idle_fraction, a.hints, 1e-3, None, "self_gpu_s")
+    args = argparse.Namespace(row_limit=15, memory=False, stack=False)
+    magics = ProfileMagics(InteractiveShell.instance())
+    with capture_output() as captured:
+        magics._show(r, a, cuda=True, args=args)
+    text = captured.outputs[0].data["text/plain"]
+    lines = text.splitlines()
+    assert lines[0].startswith("top 4 of 4 GPU kernels and copies, by self gpu")
+    assert lines[1].startswith("kernel ")
+    assert lines[2].startswith("gemm_kernel")
+    assert "aten::step" not in text.split("\n\n")[0]  # ops are in --sort self_cpu's table
+    assert "waiting on the host 61%" in text
+    assert "5 device sync(s)" in text
