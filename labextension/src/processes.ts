@@ -92,10 +92,11 @@ export class ProcessList {
   update(
     processes: readonly IGpuProcess[] | null | undefined,
     totalBytes: number | null,
-    unavailable: string | null = null
+    unavailable: string | null = null,
+    simulated = false
   ): void {
     // A cheap fingerprint first: the list is grouped and rebuilt only when it changes.
-    let key = `${totalBytes}\0${unavailable}`;
+    let key = `${totalBytes}\0${unavailable}\0${simulated}`;
     for (const p of processes ?? []) {
       key += `\0${p.pid}\0${p.used_mem_bytes}\0${p.name}\0${p.kernel_id}\0${p.notebook}\0${p.scope}\0${p.process_count}`;
     }
@@ -121,7 +122,7 @@ export class ProcessList {
       return;
     }
     for (const row of rows.slice(0, MAX_ROWS)) {
-      this.node.append(this._row(row, totalBytes));
+      this.node.append(this._row(row, totalBytes, simulated));
     }
     if (rows.length > MAX_ROWS) {
       const more = document.createElement('li');
@@ -138,9 +139,16 @@ export class ProcessList {
     setHidden(this.node, !visible);
   }
 
-  private _row(row: IRow, totalBytes: number | null): HTMLLIElement {
+  private _row(
+    row: IRow,
+    totalBytes: number | null,
+    simulated: boolean
+  ): HTMLLIElement {
     const item = document.createElement('li');
-    item.title = row.title;
+    // The simulated backend puts made-up memory on real kernels: never let it pass as real.
+    item.title = simulated
+      ? `${row.title}\nSimulated memory (the simulated backend), not this kernel's own.`
+      : row.title;
     const name = document.createElement(
       row.notebook && this._open ? 'button' : 'span'
     );
@@ -159,6 +167,11 @@ export class ProcessList {
     const mem = document.createElement('span');
     mem.className = 'jp-gpu-proc-mem';
     mem.textContent = formatBytes(row.bytes);
+    if (simulated) {
+      // Italic, with the tooltip above: the card's own "simulated" badge names it; no wider
+      // text in a narrow sidebar.
+      mem.classList.add('jp-gpu-proc-simulated');
+    }
     item.append(name, bar, mem);
     return item;
   }

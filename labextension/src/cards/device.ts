@@ -237,7 +237,8 @@ export class DeviceCard {
       this._procs.update(
         device.processes,
         this._memTotal,
-        device.unavailable?.processes ?? null
+        device.unavailable?.processes ?? null,
+        ctx.simulated
       );
     }
   }
