@@ -13,7 +13,8 @@ export async function openLab(page: Page, query = ''): Promise<void> {
   await page
     .locator('#jupyterlab-splash')
     .waitFor({ state: 'detached', timeout: 30000 });
-  await expect(page.locator(PANEL_TAB)).toBeVisible();
+  // Plugins may still be activating after the splash goes (30 s: a loaded 2-core CI machine).
+  await expect(page.locator(PANEL_TAB)).toBeVisible({ timeout: 30000 });
 }
 
 /** Click the monitor's icon in the left sidebar and wait for the panel. */
