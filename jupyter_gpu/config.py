@@ -88,7 +88,8 @@ class JupyterGpu(Configurable):
         help=(
             "Read SM active, SM occupancy, tensor-core active and DRAM bandwidth from NVML's GPU "
             "Performance Monitoring (Hopper and newer; older GPUs show them as 'Not Supported'). "
-            "About 70 us per GPU per read, in its own thread every gpm_interval_s."
+            "A read (sample and metrics) took 0.5 ms per GPU idle and 3.4 ms busy on an H200, "
+            "so it runs in its own thread every gpm_interval_s."
         ),
     ).tag(config=True)
 

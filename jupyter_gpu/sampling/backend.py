@@ -45,7 +45,7 @@ class Backend(abc.ABC):
     def read_gpm(self) -> Mapping[int, GpmReading]:
         """SM/tensor/DRAM activity by device index, averaged since the previous call.
 
-        NVML's GPM (``gpm.py``): about 70 us per GPU on an H200, so the sampler runs it on its
+        NVML's GPM (``gpm.py``): 0.5 to 3.4 ms per GPU on an H200, so the sampler runs it on its
         own cadence. The first call only primes the window (devices left out); a device without
         GPM has every field unavailable. Never raises; the default has none.
         """

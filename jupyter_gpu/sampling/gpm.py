@@ -2,7 +2,7 @@
 
 NVML's ``utilization`` says only that *a* kernel ran during the window: a GPU at 100 % can be
 doing little. GPM counts what the SMs did. It needs two samples taken some time apart: each
-``read`` takes a new GPM sample per GPU (``nvmlGpmSampleGet``, about 70 us on an H200) and asks
+``read`` takes a new GPM sample per GPU (``nvmlGpmSampleGet``) and asks
 NVML for the metrics between it and the previous one (``nvmlGpmMetricsGet``), so the values
 are averages over the time between two reads. The first read of a GPU only primes it.
 

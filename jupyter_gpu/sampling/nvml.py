@@ -9,7 +9,7 @@ no-GPU state). Problems are logged once when they start, not every tick.
 Per tick and device it reads (each 1 to 6 us on an H200 with driver 580, except the process
 list): utilization, memory, power, enforced power limit, temperature, SM clock and the compute
 and graphics processes. PCIe throughput (about 21 ms per call: NVML samples a 20 ms window) is in
-``read_slow``; SM/tensor/DRAM activity (GPM, Hopper and newer, about 70 us per GPU) in
+``read_slow``; SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU) in
 ``read_gpm``.
 
 Memory is NVML's v2 memory info (``nvmlDeviceGetMemoryInfo_v2``), whose ``used`` is what

@@ -12,7 +12,7 @@ Threads (all daemons, all stopped by ``stop``):
   responding" while the others keep updating.
 - ``jupyter-gpu-slow``: the slow NVML reads (PCIe throughput, about 21 ms per call per GPU),
   only with ``slow_metrics`` on, every ``slow_interval_s``.
-- ``jupyter-gpu-gpm``: NVML's GPM metrics (SM/tensor/DRAM activity, about 70 us per GPU), only
+- ``jupyter-gpu-gpm``: NVML's GPM metrics (SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU), only
   with ``gpm_metrics`` on and a backend that has them, every ``gpm_interval_s``.
 
 The tick only merges the latest results of the others, so a 100,000-file cache or a slow
