@@ -87,6 +87,11 @@ module.exports = {
       testMatch: /data\.spec\.ts/
     },
     {
+      name: 'hang',
+      testMatch: /hang\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.hang}/` }
+    },
+    {
       name: 'perf',
       testMatch: /perf\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.perf}/` }
@@ -104,6 +109,14 @@ module.exports = {
         server(ports.nogpu, '/', [
           `--IdentityProvider.token=${token}`,
           '--JupyterGpu.backend=auto'
+        ]),
+        // GPU 1's NVML reads hang from the start (a hung driver): it is "not responding".
+        server(ports.hang, '/', [
+          '--IdentityProvider.token=',
+          '--JupyterGpu.backend=simulated',
+          '--JupyterGpu.simulated_devices=2',
+          '--JupyterGpu.simulated_faults=hang:1',
+          '--JupyterGpu.read_deadline_s=0.5'
         ]),
         server(ports.perf, '/', [
           '--IdentityProvider.token=',

@@ -111,7 +111,11 @@ export function parseMessage(data: unknown): ISample | null {
   try {
     const message = JSON.parse(data);
     if (message && message.type === 'sample' && message.sample) {
-      return message.sample as ISample;
+      const sample = message.sample as ISample;
+      if (typeof message.age_s === 'number') {
+        sample.age_s = message.age_s; // how old it was when sent (as `snapshot` says it)
+      }
+      return sample;
     }
   } catch {
     console.warn('jupyter-gpu: ignored a stream message that is not JSON');

@@ -119,6 +119,9 @@ function deviceLine(device: IDeviceSample): string {
   if (device.state === 'lost') {
     return 'lost';
   }
+  if (device.state === 'not_responding') {
+    return 'not responding';
+  }
   if (device.state !== 'ok') {
     return 'error';
   }
@@ -178,7 +181,7 @@ export function statusText(
   const bad = devices.filter(d => d.state !== 'ok');
   const badText = bad.length
     ? bad.length === 1
-      ? ` · GPU ${bad[0].index} ${bad[0].state === 'lost' ? 'lost' : 'error'}`
+      ? ` · GPU ${bad[0].index} ${deviceLine(bad[0])}`
       : ` · ${bad.length} GPUs failing`
     : '';
   if (devices.length === 1) {

@@ -31,10 +31,13 @@ export class PanelHeader {
     this.node = el('div', 'jp-gpu-header');
     this._subtitle = el('span', 'jp-gpu-subtitle');
     this._status = el('span', 'jp-gpu-status');
+    this._age = el('span', 'jp-gpu-age');
+    setHidden(this._age, true);
     this.node.append(
       el('h2', 'jp-gpu-title', 'GPUs'),
       this._subtitle,
-      this._status
+      this._status,
+      this._age
     );
 
     this.notice = el('div', 'jp-gpu-notice');
@@ -58,6 +61,29 @@ export class PanelHeader {
     setData(this._status, 'status', status);
     setTitle(this._status, error ? `${help}\n${error}` : help);
     this.updateNotice();
+    this.updateAge();
+  }
+
+  /**
+   * "data is N s old" when the latest sample is older than three intervals (at least 5 s):
+   * the server's sampler is stuck, or the samples stopped arriving. Hidden otherwise.
+   */
+  updateAge(): void {
+    const { dataAgeS, info, status } = this._model;
+    const interval = info?.config.interval_s ?? 1;
+    const old =
+      dataAgeS !== null &&
+      status !== 'paused' &&
+      dataAgeS > Math.max(5, 3 * interval);
+    setHidden(this._age, !old);
+    if (old) {
+      setText(this._age, `data is ${Math.round(dataAgeS)} s old`);
+      setTitle(
+        this._age,
+        'No new sample for this long: the server’s GPU sampler may be stuck (see its log) or ' +
+          'the connection stalled.'
+      );
+    }
   }
 
   /** Show the host, driver and CUDA version (worked out again only for new info). */
@@ -115,6 +141,7 @@ export class PanelHeader {
   private _model: GpuMonitorModel;
   private _subtitle: HTMLSpanElement;
   private _status: HTMLSpanElement;
+  private _age: HTMLSpanElement;
   private _noticeText: HTMLDivElement;
   private _retry: HTMLButtonElement;
   private _info: IDevicesInfo | null = null;

@@ -75,6 +75,14 @@ export class GpuMonitorModel {
   }
 
   /** The newest sample, or `null`. */
+  /**
+   * Seconds since the latest sample was taken (by this page's clock: when it arrived, less
+   * the age the server gave it), `null` before the first.
+   */
+  get dataAgeS(): number | null {
+    return this._latest ? (Date.now() - this._latestAt) / 1000 : null;
+  }
+
   get latest(): ISample | null {
     return this._latest;
   }
@@ -200,6 +208,7 @@ export class GpuMonitorModel {
     for (const sample of samples) {
       if (!this._latest || sample.ts > this._latest.ts) {
         this._latest = sample;
+        this._latestAt = Date.now() - (sample.age_s ?? 0) * 1000;
       }
     }
     this._emitChanged(now);
@@ -246,6 +255,7 @@ export class GpuMonitorModel {
   private _connection: Connection;
   private _info: IDevicesInfo | null = null;
   private _latest: ISample | null = null;
+  private _latestAt = 0;
   private _status: ConnectionStatus = 'idle';
   private _error: string | null = null;
   private _consumers = new Map<string, boolean>();

@@ -101,6 +101,7 @@ export class GpuPanel extends ModelView {
       card.dispose();
     }
     this._host.dispose();
+    this._stopAgeTimer();
     super.dispose();
   }
 
@@ -117,9 +118,13 @@ export class GpuPanel extends ModelView {
     }
     this._intersection.observe(this._host.node);
     super.onAfterAttach(msg);
+    if (this.isVisible) {
+      this._startAgeTimer();
+    }
   }
 
   protected override onBeforeDetach(msg: Message): void {
+    this._stopAgeTimer();
     this._intersection?.disconnect();
     this._intersection = null;
     this._offscreen.clear();
@@ -128,6 +133,30 @@ export class GpuPanel extends ModelView {
 
   protected override onShown(): void {
     this._renderIfVisible();
+  }
+
+  protected override onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._startAgeTimer();
+  }
+
+  protected override onBeforeHide(msg: Message): void {
+    this._stopAgeTimer();
+    super.onBeforeHide(msg);
+  }
+
+  /** While shown, say "data is N s old" when samples stop coming (no event tells us then). */
+  private _startAgeTimer(): void {
+    if (this._ageTimer === null) {
+      this._ageTimer = window.setInterval(() => this._header.updateAge(), 1000);
+    }
+  }
+
+  private _stopAgeTimer(): void {
+    if (this._ageTimer !== null) {
+      window.clearInterval(this._ageTimer);
+      this._ageTimer = null;
+    }
   }
 
   private _onIntersection(entries: IntersectionObserverEntry[]): void {
@@ -167,6 +196,7 @@ export class GpuPanel extends ModelView {
     performance.mark(UPDATE_START);
     const { info, latest, buffer } = this.model;
     this._header.updateNotice();
+    this._header.updateAge();
     if (info) {
       this._header.setInfo(info);
     }
@@ -302,6 +332,7 @@ export class GpuPanel extends ModelView {
   private _deviceCards = new Map<number, DeviceCard>();
   private _dirty = true;
   private _intersection: IntersectionObserver | null = null;
+  private _ageTimer: number | null = null;
   /** Cards scrolled out of the panel's view. */
   private _offscreen = new Set<Element>();
   private _measures = 0;

@@ -67,7 +67,7 @@ export interface IDeviceSample {
   index: number;
   uuid: string | null;
   name: string | null;
-  state: 'ok' | 'lost' | 'error' | string;
+  state: 'ok' | 'lost' | 'error' | 'not_responding' | string;
   error: string | null;
   util_pct: number | null;
   mem_util_pct?: number | null;
@@ -87,6 +87,8 @@ export interface IDeviceSample {
   dram_bw_pct?: number | null;
   processes?: IGpuProcess[] | null;
   unavailable?: { [field: string]: string } | null;
+  /** Seconds since a `not_responding` GPU last answered (null otherwise). */
+  stale_s?: number | null;
 }
 
 /** The host's CPU and memory (cgroup limits where there are some). */
@@ -145,6 +147,8 @@ export interface ISample {
   devices: IDeviceSample[];
   host: IHostSample | null;
   compile_cache: ICompileCacheSample | null;
+  /** Seconds since it was sampled, when the server sent it (snapshot and stream only). */
+  age_s?: number;
 }
 
 /** `GET history`: the server's ring buffer, oldest first. */

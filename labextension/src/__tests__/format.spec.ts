@@ -88,6 +88,15 @@ describe('statusText', () => {
     expect(statusText('live', info(true), sample).text).toContain('GPU 1 lost');
   });
 
+  it('names a GPU that does not respond', () => {
+    const sample = makeSample(1, 0, 2);
+    sample.devices[0].state = 'not_responding';
+    sample.devices[0].stale_s = 12.4;
+    const text = statusText('live', info(true), sample);
+    expect(text.text).toContain('GPU 0 not responding');
+    expect(text.title).toContain('GPU 0');
+  });
+
   it('says when there is no GPU or no server extension', () => {
     const sample = makeSample(3, 100, 0);
     sample.reason = 'NVML Shared Library Not Found';

@@ -54,6 +54,10 @@ function stateMessage(index: number, device: IDeviceSample | undefined) {
   if (state === 'missing') {
     return `GPU ${index} is no longer reported by the server.`;
   }
+  if (state === 'not_responding') {
+    const stale = Math.round(device?.stale_s ?? 0);
+    return `GPU ${index} not responding for ${stale} s: an NVML call on it has not returned (a hung driver); it resumes by itself when the GPU answers.`;
+  }
   return `GPU ${index}: ${device?.error ?? 'every read failed'}`;
 }
 
