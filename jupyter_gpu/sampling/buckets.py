@@ -291,6 +291,8 @@ def fold_contiguous(
     def reduce(fn: Callable[..., float], values: array[float]) -> list[float]:
         if k == 1:
             return values.tolist()[lo_row:hi_row]
+        if hi_row - lo_row < k:  # few wide rows (points=1 over a day): one C pass per row
+            return [fn(values[r * k : (r + 1) * k]) for r in range(lo_row, hi_row)]
         parts = [values[j + lo_row * k : hi_row * k : k] for j in range(k)]
         if fn is sum:
             total: list[float] = parts[0].tolist()
