@@ -30,6 +30,14 @@ from .render import html_block, html_note, publish
 _CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 _COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx", "torch._functorch")
 
+#: The note (and %compile's explanation) for CUDA graphs that replay on their slow path.
+PENDING_BACKWARD = (
+    "CUDA graphs ran on their slow path: a forward ran whose backward never did (an inference "
+    "call on a model whose parameters require grad), so each call re-checks the graph's memory. "
+    "Run inference under torch.no_grad() or torch.inference_mode(), or call "
+    "torch.compiler.cudagraph_mark_step_begin() before each step."
+)
+
 #: (pattern, key, note). The key makes a note show once per kernel; ``{0}``... are the
 #: pattern's groups.
 KNOWN: tuple[tuple[re.Pattern[str], str, str], ...] = (
@@ -77,6 +85,11 @@ KNOWN: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "few-sms",
         "max-autotune skipped its matmul search (this GPU has too few SMs for it) and used the "
         "default kernels: harmless; --mode max-autotune-no-cudagraphs or default does the same.",
+    ),
+    (
+        re.compile(r"Unable to hit fast path of CUDAGraphs because of pending, uninvoked"),
+        "cudagraphs-pending-backward",
+        PENDING_BACKWARD,
     ),
     (
         re.compile(r"skipping cudagraphs due to ([^\n]*)"),

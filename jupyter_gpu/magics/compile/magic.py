@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +22,15 @@ from jupyter_gpu.magics.common.args import (
 )
 from jupyter_gpu.magics.common.cell import cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
+from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
 from jupyter_gpu.measure import Timing, time_steady
 
 from .cache_walk import SIZER, WAIT_S
 from .dynamo_watch import CompileReport, DynamoWatch
 from .explain import Explanation, from_report, launch_bound, profile_call, tf32_off
 from .report import show_bench, show_compiled, show_report
+
+_PENDING_BACKWARD = "Unable to hit fast path of CUDAGraphs because of pending, uninvoked"
 
 #: Below this speedup, compiled is "no faster" and --bench says why.
 _NO_FASTER = 1.1
@@ -102,6 +106,26 @@ class CompileResult:
             f"<CompileResult {self.name}: {len(self.reports)} report(s), {graphs} graph(s), "
             f"{breaks} graph break(s){bench}>"
         )
+
+
+def _replay_warnings(caught: list[warnings.WarningMessage]) -> list[Explanation]:
+    """The warnings of the timed runs, each once.
+
+    CUDA graphs' slow path becomes an explanation; the others are shown as they would have
+    been (through the notes of quiet.py).
+    """
+    out: list[Explanation] = []
+    seen: set[tuple[str, type[Warning]]] = set()
+    for w in caught:
+        key = (str(w.message), w.category)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _PENDING_BACKWARD in key[0]:
+            out.append(Explanation("cudagraphs", PENDING_BACKWARD))
+            continue
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    return out
 
 
 def measure_cache(report: CompileReport) -> None:
@@ -362,7 +386,10 @@ class CompileMagics(ShellMagics):
             if not quiet:
                 show_report(report, f"at the first call of {expr}")
         # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or third call.
-        compiled = time_steady(run, warmup=3)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compiled = time_steady(run, warmup=3)
+        explanations += _replay_warnings(caught)
         bench = result.bench = BenchResult(expr, eager, compiled, cuda=cuda_in_use())
         if bench.speedup < _NO_FASTER:
             explanations += self._why_no_faster(result, run, bench)

@@ -60,6 +60,9 @@ class SyncSpy:
         self._catch = warnings.catch_warnings()
         self._catch.__enter__()
         warnings.filterwarnings("always", message=_SYNC_WARNING.pattern, category=UserWarning)
+        # torch warns that the mode is a prototype each time it is set: ours to know, not the
+        # user's (the count comes from the profile; the mode only places the syncs)
+        warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype")
         self._show = warnings.showwarning
         warnings.showwarning = self._showwarning
         self._mode = int(cuda.get_sync_debug_mode())

@@ -54,3 +54,26 @@ def test_launch_bound_says_what_reduce_overhead_would_give() -> None:
     graphs_on = launch_bound(GpuTime(kernels=120, busy_s=0.2e-3), 2e-3, "reduce-overhead")
     assert graphs_on is not None
     assert "larger batch" in graphs_on.text
+
+
+def test_the_pending_backward_warning_becomes_an_explanation() -> None:
+    import warnings
+
+    from jupyter_gpu.magics.compile.magic import _replay_warnings
+
+    message = (
+        "Unable to hit fast path of CUDAGraphs because of pending, uninvoked backwards. "
+        "Consider running with torch.no_grad() or using "
+        "torch.compiler.cudagraph_mark_step_begin() before each model invocation"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            warnings.warn(message, UserWarning, stacklevel=1)
+    shown: list[str] = []
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda m, *a, **k: shown.append(str(m))
+        out = _replay_warnings(caught)
+    assert [e.kind for e in out] == ["cudagraphs"]
+    assert "torch.no_grad()" in out[0].text
+    assert shown == []  # it became the explanation, not a raw warning
