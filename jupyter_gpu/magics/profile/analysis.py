@@ -147,7 +147,9 @@ class Analysis:
         if total <= 0:
             return ""
         parts = sorted(self.idle_s.items(), key=lambda kv: -kv[1])
-        return ", ".join(f"{IDLE_LABELS[k]} {fmt_pct(v / total)}" for k, v in parts if v > 0)
+        return ", ".join(
+            f"{IDLE_LABELS[k]} {fmt_pct(v / total)}" for k, v in parts if v / total >= 0.005
+        )
 
     @property
     def gpu_idle_fraction(self) -> float | None:
