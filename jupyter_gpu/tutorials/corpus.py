@@ -111,6 +111,10 @@ def random_batch(
     if tokens.numel() <= context:
         raise ValueError(f"need more than {context} tokens, have {tokens.numel()}")
     starts = torch.randint(0, tokens.numel() - context, (batch,), generator=generator)
+    if tokens.device.type == "cuda":
+        # From pinned memory the copy is queued without making the CPU wait for the GPU; a
+        # plain (pageable) copy would wait for every step queued before it, each step.
+        starts = starts.pin_memory().to(tokens.device, non_blocking=True)
     window = starts.to(tokens.device)[:, None] + torch.arange(context + 1, device=tokens.device)
     chunk = tokens[window].long()
     return chunk[:, :-1], chunk[:, 1:]

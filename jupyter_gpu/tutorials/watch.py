@@ -30,6 +30,9 @@ class WindowStats:
     util_pct_mean: float | None
     mem_used_bytes_max: int | None
     power_w_mean: float | None
+    sm_clock_mhz_min: int | None = None
+    sm_clock_mhz_max: int | None = None
+    temperature_c_max: float | None = None
 
 
 class GpuWatch:
@@ -85,6 +88,8 @@ class GpuWatch:
         utils: list[float] = []
         mems: list[int] = []
         powers: list[float] = []
+        clocks: list[int] = []
+        temperatures: list[float] = []
         for entry in self._sampler.history.since(start):
             if entry.ts > end:
                 break
@@ -97,6 +102,10 @@ class GpuWatch:
                     mems.append(device.mem_used_bytes)
                 if device.power_w is not None:
                     powers.append(device.power_w)
+                if device.sm_clock_mhz is not None:
+                    clocks.append(device.sm_clock_mhz)
+                if device.temperature_c is not None:
+                    temperatures.append(device.temperature_c)
         return WindowStats(
             label=label,
             duration_s=end - start,
@@ -104,4 +113,7 @@ class GpuWatch:
             util_pct_mean=statistics.fmean(utils) if utils else None,
             mem_used_bytes_max=max(mems) if mems else None,
             power_w_mean=statistics.fmean(powers) if powers else None,
+            sm_clock_mhz_min=min(clocks) if clocks else None,
+            sm_clock_mhz_max=max(clocks) if clocks else None,
+            temperature_c_max=max(temperatures) if temperatures else None,
         )
