@@ -82,6 +82,7 @@ class TorchrunMagics(ShellMagics):
         "--nproc-per-node",
         type=_count,
         default=None,
+        metavar="N",
         help="ranks on this machine (default: one per visible GPU; without a GPU give -n)",
     )
     @argument(
@@ -94,6 +95,7 @@ class TorchrunMagics(ShellMagics):
         "--timeout",
         type=_seconds,
         default=DEFAULT_TIMEOUT_S,
+        metavar="S",
         help="seconds a collective (or the rendezvous of several nodes) may wait for every "
         "rank before the cell fails and names the ranks that did not arrive "
         f"(default {DEFAULT_TIMEOUT_S:g})",
@@ -119,12 +121,14 @@ class TorchrunMagics(ShellMagics):
         "--nnodes",
         type=_count,
         default=1,
+        metavar="M",
         help="machines in the job; run the same cell on each, with its own --node-rank",
     )
     @argument(
         "--node-rank",
         type=int,
         default=None,
+        metavar="R",
         help="this machine's place among --nnodes (0 is the machine at --rdzv-endpoint)",
     )
     @argument(
