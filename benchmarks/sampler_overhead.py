@@ -17,7 +17,9 @@ WebSocket clients to the stream for 60 s, at 1 Hz and at 10 Hz, and prints:
   in the JSON too, but it counts the time a request waits inside the server while the event
   loop serves the others); and the load generator's CPU.
 
-Targets: under 1 % of a core at 1 Hz, under 5 % at 10 Hz, p99 under 20 ms. The load generator
+Targets: under 1 % of a core at 1 Hz, under 5 % at 10 Hz, and our route costing no more than
+Jupyter's own /api/status under the same load (server CPU per request; the earlier "p99 under
+20 ms with 50 in flight" is retired: Jupyter Server's own stack sets that floor). The load generator
 runs on the same machine, so on a small machine its own CPU use slows the server's answers: the
 client figures are an upper bound. The server's CPU per request (its process CPU time during the
 rounds over the requests answered) is the cost; times 50 it is the floor for the last of 50
@@ -52,7 +54,6 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 TOKEN = "sampler-overhead"
 HEADERS = {"Authorization": f"token {TOKEN}"}
 TARGETS = {1.0: 1.0, 10.0: 5.0}  # Hz -> max % of one core
-P99_TARGET_MS = 20.0
 ROUTES = {"snapshot": "/jupyter-gpu/api/v1/snapshot", "status": "/api/status"}
 HANDLERS = {  # Jupyter Server labels its request-duration metric by handler class
     "snapshot": "jupyter_gpu.server.handlers.SnapshotHandler",
@@ -307,7 +308,7 @@ async def measure(hz: float, args: argparse.Namespace) -> dict[str, object]:
         "rounds": args.rounds,
         **lat,
         "target_cpu_pct": TARGETS.get(hz),
-        "target_p99_ms": P99_TARGET_MS,
+        "target": "snapshot server CPU per request <= status's",
     }
 
 
@@ -324,7 +325,8 @@ def print_tables(rows: list[dict[str, object]], concurrency: int) -> None:
     print(
         f"| rate, client | GET snapshot p50 / p99, {concurrency} in flight | Jupyter's GET "
         "/api/status, same load | one at a time: snapshot / status | server CPU per request: "
-        f"snapshot / status (x {concurrency}) | client CPU, % of a core |"
+        f"snapshot / status (x {concurrency}); target: snapshot <= status | client CPU, % of a "
+        "core |"
     )
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -333,7 +335,7 @@ def print_tables(rows: list[dict[str, object]], concurrency: int) -> None:
             cpu_ms = [float(str(r[f"{p}{name}_server_cpu_ms_per_request"])) for name in ROUTES]
             print(
                 f"| {r['hz']:g} Hz, {label} | {r[p + 'snapshot_p50_ms']} / "
-                f"{r[p + 'snapshot_p99_ms']} ms (target p99 < {P99_TARGET_MS:g}) | "
+                f"{r[p + 'snapshot_p99_ms']} ms | "
                 f"{r[p + 'status_p50_ms']} / {r[p + 'status_p99_ms']} ms | "
                 f"{r[p + 'snapshot_sequential_p50_ms']} / {r[p + 'status_sequential_p50_ms']} ms | "
                 f"{cpu_ms[0]:.2f} / {cpu_ms[1]:.2f} ms ({concurrency * cpu_ms[0]:.0f} / "
