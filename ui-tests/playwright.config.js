@@ -4,7 +4,10 @@
  *   simulated  the simulated backend with 2 devices, under a JupyterHub-style base URL
  *   nogpu      the default backend on a machine without a GPU, behind a token (a real login)
  *   faults     the simulated backend with faults on a schedule (started by the test itself)
- *   perf       the simulated backend with 8 devices at 1 Hz: the cost of one update
+ *   dashboard  the simulated backend with 2 h of seeded past, faults, a restart (started by
+ *              the tests themselves)
+ *   perf       the simulated backend with 8 devices at 1 Hz and 24 h of seeded past: the cost
+ *              of one update, the dashboard's opening
  *   data       the simulated backend with prepared cache dirs (started by the test itself)
  */
 const path = require('path');
@@ -92,6 +95,13 @@ module.exports = {
       use: { baseURL: `http://127.0.0.1:${ports.hang}/` }
     },
     {
+      // Its servers start in the tests (tests/dashboard.spec.ts): seeded history, faults on
+      // their clock, a restart.
+      name: 'dashboard',
+      testMatch: /dashboard\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.dashboard}/` }
+    },
+    {
       name: 'perf',
       testMatch: /perf\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.perf}/` }
@@ -122,7 +132,9 @@ module.exports = {
           '--IdentityProvider.token=',
           '--JupyterGpu.backend=simulated',
           '--JupyterGpu.simulated_devices=8',
-          '--JupyterGpu.interval_s=1'
+          '--JupyterGpu.interval_s=1',
+          // 24 h of synthetic past (labelled simulated), for the dashboard's long ranges
+          '--JupyterGpu.simulated_seed_history_s=86400'
         ])
       ]
 };

@@ -10,7 +10,9 @@ import {
   ICacheCleared,
   IDevicesInfo,
   IGpuTransport,
+  IColumnsQuery,
   IHistory,
+  IHistoryColumns,
   ISample,
   IStreamConnection,
   IStreamHandlers
@@ -45,6 +47,16 @@ export class GpuApiClient implements IGpuTransport {
       method: 'POST',
       body: JSON.stringify({ id })
     });
+  }
+
+  historyColumns(query: IColumnsQuery): Promise<IHistoryColumns> {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined) {
+        params.set(key, String(value));
+      }
+    }
+    return this._get<IHistoryColumns>(`history?${params.toString()}`);
   }
 
   openStream(handlers: IStreamHandlers): IStreamConnection {

@@ -2,13 +2,33 @@
  * The client-side history: samples kept as columns (one array per metric) so that a chart can
  * hand the same arrays to uPlot on every update instead of rebuilding them.
  */
-import { ISample } from './types';
+import { IDeviceSample, ISample } from './types';
 
 /** A column of values, aligned with `SampleBuffer.ts`; `null` where there was no value. */
 export type Column = (number | null)[];
 
-/** Column keys: `host.cpu`, `host.mem`, `cache.size`, `gpu.<i>.util|mem|power|temp`. */
-export type Metric = 'util' | 'mem' | 'power' | 'temp';
+/**
+ * Column keys: `host.cpu`, `host.mem`, `cache.size`, `gpu.<i>.util|mem|power|temp`, and
+ * `gpu.<i>.sm_active|sm_occupancy|tensor_active|dram_bw` where the server sends NVML's GPM
+ * readings (the column appears with the first sample that has the field).
+ */
+export type Metric =
+  | 'util'
+  | 'mem'
+  | 'power'
+  | 'temp'
+  | 'sm_active'
+  | 'sm_occupancy'
+  | 'tensor_active'
+  | 'dram_bw';
+
+/** The GPM readings and their sample fields, in the order charts list them. */
+export const GPM_METRICS: readonly [Metric, keyof IDeviceSample][] = [
+  ['sm_active', 'sm_active_pct'],
+  ['sm_occupancy', 'sm_occupancy_pct'],
+  ['tensor_active', 'tensor_active_pct'],
+  ['dram_bw', 'dram_bw_pct']
+];
 
 /** The key of a device's column. */
 export function gpuKey(index: number, metric: Metric): string {
@@ -36,6 +56,12 @@ function rowOf(sample: ISample): Map<string, number | null> {
     row.set(gpuKey(i, 'mem'), ok ? device.mem_used_bytes : null);
     row.set(gpuKey(i, 'power'), ok ? device.power_w : null);
     row.set(gpuKey(i, 'temp'), ok ? device.temperature_c : null);
+    for (const [metric, field] of GPM_METRICS) {
+      const value = device[field];
+      if (value !== undefined) {
+        row.set(gpuKey(i, metric), ok ? (value as number | null) : null);
+      }
+    }
   }
   return row;
 }
@@ -71,6 +97,11 @@ export class SampleBuffer {
   set windowS(value: number) {
     this._windowS = value;
     this._trim();
+  }
+
+  /** Whether a sample has brought column `key` (a GPM reading, say). */
+  has(key: string): boolean {
+    return this._columns.has(key);
   }
 
   /**

@@ -117,11 +117,24 @@ export class Sparkline {
     this._options = options;
     this.node = document.createElement('div');
     this.node.className = 'jp-gpu-chart';
+    this._scale = document.createElement('span');
+    this._scale.className = 'jp-gpu-chart-scale';
+    this.node.append(this._scale);
     observeWidth(this.node, this);
   }
 
   /** The chart's element; give it a width with CSS. */
   readonly node: HTMLDivElement;
+
+  /** Cell runs to draw as bands behind the line: `[start, end, failed]` (server time). */
+  bands: readonly [number, number, boolean][] = [];
+
+  /** The chart's scale in words (its top: `140 GiB`, `700 W`), shown in its corner. */
+  setScaleLabel(text: string): void {
+    if (this._scale.textContent !== text) {
+      this._scale.textContent = text;
+    }
+  }
 
   /**
    * Show `ys` over `xs` (Unix seconds), from `xMin` to `xMax`. The arrays may be the same ones
@@ -231,13 +244,38 @@ export class Sparkline {
             this._timeGaps(u, idx0, idx1, nullGaps)
         }
       ],
-      hooks: onHover
-        ? {
-            setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)]
-          }
-        : {}
+      hooks: {
+        drawClear: [(u: uPlot) => this._drawBands(u)],
+        ...(onHover
+          ? { setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)] }
+          : {})
+      }
     };
     return new uPlot(options, [xs, ys as number[]], this.node);
+  }
+
+  private _drawBands(u: uPlot): void {
+    const bands = this.bands;
+    if (!bands.length) {
+      return;
+    }
+    const { palette } = this._options;
+    const ctx = u.ctx;
+    const { top, height } = u.bbox;
+    const [x0, x1] = this._xRange;
+    const minWidth = 2 * (window.devicePixelRatio || 1);
+    for (const [start, end, failed] of bands) {
+      if (end < x0 || start > x1) {
+        continue;
+      }
+      const a = u.valToPos(Math.max(start, x0), 'x', true);
+      const b = u.valToPos(Math.min(end, x1), 'x', true);
+      ctx.fillStyle = palette.translucent(
+        failed ? '--jp-warn-color1' : '--jp-brand-color2',
+        0.25
+      );
+      ctx.fillRect(a, top, Math.max(b - a, minWidth), height);
+    }
   }
 
   /** Add a gap wherever two samples are further apart than a few intervals. */
@@ -261,6 +299,7 @@ export class Sparkline {
   }
 
   private _options: ISparklineOptions;
+  private _scale: HTMLSpanElement;
   private _plot: uPlot | null = null;
   private _xs: number[] | null = null;
   private _ys: Column | null = null;

@@ -27,8 +27,24 @@ export type ConnectionStatus =
   | 'paused'
   /** The API answered 404: the server extension is not enabled. */
   | 'disabled'
-  /** The API answered 403: this user may not read GPU metrics. */
-  | 'forbidden';
+  /** The API answered 403 for authorization: this user may not read GPU metrics. */
+  | 'forbidden'
+  /** The API answered 403 for authentication: the login expired or the token changed. */
+  | 'signed-out'
+  /** The API answered 503 with the server's configuration error. */
+  | 'misconfigured'
+  /** The server speaks another version of the API. */
+  | 'incompatible';
+
+/** The API version this frontend speaks (`api_version` of `GET devices`). */
+export const API_VERSION = '1';
+
+/** The error for a server that speaks another API version. */
+export class IncompatibleApiError extends Error {
+  constructor(readonly serverVersion: string) {
+    super(serverVersion);
+  }
+}
 
 /** What the connection reads of the model (the model itself). */
 export interface IConnectionState {
@@ -133,12 +149,19 @@ export class Connection {
     const current = () => this._scheduler.isCurrent(epoch);
     const sink = this._sink;
     try {
-      if (!this._state.info) {
+      if (!this._state.info || this._recheckInfo) {
+        // Also after the stream dropped: the server may have restarted with other devices.
         const info = await this._transport.devices();
         if (!current()) {
           return;
         }
-        sink.setInfo(info);
+        if (String(info.api_version) !== API_VERSION) {
+          throw new IncompatibleApiError(String(info.api_version));
+        }
+        this._recheckInfo = false;
+        if (!sameInfo(info, this._state.info)) {
+          sink.setInfo(info);
+        }
       }
       if (this.mode === 'stream' && this._stream.isOpen) {
         if (!this._stream.isStale(this._serverIntervalS())) {
@@ -152,12 +175,29 @@ export class Connection {
       if (!current()) {
         return;
       }
-      const polling = this.mode === 'poll';
-      if (polling) {
+      if (this.mode === 'poll') {
         sink.setStatus('polling', null);
-        if (!this._mode.mayRetrySocket) {
-          return;
+        if (this._mode.mayRetrySocket && !this._retrying) {
+          // Try the socket beside the polling, not instead of it: a silent one must not
+          // freeze the charts for its open timeout.
+          this._retrying = true;
+          this._stream.open().then(
+            () => {
+              this._retrying = false;
+              if (current()) {
+                this._mode.socketOpened();
+                sink.setStatus('live', null);
+              }
+            },
+            (err: unknown) => {
+              this._retrying = false;
+              this._mode.socketFailed(
+                err instanceof StreamOpenError && err.silent
+              );
+            }
+          );
         }
+        return;
       }
       try {
         await this._stream.open();
@@ -166,8 +206,8 @@ export class Connection {
           throw err;
         }
         // HTTP works (the history just came) but the socket does not: WebSockets are blocked
-        // (a proxy, a firewall) or failing; after a few tries, poll instead.
-        if (this._mode.socketFailed() || polling) {
+        // (a proxy, a firewall) or failing; after a silent one or a few refused, poll instead.
+        if (this._mode.socketFailed(err.silent)) {
           sink.setStatus('polling', null);
           return;
         }
@@ -187,7 +227,27 @@ export class Connection {
 
   private _onTickError(err: unknown): void {
     const sink = this._sink;
-    if (err instanceof ApiError && err.status === 404) {
+    if (err instanceof IncompatibleApiError) {
+      sink.setStatus(
+        'incompatible',
+        `The server's jupyter-gpu speaks API version ${err.serverVersion}; this JupyterLab extension speaks version ${API_VERSION}.`
+      );
+    } else if (
+      err instanceof ApiError &&
+      err.status === 503 &&
+      isConfigError(err)
+    ) {
+      sink.setStatus('misconfigured', err.message);
+    } else if (
+      err instanceof ApiError &&
+      err.status === 403 &&
+      !isAuthzError(err)
+    ) {
+      sink.setStatus(
+        'signed-out',
+        'The server no longer accepts this login (the API answered 403 Forbidden): it expired, or the server restarted with another token.'
+      );
+    } else if (err instanceof ApiError && err.status === 404) {
       sink.setInfo(null); // the extension may be enabled later: ask for devices again
       sink.setStatus(
         'disabled',
@@ -196,7 +256,7 @@ export class Connection {
     } else if (err instanceof ApiError && err.status === 403) {
       sink.setStatus(
         'forbidden',
-        'This user may not read GPU metrics (the API answered 403).'
+        `The server refused this user access to GPU metrics (403): ${err.message}`
       );
     } else if (err instanceof StreamOpenError) {
       sink.setStatus('reconnecting', 'The live stream did not open.');
@@ -220,6 +280,7 @@ export class Connection {
     if (!this._scheduler.running) {
       return;
     }
+    this._recheckInfo = true;
     this._sink.setStatus('reconnecting', 'The live stream was interrupted.');
     // Step now: fill the gap from history, then open a new socket (backing off on failure).
     this._scheduler.schedule(0);
@@ -274,4 +335,21 @@ export class Connection {
   private _mode: TransportMode;
   private _watchdogMs: number;
   private _backfilling = false;
+  private _recheckInfo = false;
+  private _retrying = false;
+}
+
+/** Whether two `GET devices` answers say the same (a restarted server usually does). */
+function sameInfo(a: IDevicesInfo, b: IDevicesInfo | null): boolean {
+  return b !== null && JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** jupyter_server's `@authorized` refusal (authentication failures say only "Forbidden"). */
+function isAuthzError(err: ApiError): boolean {
+  return /not authorized/i.test(err.message);
+}
+
+/** The extension's 503 for an invalid configuration (see docs/api.md). */
+function isConfigError(err: ApiError): boolean {
+  return /invalid configuration/i.test(err.message);
 }

@@ -4,20 +4,19 @@
  */
 import type { ConnectionStatus } from './model';
 import type { SampleBuffer } from './buffer';
+import { trans } from './i18n';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
 
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
 const DASH = '–';
 
-/** `87%`; one decimal under 10 % so that an idle GPU does not read as a flat 0 %. */
+/** `87%`: whole numbers, as NVML measures utilization. */
 export function formatPct(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) {
     return DASH;
   }
-  return value < 10 && value > 0
-    ? `${value.toFixed(1)}%`
-    : `${Math.round(value)}%`;
+  return `${Math.round(value)}%`;
 }
 
 /** A byte count with the unit that keeps 2 to 3 digits: `31.2 GiB`, `512 MiB`, `140 GiB`. */
@@ -117,13 +116,16 @@ function digits(value: number): string {
 /** The short line of one GPU: `87% · 31.2/140 GiB`. */
 function deviceLine(device: IDeviceSample): string {
   if (device.state === 'lost') {
-    return 'lost';
+    return trans.__('lost');
+  }
+  if (device.state === 'not_responding') {
+    return trans.__('not responding');
   }
   if (device.state === 'not_responding') {
     return 'not responding';
   }
   if (device.state !== 'ok') {
-    return 'error';
+    return trans.__('error');
   }
   return `${formatPct(device.util_pct)} · ${formatBytesOf(
     device.mem_used_bytes,
@@ -138,8 +140,9 @@ export interface IStatusText {
 }
 
 /**
- * The status-bar summary: `GPU 0: 87% · 31.2/140 GiB` for one GPU; for several the mean
- * utilization and the summed memory, `4 GPUs: 52% · 120/560 GiB`; the tooltip has every GPU.
+ * The status-bar summary: `GPU 0: 87% · 31.2/140 GiB` for one GPU; for several the busiest
+ * GPU (a mean would hide one idle GPU of 8, or one busy one) and the summed memory,
+ * `4 GPUs · GPU 2: 97% · 120/560 GiB`; the tooltip has every GPU.
  */
 export function statusText(
   status: ConnectionStatus,
@@ -148,62 +151,86 @@ export function statusText(
 ): IStatusText {
   if (status === 'disabled') {
     return {
-      text: 'GPU: extension off',
-      title:
-        'The jupyter-gpu server extension is not enabled. Click for details.'
+      text: trans.__('GPU: extension off'),
+      title: trans.__('The jupyter-gpu server extension is not enabled.')
     };
   }
-  if (status === 'forbidden') {
-    return {
-      text: 'GPU: no access',
-      title: 'This user may not read GPU metrics.'
-    };
+  if (
+    status === 'forbidden' ||
+    status === 'signed-out' ||
+    status === 'misconfigured' ||
+    status === 'incompatible'
+  ) {
+    const text = {
+      forbidden: trans.__('GPU: no access'),
+      'signed-out': trans.__('GPU: signed out'),
+      misconfigured: trans.__('GPU: misconfigured'),
+      incompatible: trans.__('GPU: version mismatch')
+    }[status];
+    return { text, title: trans.__('The GPU monitor says why.') };
   }
   if (!info || !latest) {
-    return { text: 'GPU …', title: 'Connecting to the GPU monitor…' };
+    return {
+      text: trans.__('GPU …'),
+      title: trans.__('Connecting to the GPU monitor…')
+    };
   }
-  const simulated = latest.simulated || info.simulated ? ' (simulated)' : '';
+  const simulated =
+    latest.simulated || info.simulated ? trans.__(' (simulated)') : '';
   const devices = latest.devices ?? [];
   if (!devices.length) {
-    const reason = latest.reason ?? info.reason ?? 'No NVIDIA GPU found';
+    const reason =
+      latest.reason ?? info.reason ?? trans.__('No NVIDIA GPU found');
     return {
-      text: 'No GPU',
-      title: `${noGpuMessage(reason)}. ${plainNoGpu(reason)} Open the panel for the host metrics.`
+      text: trans.__('No GPU'),
+      title: trans.__(
+        '%1. %2 Open the monitor for the host metrics.',
+        noGpuMessage(reason),
+        plainNoGpu(reason)
+      )
     };
   }
   const lines = devices.map(d =>
-    `GPU ${d.index} ${d.name ?? ''}: ${deviceLine(d)}`.trim()
+    `${trans.__('GPU %1', d.index)} ${d.name ?? ''}: ${deviceLine(d)}`.trim()
   );
   const stale = status === 'live' || status === 'polling' ? '' : ` [${status}]`;
   const title =
     lines.join('\n') +
-    (simulated ? '\nSimulated devices: synthetic numbers.' : '');
+    (simulated ? `\n${trans.__('Simulated devices: synthetic numbers.')}` : '');
   const bad = devices.filter(d => d.state !== 'ok');
   const badText = bad.length
     ? bad.length === 1
-      ? ` · GPU ${bad[0].index} ${deviceLine(bad[0])}`
-      : ` · ${bad.length} GPUs failing`
+      ? ` · ${trans.__('GPU %1', bad[0].index)} ${deviceLine(bad[0])}`
+      : ` · ${trans.__('%1 GPUs failing', bad.length)}`
     : '';
   if (devices.length === 1) {
     const device = devices[0];
     return {
-      text: `GPU ${device.index}: ${deviceLine(device)}${simulated}${stale}`,
+      text: `${trans.__('GPU %1', device.index)}: ${deviceLine(device)}${simulated}${stale}`,
       title
     };
   }
   const ok = devices.filter(d => d.state === 'ok');
-  const utils = ok.map(d => d.util_pct).filter((u): u is number => u !== null);
-  const meanUtil = utils.length
-    ? utils.reduce((a, b) => a + b, 0) / utils.length
-    : null;
+  let busiest: IDeviceSample | null = null;
+  for (const d of ok) {
+    if (
+      d.util_pct !== null &&
+      (busiest === null || d.util_pct > (busiest.util_pct ?? -1))
+    ) {
+      busiest = d;
+    }
+  }
   const sum = (values: (number | null)[]) =>
     values.some(v => v === null)
       ? null
       : (values as number[]).reduce((a, b) => a + b, 0);
   const used = sum(ok.map(d => d.mem_used_bytes));
   const total = sum(ok.map(d => d.mem_total_bytes));
+  const busy = busiest
+    ? trans.__('busiest GPU %1: %2', busiest.index, formatPct(busiest.util_pct))
+    : DASH;
   return {
-    text: `${devices.length} GPUs: ${formatPct(meanUtil)} · ${formatBytesOf(used, total)}${badText}${simulated}${stale}`,
+    text: `${trans.__('%1 GPUs', devices.length)} · ${busy} · ${formatBytesOf(used, total)}${badText}${simulated}${stale}`,
     title
   };
 }

@@ -5,28 +5,68 @@
  */
 import { el, setData, setHidden, setText, setTitle } from './dom';
 import { noGpuMessage, plainNoGpu } from './format';
+import { trans } from './i18n';
 import { ConnectionStatus, GpuMonitorModel } from './model';
 import { IDevicesInfo } from './types';
 
-const STATUS_LABELS: { [status in ConnectionStatus]: [string, string] } = {
-  idle: ['idle', 'Not connected yet.'],
-  connecting: ['connecting…', 'Loading the devices and their history.'],
-  live: ['live', 'Streaming samples over a WebSocket.'],
-  polling: [
-    'polling',
-    'The WebSocket does not connect (a proxy may block it): polling over HTTP instead.'
-  ],
-  reconnecting: [
-    'reconnecting…',
-    'The connection was lost; retrying with backoff.'
-  ],
-  paused: ['paused', 'Hidden: no connection, no updates.'],
-  disabled: ['off', 'The jupyter-gpu server extension is not enabled.'],
-  forbidden: ['no access', 'This user may not read GPU metrics.']
-};
+function statusLabel(status: ConnectionStatus): [string, string] {
+  switch (status) {
+    case 'idle':
+      return [trans.__('idle'), trans.__('Not connected yet.')];
+    case 'connecting':
+      return [
+        trans.__('connecting…'),
+        trans.__('Loading the devices and their history.')
+      ];
+    case 'live':
+      return [
+        trans.__('live'),
+        trans.__('Streaming samples over a WebSocket.')
+      ];
+    case 'polling':
+      return [
+        trans.__('polling'),
+        trans.__(
+          'The WebSocket does not connect or stays silent (a proxy may block it): polling over HTTP instead.'
+        )
+      ];
+    case 'reconnecting':
+      return [
+        trans.__('reconnecting…'),
+        trans.__('The connection was lost; retrying with backoff.')
+      ];
+    case 'paused':
+      return [
+        trans.__('paused'),
+        trans.__('Hidden: no connection, no updates.')
+      ];
+    case 'disabled':
+      return [
+        trans.__('off'),
+        trans.__('The jupyter-gpu server extension is not enabled.')
+      ];
+    case 'forbidden':
+      return [
+        trans.__('no access'),
+        trans.__('This user may not read GPU metrics.')
+      ];
+    case 'signed-out':
+      return [trans.__('signed out'), trans.__('The login expired.')];
+    case 'misconfigured':
+      return [
+        trans.__('misconfigured'),
+        trans.__("The server's jupyter-gpu configuration is invalid.")
+      ];
+    case 'incompatible':
+      return [
+        trans.__('incompatible'),
+        trans.__('The server speaks another version of the jupyter-gpu API.')
+      ];
+  }
+}
 
 export class PanelHeader {
-  constructor(model: GpuMonitorModel) {
+  constructor(model: GpuMonitorModel, openDashboard: (() => void) | null) {
     this._model = model;
     this.node = el('div', 'jp-gpu-header');
     this._subtitle = el('span', 'jp-gpu-subtitle');
@@ -34,16 +74,32 @@ export class PanelHeader {
     this._age = el('span', 'jp-gpu-age');
     setHidden(this._age, true);
     this.node.append(
-      el('h2', 'jp-gpu-title', 'GPUs'),
-      this._subtitle,
+      el('h2', 'jp-gpu-title', trans.__('GPUs')),
       this._status,
       this._age
     );
+    if (openDashboard) {
+      const button = el(
+        'button',
+        'jp-mod-styled jp-gpu-open-dashboard',
+        trans.__('Dashboard')
+      );
+      button.title = trans.__(
+        'Open the GPU dashboard in the main area: large charts, 5 min to 24 h'
+      );
+      button.addEventListener('click', openDashboard);
+      this.node.append(button);
+    }
+    this.node.append(this._subtitle);
 
     this.notice = el('div', 'jp-gpu-notice');
     this.notice.setAttribute('role', 'status');
     this._noticeText = el('div', 'jp-gpu-notice-text');
-    this._retry = el('button', 'jp-mod-styled jp-gpu-retry', 'Retry now');
+    this._retry = el(
+      'button',
+      'jp-mod-styled jp-gpu-retry',
+      trans.__('Retry now')
+    );
     this._retry.addEventListener('click', () => model.retryNow());
     this.notice.append(this._noticeText, this._retry);
   }
@@ -56,7 +112,7 @@ export class PanelHeader {
   /** Show the connection state and the notice that goes with it. */
   updateStatus(): void {
     const { status, error } = this._model;
-    const [label, help] = STATUS_LABELS[status];
+    const [label, help] = statusLabel(status);
     setText(this._status, label);
     setData(this._status, 'status', status);
     setTitle(this._status, error ? `${help}\n${error}` : help);
@@ -93,14 +149,26 @@ export class PanelHeader {
     }
     this._info = info;
     const subtitle = [
-      info.hostname,
-      info.driver_version ? `driver ${info.driver_version}` : null,
-      info.cuda_driver_version ? `CUDA ${info.cuda_driver_version}` : null
+      info.hostname ? trans.__('on %1', info.hostname) : null,
+      info.driver_version ? trans.__('driver %1', info.driver_version) : null,
+      info.cuda_driver_version
+        ? trans.__('CUDA %1', info.cuda_driver_version)
+        : null
     ]
       .filter(Boolean)
       .join(' · ');
     setText(this._subtitle, subtitle);
-    setTitle(this._subtitle, subtitle); // the whole line when a narrow panel shortens it
+    // Say what the host name is: the machine the Jupyter server (and its kernels) runs on.
+    setTitle(
+      this._subtitle,
+      info.hostname
+        ? trans.__(
+            'The Jupyter server runs on the host "%1"; these GPUs are that machine\'s.\n%2',
+            info.hostname,
+            subtitle
+          )
+        : subtitle
+    );
   }
 
   /** The one notice a person should read first, if any. */
@@ -110,15 +178,36 @@ export class PanelHeader {
     let text = '';
     if (status === 'disabled') {
       kind = 'disabled';
-      text =
-        'The jupyter-gpu server extension is not enabled, so there is nothing to show. ' +
-        'Enable it with “jupyter server extension enable jupyter_gpu” and restart Jupyter.';
+      text = trans.__(
+        'The jupyter-gpu server extension is not enabled, so there is nothing to show. Enable it with “jupyter server extension enable jupyter_gpu” and restart Jupyter.'
+      );
     } else if (status === 'forbidden') {
       kind = 'error';
-      text = `${error ?? ''} Ask the server's administrator for the jupyter_gpu:read permission.`;
+      text = trans.__(
+        "%1 Ask the server's administrator for the jupyter_gpu:read permission.",
+        error ?? ''
+      );
+    } else if (status === 'signed-out') {
+      kind = 'error';
+      text = trans.__('%1 Reload the page to log in again.', error ?? '');
+    } else if (status === 'misconfigured') {
+      kind = 'error';
+      text = trans.__(
+        "The server's GPU monitoring is off because its configuration is invalid: %1 Fix it in jupyter_server_config.py (or the command line) and restart Jupyter.",
+        error ?? ''
+      );
+    } else if (status === 'incompatible') {
+      kind = 'error';
+      text = trans.__(
+        '%1 Install the same jupyter-gpu version for the server and JupyterLab (pip install -U jupyter-gpu), then restart Jupyter and reload the page.',
+        error ?? ''
+      );
     } else if (status === 'reconnecting' && error) {
       kind = 'error';
-      text = `${error} Retrying; the charts keep their history and fill the gap on reconnect.`;
+      text = trans.__(
+        '%1 Retrying; the charts keep their history and fill the gap on reconnect.',
+        error
+      );
     } else if (
       info &&
       !info.gpu_available &&
@@ -126,11 +215,16 @@ export class PanelHeader {
     ) {
       kind = 'no-gpu';
       const reason = latest?.reason ?? info.reason;
-      text = `${noGpuMessage(reason)}. ${plainNoGpu(reason)} Host metrics are still shown.`;
+      text = trans.__(
+        '%1. %2 Host metrics are still shown.',
+        noGpuMessage(reason),
+        plainNoGpu(reason)
+      );
     } else if (info?.simulated || latest?.simulated) {
       kind = 'simulated';
-      text =
-        'Simulated GPUs: synthetic numbers from the simulated backend, for demos and tests.';
+      text = trans.__(
+        'Simulated GPUs: synthetic numbers from the simulated backend, for demos and tests.'
+      );
     }
     setHidden(this.notice, !kind);
     setData(this.notice, 'kind', kind);

@@ -8,6 +8,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 import { SampleBuffer } from './buffer';
 import { Connection, ConnectionStatus, IConnectionSink } from './connection';
+import { CellMarkers } from './markers';
 import { IDevicesInfo, IGpuTransport, ISample } from './types';
 
 export type { ConnectionStatus } from './connection';
@@ -38,6 +39,7 @@ export interface IModelOptions {
 export class GpuMonitorModel {
   constructor(options: IModelOptions) {
     this._refreshMs = options.refreshMs ?? 1000;
+    this._transport = options.transport;
     this.buffer = new SampleBuffer(options.windowS ?? 300);
     this._connection = new Connection(options.transport, this, this._sink(), {
       backoffBaseMs: options.backoffBaseMs ?? 2000,
@@ -58,6 +60,48 @@ export class GpuMonitorModel {
 
   /** The client-side history, trimmed to the window. */
   readonly buffer: SampleBuffer;
+
+  /** Cell executions, as bands on the charts (index.ts feeds them from JupyterLab). */
+  readonly markers = new CellMarkers();
+
+  /** The transport (the dashboard reads long ranges through it). */
+  get transport(): IGpuTransport {
+    return this._transport;
+  }
+
+  /**
+   * Now on the server's clock (Unix s): the browser's clock plus the offset that the newest
+   * samples show (a sample is stamped before it arrives, so the largest offset seen lately is
+   * the closest).
+   */
+  serverNow(): number {
+    return Date.now() / 1000 + this._clockOffset;
+  }
+
+  /** A notebook's code cell was scheduled to run (NotebookActions.executionScheduled). */
+  cellScheduled(notebook: string, cellId: string, source: string): void {
+    this.markers.scheduled(notebook, cellId, source, this.serverNow());
+    this._emitChanged(true);
+  }
+
+  /** It finished (NotebookActions.executed). */
+  cellExecuted(
+    notebook: string,
+    cellId: string,
+    executionCount: number | null,
+    success: boolean
+  ): void {
+    const marker = this.markers.executed(
+      notebook,
+      cellId,
+      executionCount,
+      success,
+      this.serverNow()
+    );
+    if (marker) {
+      this._emitChanged(true);
+    }
+  }
 
   /** New data (throttled to the refresh interval) or new device info. */
   get changed(): ISignal<this, void> {
@@ -205,12 +249,15 @@ export class GpuMonitorModel {
     if (!samples.length || this.buffer.add(samples) === 0) {
       return;
     }
+    const arrived = Date.now() / 1000;
     for (const sample of samples) {
       if (!this._latest || sample.ts > this._latest.ts) {
         this._latest = sample;
         this._latestAt = Date.now() - (sample.age_s ?? 0) * 1000;
+        this._noteClock(sample.ts - arrived);
       }
     }
+    this.markers.addSamples(samples);
     this._emitChanged(now);
   }
 
@@ -236,6 +283,15 @@ export class GpuMonitorModel {
     }
   }
 
+  private _noteClock(offset: number): void {
+    const offsets = this._offsets;
+    offsets.push(offset);
+    if (offsets.length > 30) {
+      offsets.shift();
+    }
+    this._clockOffset = Math.max(...offsets);
+  }
+
   private _clearEmitTimer(): void {
     if (this._emitTimer !== null) {
       clearTimeout(this._emitTimer);
@@ -253,6 +309,9 @@ export class GpuMonitorModel {
   }
 
   private _connection: Connection;
+  private _transport: IGpuTransport;
+  private _clockOffset = 0;
+  private _offsets: number[] = [];
   private _info: IDevicesInfo | null = null;
   private _latest: ISample | null = null;
   private _latestAt = 0;

@@ -14,6 +14,7 @@ import { IDeviceSample, IDevicesInfo, ISample } from './types';
 import { ModelView } from './view';
 import { IProcessActions, ProcessTable } from './proctable';
 import { CacheSection, ICacheActions } from './cachesection';
+import { trans } from './i18n';
 
 /** The performance-timeline name of one panel update (read by the browser benchmark). */
 export const UPDATE_MEASURE = 'jupyter-gpu:update';
@@ -40,6 +41,8 @@ export interface IPanelOptions {
   processActions?: IProcessActions;
   /** Clearing a compile cache (none: no "Clear…" buttons). */
   cacheActions?: ICacheActions;
+  /** Opens the main-area dashboard (a button in the header). */
+  openDashboard?: () => void;
 }
 
 export class GpuPanel extends ModelView {
@@ -48,12 +51,12 @@ export class GpuPanel extends ModelView {
     this._openNotebook = options.openNotebook ?? null;
     this.id = 'jupyter-gpu-panel';
     this.addClass('jp-gpu-panel');
-    this.title.caption = 'GPU monitor';
+    this.title.caption = trans.__('GPU monitor');
     // A named region, as JupyterLab's own side panels are, for screen readers.
     this.node.setAttribute('role', 'region');
     this.node.setAttribute('aria-label', this.title.caption);
 
-    this._header = new PanelHeader(this.model);
+    this._header = new PanelHeader(this.model, options.openDashboard ?? null);
     this._cards = document.createElement('div');
     this._cards.className = 'jp-gpu-cards';
     this._host = new HostCard(this._palette);
@@ -81,6 +84,18 @@ export class GpuPanel extends ModelView {
     this._settings = settings;
     this._dirty = true;
     this._renderIfVisible();
+  }
+
+  /** How much history the charts show (s); the model's buffer may hold more. */
+  get windowS(): number {
+    return this._windowS;
+  }
+  set windowS(value: number) {
+    if (value !== this._windowS) {
+      this._windowS = value;
+      this._dirty = true;
+      this._renderIfVisible();
+    }
   }
 
   /** The theme changed: read the colours again and redraw. */
@@ -214,13 +229,17 @@ export class GpuPanel extends ModelView {
       xMax: 1,
       intervalS: 1,
       simulated: false,
-      compact: false
+      compact: false,
+      markers: this.model.markers,
+      now: 0,
+      onHoverTime: ts => this._onHoverTime(ts)
     });
     ctx.buffer = buffer;
     ctx.latest = latest;
     ctx.charts = charts;
     ctx.xMax = latest.ts;
-    ctx.xMin = latest.ts - buffer.windowS;
+    ctx.xMin = latest.ts - Math.min(this._windowS, buffer.windowS);
+    ctx.now = this.model.serverNow();
     ctx.intervalS = info.config.interval_s || 1;
     ctx.simulated = latest.simulated || info.simulated;
     ctx.compact =
@@ -316,7 +335,17 @@ export class GpuPanel extends ModelView {
     this._renderIfVisible();
   }
 
+  /** The cursor is over the charts at `ts` (server time): the cards show when, and the cell. */
+  private _onHoverTime(ts: number | null): void {
+    const marker =
+      ts === null ? null : this.model.markers.at(ts, this.model.serverNow());
+    for (const card of this._deviceCards.values()) {
+      card.showHover(ts, marker);
+    }
+  }
+
   private _settings: IMonitorSettings = DEFAULT_SETTINGS;
+  private _windowS = 300;
   /** The render context, reused from one update to the next. */
   private _ctx: IRenderContext | null = null;
   private _orderOf: IDevicesInfo | null = null;

@@ -3,6 +3,8 @@
  * clamped to the schema's bounds so that a hand-edited value out of range still works.
  */
 
+import { DEFAULT_ALERTS, IAlertSettings } from './alerts';
+
 /** Which parts of the panel to show. */
 export interface IChartSettings {
   utilization: boolean;
@@ -23,11 +25,14 @@ export interface IMonitorSettings {
   charts: IChartSettings;
   layout: CardLayout;
   showStatusBar: boolean;
+  /** Draw each cell execution as a band on the charts. */
+  cellMarkers: boolean;
+  alerts: IAlertSettings;
 }
 
 export const DEFAULT_SETTINGS: IMonitorSettings = {
   refreshIntervalMs: 1000,
-  historyWindowS: 300,
+  historyWindowS: 0,
   charts: {
     utilization: true,
     memory: true,
@@ -38,8 +43,21 @@ export const DEFAULT_SETTINGS: IMonitorSettings = {
     compileCache: true
   },
   layout: 'auto',
-  showStatusBar: true
+  showStatusBar: true,
+  cellMarkers: true,
+  alerts: DEFAULT_ALERTS
 };
+
+/** The sidebar's window when the setting is 0: the server's `history_s`, at most an hour. */
+export function effectiveWindowS(
+  settingS: number,
+  serverHistoryS: number | undefined
+): number {
+  if (settingS > 0) {
+    return settingS;
+  }
+  return Math.min(3600, Math.max(30, serverHistoryS ?? 300));
+}
 
 function clampInt(
   value: unknown,
@@ -74,12 +92,15 @@ export function readSettings(composite: {
       60000,
       DEFAULT_SETTINGS.refreshIntervalMs
     ),
-    historyWindowS: clampInt(
-      composite.historyWindowS,
-      30,
-      3600,
-      DEFAULT_SETTINGS.historyWindowS
-    ),
+    historyWindowS:
+      composite.historyWindowS === 0
+        ? 0
+        : clampInt(
+            composite.historyWindowS,
+            30,
+            3600,
+            DEFAULT_SETTINGS.historyWindowS
+          ),
     charts,
     layout:
       composite.layout === 'full' || composite.layout === 'compact'
@@ -88,6 +109,26 @@ export function readSettings(composite: {
     showStatusBar:
       typeof composite.showStatusBar === 'boolean'
         ? composite.showStatusBar
-        : DEFAULT_SETTINGS.showStatusBar
+        : DEFAULT_SETTINGS.showStatusBar,
+    cellMarkers:
+      typeof composite.cellMarkers === 'boolean'
+        ? composite.cellMarkers
+        : DEFAULT_SETTINGS.cellMarkers,
+    alerts: readAlerts(composite.alerts)
+  };
+}
+
+function readAlerts(given: unknown): IAlertSettings {
+  const a = (given && typeof given === 'object' ? given : {}) as {
+    [key: string]: unknown;
+  };
+  const flag = (key: 'enabled' | 'gpuLost' | 'idleHolders') =>
+    typeof a[key] === 'boolean' ? (a[key] as boolean) : DEFAULT_ALERTS[key];
+  return {
+    enabled: flag('enabled'),
+    gpuLost: flag('gpuLost'),
+    idleHolders: flag('idleHolders'),
+    memoryPct: clampInt(a.memoryPct, 0, 100, DEFAULT_ALERTS.memoryPct),
+    temperatureC: clampInt(a.temperatureC, 0, 120, DEFAULT_ALERTS.temperatureC)
   };
 }

@@ -8,9 +8,11 @@ import { gpuIcon } from './icon';
 import { GpuMonitorModel } from './model';
 import { setData, setText, setTitle } from './dom';
 import { ModelView } from './view';
+import { trans } from './i18n';
 
 export class GpuStatusItem extends ModelView {
-  constructor(model: GpuMonitorModel, onClick: () => void) {
+  /** `onClick` gets where to open its menu (the item's top left corner, in page pixels). */
+  constructor(model: GpuMonitorModel, onClick: (x: number, y: number) => void) {
     super(model, 'statusbar');
     this.addClass('jp-gpu-statusbar');
     this.node.setAttribute('role', 'button');
@@ -22,11 +24,16 @@ export class GpuStatusItem extends ModelView {
     this._text = document.createElement('span');
     this._text.className = 'jp-gpu-statusbar-text';
     this.node.append(icon, this._text);
-    this.node.addEventListener('click', onClick);
+    this.node.setAttribute('aria-haspopup', 'menu');
+    const open = () => {
+      const box = this.node.getBoundingClientRect();
+      onClick(box.left, box.top);
+    };
+    this.node.addEventListener('click', open);
     this.node.addEventListener('keydown', event => {
       if (event.key === 'Enter' || event.key === ' ') {
         event.preventDefault();
-        onClick();
+        open();
       }
     });
     model.changed.connect(this._render, this);
@@ -48,7 +55,10 @@ export class GpuStatusItem extends ModelView {
       this.model.latest
     );
     setText(this._text, text);
-    setTitle(this.node, `${title}\nClick to open the GPU monitor.`);
+    setTitle(
+      this.node,
+      `${title}\n${trans.__('Click to open the GPU monitor or the dashboard.')}`
+    );
     const latest = this.model.latest;
     const warn =
       latest?.devices.some(d => d.state !== 'ok') ||

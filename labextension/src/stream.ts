@@ -4,8 +4,19 @@
  */
 import { IGpuTransport, ISample, IStreamConnection } from './types';
 
-/** The socket failed to open (blocked, refused, closed before a sample, timed out). */
-export class StreamOpenError extends Error {}
+/**
+ * The socket failed to open: refused or closed before a first sample, or (`silent`) still
+ * open but silent after the open timeout, as behind a proxy that accepts WebSockets and then
+ * forwards nothing.
+ */
+export class StreamOpenError extends Error {
+  constructor(
+    message: string,
+    readonly silent = false
+  ) {
+    super(message);
+  }
+}
 
 export interface ILiveStreamOptions {
   transport: IGpuTransport;
@@ -80,7 +91,9 @@ export class LiveStream {
       this._socket = connection;
       this._openTimer = setTimeout(() => {
         this.close();
-        reject(new StreamOpenError('the socket did not open in time'));
+        reject(
+          new StreamOpenError('the socket delivered nothing in time', true)
+        );
       }, this._options.openTimeoutMs);
     });
   }
@@ -117,6 +130,7 @@ export class TransportMode {
   constructor(failuresBeforePolling: number, retryMs: number) {
     this._failuresBeforePolling = failuresBeforePolling;
     this._retryMs = retryMs;
+    this._retryWaitMs = retryMs;
   }
 
   get mode(): 'stream' | 'poll' {
@@ -131,16 +145,26 @@ export class TransportMode {
   /** A socket opened: stream again. */
   socketOpened(): void {
     this._failures = 0;
+    this._retryWaitMs = this._retryMs;
     this._mode = 'stream';
   }
 
-  /** A socket failed to open while HTTP worked; returns whether this made it poll. */
-  socketFailed(): boolean {
-    this._retryAt = Date.now() + this._retryMs;
+  /**
+   * A socket failed to open while HTTP worked; returns whether this made it poll. A silent
+   * socket (one open timeout spent) polls at once: waiting for another would freeze the
+   * charts again. While polling, each silent retry doubles the wait before the next one.
+   */
+  socketFailed(silent = false): boolean {
     if (this._mode === 'poll') {
+      if (silent) {
+        this._retryWaitMs = Math.min(this._retryWaitMs * 2, 30 * 60000);
+      }
+      this._retryAt = Date.now() + this._retryWaitMs;
       return false;
     }
-    if (++this._failures >= this._failuresBeforePolling) {
+    this._retryWaitMs = this._retryMs;
+    this._retryAt = Date.now() + this._retryWaitMs;
+    if (silent || ++this._failures >= this._failuresBeforePolling) {
       this._mode = 'poll';
       return true;
     }
@@ -150,6 +174,7 @@ export class TransportMode {
   private _mode: 'stream' | 'poll' = 'stream';
   private _failures = 0;
   private _retryAt = 0;
+  private _retryWaitMs: number;
   private _failuresBeforePolling: number;
   private _retryMs: number;
 }

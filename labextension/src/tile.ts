@@ -15,6 +15,8 @@ export interface ITileOptions {
   range: (dataMax: number) => [number, number];
   /** The value at a buffer index as text (shown while the cursor is over the charts). */
   formatAt: (index: number) => string;
+  /** The cursor is over buffer index `index` (`null`: it left). */
+  onHover?: (index: number | null) => void;
 }
 
 export class Tile {
@@ -37,7 +39,10 @@ export class Tile {
       colorVar: options.colorVar,
       palette: options.palette,
       range: options.range,
-      onHover: index => this._hover(index)
+      onHover: index => {
+        this._hover(index);
+        options.onHover?.(index);
+      }
     });
     this._note = el('div', 'jp-gpu-tile-note');
     this._note.hidden = true;

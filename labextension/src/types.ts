@@ -26,6 +26,10 @@ export interface IServerConfig {
   gpm_interval_s?: number;
   idle_holder_minutes?: number;
   idle_holder_gib?: number;
+  /** Seconds of min/mean/max buckets the server keeps after `history_s`. */
+  long_history_s?: number;
+  /** The width of those buckets (s). */
+  history_bucket_s?: number;
 }
 
 /** `GET devices`: what is there. */
@@ -48,6 +52,7 @@ export interface IDevicesInfo {
  * that match nothing visible from this server (`'unattributable'`, `reason` says why).
  */
 export interface IGpuProcess {
+  /** `null` where the server cannot say (a process in another pid namespace). */
   pid: number | null;
   name: string | null;
   used_mem_bytes: number | null;
@@ -157,6 +162,32 @@ export interface IHistory {
   samples: ISample[];
 }
 
+/** A column's min, mean and max per row (`null`: no reading in that row). */
+export interface IColumnStats {
+  min: (number | null)[];
+  mean: (number | null)[];
+  max: (number | null)[];
+}
+
+/** `GET history?points=…` (or `resolution=`): columns at a resolution, oldest first. */
+export interface IHistoryColumns {
+  interval_s: number;
+  bucket_s: number;
+  resolution_s: number;
+  /** Each row's start, Unix seconds. */
+  ts: number[];
+  /** By column: `gpu.<i>.<field>`, `host.cpu_pct`, `host.mem_used_bytes`, `cache.size_bytes`. */
+  series: { [column: string]: IColumnStats };
+}
+
+/** What to ask `GET history` for in columns. */
+export interface IColumnsQuery {
+  since?: number;
+  points?: number;
+  resolution?: number;
+  limit?: number;
+}
+
 /** An HTTP answer other than 2xx, or no answer at all (`status` 0). */
 export class ApiError extends Error {
   constructor(
@@ -190,6 +221,8 @@ export interface IGpuTransport {
   devices(): Promise<IDevicesInfo>;
   /** `GET history?since=<ts>` (all of it without `since`). Rejects with an `ApiError`. */
   history(since?: number): Promise<IHistory>;
+  /** `GET history` as columns (the dashboard's long ranges). Rejects with an `ApiError`. */
+  historyColumns?(query: IColumnsQuery): Promise<IHistoryColumns>;
   /** Open the WebSocket stream. */
   openStream(handlers: IStreamHandlers): IStreamConnection;
 }

@@ -126,7 +126,7 @@ test('a lost GPU and a reading the GPU cannot give', async ({ page }) => {
   await expect(gpu0).toHaveAttribute('data-state', 'ok');
   await expect(gpu0.locator('.jp-gpu-card-message')).toBeHidden();
   await expect(page.locator(STATUS_ITEM)).toHaveText(
-    /^2 GPUs: \d+(\.\d)?% · [\d.]+\/140 GiB · GPU 1 lost \(simulated\)$/
+    /^2 GPUs · busiest GPU 0: \d+% · [\d.]+\/140 GiB · GPU 1 lost \(simulated\)$/
   );
   await expect(page.locator(STATUS_ITEM)).toHaveAttribute('data-state', 'warn');
   await expect(panel.locator('.jp-gpu-status')).toHaveText('live');

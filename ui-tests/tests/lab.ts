@@ -10,17 +10,22 @@ export const STATUS_ITEM = '.jp-gpu-statusbar';
 /** Open JupyterLab (relative to the project's base URL) and wait until it is ready. */
 export async function openLab(page: Page, query = ''): Promise<void> {
   await page.goto(`lab${query}`);
+  // The splash may not be in the page yet when this looks (a busy machine): wait for the
+  // sidebar's tab itself, then for the splash to go.
+  await expect(page.locator(PANEL_TAB)).toBeVisible({ timeout: 60000 });
   await page
     .locator('#jupyterlab-splash')
     .waitFor({ state: 'detached', timeout: 30000 });
-  // Plugins may still be activating after the splash goes (30 s: a loaded 2-core CI machine).
-  await expect(page.locator(PANEL_TAB)).toBeVisible({ timeout: 30000 });
 }
 
-/** Click the monitor's icon in the left sidebar and wait for the panel. */
+/** Open the monitor from its icon in the left sidebar (unless open) and wait for it. */
 export async function openPanel(page: Page): Promise<Locator> {
-  await page.locator(PANEL_TAB).click();
   const panel = page.locator(PANEL);
+  // The layout is restored (ILayoutRestorer): the panel may be open already, and a click on
+  // its tab would close it.
+  if (!(await panel.isVisible())) {
+    await page.locator(PANEL_TAB).click();
+  }
   await expect(panel).toBeVisible();
   return panel;
 }

@@ -68,25 +68,35 @@ test('the panel opens from its icon; both cards show numbers that change', async
   ).toHaveText(/%$/);
 });
 
-test('the status bar summarises both GPUs and opens the panel', async ({
+test('the status bar names the busiest GPU and opens the panel or the dashboard', async ({
   page
 }) => {
   await openLab(page);
   const item = page.locator(STATUS_ITEM);
   await expect(item).toHaveText(
-    /^2 GPUs: \d+(\.\d)?% · [\d.]+\/281 GiB \(simulated\)$/
+    /^2 GPUs · busiest GPU [01]: \d+% · [\d.]+\/281 GiB \(simulated\)$/
   );
   expect(await item.getAttribute('title')).toContain(
     'GPU 1 Simulated NVIDIA H200'
   );
   // A button named by what it says, for the keyboard and screen readers.
-  await expect(page.getByRole('button', { name: /^2 GPUs: / })).toBeVisible();
+  await expect(page.getByRole('button', { name: /^2 GPUs · / })).toBeVisible();
+  // "Click" is said once.
+  expect((await item.getAttribute('title'))?.match(/Click/g)).toHaveLength(1);
   await expect(page.locator(PANEL)).toBeHidden();
+  // A click opens a menu: the sidebar monitor or the dashboard.
   await item.click();
+  await page.getByRole('menuitem', { name: 'Open the GPU monitor' }).click();
   await expect(page.locator(PANEL)).toBeVisible();
-  // A second click keeps it open (it is not a toggle that hides what you asked for).
+  // Again: it stays open (the menu item is not a toggle that hides what you asked for).
   await item.click();
+  await page.getByRole('menuitem', { name: 'Open the GPU monitor' }).click();
   await expect(page.locator(PANEL)).toBeVisible();
+  await item.click();
+  await page.getByRole('menuitem', { name: 'GPU dashboard' }).click();
+  await expect(
+    page.getByRole('region', { name: 'GPU dashboard' })
+  ).toBeVisible();
 });
 
 test('the refresh interval in the Settings Editor takes effect', async ({

@@ -66,19 +66,32 @@ export class FakeServer implements IGpuTransport {
   blockSockets = false;
   /** Sockets open, then close before any message (a proxy that drops upgrades). */
   acceptThenClose = false;
+  /** Sockets open and stay open, silent (a proxy that accepts them and forwards nothing). */
+  silentSockets = false;
+  /** The error message of `failWith` answers (as the server's JSON `message`). */
+  failMessage = '';
+  /** `api_version` of `GET devices`. */
+  apiVersion = '1';
+  /** How many GPUs `GET devices` lists. */
+  deviceCount = 2;
+  /** When each devices request came (ms, the test's clock). */
+  deviceTimes: number[] = [];
   sockets: FakeSocket[] = [];
   historyCalls: (number | undefined)[] = [];
   /** When each history request came (ms, the test's clock). */
   historyTimes: number[] = [];
   deviceCalls = 0;
 
-  /** Produce the next sample, keep it, push it to every open socket. */
+  /** Produce the next sample, keep it, push it to every open socket (not silent ones). */
   tick(n = 1): void {
     for (let i = 0; i < n; i++) {
       this.seq++;
       this.ts += this.intervalS;
-      const sample = makeSample(this.seq, this.ts);
+      const sample = makeSample(this.seq, this.ts, this.deviceCount);
       this.history_.push(sample);
+      if (this.silentSockets) {
+        continue;
+      }
       for (const socket of this.openSockets()) {
         socket.handlers.onSample(sample);
       }
@@ -87,6 +100,14 @@ export class FakeServer implements IGpuTransport {
 
   openSockets(): FakeSocket[] {
     return this.sockets.filter(s => s.open);
+  }
+
+  /** The server restarts: its history and sequence start again, its sockets drop. */
+  restart(deviceCount = this.deviceCount): void {
+    this.deviceCount = deviceCount;
+    this.history_ = [];
+    this.seq = 0;
+    this.dropAll();
   }
 
   /** The network drops every open socket. */
@@ -99,9 +120,10 @@ export class FakeServer implements IGpuTransport {
 
   async devices(): Promise<IDevicesInfo> {
     this.deviceCalls++;
+    this.deviceTimes.push(Date.now());
     this._check();
     return {
-      api_version: '1',
+      api_version: this.apiVersion,
       backend: 'simulated',
       simulated: true,
       gpu_available: true,
@@ -109,7 +131,7 @@ export class FakeServer implements IGpuTransport {
       driver_version: null,
       cuda_driver_version: null,
       hostname: 'test',
-      devices: [0, 1].map(index => ({
+      devices: Array.from({ length: this.deviceCount }, (_, index) => ({
         index,
         uuid: `GPU-sim-${index}`,
         name: 'Simulated GPU',
@@ -144,6 +166,9 @@ export class FakeServer implements IGpuTransport {
         return;
       }
       socket.open = true;
+      if (this.silentSockets) {
+        return;
+      }
       if (this.acceptThenClose) {
         socket.open = false;
         handlers.onClose();
@@ -159,7 +184,10 @@ export class FakeServer implements IGpuTransport {
 
   private _check(): void {
     if (this.failWith !== null) {
-      throw new ApiError(this.failWith, `HTTP ${this.failWith}`);
+      throw new ApiError(
+        this.failWith,
+        this.failMessage || `HTTP ${this.failWith}`
+      );
     }
   }
 }

@@ -43,7 +43,8 @@ describe('format', () => {
 
   it('formats percentages', () => {
     expect(formatPct(87.2)).toBe('87%');
-    expect(formatPct(3.14)).toBe('3.1%');
+    expect(formatPct(3.14)).toBe('3%');
+    expect(formatPct(99.6)).toBe('100%');
     expect(formatPct(0)).toBe('0%');
     expect(formatPct(null)).toBe('–');
   });
@@ -78,7 +79,7 @@ describe('statusText', () => {
       d.mem_total_bytes = 80 * 2 ** 30;
     });
     const { text, title } = statusText('live', info(true), sample);
-    expect(text).toBe('2 GPUs: 50% · 2.0/160 GiB (simulated)');
+    expect(text).toBe('2 GPUs · busiest GPU 1: 60% · 2.0/160 GiB (simulated)');
     expect(title).toContain('GPU 1 Simulated GPU: 60% · 1.0/80.0 GiB');
   });
 

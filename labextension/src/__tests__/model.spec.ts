@@ -116,8 +116,13 @@ describe('GpuMonitorModel', () => {
     server.failWith = 0; // unreachable
     server.dropAll();
     const before = server.historyCalls.length;
+    const beforeDevices = server.deviceCalls;
     await run(server, 120);
-    const times = server.historyTimes.slice(before);
+    // Each attempt asks for the devices first (the server may have restarted), then history.
+    const times = [
+      ...server.historyTimes.slice(before),
+      ...server.deviceTimes.slice(beforeDevices)
+    ].sort((a, b) => a - b);
     // Waits double from 2 s to 30 s (±20 %): 2, 4, 8, 16, 30, 30… a handful of tries in two
     // minutes, not one a second.
     expect(times.length).toBeGreaterThanOrEqual(6);
@@ -283,9 +288,76 @@ describe('GpuMonitorModel', () => {
 
   it('says when the user may not read the metrics', async () => {
     server.failWith = 403;
+    server.failMessage =
+      'User is not authorized to read on resource: jupyter_gpu.';
     model = newModel(server);
     model.setVisible('panel', true);
     await advance(20);
     expect(model.status).toBe('forbidden');
+    expect(model.error).toMatch(/refused this user/);
+  });
+
+  it('tells an expired login from a refused authorization', async () => {
+    server.failWith = 403;
+    server.failMessage = 'Forbidden';
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    expect(model.status).toBe('signed-out');
+    expect(model.error).toMatch(/no longer accepts this login/);
+  });
+
+  it("says the server's configuration error", async () => {
+    server.failWith = 503;
+    server.failMessage =
+      "jupyter_gpu: invalid configuration, GPU monitoring is off: the 'interval_s' …";
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    expect(model.status).toBe('misconfigured');
+    expect(model.error).toMatch(/interval_s/);
+  });
+
+  it('says when the server speaks another API version', async () => {
+    server.apiVersion = '2';
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    expect(model.status).toBe('incompatible');
+    expect(model.error).toMatch(/version 2/);
+    expect(model.info).toBeNull();
+  });
+
+  it('reads the devices again after the server restarted', async () => {
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    expect(model.info?.devices).toHaveLength(2);
+    server.restart(3);
+    server.tick(2);
+    await advance(3000);
+    expect(model.status).toBe('live');
+    expect(model.info?.devices).toHaveLength(3);
+  });
+
+  it('a silent socket costs one timeout, then steady polling', async () => {
+    server.silentSockets = true;
+    model = newModel(server, 1000);
+    model.setVisible('panel', true);
+    // One open timeout (10 s), not two.
+    await advance(10100);
+    expect(model.mode).toBe('poll');
+    expect(model.status).toBe('polling');
+    expect(server.sockets).toHaveLength(1);
+    // Two minutes of polling: the retried sockets never stop the polls for their timeout.
+    const before = server.historyTimes.length;
+    await run(server, 120);
+    const times = server.historyTimes.slice(before);
+    const gaps = times.slice(1).map((t, i) => t - times[i]);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1100);
+    expect(times.length).toBeGreaterThanOrEqual(110);
+    // Retries back off: at 1 min and then 2 min later, not every minute.
+    expect(server.sockets.length).toBeLessThanOrEqual(2);
+    expectContiguous(model, server);
   });
 });

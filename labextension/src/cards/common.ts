@@ -2,6 +2,7 @@
  * What every card of the panel shares: the render context, the y-ranges of its charts.
  */
 import { SampleBuffer } from '../buffer';
+import { CellMarkers } from '../markers';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { ISample } from '../types';
@@ -19,6 +20,19 @@ export interface IRenderContext {
   simulated: boolean;
   /** Two charts per GPU (power and temperature as numbers in the header). */
   compact: boolean;
+  /** Cell runs, drawn as bands. */
+  markers: CellMarkers;
+  /** Now, on the server's clock (a running cell's band ends here). */
+  now: number;
+  /** The cursor is over the charts at this time (`null`: it left). */
+  onHoverTime: (ts: number | null) => void;
+}
+
+/** The cell runs within the charts' time axis, as `[start, end, failed]`. */
+export function bandsOf(ctx: IRenderContext): [number, number, boolean][] {
+  return ctx.markers
+    .overlapping(ctx.xMin, ctx.xMax, ctx.now)
+    .map(m => [m.start, m.end ?? ctx.now, m.success === false]);
 }
 
 export const pctRange = (max: number): [number, number] => [
@@ -33,6 +47,7 @@ export const fitRange = (max: number): [number, number] => [
 /** Draw a tile's chart: the buffer's column `key` over the charts' shared time axis. */
 export function drawTile(tile: Tile, key: string, ctx: IRenderContext): void {
   const { buffer } = ctx;
+  tile.chart.bands = bandsOf(ctx);
   tile.chart.update(
     buffer.ts,
     buffer.column(key),

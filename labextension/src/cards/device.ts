@@ -6,7 +6,11 @@
 import { gpuKey, Metric, SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
 import { el, setData, setHidden, setText, setTitle } from '../dom';
+import { trans } from '../i18n';
+import { ICellMarker, meanUtil, peakMem } from '../markers';
+import { formatClock } from '../dashboard/series';
 import {
+  formatBytes,
   formatBytesOf,
   formatCelsius,
   formatPct,
@@ -48,17 +52,25 @@ function stateMessage(index: number, device: IDeviceSample | undefined) {
   if (state === 'ok') {
     return '';
   }
+  const detail = device?.error ? `: ${device.error}` : '';
   if (state === 'lost') {
-    return `GPU ${index} is lost${device?.error ? `: ${device.error}` : ''}`;
+    return trans.__('GPU %1 is lost%2', index, detail);
+  }
+  if (state === 'not_responding') {
+    return trans.__('GPU %1 is not responding%2', index, detail);
   }
   if (state === 'missing') {
-    return `GPU ${index} is no longer reported by the server.`;
+    return trans.__('GPU %1 is no longer reported by the server.', index);
   }
   if (state === 'not_responding') {
     const stale = Math.round(device?.stale_s ?? 0);
     return `GPU ${index} not responding for ${stale} s: an NVML call on it has not returned (a hung driver); it resumes by itself when the GPU answers.`;
   }
-  return `GPU ${index}: ${device?.error ?? 'every read failed'}`;
+  return trans.__(
+    'GPU %1: %2',
+    index,
+    device?.error ?? trans.__('every read failed')
+  );
 }
 
 export class DeviceCard {
@@ -70,11 +82,12 @@ export class DeviceCard {
     const node = (this.node = el('section', 'jp-gpu-card'));
     node.dataset.gpuIndex = String(index);
     const header = el('header', 'jp-gpu-card-header');
-    header.append(el('span', 'jp-gpu-card-index', `GPU ${index}`));
+    header.append(el('span', 'jp-gpu-card-index', trans.__('GPU %1', index)));
     this._name = el('span', 'jp-gpu-card-name');
-    this._badge = el('span', 'jp-gpu-badge', 'simulated');
-    this._badge.title =
-      'A simulated device (backend=simulated): the numbers are synthetic.';
+    this._badge = el('span', 'jp-gpu-badge', trans.__('simulated'));
+    this._badge.title = trans.__(
+      'A simulated device (backend=simulated): the numbers are synthetic.'
+    );
     this._extra = el('span', 'jp-gpu-card-extra');
     header.append(this._name, this._badge, this._extra);
     this._message = el('div', 'jp-gpu-card-message');
@@ -96,13 +109,14 @@ export class DeviceCard {
         colorVar,
         palette,
         range,
-        formatAt: i => rest.format(this._buffer?.column(key)[i] ?? null)
+        formatAt: i => rest.format(this._buffer?.column(key)[i] ?? null),
+        onHover: i => this._onHover(i)
       });
       return { tile, key, label, ...rest };
     };
     const none = () => '';
     this._metrics = [
-      metric('Util', 'util', '--jp-brand-color1', pctRange, {
+      metric(trans.__('Util'), 'util', '--jp-brand-color1', pctRange, {
         field: 'util_pct',
         setting: 'utilization',
         compact: true,
@@ -110,7 +124,7 @@ export class DeviceCard {
         hint: none
       }),
       metric(
-        'Mem',
+        trans.__('Mem'),
         'mem',
         '--jp-accent-color1',
         max => [0, this._memTotal ?? fitRange(max)[1]],
@@ -123,7 +137,7 @@ export class DeviceCard {
         }
       ),
       metric(
-        'Power',
+        trans.__('Power'),
         'power',
         '--jp-warn-color1',
         max => [0, Math.max(this._powerLimit ?? 0, fitRange(max)[1])],
@@ -138,7 +152,8 @@ export class DeviceCard {
               : ''
         }
       ),
-      metric('Temp', 'temp', '--jp-error-color1', pctRange, {
+      // Not the error colour: a normal temperature is no error.
+      metric(trans.__('Temp'), 'temp', '--jp-info-color0', pctRange, {
         field: 'temperature_c',
         setting: 'temperature',
         compact: false,
@@ -152,8 +167,14 @@ export class DeviceCard {
     this._activity = el('div', 'jp-gpu-activity');
     this._activity.title =
       'NVML GPM (Hopper and newer): the share of SMs busy, of time on tensor cores, and of DRAM bandwidth. Utilization only says that a kernel ran.';
+    this._hoverLine = el('div', 'jp-gpu-card-hover');
+    this._hoverLine.hidden = true;
+    this._hoverTime = document.createElement('time');
+    this._hoverCell = el('span', 'jp-gpu-card-hover-cell');
+    this._hoverLine.append(this._hoverTime, this._hoverCell);
     node.append(
       header,
+      this._hoverLine,
       this._message,
       this._tiles,
       this._activity,
@@ -185,6 +206,7 @@ export class DeviceCard {
     draw = true
   ): void {
     this._buffer = ctx.buffer;
+    this._ctx = ctx;
     setHidden(this._badge, !ctx.simulated);
     setData(this.node, 'state', device?.state ?? 'missing');
     if (device) {
@@ -218,6 +240,7 @@ export class DeviceCard {
       m.tile.visible = show;
       anyShown = anyShown || show;
       if (show && draw && reason === null) {
+        m.tile.chart.setScaleLabel(this._scaleOf(m.field));
         drawTile(m.tile, m.key, ctx);
       }
       if (compact && ok && !m.compact && charts[m.setting]) {
@@ -247,6 +270,54 @@ export class DeviceCard {
     }
   }
 
+  /** Show the time under the cursor, and the cell that ran then (`ts` null: hide). */
+  showHover(ts: number | null, marker: ICellMarker | null): void {
+    setHidden(this._hoverLine, ts === null);
+    if (ts === null) {
+      return;
+    }
+    const iso = new Date(ts * 1000).toISOString();
+    if (this._hoverTime.dateTime !== iso) {
+      this._hoverTime.dateTime = iso;
+      setText(this._hoverTime, formatClock(ts));
+    }
+    let cell = '';
+    if (marker) {
+      const name = marker.notebook.split('/').pop() ?? marker.notebook;
+      const count =
+        marker.executionCount !== null ? `[${marker.executionCount}]` : '[*]';
+      cell = trans.__(
+        ' · %1 %2 %3 · mean util %4, peak %5',
+        name,
+        count,
+        marker.firstLine,
+        formatPct(meanUtil(marker, this.index)),
+        formatBytesOf(peakMem(marker, this.index), this._memTotal)
+      );
+    }
+    setText(this._hoverCell, cell);
+    setTitle(this._hoverLine, `${formatClock(ts)}${cell}`);
+  }
+
+  /** The top of a chart's scale in words. */
+  private _scaleOf(field: IMetric['field']): string {
+    switch (field) {
+      case 'mem_used_bytes':
+        return this._memTotal !== null ? formatBytes(this._memTotal) : '';
+      case 'power_w':
+        return this._powerLimit !== null ? formatWatts(this._powerLimit) : '';
+      case 'util_pct':
+        return '100%';
+      default:
+        return '100 °C';
+    }
+  }
+
+  private _onHover(index: number | null): void {
+    const ts = index === null ? null : (this._buffer?.ts[index] ?? null);
+    this._ctx?.onHoverTime(ts);
+  }
+
   /** Redraw the charts as they are (the theme changed). */
   redraw(): void {
     redrawTiles(this._metrics.map(m => m.tile));
@@ -260,6 +331,10 @@ export class DeviceCard {
   }
 
   private _buffer: SampleBuffer | null = null;
+  private _ctx: IRenderContext | null = null;
+  private _hoverLine: HTMLDivElement;
+  private _hoverTime: HTMLTimeElement;
+  private _hoverCell: HTMLSpanElement;
   private _name: HTMLSpanElement;
   private _badge: HTMLSpanElement;
   private _extra: HTMLSpanElement;

@@ -1,0 +1,303 @@
+/**
+ * One large chart of the dashboard (uPlot): a time axis, a y axis with its unit, one or more
+ * lines (the mean of each row where the data is bucketed, with its min–max as a band), the
+ * cell markers as bands behind them, drag to zoom. Created once; an update hands it arrays.
+ */
+import uPlot from 'uplot';
+import { Palette } from '../chart';
+import { setData } from '../dom';
+import { trans } from '../i18n';
+
+/** The dashboard's charts share the cursor: hover one, read all. */
+export const DASHBOARD_SYNC_KEY = 'jupyter-gpu-dashboard';
+
+export const CHART_HEIGHT_PX = 150;
+
+const HM = uPlot.fmtDate('{HH}:{mm}');
+const HMS = uPlot.fmtDate('{HH}:{mm}:{ss}');
+
+export interface ILineSpec {
+  /** Shown in the hover line. */
+  label: string;
+  colorVar: string;
+  /** With a min–max band (bucketed data). */
+  band: boolean;
+}
+
+export interface ITimeChartOptions {
+  /** What it shows, for screen readers and the chart's title, e.g. `Memory used`. */
+  title: string;
+  lines: ILineSpec[];
+  palette: Palette;
+  /** The y range, given the largest value shown. */
+  range: (dataMax: number) => [number, number];
+  /** Axis tick labels. */
+  formatTick: (value: number) => string;
+  /** The y axis's width (px): room for its longest label. */
+  yAxisSize?: number;
+  /** The cursor moved over sample `index` (`null`: it left). */
+  onHover: (index: number | null) => void;
+  /** The user dragged over `[from, to]` (server time). */
+  onZoom: (from: number, to: number) => void;
+  /** A double click: back to the whole range. */
+  onResetZoom: () => void;
+  /** Bands to draw: `[start, end, failed]` in server time. */
+  bands: () => readonly [number, number, boolean][];
+}
+
+/** The data of one chart: `xs`, then per line its mean, and (band lines) its min and max. */
+export interface IChartData {
+  xs: number[];
+  /** Per line: `[mean]` or `[mean, min, max]`. */
+  lines: (number | null)[][][];
+  /** Samples further apart than this (s) draw a gap. */
+  gapS: number;
+}
+
+export class TimeChart {
+  constructor(options: ITimeChartOptions) {
+    this._options = options;
+    this.node = document.createElement('div');
+    this.node.className = 'jp-gpu-dash-chart';
+    this.node.setAttribute('role', 'img');
+    this._observer = new ResizeObserver(entries => {
+      const box = entries[0]?.contentRect;
+      if (box) {
+        this._resized(Math.floor(box.width));
+      }
+    });
+    this._observer.observe(this.node);
+    this.node.addEventListener('dblclick', () => options.onResetZoom());
+  }
+
+  readonly node: HTMLDivElement;
+
+  /** Show `data` over `[xMin, xMax]`. */
+  update(data: IChartData, xMin: number, xMax: number): void {
+    this._data = data;
+    this._xRange[0] = xMin;
+    this._xRange[1] = xMax;
+    this._draw();
+  }
+
+  /** Draw again (new colours, new bands). */
+  redraw(): void {
+    this._plot?.redraw(false);
+  }
+
+  /** The y scale's top as drawn (the test and the label read it). */
+  get yMax(): number | null {
+    return this._plot?.scales.y.max ?? null;
+  }
+
+  dispose(): void {
+    this._observer.disconnect();
+    this._plot?.destroy();
+    this._plot = null;
+    this.node.remove();
+  }
+
+  private _resized(width: number): void {
+    if (width === this._width) {
+      return;
+    }
+    this._width = width;
+    if (this._plot && width > 0) {
+      this._plot.setSize({ width, height: CHART_HEIGHT_PX });
+    } else {
+      this._draw();
+    }
+  }
+
+  private _flat(data: IChartData): uPlot.AlignedData {
+    const out: (number | null)[][] = [data.xs];
+    for (const line of data.lines) {
+      out.push(...line);
+    }
+    return out as uPlot.AlignedData;
+  }
+
+  private _draw(): void {
+    const data = this._data;
+    if (!data || this._width <= 0) {
+      return;
+    }
+    this._gapS = data.gapS;
+    const flat = this._flat(data);
+    if (!this._plot || this._shape !== shapeOf(data)) {
+      this._plot?.destroy();
+      this._shape = shapeOf(data);
+      this._plot = this._create(flat, data);
+    } else {
+      const plot = this._plot;
+      plot.batch(() => plot.setData(flat));
+    }
+    this._afterDraw();
+  }
+
+  private _afterDraw(): void {
+    const top = this.yMax;
+    if (top !== null) {
+      setData(this.node, 'yMax', String(top));
+    }
+    setData(this.node, 'xMin', String(this._xRange[0]));
+    setData(this.node, 'xMax', String(this._xRange[1]));
+  }
+
+  private _create(flat: uPlot.AlignedData, data: IChartData): uPlot {
+    const { palette, lines, range, formatTick, onHover, onZoom, bands } =
+      this._options;
+    const series: uPlot.Series[] = [{}];
+    const uBands: uPlot.Band[] = [];
+    data.lines.forEach((parts, i) => {
+      const spec = lines[i];
+      const first = series.length;
+      series.push({
+        label: spec.label,
+        stroke: () => palette.color(spec.colorVar),
+        width: 1.5,
+        points: { show: false },
+        spanGaps: false,
+        gaps: (u, _s, i0, i1, g) => this._timeGaps(u, i0, i1, g)
+      });
+      if (parts.length === 3) {
+        for (const label of ['min', 'max']) {
+          series.push({
+            label: `${spec.label} ${label}`,
+            stroke: () => palette.translucent(spec.colorVar, 0.25),
+            width: 0.5,
+            points: { show: false },
+            spanGaps: false
+          });
+        }
+        uBands.push({
+          series: [first + 2, first + 1],
+          fill: () => palette.translucent(spec.colorVar, 0.15)
+        });
+      }
+    });
+    const axisStroke = () => palette.color('--jp-ui-font-color2');
+    const grid = {
+      stroke: () => palette.color('--jp-border-color2'),
+      width: 1
+    };
+    const options: uPlot.Options = {
+      width: this._width,
+      height: CHART_HEIGHT_PX,
+      legend: { show: false },
+      cursor: {
+        sync: { key: DASHBOARD_SYNC_KEY },
+        drag: { x: true, y: false, setScale: false },
+        points: { size: 6 },
+        y: false
+      },
+      select: { show: true, left: 0, top: 0, width: 0, height: 0 },
+      scales: {
+        x: { time: true, range: () => this._xRange },
+        y: {
+          range: (_u, _min, max) => range(Number.isFinite(max) ? max : 0)
+        }
+      },
+      axes: [
+        {
+          stroke: axisStroke,
+          grid,
+          ticks: grid,
+          size: 30,
+          // 24-hour clock time, with seconds where the ticks are less than a minute apart.
+          values: (_u, splits, _i, _space, incr) =>
+            splits.map(v => (incr < 60 ? HMS : HM)(new Date(v * 1000)))
+        },
+        {
+          stroke: axisStroke,
+          grid,
+          ticks: grid,
+          size: this._options.yAxisSize ?? 60,
+          values: (_u, splits) => splits.map(formatTick)
+        }
+      ],
+      series,
+      bands: uBands,
+      hooks: {
+        drawClear: [(u: uPlot) => this._drawBands(u, bands())],
+        setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)],
+        setSelect: [
+          (u: uPlot) => {
+            const { left, width } = u.select;
+            if (width > 4) {
+              onZoom(u.posToVal(left, 'x'), u.posToVal(left + width, 'x'));
+            }
+            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+          }
+        ]
+      }
+    };
+    this.node.setAttribute('aria-label', this._options.title);
+    return new uPlot(options, flat, this.node);
+  }
+
+  private _drawBands(
+    u: uPlot,
+    bands: readonly [number, number, boolean][]
+  ): void {
+    const ctx = u.ctx;
+    const { top, height } = u.bbox;
+    const [x0, x1] = this._xRange;
+    let drawn = 0;
+    const minWidth = 2 * (window.devicePixelRatio || 1);
+    for (const [start, end, failed] of bands) {
+      if (end < x0 || start > x1) {
+        continue;
+      }
+      const a = u.valToPos(Math.max(start, x0), 'x', true);
+      const b = u.valToPos(Math.min(end, x1), 'x', true);
+      ctx.fillStyle = this._options.palette.translucent(
+        failed ? '--jp-warn-color1' : '--jp-brand-color2',
+        0.22
+      );
+      ctx.fillRect(a, top, Math.max(b - a, minWidth), height);
+      drawn++;
+    }
+    setData(this.node, 'bands', String(drawn));
+  }
+
+  private _timeGaps(
+    u: uPlot,
+    idx0: number,
+    idx1: number,
+    gaps: uPlot.Series.Gaps
+  ): uPlot.Series.Gaps {
+    const xs = u.data[0];
+    const limit = this._gapS;
+    for (let i = idx0 + 1; i <= idx1; i++) {
+      if (xs[i] - xs[i - 1] > limit) {
+        uPlot.addGap(
+          gaps,
+          Math.round(u.valToPos(xs[i - 1], 'x', true)),
+          Math.round(u.valToPos(xs[i], 'x', true))
+        );
+      }
+    }
+    return gaps.sort((a, b) => a[0] - b[0]);
+  }
+
+  private _options: ITimeChartOptions;
+  private _observer: ResizeObserver;
+  private _plot: uPlot | null = null;
+  private _data: IChartData | null = null;
+  private _shape = '';
+  private _xRange: [number, number] = [0, 1];
+  private _gapS = 3;
+  private _width = -1;
+}
+
+function shapeOf(data: IChartData): string {
+  return data.lines.map(l => l.length).join(',');
+}
+
+/** "Drag to zoom, double-click to see the whole range." */
+export function zoomHint(): string {
+  return trans.__(
+    'Drag across a chart to zoom in; double-click for the whole range.'
+  );
+}
