@@ -83,6 +83,10 @@ test('the status bar names the busiest GPU and opens the panel or the dashboard'
   await expect(page.getByRole('button', { name: /^2 GPUs · / })).toBeVisible();
   // "Click" is said once.
   expect((await item.getAttribute('title'))?.match(/Click/g)).toHaveLength(1);
+  // The layout is restored: an earlier test may have left the panel open.
+  if (await page.locator(PANEL).isVisible()) {
+    await page.locator(PANEL_TAB).click();
+  }
   await expect(page.locator(PANEL)).toBeHidden();
   // A click opens a menu: the sidebar monitor or the dashboard.
   await item.click();
