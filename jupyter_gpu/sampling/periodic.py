@@ -68,4 +68,8 @@ class Periodic(Generic[T]):
                     self._log.exception("jupyter_gpu: %s failed", self._thread.name)
                 self._failed_before = True
             self.last_duration_s = time.perf_counter() - start
-            self._stop.wait(max(0.0, self._interval_s - self.last_duration_s))
+            # The next run starts interval_s after this one started, or, when this one
+            # outlasted the interval (a huge cache on a slow disk), a whole interval after it
+            # ended: never back to back, so a slow scan cannot keep a core busy for good.
+            left = self._interval_s - self.last_duration_s
+            self._stop.wait(left if left > 0 else self._interval_s)

@@ -106,15 +106,25 @@ test('the status bar names the busiest GPU and opens the panel or the dashboard'
 test('the refresh interval in the Settings Editor takes effect', async ({
   page
 }) => {
+  test.setTimeout(150000);
   await openLab(page);
   const panel = await openPanel(page);
   await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
-  const countUpdates = async (ms: number) => {
+  // Gaps between panel updates (ms), once `count` updates came. Waiting for them, not counting
+  // in a fixed window, keeps this from failing on busy cores (load only makes gaps longer).
+  const gaps = async (count: number) => {
     await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
-    await page.waitForTimeout(ms);
-    return (await updateDurations(page)).length;
+    const starts = () =>
+      page.evaluate(() =>
+        performance.getEntriesByName('jupyter-gpu:update').map(e => e.startTime)
+      );
+    await expect(async () => {
+      expect((await starts()).length).toBeGreaterThanOrEqual(count);
+    }).toPass({ timeout: 45000 });
+    const t = await starts();
+    return t.slice(1).map((v, i) => v - t[i]);
   };
-  expect(await countUpdates(6000)).toBeGreaterThanOrEqual(5);
+  expect(Math.min(...(await gaps(5)))).toBeLessThan(2000); // about 1 s apart
 
   await command(page, 'settingeditor:open', {
     query: 'GPU monitor'
@@ -127,9 +137,8 @@ test('the refresh interval in the Settings Editor takes effect', async ({
   await expect(panel).toHaveAttribute('data-refresh-ms', '3000', {
     timeout: 10000
   });
-  const slow = await countUpdates(9000);
-  expect(slow).toBeGreaterThanOrEqual(2);
-  expect(slow).toBeLessThanOrEqual(4);
+  // Never more often than every 3 s now (the model allows a sample 10 % early).
+  expect(Math.min(...(await gaps(3)))).toBeGreaterThanOrEqual(2500);
   // Nothing is lost by drawing less often: every sample is still in the charts.
   await expectAllHistory(page);
 });

@@ -113,7 +113,7 @@ def test_a_100k_file_cache_is_counted_and_never_stalls_the_tick(big_cache: Path)
         while (latest := sampler.latest()) is None or latest.sample.compile_cache.file_count == 0:
             assert time.monotonic() < deadline, "the scan never finished"
             time.sleep(0.05)
-        # Scans of the big tree run back to back now; ticks must keep their cadence meanwhile.
+        # Scans of the big tree keep running; ticks must keep their cadence meanwhile.
         start_len, start = len(sampler.history), time.monotonic()
         gaps = []
         last = latest.sample.ts
@@ -130,6 +130,9 @@ def test_a_100k_file_cache_is_counted_and_never_stalls_the_tick(big_cache: Path)
     cache = latest.sample.compile_cache
     assert (cache.file_count, cache.size_bytes) == (FILES, 1234)
     assert cache.dirs[0].path == str(big_cache)
-    assert ticks >= 10  # about 15 at 0.1 s
-    assert max(gaps) < 0.5, f"a tick waited for the scan: gaps {gaps}"
-    assert sampler.cache_scan_duration_s is not None
+    # About 15 ticks at 0.1 s; on 2 busy cores fewer, but a tick that waited for the scan would
+    # leave a gap as long as the scan itself (seconds here), whatever the load.
+    assert ticks >= 5
+    scan_s = sampler.cache_scan_duration_s
+    assert scan_s is not None
+    assert max(gaps) < max(0.5, 0.5 * scan_s), f"a tick waited for the scan: gaps {gaps}"

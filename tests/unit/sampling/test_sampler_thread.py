@@ -147,8 +147,9 @@ def test_slow_reads_never_delay_the_tick(make_sampler: Callable[..., Sampler]) -
     sampler.start()
     wait_for(lambda: sampler.ready.is_set())
     start = len(sampler.history)
-    time.sleep(1.5)
-    assert len(sampler.history) - start >= 8  # about 15 ticks at 0.1 s
+    # The slow thread is busy all the time (1 s of reads per 1 s): ticks go on meanwhile. Waits
+    # for them rather than counting in a fixed window, which 2 busy cores can starve.
+    wait_for(lambda: len(sampler.history) - start >= 8, timeout=10.0)
     # latest() is None only before the first sample, and ready says there is one.
     wait_for(lambda: sampler.latest().sample.devices[0].pcie_tx_bytes_per_s is not None)  # type: ignore[union-attr]
     latest = sampler.latest()
@@ -260,3 +261,26 @@ def test_history_capacity_follows_history_and_interval() -> None:
     assert SamplerOptions(interval_s=0.1, history_s=60).history_capacity == 600
     sampler = Sampler(SamplerOptions(interval_s=0.5, history_s=2.0), caches=())
     assert sampler.history.capacity == 4
+
+
+def test_a_periodic_run_that_outlasts_its_interval_is_not_followed_back_to_back() -> None:
+    import itertools
+
+    from jupyter_gpu.sampling.periodic import Periodic
+
+    spans: list[tuple[float, float]] = []
+
+    def slow(_stop: threading.Event) -> int:
+        start = time.monotonic()
+        time.sleep(0.3)  # longer than the interval
+        spans.append((start, time.monotonic()))
+        return len(spans)
+
+    periodic = Periodic("test-slow", 0.2, slow, 0, logging.getLogger("test"))
+    periodic.start()
+    try:
+        wait_for(lambda: len(spans) >= 3)
+    finally:
+        periodic.stop()
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start - end >= 0.2 - 0.01  # a whole interval of rest after a long run
