@@ -284,7 +284,7 @@ test('1 h and 24 h read the seeded past; drag zooms; pause holds the charts', as
 test('a cell run is a band on the charts; its hover names the cell and its numbers per GPU', async ({
   page
 }) => {
-  test.setTimeout(90000);
+  test.setTimeout(180000);
   await openLab(page);
   await page.evaluate(async () => {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
@@ -296,17 +296,18 @@ test('a cell run is a band on the charts; its hover names the cell and its numbe
   const cell = page.locator('.jp-Notebook .jp-Cell .cm-content').first();
   await cell.click();
   await page.keyboard.type('import time; time.sleep(8)');
-  await page
-    .waitForSelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]', {
-      timeout: 30000
-    })
-    .catch(() => undefined);
+  // The kernel is up (the status bar says Idle) before the cell runs.
+  await expect(
+    page.locator('.jp-StatusBar-Widget', { hasText: '| Idle' })
+  ).toBeVisible({
+    timeout: 60000
+  });
   const started = Date.now() / 1000;
   await page.keyboard.press('Control+Enter');
   await expect(page.locator('.jp-InputArea-prompt').first()).toHaveText(
     '[1]:',
     {
-      timeout: 40000
+      timeout: 60000
     }
   );
   const ended = Date.now() / 1000;
