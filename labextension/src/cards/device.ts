@@ -57,14 +57,11 @@ function stateMessage(index: number, device: IDeviceSample | undefined) {
     return trans.__('GPU %1 is lost%2', index, detail);
   }
   if (state === 'not_responding') {
-    return trans.__('GPU %1 is not responding%2', index, detail);
+    const stale = Math.round(device?.stale_s ?? 0);
+    return trans.__('GPU %1 not responding for %2 s%3', index, stale, detail);
   }
   if (state === 'missing') {
     return trans.__('GPU %1 is no longer reported by the server.', index);
-  }
-  if (state === 'not_responding') {
-    const stale = Math.round(device?.stale_s ?? 0);
-    return `GPU ${index} not responding for ${stale} s: an NVML call on it has not returned (a hung driver); it resumes by itself when the GPU answers.`;
   }
   return trans.__(
     'GPU %1: %2',
