@@ -190,7 +190,9 @@ test('pauses when hidden and catches up when shown', async ({ page }) => {
   });
   await openLab(page);
   const panel = await openPanel(page);
-  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live', {
+    timeout: 15000
+  });
   expect(open).toBe(1);
 
   // The browser tab goes to the background: no socket, no updates.
