@@ -18,7 +18,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from jupyter_gpu.sampling.cache_admin import ClearResult, cache_id, clear_cache
-from jupyter_gpu.server.handlers import GpuApiHandler
+from jupyter_gpu.server.handlers import GpuApiHandler, json_body
 from jupyter_gpu.server.serialize import dumps
 
 _CLEARING = asyncio.Lock()
@@ -30,10 +30,7 @@ class CacheClearHandler(GpuApiHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        try:
-            body: Any = self.get_json_body()
-        except web.HTTPError:
-            raise web.HTTPError(400, 'The body must be JSON: {"id": "<cache id>"}.') from None
+        body: Any = json_body(self, '{"id": "<cache id>"}')
         if not isinstance(body, dict) or set(body) != {"id"} or not isinstance(body["id"], str):
             raise web.HTTPError(
                 400,

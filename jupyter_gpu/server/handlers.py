@@ -40,6 +40,18 @@ GZIP_MIN_BYTES = 8192
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 
 
+def json_body(handler: APIHandler, example: str) -> Any:
+    """The request's JSON body, or a 400 that shows ``example``.
+
+    jupyter_server's ``get_json_body`` decodes UTF-8 before its own JSON check, so a body that is
+    not UTF-8 (byte 0x80 alone, found by the API fuzz test) would be a 500 there.
+    """
+    try:
+        return handler.get_json_body()
+    except (web.HTTPError, UnicodeDecodeError):
+        raise web.HTTPError(400, f"The body must be UTF-8 JSON, e.g. {example}.") from None
+
+
 class GpuApiHandler(APIHandler):
     """Base of the REST handlers: auth resource, the service, JSON errors."""
 

@@ -18,6 +18,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import ensure_async
 from tornado import web
 
+from jupyter_gpu.server.handlers import json_body
 from jupyter_gpu.tutorials.copy_notebooks import (
     DEFAULT_FOLDER,
     CopyReport,
@@ -55,9 +56,10 @@ class TutorialsHandler(APIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body: Any = self.get_json_body() if self.request.body else {}
+        example = '{"path": "gpu-tutorials"}'
+        body: Any = json_body(self, example) if self.request.body.strip() else {}
         if not isinstance(body, dict):
-            raise web.HTTPError(400, 'send a JSON object, e.g. {"path": "gpu-tutorials"}')
+            raise web.HTTPError(400, f"send a JSON object, e.g. {example}")
         folder = checked_folder(body.get("path"))
         cm: Any = self.contents_manager  # jupyter_server's contents API has no type hints
         source = shipped_notebooks_dir()

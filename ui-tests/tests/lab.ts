@@ -22,7 +22,12 @@ export async function openLab(page: Page, query = ''): Promise<void> {
 export async function openPanel(page: Page): Promise<Locator> {
   const panel = page.locator(PANEL);
   // The layout is restored (ILayoutRestorer): the panel may be open already, and a click on
-  // its tab would close it.
+  // its tab would close it. Look only once the restore is over, or a restore that finishes
+  // after the click would undo it.
+  await page.evaluate(async () => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+    await (window as any).jupyterapp.restored;
+  });
   if (!(await panel.isVisible())) {
     await page.locator(PANEL_TAB).click();
   }

@@ -55,9 +55,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield base
     assert stop_server(server, 20) == 0, log.read_text()[-3000:]
     text = log.read_text()
-    # (Jupyter Server itself logs "Couldn't parse JSON" with a traceback before its 400.) The
-    # POST routes' known 500s are the xfails below.
-    assert "Uncaught exception GET" not in text, text[-5000:]
+    # (Jupyter Server itself logs "Couldn't parse JSON" with a traceback before its 400.)
+    assert "Uncaught exception" not in text, text[-5000:]
 
 
 SCHEMA = schemathesis.openapi.from_path(Path(OPENAPI))
@@ -97,20 +96,11 @@ def check_answer(response: Any, where: str) -> None:
             assert body["message"].strip(), body
 
 
-# Found by this test on 2026-12-01 (reported to the lead for h9 and h10-data, whose routes they
-# are): some generated bodies get 500 "Unhandled error". Not strict, so a fix turns them green.
-KNOWN_500 = {
-    ("/tutorials", "POST"): "500 'Unhandled error' for some generated bodies (h9's route)",
-    ("/compile-cache/clear", "POST"): "500 'Unhandled error' for some bodies (h10-data's route)",
-}
 PARAMS = [
     pytest.param(
         path,
         method,
         id=f"{path} {method}",
-        marks=[pytest.mark.xfail(reason=KNOWN_500[(path, method)], strict=False)]
-        if (path, method) in KNOWN_500
-        else [],
     )
     for path, method in OPERATIONS
 ]
@@ -135,7 +125,7 @@ def test_never_a_5xx_and_every_4xx_says_why(base_url: str, path: str, method: st
     def run(case: Any) -> None:
         if slow_history_query(case.query):
             return
-        where = f"{case.method} {case.formatted_path} {case.query}"
+        where = f"{case.method} {case.formatted_path} {case.query} body={case.body!r:.200}"
         with_token = case.call(
             base_url=base_url, headers={"Authorization": f"token {TOKEN}"}, timeout=30
         )
