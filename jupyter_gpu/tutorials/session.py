@@ -23,7 +23,10 @@ _PLANNED = False
 
 
 def current_plan() -> GpuPlan | None:
-    """This process's GPU plan (``None`` without a GPU); applied once.
+    """This process's GPU plan (``None`` without a GPU); applied once, to the current device.
+
+    The current device is GPU 0 in a kernel and the rank's own GPU in a ``%%torchrun`` rank (its
+    preamble selects it first), so each rank picks its tier from, and caps, the GPU it uses.
 
     Raises:
         ValueError: ``JUPYTER_GPU_TIER`` names no tier or one larger than the GPU.
@@ -32,12 +35,26 @@ def current_plan() -> GpuPlan | None:
     if not _PLANNED:
         import torch
 
-        machine = describe_machine()
-        if machine.has_gpu:
-            _PLAN = plan_for(machine.gpu_memory_bytes or 0, bool(torch.cuda.is_bf16_supported()))
-            apply_plan(_PLAN)
+        if describe_machine().has_gpu:
+            device = torch.cuda.current_device()
+            total = int(torch.cuda.get_device_properties(device).total_memory)
+            _PLAN = plan_for(total, native_bf16(device))
+            apply_plan(_PLAN, device)
         _PLANNED = True
     return _PLAN
+
+
+def native_bf16(device: int) -> bool:
+    """Whether GPU ``device`` computes in bf16 in hardware (compute capability 8.0 and later).
+
+    Not ``torch.cuda.is_bf16_supported()``: by default that also says True where bf16 is only
+    emulated in software (slowly), as on a T4, which is to train in fp16 with a GradScaler.
+    """
+    import torch
+
+    if torch.version.hip:  # every ROCm GPU torch supports has bf16
+        return True
+    return torch.cuda.get_device_capability(device)[0] >= 8
 
 
 def current_tier_name() -> TierName:

@@ -12,8 +12,9 @@ tier    picked when the GPU has     typical GPUs                          alloca
 80gb    72 GiB and more             A100 80GB, H100, H200                 76 GiB
 ======  ==========================  ====================================  =================
 
-bf16 is used where ``torch.cuda.is_bf16_supported()`` says so (Ampere and later); elsewhere
-the notebooks train in fp16 with a ``torch.amp.GradScaler``.
+bf16 is used where the GPU has it in hardware (compute capability 8.0, Ampere, and later: see
+:func:`.session.native_bf16`); elsewhere the notebooks train in fp16 with a
+``torch.amp.GradScaler``.
 
 ``JUPYTER_GPU_TIER=16gb`` (or ``24gb``, ``40gb``, ``80gb``) *emulates* a smaller GPU on a
 larger one: the notebook caps torch's caching allocator at the tier's budget with

@@ -31,6 +31,7 @@ def test_there_are_notebooks() -> None:
         "02-mixed-precision",
         "03-gpu-memory",
         "04-profiling",
+        "05-multi-gpu",
         "06-compile-cache",
     ):
         assert expected in names
@@ -41,24 +42,18 @@ _MAGIC_THROUGH_SHELL = re.compile(r"get_ipython\(\)\s*\.\s*(run_line_magic|run_c
 _RESULTS_CALL = re.compile(r"\bresults\s*\.")
 
 
-# Notebooks that have not taken the conventions of issue 9 yet (one hidden bookkeeping cell,
-# exercises with checks and collapsed solutions, a dependency check first), and why.
-NOT_YET_CONVERTED = {
-    "05-multi-gpu": "issue 8's notebook, landed while issue 9 changed the conventions",
-}
-
-
-def _converted(path: Path) -> None:
-    if path.stem in NOT_YET_CONVERTED:
-        pytest.skip(f"{path.stem}: {NOT_YET_CONVERTED[path.stem]}")
-
-
 def _tags(cell: nbformat.NotebookNode) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
 def _hidden(cell: nbformat.NotebookNode) -> bool:
     return bool(cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
+
+
+def _exercise_check(cell: nbformat.NotebookNode) -> bool:
+    """A cell that fails until its exercise is answered; other ``raises-exception`` cells show
+    an error on purpose (05's hung collective) and have no solution."""
+    return "raises-exception" in _tags(cell) and "require(" in cell.source
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -71,7 +66,6 @@ def test_student_cells_are_clean(path: Path) -> None:
             f"{path.name}, code cell {i}: write the magic as a magic (%name / %%name), "
             "not through get_ipython()"
         )
-    _converted(path)
     bookkeeping = [c for c in code if "bookkeeping" in _tags(c)]
     assert len(bookkeeping) == 1, (
         f"{path.name}: one cell tagged 'bookkeeping', not {len(bookkeeping)}"
@@ -88,17 +82,20 @@ def test_student_cells_are_clean(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_exercises_have_checks_and_collapsed_solutions(path: Path) -> None:
-    _converted(path)
     nb = nbformat.read(path, as_version=4)
-    checks = [i for i, c in enumerate(nb.cells) if "raises-exception" in _tags(c)]
+    checks = [i for i, c in enumerate(nb.cells) if _exercise_check(c)]
     solutions = [i for i, c in enumerate(nb.cells) if "solution" in _tags(c)]
     assert checks, f"{path.name}: at least one exercise with a check cell"
     assert len(checks) == len(solutions), f"{path.name}: one solution per check"
     for check_at, solution_at in zip(checks, solutions, strict=True):
         assert check_at < solution_at, f"{path.name}: the solution comes after its check"
-        assert "require(" in nb.cells[check_at].source, "a check cell fails on a wrong answer"
         assert "require(" in nb.cells[solution_at].source, "a solution passes the same check"
         assert _hidden(nb.cells[solution_at]), f"{path.name}: solutions are collapsed"
+    for i, cell in enumerate(nb.cells):
+        if "require(" in cell.source and cell.cell_type == "code":
+            assert _exercise_check(cell) or "solution" in _tags(cell), (
+                f"{path.name}, cell {i}: a check that calls require( is tagged raises-exception"
+            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -156,7 +153,7 @@ def test_notebook_runs_in_smoke_mode(
     assert "no GPU" in text, "the notebook must say plainly that there is no GPU"
     for cell in nb.cells:
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if "raises-exception" in _tags(cell) and "require(" in cell.source:
+        if _exercise_check(cell):
             # an unanswered exercise: its check must fail, and only for that reason
             assert [e["ename"] for e in errors] == ["ExerciseNotSolvedError"], cell.source[:200]
         elif "raises-exception" in _tags(cell):  # an error shown on purpose (05's hung collective)

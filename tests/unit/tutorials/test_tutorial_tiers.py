@@ -77,3 +77,39 @@ def test_saved_tensor_bytes_leaves_nothing_alive() -> None:
     gc.collect()
     assert counted >= 2 * 64 * 64 * 4
     assert outputs[0]() is None, "the forward's output must be freed after the measurement"
+
+
+@pytest.mark.parametrize(
+    ("capability", "bf16"),
+    [((7, 5), False), ((8, 0), True), ((9, 0), True)],  # T4 (bf16 only emulated), A100, H100
+)
+def test_the_plan_is_the_current_devices_and_bf16_means_in_hardware(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], bf16: bool
+) -> None:
+    """A %%torchrun rank on GPU 1 picks its tier from GPU 1 and caps GPU 1, not GPU 0."""
+    from types import SimpleNamespace
+
+    from jupyter_gpu.tutorials import session
+
+    sizes = {0: int(79.2 * GiB), 1: int(15.6 * GiB)}  # GPU 1 is the one this process uses
+    applied: list[tuple[object, int]] = []
+    monkeypatch.setattr(session, "_PLAN", None)
+    monkeypatch.setattr(session, "_PLANNED", False)
+    monkeypatch.setattr(session, "apply_plan", lambda plan, device: applied.append((plan, device)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda d: SimpleNamespace(name=f"GPU {d}", total_memory=sizes[d]),
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # as on a T4
+    monkeypatch.delenv("JUPYTER_GPU_TIER", raising=False)
+    monkeypatch.delenv("JUPYTER_GPU_SMOKE", raising=False)
+
+    plan = session.current_plan()
+    assert plan is not None
+    assert (plan.tier.name, plan.bf16, plan.total_bytes) == ("16gb", bf16, sizes[1])
+    assert applied == [(plan, 1)]
