@@ -226,7 +226,9 @@ def query_columns(
     """The columns of ``GET history?resolution=`` or ``?points=`` (see ``HistoryHandler``)."""
     options = sampler.options
     buckets = sampler.buckets
-    start = since if since is not None else now - buckets.span_s
+    # No range reaches further back than the long history: ``since=0`` is the whole day, not
+    # 56 years in one row.
+    start = max(since if since is not None else 0.0, now - buckets.span_s)
     if resolution is None:
         assert points is not None
         resolution = choose_resolution(

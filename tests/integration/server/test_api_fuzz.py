@@ -67,24 +67,6 @@ OPERATIONS = [
 ]
 
 
-def slow_history_query(query: Any) -> bool:
-    """A ``history`` query over the whole day in a few rows (``points`` < 50 or ``resolution``
-    over 10 minutes) takes seconds of CPU on a 2-core VM (h10's buckets: reported to the lead);
-    kept out of the fuzzing until it is fast, so CI time stays bounded. It still answers 200.
-    """
-    if not isinstance(query, dict):
-        return False
-
-    def number(key: str) -> float | None:
-        try:
-            return float(query[key])
-        except (KeyError, TypeError, ValueError):
-            return None
-
-    points, resolution = number("points"), number("resolution")
-    return (points is not None and points < 50) or (resolution is not None and resolution > 600)
-
-
 def check_answer(response: Any, where: str) -> None:
     assert response.status_code < 500, f"{where}: {response.status_code} {response.text[:300]}"
     if response.status_code >= 400:
@@ -123,8 +105,6 @@ def test_never_a_5xx_and_every_4xx_says_why(base_url: str, path: str, method: st
         | operation.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE)
     )
     def run(case: Any) -> None:
-        if slow_history_query(case.query):
-            return
         where = f"{case.method} {case.formatted_path} {case.query} body={case.body!r:.200}"
         with_token = case.call(
             base_url=base_url, headers={"Authorization": f"token {TOKEN}"}, timeout=30

@@ -201,3 +201,16 @@ def test_the_fast_fold_agrees_with_the_plain_one(
     fast = fold_contiguous(starts, columns, 10.0, k, since, limit)
     assert fast is not None
     assert fast == fold(starts, columns, resolution, since, limit)
+
+
+def test_a_row_wider_than_the_history_folds_the_buckets_it_has() -> None:
+    # ``history?points=1&since=0``: one row as wide as 1970 to now. Padding the buckets to whole
+    # rows would allocate a float per bucket of that row (176 million per column, seconds of
+    # CPU, found by the API fuzz test); a resolution of 1e12 s would not fit in memory at all.
+    b = Buckets(bucket_s=10, span_s=1000)
+    for i in range(50):
+        b.add(sample(1_000_000.0 + 10 * i, float(i)))
+    for resolution in (2e9, 1e12):
+        out = b.query(since=0, resolution_s=resolution)
+        assert out["ts"] == [0.0]
+        assert out["series"]["gpu.0.util_pct"] == {"min": [0.0], "mean": [24.5], "max": [49.0]}
