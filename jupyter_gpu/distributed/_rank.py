@@ -153,6 +153,10 @@ def _init_process_group(config: dict[str, Any], local_rank: int) -> Any:
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", timeout=timeout)
+        # Gloo's init can return on one rank while another still connects its mesh: a rank whose
+        # cell is quick then exits, and the slow one fails with "Connection closed by peer" (seen
+        # in CI, with 2 CPU ranks on a loaded machine). Nobody starts the cell before all are in.
+        dist.barrier()
     return device
 
 
