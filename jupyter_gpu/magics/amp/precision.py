@@ -26,11 +26,15 @@ DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def resolve_dtype(dtype: str | None, device: str) -> str:
-    """The autocast dtype to use: the one asked for, else bf16 where supported, else fp16."""
+    """The autocast dtype to use: the one asked for, else bf16 where the GPU computes it, else fp16.
+
+    ``torch.cuda.is_bf16_supported()`` alone also says True where bf16 is only emulated in
+    software (a T4, compute capability 7.5), where fp16 is the fast choice.
+    """
     if dtype is not None:
         return dtype
     torch = torch_module()
-    if device == "cuda" and not torch.cuda.is_bf16_supported():
+    if device == "cuda" and not torch.cuda.is_bf16_supported(including_emulation=False):
         return "fp16"
     return "bf16"
 
