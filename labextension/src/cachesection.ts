@@ -7,6 +7,7 @@
  */
 import { el, setText } from './dom';
 import { formatBytes } from './format';
+import { trans } from './i18n';
 import { ICacheCleared, ICacheDir, ISample } from './types';
 
 export interface ICacheActions {
@@ -22,7 +23,12 @@ export function freeText(dir: ICacheDir): string {
   if (free === null || free === undefined || !total) {
     return '';
   }
-  return `${formatBytes(free)} free of ${formatBytes(total)} (${Math.round((free / total) * 100)}%)`;
+  return trans.__(
+    '%1 free of %2 (%3%)',
+    formatBytes(free),
+    formatBytes(total),
+    Math.round((free / total) * 100)
+  );
 }
 
 export class CacheSection {
@@ -30,12 +36,12 @@ export class CacheSection {
     this._actions = actions;
     this.node = el('div', 'jp-gpu-caches');
     this.node.setAttribute('role', 'region');
-    this.node.setAttribute('aria-label', 'torch.compile caches');
+    this.node.setAttribute('aria-label', trans.__('torch.compile caches'));
     this._list = el('ul', 'jp-gpu-cache-list');
     this._result = el('div', 'jp-gpu-cache-result');
     this._result.setAttribute('role', 'status');
     this.node.append(
-      el('div', 'jp-gpu-caches-title', 'torch.compile caches'),
+      el('div', 'jp-gpu-caches-title', trans.__('torch.compile caches')),
       this._list,
       this._result
     );
@@ -58,7 +64,7 @@ export class CacheSection {
     this.node.classList.toggle('jp-gpu-low-space', !!cache?.low_space);
     if (scanned === null) {
       this._list.replaceChildren(
-        el('li', 'jp-gpu-cache-unscanned', 'not scanned yet')
+        el('li', 'jp-gpu-cache-unscanned', trans.__('not scanned yet'))
       );
       return;
     }
@@ -68,7 +74,9 @@ export class CacheSection {
         .map(d => this._row(d))
     );
     if (!this._list.childElementCount) {
-      this._list.append(el('li', 'jp-gpu-cache-none', 'no cache on disk yet'));
+      this._list.append(
+        el('li', 'jp-gpu-cache-none', trans.__('no cache on disk yet'))
+      );
     }
   }
 
@@ -78,28 +86,36 @@ export class CacheSection {
     if (dir.id) {
       li.dataset.cacheId = dir.id;
     }
-    const whose = dir.source === 'kernel' ? ' (a kernel’s own)' : '';
-    const name = el('span', 'jp-gpu-cache-name', `${dir.kind}${whose}`);
+    const name = el(
+      'span',
+      'jp-gpu-cache-name',
+      dir.source === 'kernel'
+        ? trans.__('%1 (a kernel’s own)', dir.kind)
+        : dir.kind
+    );
     name.title = dir.path;
     const size = el(
       'span',
       'jp-gpu-cache-size',
-      dir.exists ? formatBytes(dir.size_bytes) : 'none'
+      dir.exists ? formatBytes(dir.size_bytes) : trans.__('none')
     );
     const free = el('span', 'jp-gpu-cache-free', freeText(dir));
     li.append(name, size, free);
     if (this._actions && dir.exists && dir.id) {
-      const button = el('button', 'jp-gpu-cache-clear', 'Clear…');
+      const button = el('button', 'jp-gpu-cache-clear', trans.__('Clear…'));
       button.setAttribute(
         'aria-label',
-        `Clear the ${dir.kind} cache ${dir.path}`
+        trans.__('Clear the %1 cache %2', dir.kind, dir.path)
       );
       if (dir.clearable) {
-        button.title = `Delete what is inside ${dir.path}`;
+        button.title = trans.__('Delete what is inside %1', dir.path);
         button.addEventListener('click', () => void this._clear(dir, button));
       } else {
         button.disabled = true;
-        button.title = `Cannot be cleared: ${dir.refusal ?? 'not a cache'}`;
+        button.title = trans.__(
+          'Cannot be cleared: %1',
+          dir.refusal ?? trans.__('not a cache')
+        );
       }
       li.append(button);
     }
@@ -115,10 +131,13 @@ export class CacheSection {
       return;
     }
     const ok = await actions.confirm(
-      'Clear the torch.compile cache?',
-      `Delete everything inside ${dir.path} (${formatBytes(dir.size_bytes)})? ` +
-        'torch.compile then compiles again from scratch the next time it runs.',
-      'Clear'
+      trans.__('Clear the torch.compile cache?'),
+      trans.__(
+        'Delete everything inside %1 (%2)? torch.compile then compiles again from scratch the next time it runs.',
+        dir.path,
+        formatBytes(dir.size_bytes)
+      ),
+      trans.__('Clear')
     );
     if (!ok) {
       return;
@@ -126,17 +145,31 @@ export class CacheSection {
     button.disabled = true;
     try {
       const result = await actions.clear(dir.id);
-      const failed = result.failed.length
-        ? ` (${result.failed.length} entries could not be removed)`
-        : '';
+      const freed = formatBytes(result.freed_bytes);
       setText(
         this._result,
-        `Cleared ${result.path}: freed ${formatBytes(result.freed_bytes)} in ${result.files_removed} files${failed}.`
+        result.failed.length
+          ? trans.__(
+              'Cleared %1: freed %2 in %3 files (%4 entries could not be removed).',
+              result.path,
+              freed,
+              result.files_removed,
+              result.failed.length
+            )
+          : trans.__(
+              'Cleared %1: freed %2 in %3 files.',
+              result.path,
+              freed,
+              result.files_removed
+            )
       );
     } catch (err) {
       setText(
         this._result,
-        `Not cleared: ${err instanceof Error ? err.message : String(err)}`
+        trans.__(
+          'Not cleared: %1',
+          err instanceof Error ? err.message : String(err)
+        )
       );
     } finally {
       button.disabled = false;

@@ -7,6 +7,7 @@
  *     `GET history?since=…` every refresh interval, and try the socket again now and then.
  * Stopped, it holds no socket and no timer.
  */
+import { trans } from './i18n';
 import { TickScheduler } from './scheduler';
 import { LiveStream, StreamOpenError, TransportMode } from './stream';
 import { ApiError, IDevicesInfo, IGpuTransport, ISample } from './types';
@@ -169,7 +170,7 @@ export class Connection {
         }
         // Open but silent (a proxy that died quietly): replace the socket now.
         this._stream.close();
-        sink.setStatus('reconnecting', 'The live stream went quiet.');
+        sink.setStatus('reconnecting', trans.__('The live stream went quiet.'));
       }
       await this._fillFromHistory();
       if (!current()) {
@@ -230,7 +231,11 @@ export class Connection {
     if (err instanceof IncompatibleApiError) {
       sink.setStatus(
         'incompatible',
-        `The server's jupyter-gpu speaks API version ${err.serverVersion}; this JupyterLab extension speaks version ${API_VERSION}.`
+        trans.__(
+          "The server's jupyter-gpu speaks API version %1; this JupyterLab extension speaks version %2.",
+          err.serverVersion,
+          API_VERSION
+        )
       );
     } else if (
       err instanceof ApiError &&
@@ -245,24 +250,34 @@ export class Connection {
     ) {
       sink.setStatus(
         'signed-out',
-        'The server no longer accepts this login (the API answered 403 Forbidden): it expired, or the server restarted with another token.'
+        trans.__(
+          'The server no longer accepts this login (the API answered 403 Forbidden): it expired, or the server restarted with another token.'
+        )
       );
     } else if (err instanceof ApiError && err.status === 404) {
       sink.setInfo(null); // the extension may be enabled later: ask for devices again
       sink.setStatus(
         'disabled',
-        'The jupyter-gpu server extension is not enabled (the API answered 404).'
+        trans.__(
+          'The jupyter-gpu server extension is not enabled (the API answered 404).'
+        )
       );
     } else if (err instanceof ApiError && err.status === 403) {
       sink.setStatus(
         'forbidden',
-        `The server refused this user access to GPU metrics (403): ${err.message}`
+        trans.__(
+          'The server refused this user access to GPU metrics (403): %1',
+          err.message
+        )
       );
     } else if (err instanceof StreamOpenError) {
-      sink.setStatus('reconnecting', 'The live stream did not open.');
+      sink.setStatus('reconnecting', trans.__('The live stream did not open.'));
     } else {
       const what = err instanceof Error ? err.message : String(err);
-      sink.setStatus('reconnecting', `Cannot reach the server: ${what}`);
+      sink.setStatus(
+        'reconnecting',
+        trans.__('Cannot reach the server: %1', what)
+      );
     }
   }
 
@@ -281,7 +296,10 @@ export class Connection {
       return;
     }
     this._recheckInfo = true;
-    this._sink.setStatus('reconnecting', 'The live stream was interrupted.');
+    this._sink.setStatus(
+      'reconnecting',
+      trans.__('The live stream was interrupted.')
+    );
     // Step now: fill the gap from history, then open a new socket (backing off on failure).
     this._scheduler.schedule(0);
   }

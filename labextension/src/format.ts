@@ -121,9 +121,6 @@ function deviceLine(device: IDeviceSample): string {
   if (device.state === 'not_responding') {
     return trans.__('not responding');
   }
-  if (device.state === 'not_responding') {
-    return 'not responding';
-  }
   if (device.state !== 'ok') {
     return trans.__('error');
   }
@@ -242,26 +239,39 @@ export function statusText(
 export function unavailableHelp(reason: string): string {
   const lower = reason.toLowerCase();
   if (lower.startsWith('not supported')) {
-    return `${reason}: this GPU or its driver does not report it (NVML), so there is nothing to chart.`;
+    return trans.__(
+      '%1: this GPU or its driver does not report it (NVML), so there is nothing to chart.',
+      reason
+    );
   }
   if (lower.includes('permission')) {
-    return `${reason}: the user running Jupyter may not read it (NVML).`;
+    return trans.__(
+      '%1: the user running Jupyter may not read it (NVML).',
+      reason
+    );
   }
-  return `${reason} (NVML).`;
+  return trans.__('%1 (NVML).', reason);
 }
 
 /** "No NVIDIA GPU found: NVML Shared Library Not Found", without saying it twice. */
 export function noGpuMessage(reason: string | null): string {
+  // The server's reason is NVML's English: compare with the English lead, show a translated one.
   const lead = 'No NVIDIA GPU found';
-  if (!reason || reason.toLowerCase().startsWith(lead.toLowerCase())) {
-    return reason || lead;
+  if (!reason) {
+    return trans.__('No NVIDIA GPU found');
   }
-  return `${lead}: ${reason}`;
+  if (reason.toLowerCase().startsWith(lead.toLowerCase())) {
+    return reason;
+  }
+  return trans.__('No NVIDIA GPU found: %1', reason);
 }
 
 /** Where to see the monitor without a GPU (said with every "No GPU"). */
-export const SIMULATED_DEMO =
-  'To see the monitor without a GPU, start JupyterLab with --JupyterGpu.backend=simulated (labelled, simulated GPUs).';
+export function simulatedDemo(): string {
+  return trans.__(
+    'To see the monitor without a GPU, start JupyterLab with --JupyterGpu.backend=simulated (labelled, simulated GPUs).'
+  );
+}
 
 /**
  * What a no-GPU reason means in plain words, and where the simulated demo is (the same
@@ -270,35 +280,53 @@ export const SIMULATED_DEMO =
 export function plainNoGpu(reason: string | null): string {
   const r = reason ?? '';
   if (r.includes('switched off')) {
-    return "GPU monitoring is switched off on this server (JupyterGpu.backend is 'none').";
+    return trans.__(
+      "GPU monitoring is switched off on this server (JupyterGpu.backend is 'none')."
+    );
   }
-  const plain: [string, string][] = [
+  // Keys: the server's (NVML's) English reasons; the explanations are ours, translated.
+  const plain: [string, () => string][] = [
     [
       'NVML Shared Library Not Found',
-      'This machine has no NVIDIA driver (its library libnvidia-ml.so.1 is not installed), so there is no NVIDIA GPU to use here.'
+      () =>
+        trans.__(
+          'This machine has no NVIDIA driver (its library libnvidia-ml.so.1 is not installed), so there is no NVIDIA GPU to use here.'
+        )
     ],
     [
       'NVIDIA driver is not loaded',
-      'The NVIDIA driver is installed but not running (load the nvidia kernel module, or reboot).'
+      () =>
+        trans.__(
+          'The NVIDIA driver is installed but not running (load the nvidia kernel module, or reboot).'
+        )
     ],
     [
       'No NVIDIA GPU found',
-      'The NVIDIA driver is there but found no GPU on this machine.'
+      () =>
+        trans.__('The NVIDIA driver is there but found no GPU on this machine.')
     ],
     [
       'nvidia-ml-py is not installed',
-      'The nvidia-ml-py package is missing (pip install nvidia-ml-py), so the GPUs cannot be read.'
+      () =>
+        trans.__(
+          'The nvidia-ml-py package is missing (pip install nvidia-ml-py), so the GPUs cannot be read.'
+        )
     ],
     [
       'No permission to use NVML',
-      'This user may not read the GPUs through the NVIDIA driver (ask the administrator).'
+      () =>
+        trans.__(
+          'This user may not read the GPUs through the NVIDIA driver (ask the administrator).'
+        )
     ]
   ];
   const found = plain.find(([key]) => r.includes(key));
   const text = found
-    ? found[1]
-    : `No NVIDIA GPU can be used here${r ? ` (${r})` : ''}.`;
-  return `${text} ${SIMULATED_DEMO}`;
+    ? found[1]()
+    : r
+      ? trans.__('No NVIDIA GPU can be used here (%1).', r)
+      : trans.__('No NVIDIA GPU can be used here.');
+  return `${text} ${simulatedDemo()}`;
 }
 
 /** "torch.compile cache: +12.0 MiB in 5 min", from the buffer's first and last known sizes. */
@@ -316,13 +344,17 @@ export function cacheTrend(buffer: SampleBuffer): string {
   const first = sizes[i] ?? null;
   const last = sizes[j] ?? null;
   if (first === null || last === null) {
-    return 'torch.compile cache: not scanned yet';
+    return trans.__('torch.compile cache: not scanned yet');
   }
   const firstTs = buffer.ts[i];
   const lastTs = buffer.ts[j];
   const span = lastTs - firstTs;
   if (span <= 0) {
-    return `torch.compile cache: ${formatBytes(last)}`;
+    return trans.__('torch.compile cache: %1', formatBytes(last));
   }
-  return `torch.compile cache: ${formatBytesDelta(last - first)} in ${formatDuration(span)}`;
+  return trans.__(
+    'torch.compile cache: %1 in %2',
+    formatBytesDelta(last - first),
+    formatDuration(span)
+  );
 }

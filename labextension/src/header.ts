@@ -133,11 +133,12 @@ export class PanelHeader {
       dataAgeS > Math.max(5, 3 * interval);
     setHidden(this._age, !old);
     if (old) {
-      setText(this._age, `data is ${Math.round(dataAgeS)} s old`);
+      setText(this._age, trans.__('data is %1 s old', Math.round(dataAgeS)));
       setTitle(
         this._age,
-        'No new sample for this long: the server’s GPU sampler may be stuck (see its log) or ' +
-          'the connection stalled.'
+        trans.__(
+          'No new sample for this long: the server’s GPU sampler may be stuck (see its log) or the connection stalled.'
+        )
       );
     }
   }

@@ -6,6 +6,7 @@
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { KernelAPI } from '@jupyterlab/services';
+import { trans } from './i18n';
 import { IProcessActions } from './proctable';
 
 /** Ask before doing something that cannot be undone; true if the person agreed. */
@@ -18,7 +19,7 @@ export async function confirm(
     title,
     body,
     buttons: [
-      Dialog.cancelButton({ label: 'Cancel' }),
+      Dialog.cancelButton({ label: trans.__('Cancel') }),
       Dialog.warnButton({ label: accept })
     ]
   });
@@ -33,9 +34,12 @@ export function kernelActions(app: JupyterFrontEnd): IProcessActions {
     interruptKernel: async (kernelId: string, label: string) => {
       if (
         await confirm(
-          'Interrupt kernel?',
-          `Interrupt the running cell of ${label}? Its kernel and variables stay.`,
-          'Interrupt'
+          trans.__('Interrupt kernel?'),
+          trans.__(
+            'Interrupt the running cell of %1? Its kernel and variables stay.',
+            label
+          ),
+          trans.__('Interrupt')
         )
       ) {
         await KernelAPI.interruptKernel(kernelId, settings);
@@ -44,9 +48,12 @@ export function kernelActions(app: JupyterFrontEnd): IProcessActions {
     shutdownKernel: async (kernelId: string, label: string) => {
       if (
         await confirm(
-          'Shut down kernel?',
-          `Shut down the kernel of ${label}? Its variables are lost and its GPU memory is freed.`,
-          'Shut Down'
+          trans.__('Shut down kernel?'),
+          trans.__(
+            'Shut down the kernel of %1? Its variables are lost and its GPU memory is freed.',
+            label
+          ),
+          trans.__('Shut Down')
         )
       ) {
         await app.serviceManager.kernels.shutdown(kernelId);

@@ -4,6 +4,7 @@
  */
 import { setHidden, setText } from './dom';
 import { formatBytes, notebookLabel, unavailableHelp } from './format';
+import { trans } from './i18n';
 import { IGpuProcess } from './types';
 
 /** How many rows a card shows before "+N more". */
@@ -17,25 +18,35 @@ interface IRow {
 }
 
 /** The label of a row that stands for processes nobody here may or can name. */
-function summaryLabel(p: IGpuProcess): string {
+export function summaryLabel(p: IGpuProcess): string {
   if (p.scope === 'unattributable') {
     // "Not attributable from inside this container: NVML lists …" -> its first clause
-    return (p.reason ?? 'Not attributable').split(':')[0];
+    return (p.reason ?? trans.__('Not attributable')).split(':')[0];
   }
-  return "other users' processes";
+  return trans.__("other users' processes");
 }
 
 /** What a tooltip says about one process, or about a row that stands for several. */
 function describe(p: IGpuProcess): string {
   if (p.pid !== null) {
-    return `pid ${p.pid} ${p.name ?? ''}`.trim();
+    return trans.__('pid %1 %2', p.pid, p.name ?? '').trim();
   }
   const count = p.process_count ?? 1;
-  const what = `${count} process${count === 1 ? '' : 'es'}`;
   if (p.scope === 'unattributable') {
-    return p.reason ?? `${what} not visible from this server`;
+    return (
+      p.reason ??
+      trans._n(
+        '%1 process not visible from this server',
+        '%1 processes not visible from this server',
+        count
+      )
+    );
   }
-  return `${what} of other users (hidden by the server: only their memory is shown)`;
+  return trans._n(
+    '%1 process of other users (hidden by the server: only their memory is shown)',
+    '%1 processes of other users (hidden by the server: only their memory is shown)',
+    count
+  );
 }
 
 /** Group processes by notebook (or kernel); processes of other users or servers together. */
@@ -54,10 +65,10 @@ export function groupProcesses(processes: readonly IGpuProcess[]): IRow[] {
       const label = p.notebook
         ? notebookLabel(p.notebook)
         : p.kernel_id
-          ? `kernel ${p.kernel_id.slice(0, 8)}`
+          ? trans.__('kernel %1', p.kernel_id.slice(0, 8))
           : p.pid === null
             ? summaryLabel(p)
-            : 'other processes';
+            : trans.__('other processes');
       row = { label, title: '', bytes: 0, notebook: p.notebook };
       rows.set(key, row);
     }
@@ -65,7 +76,7 @@ export function groupProcesses(processes: readonly IGpuProcess[]): IRow[] {
     const what = describe(p);
     const mem =
       p.used_mem_bytes === null
-        ? 'memory unknown'
+        ? trans.__('memory unknown')
         : formatBytes(p.used_mem_bytes);
     row.title += `${row.title ? '\n' : ''}${what}: ${mem}`;
   }
@@ -108,7 +119,7 @@ export class ProcessList {
     if (unavailable !== null && !processes?.length) {
       const note = document.createElement('li');
       note.className = 'jp-gpu-procs-note';
-      note.textContent = `Processes: ${unavailable}`;
+      note.textContent = trans.__('Processes: %1', unavailable);
       note.title = unavailableHelp(unavailable);
       this.node.append(note);
       return;
@@ -117,7 +128,7 @@ export class ProcessList {
     if (!rows.length) {
       const empty = document.createElement('li');
       empty.className = 'jp-gpu-procs-empty';
-      empty.textContent = 'No processes';
+      empty.textContent = trans.__('No processes');
       this.node.append(empty);
       return;
     }
@@ -129,7 +140,11 @@ export class ProcessList {
       more.className = 'jp-gpu-procs-more';
       const rest = rows.slice(MAX_ROWS);
       const bytes = rest.reduce((sum, r) => sum + r.bytes, 0);
-      more.textContent = `+${rest.length} more (${formatBytes(bytes)})`;
+      more.textContent = trans.__(
+        '+%1 more (%2)',
+        rest.length,
+        formatBytes(bytes)
+      );
       more.title = rest.map(r => r.title).join('\n\n');
       this.node.append(more);
     }
@@ -147,7 +162,7 @@ export class ProcessList {
     const item = document.createElement('li');
     // The simulated backend puts made-up memory on real kernels: never let it pass as real.
     item.title = simulated
-      ? `${row.title}\nSimulated memory (the simulated backend), not this kernel's own.`
+      ? `${row.title}\n${trans.__("Simulated memory (the simulated backend), not this kernel's own.")}`
       : row.title;
     const name = document.createElement(
       row.notebook && this._open ? 'button' : 'span'
@@ -158,7 +173,7 @@ export class ProcessList {
     if (notebook && this._open) {
       const open = this._open;
       name.addEventListener('click', () => open(notebook));
-      name.setAttribute('aria-label', `Open ${notebook}`);
+      name.setAttribute('aria-label', trans.__('Open %1', notebook));
     }
     const bar = document.createElement('span');
     bar.className = 'jp-gpu-proc-bar';

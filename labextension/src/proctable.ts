@@ -14,6 +14,8 @@
  */
 import { el, setText } from './dom';
 import { formatBytes, formatDuration, notebookLabel } from './format';
+import { summaryLabel } from './processes';
+import { trans } from './i18n';
 import { IGpuProcess, ISample } from './types';
 
 /** What the table's buttons do; each returns when done (or the person said no). */
@@ -50,28 +52,42 @@ export function idleText(process: IGpuProcess): string {
   if (idle === null || idle === undefined) {
     return '';
   }
-  return idle === 0 ? 'busy' : `idle ${formatDuration(idle)}`;
+  return idle === 0
+    ? trans.__('busy')
+    : trans.__('idle %1', formatDuration(idle));
 }
 
-const HEADERS = ['GPU', 'pid', 'memory', 'notebook', 'idle', ''];
+/** The column headers (a function: the translator is set after this module loads). */
+const headers = () => [
+  trans.__('GPU'),
+  trans.__('pid'),
+  trans.__('memory'),
+  trans.__('notebook'),
+  trans.__('idle'),
+  ''
+];
 
 export class ProcessTable {
   constructor(actions: IProcessActions = {}) {
     this._actions = actions;
     this.node = el('div', 'jp-gpu-proctable');
     this.node.setAttribute('role', 'region');
-    this.node.setAttribute('aria-label', 'GPU processes');
-    const title = el('div', 'jp-gpu-proctable-title', 'Processes');
+    this.node.setAttribute('aria-label', trans.__('GPU processes'));
+    const title = el('div', 'jp-gpu-proctable-title', trans.__('Processes'));
     this._table = el('table', 'jp-gpu-proctable-table');
     const head = el('tr', '');
-    for (const h of HEADERS) {
+    for (const h of headers()) {
       head.append(el('th', '', h));
     }
     const thead = el('thead', '');
     thead.append(head);
     this._body = el('tbody', '');
     this._table.append(thead, this._body);
-    this._empty = el('div', 'jp-gpu-proctable-empty', 'No GPU processes');
+    this._empty = el(
+      'div',
+      'jp-gpu-proctable-empty',
+      trans.__('No GPU processes')
+    );
     this.node.append(title, this._table, this._empty);
   }
 
@@ -108,24 +124,29 @@ export class ProcessTable {
     }
     const memory =
       p.used_mem_bytes === null
-        ? 'unknown'
-        : formatBytes(p.used_mem_bytes) + (simulated ? ' (simulated)' : '');
+        ? trans.__('unknown')
+        : simulated
+          ? trans.__('%1 (simulated)', formatBytes(p.used_mem_bytes))
+          : formatBytes(p.used_mem_bytes);
     const memCell = el('td', 'jp-gpu-proc-memory', memory);
     if (simulated) {
-      memCell.title =
-        'Simulated: the simulated backend puts made-up GPU memory on this server’s kernels.';
+      memCell.title = trans.__(
+        'Simulated: the simulated backend puts made-up GPU memory on this server’s kernels.'
+      );
     }
     const label = p.notebook
       ? notebookLabel(p.notebook)
       : p.kernel_id
-        ? `kernel ${p.kernel_id.slice(0, 8)}`
-        : (p.name ?? 'other process');
+        ? trans.__('kernel %1', p.kernel_id.slice(0, 8))
+        : p.pid === null
+          ? summaryLabel(p)
+          : (p.name ?? trans.__('other process'));
     const nbCell = el('td', 'jp-gpu-proc-notebook');
     const open = this._actions.openNotebook;
     if (p.notebook && open) {
       const notebook = p.notebook;
       const button = el('button', 'jp-gpu-proc-open', label);
-      button.title = `Open ${notebook}`;
+      button.title = trans.__('Open %1', notebook);
       button.addEventListener('click', () => open(notebook));
       nbCell.append(button);
     } else {
@@ -134,9 +155,10 @@ export class ProcessTable {
     }
     const idleCell = el('td', 'jp-gpu-proc-idle', idleText(p));
     if (p.idle_holder) {
-      const badge = el('span', 'jp-gpu-idle-badge', 'idle holder');
-      badge.title =
-        'This kernel has been idle for long while holding GPU memory others could use.';
+      const badge = el('span', 'jp-gpu-idle-badge', trans.__('idle holder'));
+      badge.title = trans.__(
+        'This kernel has been idle for long while holding GPU memory others could use.'
+      );
       idleCell.append(' ', badge);
     }
     const actions = el('td', 'jp-gpu-proc-actions');
@@ -145,16 +167,21 @@ export class ProcessTable {
       const { interruptKernel, shutdownKernel } = this._actions;
       if (interruptKernel) {
         actions.append(
-          this._button('Interrupt', `Interrupt the kernel of ${label}`, () =>
-            interruptKernel(kernelId, label)
+          this._button(
+            trans.__('Interrupt'),
+            trans.__('Interrupt the kernel of %1', label),
+            () => interruptKernel(kernelId, label)
           )
         );
       }
       if (shutdownKernel) {
         actions.append(
           this._button(
-            'Shut down',
-            `Shut down the kernel of ${label} (frees its GPU memory)`,
+            trans.__('Shut down'),
+            trans.__(
+              'Shut down the kernel of %1 (frees its GPU memory)',
+              label
+            ),
             () => shutdownKernel(kernelId, label)
           )
         );
@@ -162,7 +189,8 @@ export class ProcessTable {
     }
     tr.append(
       el('td', 'jp-gpu-proc-gpu', String(row.gpu)),
-      el('td', 'jp-gpu-proc-pid', String(p.pid)),
+      // A row that stands for processes nobody here may name has no pid (not "null").
+      el('td', 'jp-gpu-proc-pid', p.pid === null ? '–' : String(p.pid)),
       memCell,
       nbCell,
       idleCell,

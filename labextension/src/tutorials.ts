@@ -32,7 +32,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null,
     translator: ITranslator | null
   ) => {
-    const trans = (translator ?? nullTranslator).load('jupyter-gpu');
+    const trans = (translator ?? nullTranslator).load('jupyter_gpu');
     app.commands.addCommand(COPY_TUTORIALS_COMMAND, {
       label: trans.__('GPU tutorials'),
       caption: trans.__(

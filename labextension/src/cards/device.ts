@@ -145,7 +145,7 @@ export class DeviceCard {
           format: formatWatts,
           hint: () =>
             this._powerLimit
-              ? `Power limit ${formatWatts(this._powerLimit)}`
+              ? trans.__('Power limit %1', formatWatts(this._powerLimit))
               : ''
         }
       ),
@@ -227,7 +227,11 @@ export class DeviceCard {
       const value = ok ? device[m.field] : null;
       const reason =
         ok && value === null ? (device.unavailable?.[m.field] ?? null) : null;
-      const text = !ok ? '–' : reason !== null ? 'n/a' : m.format(value);
+      const text = !ok
+        ? '–'
+        : reason !== null
+          ? trans.__('n/a')
+          : m.format(value);
       m.tile.setUnavailable(reason);
       m.tile.setValue(
         text,
@@ -242,7 +246,7 @@ export class DeviceCard {
       }
       if (compact && ok && !m.compact && charts[m.setting]) {
         // In the header: "620 W · 61 °C", or "power n/a · 61 °C" with the reason in the tooltip.
-        const part = reason !== null ? `${m.label} n/a` : text;
+        const part = reason !== null ? trans.__('%1 n/a', m.label) : text;
         extra = extra ? `${extra} · ${part}` : part;
         if (reason !== null) {
           extraTitle += `${extraTitle ? '\n' : ''}${m.tile.node.title}`;
@@ -352,8 +356,8 @@ export function activityText(device: IDeviceSample): string {
       parts.push(`${label} ${Math.round(value)}%`);
     }
   };
-  add('SM active', device.sm_active_pct);
-  add('tensor', device.tensor_active_pct);
-  add('DRAM', device.dram_bw_pct);
+  add(trans.__('SM active'), device.sm_active_pct);
+  add(trans.__('tensor'), device.tensor_active_pct);
+  add(trans.__('DRAM'), device.dram_bw_pct);
   return parts.join(' · ');
 }

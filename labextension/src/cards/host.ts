@@ -6,6 +6,7 @@ import { SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
 import { cacheTrend, formatBytes, formatBytesOf, formatPct } from '../format';
 import { el, setHidden, setText } from '../dom';
+import { trans } from '../i18n';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { ISample } from '../types';
@@ -22,14 +23,14 @@ export class HostCard {
   constructor(palette: Palette) {
     const node = (this.node = el('section', 'jp-gpu-card jp-gpu-host-card'));
     const header = el('header', 'jp-gpu-card-header');
-    header.append(el('span', 'jp-gpu-card-index', 'Host'));
+    header.append(el('span', 'jp-gpu-card-index', trans.__('Host')));
     this._name = el('span', 'jp-gpu-card-name');
     header.append(this._name);
     const at =
       (key: string, fmt: (v: number | null) => string) => (i: number) =>
         fmt(this._buffer?.column(key)[i] ?? null);
     this._cpu = new Tile({
-      label: 'CPU',
+      label: trans.__('CPU'),
       metric: 'cpu',
       colorVar: '--jp-brand-color1',
       palette,
@@ -37,7 +38,7 @@ export class HostCard {
       formatAt: at('host.cpu', formatPct)
     });
     this._mem = new Tile({
-      label: 'RAM',
+      label: trans.__('RAM'),
       metric: 'host-mem',
       colorVar: '--jp-accent-color1',
       palette,
@@ -45,7 +46,7 @@ export class HostCard {
       formatAt: at('host.mem', v => formatBytesOf(v, this._memTotal))
     });
     this._cache = new Tile({
-      label: 'Cache',
+      label: trans.__('Cache'),
       metric: 'cache',
       colorVar: '--jp-info-color1',
       palette,
@@ -72,15 +73,17 @@ export class HostCard {
     const { charts, buffer } = ctx;
     setHidden(this.node, !charts.host && !charts.compileCache);
     this._memTotal = host?.mem_total_bytes ?? null;
-    const cpus = host?.cpu_count ? `${+host.cpu_count.toFixed(1)} CPUs` : '';
+    const cpus = host?.cpu_count
+      ? trans.__('%1 CPUs', +host.cpu_count.toFixed(1))
+      : '';
     setText(this._name, cpus);
     this._cpu.setValue(
       formatPct(host?.cpu_pct),
-      cpus ? `Share of ${cpus}` : ''
+      cpus ? trans.__('Share of %1', cpus) : ''
     );
     const limit =
       host?.mem_limit_source === 'cgroup'
-        ? 'Total is the container (cgroup) limit'
+        ? trans.__('Total is the container (cgroup) limit')
         : '';
     this._mem.setValue(
       formatBytesOf(host?.mem_used_bytes, this._memTotal),
@@ -95,7 +98,7 @@ export class HostCard {
     this._cache.setValue(
       cache && cache.scanned_ts !== null && cache.scanned_ts !== undefined
         ? formatBytes(cache.size_bytes)
-        : 'not scanned yet',
+        : trans.__('not scanned yet'),
       this._cacheTitle
     );
     for (const [tile, setting, key] of this._show) {
@@ -138,14 +141,22 @@ export class HostCard {
 
 function cacheTitle(cache: ISample['compile_cache']): string {
   if (!cache) {
-    return 'The torch.compile cache has not been scanned yet.';
+    return trans.__('The torch.compile cache has not been scanned yet.');
   }
-  const lines = ['torch.compile caches on disk (inductor, triton, …):'];
+  const lines = [
+    trans.__('torch.compile caches on disk (inductor, triton, …):')
+  ];
   for (const dir of cache.dirs ?? []) {
     lines.push(
       dir.exists
-        ? `${dir.kind}: ${formatBytes(dir.size_bytes)} in ${dir.file_count} files, ${dir.path}`
-        : `${dir.kind}: none yet (${dir.path})`
+        ? trans.__(
+            '%1: %2 in %3 files, %4',
+            dir.kind,
+            formatBytes(dir.size_bytes),
+            dir.file_count,
+            dir.path
+          )
+        : trans.__('%1: none yet (%2)', dir.kind, dir.path)
     );
   }
   return lines.join('\n');

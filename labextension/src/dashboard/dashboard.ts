@@ -319,7 +319,9 @@ export function bandText(
   memTotals: ReadonlyMap<number, number | null>
 ): string {
   const count =
-    marker.executionCount !== null ? `In [${marker.executionCount}]` : 'In [*]';
+    marker.executionCount !== null
+      ? trans.__('In [%1]', marker.executionCount)
+      : trans.__('In [*]');
   const name = marker.notebook.split('/').pop() ?? marker.notebook;
   const per = gpus
     .map(g =>
