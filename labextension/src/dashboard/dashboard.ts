@@ -139,7 +139,8 @@ class GpuRow {
       const data: IChartData = { xs: source.xs, lines, gapS: source.gapS };
       chart.chart.update(data, xMin, xMax);
     }
-    if (this._hovered === null) {
+    // The latest values: only on screen (a row scrolled into view is rendered again).
+    if (this._hovered === null && draw) {
       this._showValues(source.xs.length - 1, true);
     }
   }
@@ -285,16 +286,27 @@ class GpuRow {
     const value = (m: Metric) => source.lines(gpu, m)?.[0][i] ?? null;
     const parts: string[] = [];
     for (const m of utilMetrics(x => source.has(gpu, x))) {
-      parts.push(`${metricLabel(m)} ${formatPct(value(m))}`);
+      parts.push(`${this._label(m)} ${formatPct(value(m))}`);
     }
     parts.push(
-      `${metricLabel('mem')} ${formatBytesOf(value('mem'), this._memTotal)}`,
-      `${metricLabel('power')} ${formatWatts(value('power'))}`,
-      `${metricLabel('temp')} ${formatCelsius(value('temp'))}`
+      `${this._label('mem')} ${formatBytesOf(value('mem'), this._memTotal)}`,
+      `${this._label('power')} ${formatWatts(value('power'))}`,
+      `${this._label('temp')} ${formatCelsius(value('temp'))}`
     );
     setText(this._values, parts.join(' · '));
   }
 
+  /** A metric's label, translated once (the translator's lookup costs on every update). */
+  private _label(metric: Metric): string {
+    let label = this._labels.get(metric);
+    if (label === undefined) {
+      label = metricLabel(metric);
+      this._labels.set(metric, label);
+    }
+    return label;
+  }
+
+  private _labels = new Map<Metric, string>();
   private _ctx: IRowContext;
   private _name: HTMLSpanElement;
   private _hover: HTMLDivElement;
