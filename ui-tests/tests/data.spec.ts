@@ -12,7 +12,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { APIRequestContext, expect, Page, test } from '@playwright/test';
-import { command, openPanel, PANEL_TAB } from './lab';
+import { command, openPanel, PANEL_TAB, runCell } from './lab';
 
 /** As lab.ts's openLab, with room for a busy machine (this server started moments ago). */
 async function openLab(page: Page): Promise<void> {
@@ -266,16 +266,14 @@ test('%gpu --watch updates its widget in the notebook output, and stops when cle
   await openLab(page);
   await command(page, 'notebook:create-new', { kernelName: 'python3' });
   const notebook = page.locator('.jp-NotebookPanel').last();
-  // Type only once the kernel is up: keys typed while the editor is still being made are lost.
   await expect(
     notebook.locator('.jp-Notebook-ExecutionIndicator')
   ).toHaveAttribute('data-status', 'idle', { timeout: 90000 });
-  const cell = notebook.locator('.jp-Cell .jp-InputArea-editor').first();
-  await cell.click();
-  await page.keyboard.type(
+  await runCell(
+    page,
+    0,
     '%load_ext jupyter_gpu\nw = %gpu --watch --interval 0.3 -o'
   );
-  await page.keyboard.press('Shift+Enter');
   const widget = notebook.locator('.widget-html').first();
   await expect(widget).toContainText('Simulated NVIDIA H200 (simulated)', {
     timeout: 60000
@@ -292,12 +290,11 @@ test('%gpu --watch updates its widget in the notebook output, and stops when cle
   await notebook.locator('.jp-Cell').first().click();
   await command(page, 'notebook:clear-cell-output');
   await expect(notebook.locator('.widget-html')).toHaveCount(0);
-  const next = notebook.locator('.jp-Cell .jp-InputArea-editor').nth(1);
-  await next.click();
-  await page.keyboard.type(
+  await runCell(
+    page,
+    1,
     'import time; time.sleep(1.5); print("watch", w.running, w.stopped_because)'
   );
-  await page.keyboard.press('Shift+Enter');
   await expect(notebook.locator('.jp-OutputArea-output').last()).toHaveText(
     'watch False its output was cleared',
     { timeout: 30000 }

@@ -25,8 +25,9 @@ export async function openPanel(page: Page): Promise<Locator> {
   // its tab would close it. Look only once the restore is over, or a restore that finishes
   // after the click would undo it.
   await page.evaluate(async () => {
+    // (JupyterHub's single-user servers do not expose the app: there, no wait.)
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
-    await (window as any).jupyterapp.restored;
+    await (window as any).jupyterapp?.restored;
   });
   if (!(await panel.isVisible())) {
     await page.locator(PANEL_TAB).click();
@@ -218,4 +219,30 @@ export async function layoutProblems(page: Page): Promise<string[]> {
     }
     return problems;
   });
+}
+
+/**
+ * Put `source` in code cell `index` of the current notebook and run it, through the
+ * notebook's model and commands: keys typed into a cell that is still being made are lost on
+ * a busy machine (seen in CI: the cell ran empty).
+ */
+export async function runCell(
+  page: Page,
+  index: number,
+  source: string
+): Promise<void> {
+  await page.evaluate(
+    async ([index, source]) => {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+      const app = (window as any).jupyterapp;
+      const notebook = app.shell.currentWidget.content;
+      while (notebook.widgets.length <= index) {
+        await app.commands.execute('notebook:insert-cell-below');
+      }
+      notebook.activeCellIndex = index;
+      notebook.activeCell.model.sharedModel.setSource(source);
+      await app.commands.execute('notebook:run-cell');
+    },
+    [index, source] as const
+  );
 }

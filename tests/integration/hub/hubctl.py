@@ -76,6 +76,10 @@ def hub_config(work: Path, port: int, hub_port: int, api_port: int, proxy: str) 
         "--JupyterGpu.backend=nvml",
         "--JupyterGpu.interval_s=0.5",
         "--JupyterGpu.kernel_map_interval_s=1",
+        # The browser test waits for the restored layout (window.jupyterapp), in a workspace
+        # of this run only: every user here is root, whose own workspaces other runs wrote.
+        "--LabApp.expose_app_in_browser=True",
+        f"--LabApp.workspaces_dir={work / 'workspaces'}",
     ]
     return f"""
 c = get_config()  # noqa: F821 (jupyterhub's config loader provides it)
