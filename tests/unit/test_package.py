@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jupyter_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +34,9 @@ def test_imports_stay_cheap() -> None:
 
 
 def test_version_comes_from_package_json() -> None:
+    if not (ROOT / "jupyter_gpu" / "_version.py").exists():  # written by the build (pip install)
+        assert jupyter_gpu.__version__ == "0.0.0+unknown"
+        pytest.skip("a source tree that was never built or installed has no version")
     package = json.loads((ROOT / "package.json").read_text())
     assert jupyter_gpu.__version__ == package["version"]
 

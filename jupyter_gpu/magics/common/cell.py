@@ -3,8 +3,10 @@
 The body goes through IPython's input transformers (so ``!ls`` and ``%time`` lines still work)
 and AST transformers, runs in the notebook's namespace, and its last expression's value is
 returned so the magic can hand it back to IPython for display (as ``%%time`` does). The code is
-registered with IPython's compiler cache, so a traceback shows the cell's source lines. An
-exception in the body propagates unchanged: the user sees the cell's own error, once.
+registered with IPython's compiler cache, so a traceback shows the cell's source lines. Line
+numbers are the cell's as the notebook shows them (a cell magic's body starts on line 2, under
+its ``%%magic`` line), so "cell [7] line 4" points at the line the user sees. An exception in
+the body propagates unchanged: the user sees the cell's own error, once.
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from typing import Any
 class CellCode:
     """A cell body compiled once, ready to run (possibly several times)."""
 
-    def __init__(self, shell: Any, cell: str) -> None:
-        transformed = shell.transform_cell(cell)
+    def __init__(self, shell: Any, cell: str, *, first_line: int = 2) -> None:
+        """Compile ``cell``, whose first line is the notebook's line ``first_line``.
+
+        2 for a cell magic's body (under its ``%%magic`` line), 1 for a line magic's statement.
+        """
+        # Blank lines above the body: its line numbers (in tracebacks, "called from", syncs)
+        # are then the cell's own, and the cached source still lines up with them.
+        transformed = "\n" * (first_line - 1) + shell.transform_cell(cell)
         tree = shell.compile.ast_parse(transformed)
         tree = shell.transform_ast(tree)
-        filename = shell.compile.cache(transformed, shell.execution_count, raw_code=cell)
+        filename = shell.compile.cache(transformed, running_cell(shell), raw_code=cell)
         last: ast.Expression | None = None
         # A trailing semicolon hides the value, as in a normal cell.
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not cell.rstrip().endswith(";"):
@@ -38,6 +46,18 @@ class CellCode:
         if self._last is not None:
             return eval(self._last, user_ns, local_ns)  # noqa: S307  # the user's own cell
         return None
+
+
+def running_cell(shell: Any) -> int:
+    """The execution count of the cell now running (its "In [7]").
+
+    IPython 9 counts ``shell.execution_count`` up before a cell runs, IPython 8 after it, so
+    that is the next cell's number or this one's; the result IPython fills for this cell (set
+    before the cell's code runs) says which.
+    """
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    return count if isinstance(count, int) else int(shell.execution_count)
 
 
 def cell_filenames(shell: Any) -> dict[str, int]:

@@ -20,7 +20,7 @@ from jupyter_gpu.magics.common.args import (
     parse,
     type_name,
 )
-from jupyter_gpu.magics.common.cell import cell_filenames
+from jupyter_gpu.magics.common.cell import cell_filenames, running_cell
 from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
 from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
 from jupyter_gpu.measure import Timing, time_steady
@@ -379,7 +379,7 @@ class CompileMagics(ShellMagics):
             report = watch.stop(cell_filenames(self.shell))
         explanations: list[Explanation] = []
         if report is not None:
-            report.cell = self.shell.execution_count
+            report.cell = running_cell(self.shell)
             measure_cache(report)
             result.reports.append(report)
             explanations = from_report(report, result.options)

@@ -186,9 +186,9 @@ def _gpu_kinds() -> frozenset[int]:
 def place(filename: str, lineno: int, fn: str, cell_names: dict[str, int]) -> str:
     """Where in the user's code: ``cell [3] line 4 in step`` or ``train.py:12 in step``."""
     if filename in cell_names:
-        return f"cell [{cell_names[filename]}] line {lineno}" + (
-            "" if fn == "<module>" else f" in {fn}"
-        )
+        # torch's stacks give a cell's module-level frame line 0: the cell alone says it
+        at = f" line {lineno}" if lineno > 0 else ""
+        return f"cell [{cell_names[filename]}]{at}" + ("" if fn == "<module>" else f" in {fn}")
     return f"{filename.rsplit('/', 1)[-1]}:{lineno} in {fn}"
 
 
@@ -331,6 +331,10 @@ def analyse(
     else:
         analysis.rows = rows_from_key_averages(prof, called_from)
     ranges.pop(OWN_RANGE, None)
+    # A name recorded as a range (record_function) is shown as a range only, even where
+    # another event of that name lacks torch's annotation flag (on the H200 a training step's
+    # op table still listed an "Optimizer.step#AdamW.step" row).
+    analysis.rows = [row for row in analysis.rows if row.name not in ranges]
     analysis.ranges = sorted(ranges.values(), key=lambda r: -(r.gpu_s or r.cpu_s))
     if not stack and sync_places:
         syncs.places.update(sync_places)

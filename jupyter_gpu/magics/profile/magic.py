@@ -167,7 +167,9 @@ class ProfileMagics(ShellMagics):
         --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). The profiler
         stops even if the code raises.
         """
+        first_line = 2  # a %%profile cell's body starts under its magic line
         if cell is None:
+            first_line = 1
             line, cell = split_statement(line)
             if not cell.strip():
                 raise UsageError(
@@ -184,15 +186,20 @@ class ProfileMagics(ShellMagics):
                 "A torch profiler is already running in this kernel (another %%profile or a "
                 "torch.profiler.profile block): stop it first, then run this cell again."
             )
-        code = CellCode(self.shell, cell)
+        code = CellCode(self.shell, cell, first_line=first_line)
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         from jupyter_gpu.magics.amp.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
+        # acc_events: one run, so nothing to accumulate; without it torch 2.11 warns that the
+        # profiler "clears events at the end of each cycle", about a cycle the user never ran.
         prof = torch.profiler.profile(
-            activities=activities, profile_memory=args.memory, with_stack=args.stack
+            activities=activities,
+            profile_memory=args.memory,
+            with_stack=args.stack,
+            acc_events=True,
         )
         cell_names = cell_filenames(self.shell)
         # Places syncs without --stack; only where CUDA is up already (never initialises it).

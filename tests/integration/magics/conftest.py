@@ -1,9 +1,10 @@
 """A fresh, real IPython shell per test with ``%load_ext jupyter_gpu``, CUDA hidden on purpose.
 
 These tests check the magics' CPU branch (CPU autocast, "No CUDA GPU", the UsageErrors a
-CPU-only machine gets), so the ``shell`` fixture hides CUDA even where there is a GPU:
+CPU-only machine gets), so the ``shell`` fixture hides the GPU even where there is one:
 ``torch.cuda.is_available()`` is False and ``device_count()`` 0 for the test (what
-``CUDA_VISIBLE_DEVICES=`` gives a fresh process; this process may have CUDA up already). The CUDA
+``CUDA_VISIBLE_DEVICES=`` gives a fresh process; this process may have CUDA up already), and
+NVML fails to load, as without a driver ("No GPU:" from ``%gpu``). The CUDA
 branch is tested where CUDA exists: tests marked ``cuda_visible`` keep it (skipped without one),
 and ``tests/gpu/``.
 """
@@ -11,6 +12,7 @@ and ``tests/gpu/``.
 from __future__ import annotations
 
 import atexit
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,11 +81,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make this process look CUDA-less to the magics for one test."""
+    """Make this process look GPU-less to the magics for one test: torch sees no CUDA, and
+    NVML's library is not found (what ``%gpu`` meets on a machine without an NVIDIA driver)."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setitem(sys.modules, "pynvml", _nvml_without_driver())
+
+
+def _nvml_without_driver() -> Any:
+    """The fake NVML, its ``nvmlInit`` failing as the real one does without a driver."""
+    import pynvml
+
+    from tests.fakes.fake_nvml import FakeNvml
+
+    fake = FakeNvml(devices=0)
+    fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    return fake
 
 
 @pytest.fixture

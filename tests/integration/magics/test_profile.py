@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -59,7 +60,28 @@ def test_stack_shows_the_calling_cell_line(shell: Shell) -> None:
     defining_cell = shell.ip.execution_count - 1
     ran = shell.ok("%%profile --stack\ntrain_step()")
     assert "called from" in ran.text
-    assert f"cell [{defining_cell}] line" in ran.text
+    assert f"cell [{defining_cell}] line" in ran.text, ran.text
+
+
+def test_places_name_the_cell_that_ran(shell: Shell) -> None:
+    # In [N] of the cell that ran (IPython 9 has counted up already while it runs). torch's
+    # stacks give module-level code line 0: the place is then the cell alone.
+    ran = shell.ok("%%profile --stack\na = torch.ones(64, 64)\nb = a @ a")
+    assert re.search(rf"cell \[{ran.result.execution_count}\]$", ran.text, re.MULTILINE), ran.text
+    assert "line 0" not in ran.text
+    ran = shell.ok("%profile --stack b = a @ a")
+    assert f"cell [{ran.result.execution_count}]" in ran.text, ran.text
+
+
+def test_an_error_in_the_body_points_at_the_cells_own_line(shell: Shell) -> None:
+    ran = shell.run("%%profile\nok = 1\nraise ValueError('boom')")
+    assert isinstance(ran.error, ValueError)
+    tb = shell.ip.InteractiveTB.structured_traceback(
+        type(ran.error), ran.error, ran.error.__traceback__
+    )
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(tb))
+    # the line as the notebook numbers it: 3, under the %%profile line
+    assert re.search(r"----> 3 raise ValueError\('boom'\)", plain), plain
 
 
 def test_memory_adds_a_memory_column(shell: Shell) -> None:
