@@ -6,7 +6,15 @@
  * time against the server's samples, the bands, the notifications.
  */
 import { expect, Locator, Page, test } from '@playwright/test';
-import { openLab, openPanel, PANEL, STATUS_ITEM, updateDurations } from './lab';
+import {
+  newNotebook,
+  openLab,
+  openPanel,
+  PANEL,
+  runCell,
+  STATUS_ITEM,
+  updateDurations
+} from './lab';
 import { TestServer } from './servers';
 import { ports } from '../servers.json';
 
@@ -286,29 +294,12 @@ test('a cell run is a band on the charts; its hover names the cell and its numbe
 }) => {
   test.setTimeout(180000);
   await openLab(page);
-  await page.evaluate(async () => {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
-    const app = (window as any).jupyterapp;
-    await app.commands.execute('notebook:create-new', {
-      kernelName: 'python3'
-    });
-  });
-  const cell = page.locator('.jp-Notebook .jp-Cell .cm-content').first();
-  await cell.click();
-  await page.keyboard.type('import time; time.sleep(8)');
-  // The kernel is up (the status bar says Idle) before the cell runs.
-  await expect(
-    page.locator('.jp-StatusBar-Widget', { hasText: '| Idle' })
-  ).toBeVisible({
-    timeout: 60000
-  });
+  // The kernel is up and idle before the cell runs; runCell returns when the kernel replied.
+  const notebook = await newNotebook(page);
   const started = Date.now() / 1000;
-  await page.keyboard.press('Control+Enter');
-  await expect(page.locator('.jp-InputArea-prompt').first()).toHaveText(
-    '[1]:',
-    {
-      timeout: 60000
-    }
+  await runCell(notebook, 0, 'import time; time.sleep(8)');
+  await expect(notebook.locator('.jp-InputArea-prompt').first()).toHaveText(
+    '[1]:'
   );
   const ended = Date.now() / 1000;
   const dashboard = await openDashboard(page);

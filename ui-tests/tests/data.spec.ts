@@ -12,7 +12,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { APIRequestContext, expect, Page, test } from '@playwright/test';
-import { command, openPanel, PANEL_TAB, runCell } from './lab';
+import { command, newNotebook, openPanel, PANEL_TAB, runCell } from './lab';
 
 /** As lab.ts's openLab, with room for a busy machine (this server started moments ago). */
 async function openLab(page: Page): Promise<void> {
@@ -263,20 +263,10 @@ test('%gpu --watch updates its widget in the notebook output, and stops when cle
   // A new kernel, ipywidgets and the first NVML read: on a loaded 2-core CI machine the
   // first output alone has taken most of the default minute.
   test.setTimeout(180000);
-  // Known flaky on CI only: there the cell's source lands in no visible notebook and the cell
-  // stays empty (passes locally and on the H200's test_watch_gpu.py). To fix, then remove.
-  test.skip(
-    !!process.env.CI,
-    'the cell source is lost on the CI machine (an open bug in this test, not the widget)'
-  );
   await openLab(page);
-  await command(page, 'notebook:create-new', { kernelName: 'python3' });
-  const notebook = page.locator('.jp-NotebookPanel').last();
-  await expect(
-    notebook.locator('.jp-Notebook-ExecutionIndicator')
-  ).toHaveAttribute('data-status', 'idle', { timeout: 90000 });
+  const notebook = await newNotebook(page);
   await runCell(
-    page,
+    notebook,
     0,
     '%load_ext jupyter_gpu\nw = %gpu --watch --interval 0.3 -o'
   );
@@ -297,7 +287,7 @@ test('%gpu --watch updates its widget in the notebook output, and stops when cle
   await command(page, 'notebook:clear-cell-output');
   await expect(notebook.locator('.widget-html')).toHaveCount(0);
   await runCell(
-    page,
+    notebook,
     1,
     'import time; time.sleep(1.5); print("watch", w.running, w.stopped_because)'
   );

@@ -222,27 +222,80 @@ export async function layoutProblems(page: Page): Promise<string[]> {
 }
 
 /**
- * Put `source` in code cell `index` of the current notebook and run it, through the
- * notebook's model and commands: keys typed into a cell that is still being made are lost on
- * a busy machine (seen in CI: the cell ran empty).
+ * Open a new notebook on a python3 kernel and wait until it can run code: its file loaded and
+ * its kernel idle. Returns the notebook's panel.
+ *
+ * Wait on the panel that the command made, never on `app.shell.currentWidget` or on the
+ * toolbar's execution indicator: the indicator says "idle" before any kernel exists, and until
+ * the file has loaded the notebook shows a placeholder cell that the file's content then
+ * replaces (on a busy machine, a source set there was lost and the cell ran empty).
+ */
+export async function newNotebook(page: Page): Promise<Locator> {
+  const id = await page.evaluate(async () => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+    const app = (window as any).jupyterapp;
+    const panel = await app.commands.execute('notebook:create-new', {
+      kernelName: 'python3'
+    });
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    return panel.id as string;
+  });
+  await expect
+    .poll(
+      () =>
+        page.evaluate(id => {
+          // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+          const app = (window as any).jupyterapp;
+          const panel = [...app.shell.widgets('main')].find(w => w.id === id);
+          return panel?.sessionContext.session?.kernel?.status ?? 'no kernel';
+        }, id),
+      { timeout: 90000, message: "the new notebook's kernel is idle" }
+    )
+    .toBe('idle');
+  return page.locator(`[id="${id}"]`);
+}
+
+/**
+ * Put `source` in code cell `index` of `notebook` (a panel from `newNotebook`) and run it,
+ * through that notebook's model and commands (keys typed into a cell that is still being made
+ * are lost on a busy machine). Resolves when the kernel has replied.
  */
 export async function runCell(
-  page: Page,
+  notebook: Locator,
   index: number,
   source: string
 ): Promise<void> {
-  await page.evaluate(
-    async ([index, source]) => {
+  const id = await notebook.getAttribute('id');
+  const error = await notebook.page().evaluate(
+    async ([id, index, source]) => {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
       const app = (window as any).jupyterapp;
-      const notebook = app.shell.currentWidget.content;
-      while (notebook.widgets.length <= index) {
-        await app.commands.execute('notebook:insert-cell-below');
+      const panel = [...app.shell.widgets('main')].find(w => w.id === id);
+      if (!panel) {
+        return `no notebook ${id} in the main area`;
       }
-      notebook.activeCellIndex = index;
-      notebook.activeCell.model.sharedModel.setSource(source);
-      await app.commands.execute('notebook:run-cell');
+      await panel.context.ready;
+      await panel.sessionContext.ready;
+      const model = panel.content.model.sharedModel;
+      while (model.cells.length <= index) {
+        model.insertCell(model.cells.length, { cell_type: 'code', source: '' });
+      }
+      const cell = model.getCell(index);
+      cell.setSource(source);
+      app.shell.activateById(panel.id);
+      panel.content.activeCellIndex = index;
+      panel.content.deselectAll();
+      // The command's `semanticWidget` names the notebook, whatever has the focus.
+      await app.commands.execute('notebook:run-cell', {
+        semanticWidget: panel.id
+      });
+      if (cell.getSource() !== source || cell.execution_count === null) {
+        return `cell ${index} did not run its source (it holds ${JSON.stringify(cell.getSource())}, count ${cell.execution_count})`;
+      }
+      return '';
     },
-    [index, source] as const
+    [id, index, source] as const
   );
+  expect(error, 'runCell').toBe('');
 }

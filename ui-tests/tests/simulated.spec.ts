@@ -6,6 +6,7 @@ import { expect, Page, test } from '@playwright/test';
 import {
   cardValues,
   command,
+  newNotebook,
   openLab,
   openPanel,
   PANEL,
@@ -241,10 +242,7 @@ test('shows which notebook holds GPU memory', async ({ page }) => {
   await openLab(page);
   const panel = await openPanel(page);
   // A new notebook starts a kernel; the simulated GPUs report kernels as their processes.
-  await command(page, 'notebook:create-new', {
-    kernelName: 'python3'
-  });
-  await expect(page.locator('.jp-NotebookPanel')).toBeVisible();
+  await newNotebook(page);
   const row = panel.locator('.jp-gpu-procs .jp-gpu-proc-name', {
     hasText: 'Untitled'
   });
