@@ -69,6 +69,12 @@ function chart(dashboard: Locator, gpu: number, title: string): Locator {
   );
 }
 
+/** The labels of a chart's time (`x`) or value (`y`) axis, as drawn. */
+async function ticks(chartNode: Locator, axis: 'x' | 'y'): Promise<string[]> {
+  const text = await chartNode.getAttribute(`data-${axis}-ticks`);
+  return text ? text.split(' | ') : [];
+}
+
 /** The point of a chart's plot area at server time `ts` (and half its height). */
 async function pointAt(chartNode: Locator, ts: number) {
   const over = await chartNode.locator('.u-over').boundingBox();
@@ -134,6 +140,14 @@ test('a row per GPU, scales at the memory total and power limit, hover shows the
         .locator('.jp-gpu-dash-scale')
         .first()
     ).toHaveText('0 to 140 GiB');
+    // Round memory ticks below the total, not thirds of it (46.6, 93.1 GiB).
+    expect(await ticks(mem, 'y')).toEqual(['0 GiB', '50 GiB', '100 GiB']);
+  }
+  // Five minutes: a tick per minute on the clock (at this width), not one.
+  const times = await ticks(chart(dashboard, 0, 'Utilization (%)'), 'x');
+  expect(times.length, times.join(' ')).toBeGreaterThanOrEqual(4);
+  for (const t of times) {
+    expect(t).toMatch(/^\d\d:\d\d$/);
   }
   // Hover: the time of the sample under the cursor, and every series' value (paused, so that
   // new samples do not move the chart under the cursor between two reads).
@@ -232,6 +246,12 @@ test('1 h and 24 h read the seeded past; drag zooms; pause holds the charts', as
       Number(await util.getAttribute('data-x-min'));
     expect(Math.abs(span - 3600)).toBeLessThan(2);
   }).toPass({ timeout: 10000 });
+  // An hour: several round clock times (steps of 5, 10 or 15 min).
+  const hourTicks = await ticks(util, 'x');
+  expect(hourTicks.length, hourTicks.join(' ')).toBeGreaterThanOrEqual(3);
+  for (const t of hourTicks) {
+    expect(t).toMatch(/^\d\d:[0-5][05]$/);
+  }
   // The row at the left edge of the hour has data: hover it.
   const xMin = Number(await util.getAttribute('data-x-min'));
   const p = await pointAt(util, xMin + 30);
@@ -272,6 +292,14 @@ test('1 h and 24 h read the seeded past; drag zooms; pause holds the charts', as
       Number(await root.getAttribute('data-points'))
     ).toBeGreaterThanOrEqual(SEEDED_S / 90 - 2);
   }).toPass({ timeout: 10000 });
+  // A day: whole hours.
+  await expect(async () => {
+    const dayTicks = await ticks(util, 'x');
+    expect(dayTicks.length, dayTicks.join(' ')).toBeGreaterThanOrEqual(3);
+    for (const t of dayTicks) {
+      expect(t).toMatch(/^\d\d:00$/);
+    }
+  }).toPass({ timeout: 5000 });
 
   // Pause: the live range stops moving.
   await dashboard.getByRole('button', { name: '5 min' }).click();

@@ -216,6 +216,7 @@ class GpuRow {
       range,
       formatTick,
       yAxisSize: id === 'mem' ? 76 : 60,
+      yTicks: id === 'mem' ? 'bytes' : undefined,
       onHover: index => this._onHover(index),
       onZoom: this._ctx.onZoom,
       onResetZoom: this._ctx.onResetZoom,

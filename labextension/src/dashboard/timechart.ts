@@ -7,6 +7,13 @@ import uPlot from 'uplot';
 import { Palette } from '../chart';
 import { setData } from '../dom';
 import { trans } from '../i18n';
+import {
+  byteSteps,
+  byteTickLabels,
+  TIME_STEPS_S,
+  timeSpacePx,
+  Y_LABEL_PX
+} from './ticks';
 
 /** The dashboard's charts share the cursor: hover one, read all. */
 export const DASHBOARD_SYNC_KEY = 'jupyter-gpu-dashboard';
@@ -33,6 +40,8 @@ export interface ITimeChartOptions {
   range: (dataMax: number) => [number, number];
   /** Axis tick labels. */
   formatTick: (value: number) => string;
+  /** `bytes`: ticks on round numbers of GiB (MiB), labelled in one unit; else uPlot's own. */
+  yTicks?: 'bytes';
   /** The y axis's width (px): room for its longest label. */
   yAxisSize?: number;
   /** The cursor moved over sample `index` (`null`: it left). */
@@ -204,16 +213,36 @@ export class TimeChart {
           grid,
           ticks: grid,
           size: 30,
+          // Round clock steps, as close as their labels allow (uPlot's own steps jump from 1 to
+          // 5 min: a 5 min chart got one tick).
+          incrs: TIME_STEPS_S as number[],
+          space: (_u, _i, min, max, width) => timeSpacePx(max - min, width),
           // 24-hour clock time, with seconds where the ticks are less than a minute apart.
           values: (_u, splits, _i, _space, incr) =>
-            splits.map(v => (incr < 60 ? HMS : HM)(new Date(v * 1000)))
+            this._ticks(
+              'xTicks',
+              splits.map(v => (incr < 60 ? HMS : HM)(new Date(v * 1000)))
+            )
         },
         {
           stroke: axisStroke,
           grid,
           ticks: grid,
           size: this._options.yAxisSize ?? 60,
-          values: (_u, splits) => splits.map(formatTick)
+          ...(this._options.yTicks === 'bytes'
+            ? {
+                incrs: (_u, _i, min, max) => byteSteps(max - min),
+                space: Y_LABEL_PX,
+                values: (u, splits) =>
+                  this._ticks(
+                    'yTicks',
+                    byteTickLabels(splits, u.scales.y.max ?? 0)
+                  )
+              }
+            : {
+                values: (_u, splits) =>
+                  this._ticks('yTicks', splits.map(formatTick))
+              })
         }
       ],
       series,
@@ -234,6 +263,12 @@ export class TimeChart {
     };
     this.node.setAttribute('aria-label', this._options.title);
     return new uPlot(options, flat, this.node);
+  }
+
+  /** Keep an axis's labels as drawn, for `data-x-ticks` / `data-y-ticks` (the tests read them). */
+  private _ticks(axis: 'xTicks' | 'yTicks', labels: string[]): string[] {
+    setData(this.node, axis, labels.join(' | '));
+    return labels;
   }
 
   private _drawBands(

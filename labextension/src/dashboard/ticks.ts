@@ -1,0 +1,111 @@
+/**
+ * Where the dashboard's axes put their ticks, without the DOM: clock times a person reads at a
+ * glance on the time axis, round numbers of GiB (or MiB) on the memory axis. The charts hand
+ * these to uPlot as an axis's `incrs` (the steps it may use) and `space` (the room each label
+ * needs); uPlot takes the smallest step that leaves that room and puts its ticks on it (on the
+ * local clock for time).
+ */
+
+const MINUTE = 60;
+const HOUR = 3600;
+
+/** Steps of the time axis (s): ones that land on round clock times. */
+export const TIME_STEPS_S: readonly number[] = [
+  1,
+  2,
+  5,
+  10,
+  15,
+  30,
+  MINUTE,
+  2 * MINUTE,
+  5 * MINUTE,
+  10 * MINUTE,
+  15 * MINUTE,
+  30 * MINUTE,
+  HOUR,
+  2 * HOUR,
+  3 * HOUR,
+  4 * HOUR,
+  6 * HOUR,
+  12 * HOUR,
+  24 * HOUR
+];
+
+/**
+ * Room (px) one time label needs with its gap, at the axis's 12 px font: `HH:MM:SS` where the
+ * step is under a minute, `HH:MM` otherwise.
+ */
+export function timeLabelPx(stepS: number): number {
+  return stepS < MINUTE ? 62 : 40;
+}
+
+/**
+ * The smallest of `steps` at least `minPx` apart on an axis `lengthPx` long that shows `span`
+ * (in the steps' unit); the largest step when none is. This is uPlot's own choice from an
+ * axis's `incrs` and `space`.
+ */
+export function pickStep(
+  steps: readonly number[],
+  span: number,
+  lengthPx: number,
+  minPx: (step: number) => number
+): number {
+  for (const step of steps) {
+    if (span > 0 && (step * lengthPx) / span >= minPx(step)) {
+      return step;
+    }
+  }
+  return steps[steps.length - 1];
+}
+
+/**
+ * The time axis's step (s) for `spanS` seconds over `widthPx`: a 5 min chart 200 px wide ticks
+ * every minute.
+ */
+export function timeStep(spanS: number, widthPx: number): number {
+  return pickStep(TIME_STEPS_S, spanS, widthPx, timeLabelPx);
+}
+
+/**
+ * The time axis's `space` (uPlot): the room of the labels of the step that fits, so that uPlot,
+ * picking from `TIME_STEPS_S`, takes that step.
+ */
+export function timeSpacePx(spanS: number, widthPx: number): number {
+  return timeLabelPx(timeStep(spanS, widthPx));
+}
+
+const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+
+/** Room (px) between two labels of a y axis (uPlot's default). */
+export const Y_LABEL_PX = 30;
+
+/** The unit of the memory axis's labels: GiB from 2 GiB on, MiB below. */
+function byteUnit(maxBytes: number): [number, string] {
+  return maxBytes >= 2 * GiB ? [GiB, 'GiB'] : [MiB, 'MiB'];
+}
+
+/**
+ * Steps of a memory axis that tops out at `maxBytes`: 1, 2 and 5 × 10ⁿ of its unit (GiB, or MiB
+ * under 2 GiB), so that the ticks of a 140 GiB GPU read 0, 50, 100 GiB, never 46.6 or 93.1.
+ */
+export function byteSteps(maxBytes: number): number[] {
+  const top = Number.isFinite(maxBytes) ? maxBytes : 0;
+  const [unit] = byteUnit(top);
+  const out: number[] = [];
+  // Up to the first decade whose largest step covers the axis (one tick, at 0).
+  for (let decade = 1; ; decade *= 10) {
+    out.push(decade * unit, 2 * decade * unit, 5 * decade * unit);
+    if (5 * decade * unit >= top) {
+      break;
+    }
+  }
+  return out;
+}
+
+/** The labels of a memory axis's ticks, all in its unit and whole: `0 GiB`, `50 GiB`, `100 GiB`. */
+export function byteTickLabels(ticks: number[], maxBytes: number): string[] {
+  const [unit, name] = byteUnit(maxBytes);
+  return ticks.map(v => `${Math.round(v / unit)} ${name}`);
+}
