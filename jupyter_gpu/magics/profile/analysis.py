@@ -25,6 +25,8 @@ What is what:
 from __future__ import annotations
 
 import math
+import sys
+import sysconfig
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +81,11 @@ _LIBRARY = (
     "<built-in",
 )
 _LIBRARY_START = ("torch/", "torch\\", "<built-in")
+#: Python's standard library (``warnings.py`` sits between torch's sync warning and the cell).
+_STDLIB = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")}
+    | {sys.base_prefix + "/lib/python"}
+)
 
 
 @dataclass
@@ -169,7 +176,11 @@ def _is_python(evt: Any) -> bool:
 
 def _is_library(filename: str) -> bool:
     """Python frames of torch or other installed packages (profiler paths can be relative)."""
-    return filename.startswith(_LIBRARY_START) or any(m in filename for m in _LIBRARY)
+    return (
+        filename.startswith(_LIBRARY_START)
+        or filename.startswith(_STDLIB)
+        or any(m in filename for m in _LIBRARY)
+    )
 
 
 def _gpu_kinds() -> frozenset[int]:
