@@ -1,7 +1,7 @@
 """Turn a finished ``torch.profiler.profile`` into rows, a timeline, the GPU idle time and hints.
 
 Reads only what torch 2.4+ profilers have in common: ``events()`` (``FunctionEvent``: ``id``,
-``name``, ``time_range``, ``device_type``, ``cpu_parent``, ``is_python_function``,
+``name``, ``time_range``, ``device_type``, ``cpu_parent``, ``is_python_function``, ``stack``,
 ``is_user_annotation``, ``thread``, ``device_index``), and ``key_averages()`` where the events
 lack a field ``rows`` reads.
 
@@ -147,6 +147,9 @@ class Analysis:
     syncs: Syncs = field(default_factory=Syncs)
     #: Idle seconds per IDLE_KINDS category (empty without CUDA).
     idle_s: dict[str, float] = field(default_factory=dict)
+    #: With ``stack``: whether torch recorded any Python frame (a Python-function event or a
+    #: stack on an event); torch 2.11 on its own records none, and "called from" stays empty.
+    python_frames: bool = False
 
     def idle_split(self) -> str:
         """``waiting on the host 80%, between kernels 15%, on copies 5%`` (largest first)."""
@@ -204,13 +207,43 @@ def place(filename: str, lineno: int, fn: str, cell_names: dict[str, int]) -> st
 
 
 def _user_place(evt: Any, cell_names: dict[str, int]) -> str:
-    """The nearest user-code Python frame above ``evt`` ("cell [3] line 4 in step")."""
+    """The nearest user-code Python frame above ``evt`` ("cell [3] line 4 in step").
+
+    From the Python-function events above it (torch 2.13 records them with ``with_stack``);
+    failing those, from the stack strings of the op or of the nearest op above it that has
+    them (torch 2.11 records no Python-function events, only these, and only with the
+    experimental ``verbose`` option).
+    """
     parent = evt.cpu_parent
     while parent is not None:
         match = PY_EVENT.match(parent.name)
         if match and not _is_library(match["file"]):
             return place(match["file"], int(match["line"]), match["fn"], cell_names)
         parent = parent.cpu_parent
+    node = evt
+    while node is not None:
+        frames = _stack(node)
+        if frames:
+            return stack_place(frames, cell_names)
+        node = node.cpu_parent
+    return ""
+
+
+def _stack(evt: Any) -> list[str]:
+    """``FunctionEvent.stack``: Python frames as ``file(line): fn``, innermost first."""
+    return list(getattr(evt, "stack", None) or ())
+
+
+def stack_place(frames: list[str], cell_names: dict[str, int]) -> str:
+    """The innermost user-code frame of a stack as a place; "" if it has none.
+
+    ``frames``: innermost first, e.g. ``["torch/nn/...(130): forward",
+    "<ipython-input-3-ab>(4): step"]``.
+    """
+    for frame in frames:
+        match = PY_EVENT.match(frame)
+        if match and not _is_library(match["file"]):
+            return place(match["file"], int(match["line"]), match["fn"], cell_names)
     return ""
 
 
@@ -316,8 +349,12 @@ def analyse(
         if not stack and (evt.cpu_parent is not None or evt.is_async):
             continue  # an op inside another op, or an async one: not on the timeline
         if stack and _is_python(evt):
+            analysis.python_frames = True
             continue
-        if stack and evt.cpu_parent is not None:
+        frames = _stack(evt) if stack else []
+        if frames:
+            analysis.python_frames = True
+        if stack and (evt.cpu_parent is not None or frames):
             where = _user_place(evt, cell_names)
             if where:
                 places.setdefault(name, Counter())[where] += 1

@@ -200,6 +200,7 @@ class ProfileMagics(ShellMagics):
             profile_memory=args.memory,
             with_stack=args.stack,
             acc_events=True,
+            experimental_config=_stack_config(torch) if args.stack else None,
         )
         cell_names = cell_filenames(self.shell)
         # Places syncs without --stack; only where CUDA is up already (never initialises it).
@@ -376,6 +377,11 @@ class ProfileMagics(ShellMagics):
             )
         else:
             notes.append("No CUDA GPU: CPU ops only.")
+        if args.stack and not a.python_frames:
+            notes.append(
+                f"--stack: torch {torch_module().__version__} recorded no Python frames in "
+                "this profile, so 'called from' is empty."
+            )
         notes += [f"Hint: {h}" for h in r.hints]
         if r.trace_file:
             notes.append(
@@ -404,3 +410,16 @@ class ProfileMagics(ShellMagics):
                 timeline_svg(a.bars),
                 summary,
             )
+
+
+def _stack_config(torch: Any) -> Any:
+    """The profiler's experimental config for ``--stack``: ``verbose`` on.
+
+    torch 2.11 records no Python-function events with ``with_stack`` (on Python 3.11 and 3.12
+    alike) and puts the Python stacks on its events only with ``verbose``; torch 2.13 records
+    both either way. ``None`` (torch's default) where the option is missing.
+    """
+    try:
+        return torch._C._profiler._ExperimentalConfig(verbose=True)
+    except (AttributeError, TypeError):
+        return None
