@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
@@ -82,6 +83,24 @@ def test_an_error_in_the_body_points_at_the_cells_own_line(shell: Shell) -> None
     plain = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(tb))
     # the line as the notebook numbers it: 3, under the %%profile line
     assert re.search(r"----> 3 raise ValueError\('boom'\)", plain), plain
+
+
+def test_a_trace_torch_cannot_read_loses_the_profile_not_the_cell(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_gpu.magics.profile import magic
+
+    def garbled(*args: object, **kwargs: object) -> None:
+        raise UnicodeDecodeError("utf-8", b"\x85", 0, 1, "invalid start byte")
+
+    monkeypatch.setattr(magic, "analyse", garbled)
+    ran = shell.ok("%%profile\nz = 41 + 1\nz")
+    assert "cannot read (invalid start byte in an event name)" in ran.text
+    assert "Traceback" not in ran.text
+    assert shell["z"] == 42
+    assert ran.result.result == 42
+    assert shell.ok("r = %profile -o z").text.count("cannot read") == 1
+    assert shell["r"] is None
 
 
 def test_memory_adds_a_memory_column(shell: Shell) -> None:
