@@ -4,6 +4,7 @@ import {
   pickStep,
   timeSpacePx,
   timeStep,
+  TickLabels,
   Y_LABEL_PX
 } from '../dashboard/ticks';
 
@@ -112,5 +113,36 @@ describe('the memory axis', () => {
     // No total yet (an empty scale): a short list, not an endless loop.
     expect(byteSteps(NaN)).toEqual([MiB, 2 * MiB, 5 * MiB]);
     expect(byteSteps(Infinity)).toEqual([MiB, 2 * MiB, 5 * MiB]);
+  });
+});
+
+describe('TickLabels', () => {
+  it('makes labels again only when the ticks or the key change', () => {
+    const memo = new TickLabels();
+    let made = 0;
+    const make = (splits: number[]) => {
+      made++;
+      return splits.map(v => `${v}`);
+    };
+    const first = memo.get([0, 60, 120], 'hm', make);
+    expect(first).toEqual(['0', '60', '120']);
+    expect(memo.changed).toBe(true);
+    expect(memo.get([0, 60, 120], 'hm', make)).toBe(first);
+    expect(memo.changed).toBe(false);
+    expect(made).toBe(1);
+    expect(memo.get([60, 120, 180], 'hm', make)).toEqual(['60', '120', '180']);
+    expect(memo.changed).toBe(true);
+    expect(memo.get([60, 120], 'hm', make)).toEqual(['60', '120']);
+    expect(memo.get([60, 120], 'hms', make)).toEqual(['60', '120']);
+    expect(made).toBe(4);
+  });
+
+  it('keeps its own copy of the ticks', () => {
+    const memo = new TickLabels();
+    const splits = [1, 2];
+    memo.get(splits, 0, s => s.map(String));
+    splits[0] = 5;
+    expect(memo.get(splits, 0, s => s.map(String))).toEqual(['5', '2']);
+    expect(memo.changed).toBe(true);
   });
 });

@@ -112,14 +112,16 @@ class GpuRow {
     this._source = source;
     const gpu = this.index;
     const util = utilMetrics(m => source.has(gpu, m));
-    const specs: [string, Metric[]][] = [
-      ['util', util],
-      ['mem', ['mem']],
-      ['power', ['power']],
-      ['temp', ['temp']]
-    ];
-    for (const [id, metrics] of specs) {
-      const key = `${id}:${metrics.join(',')}`;
+    if (!sameMetrics(util, this._util)) {
+      this._util = util;
+      this._specs = [
+        ['util', util, `util:${util.join(',')}`],
+        ['mem', ['mem'], 'mem'],
+        ['power', ['power'], 'power'],
+        ['temp', ['temp'], 'temp']
+      ];
+    }
+    for (const [id, metrics, key] of this._specs) {
       let chart = this._chartsById.get(id);
       if (chart && chart.key !== key) {
         chart.chart.dispose();
@@ -275,18 +277,20 @@ class GpuRow {
       return;
     }
     const ts = source.xs[i];
-    const iso = new Date(ts * 1000).toISOString();
-    if (this._time.dateTime !== iso) {
-      this._time.dateTime = iso;
+    if (ts !== this._timeShown || latest !== this._timeLatest) {
+      // Every row shows the same time: worked out once (the clock's text costs).
+      this._timeShown = ts;
+      this._timeLatest = latest;
+      const clock = clockText(ts, latest);
+      if (this._time.dateTime !== clock.iso) {
+        this._time.dateTime = clock.iso;
+      }
+      setText(this._time, clock.text);
     }
-    setText(
-      this._time,
-      latest ? trans.__('now (%1)', formatClock(ts)) : formatClock(ts)
-    );
     const gpu = this.index;
     const value = (m: Metric) => source.lines(gpu, m)?.[0][i] ?? null;
     const parts: string[] = [];
-    for (const m of utilMetrics(x => source.has(gpu, x))) {
+    for (const m of this._util) {
       parts.push(`${this._label(m)} ${formatPct(value(m))}`);
     }
     parts.push(
@@ -308,6 +312,10 @@ class GpuRow {
   }
 
   private _labels = new Map<Metric, string>();
+  private _util: Metric[] = [];
+  private _specs: [string, Metric[], string][] = [];
+  private _timeShown = NaN;
+  private _timeLatest = false;
   private _ctx: IRowContext;
   private _name: HTMLSpanElement;
   private _hover: HTMLDivElement;
@@ -323,6 +331,32 @@ class GpuRow {
   private _hovered: number | null = null;
   private _memTotal: number | null = null;
   private _powerLimit: number | null = null;
+}
+
+/** Whether two lists of metrics are the same. */
+function sameMetrics(a: readonly Metric[], b: readonly Metric[]): boolean {
+  return a.length === b.length && a.every((m, i) => m === b[i]);
+}
+
+let lastClock: { ts: number; latest: boolean; iso: string; text: string } = {
+  ts: NaN,
+  latest: false,
+  iso: '',
+  text: ''
+};
+
+/** The hover line's time at `ts` (`now (…)` when `latest`), made once for all the rows. */
+function clockText(ts: number, latest: boolean): { iso: string; text: string } {
+  if (ts !== lastClock.ts || latest !== lastClock.latest) {
+    const clock = formatClock(ts);
+    lastClock = {
+      ts,
+      latest,
+      iso: new Date(ts * 1000).toISOString(),
+      text: latest ? trans.__('now (%1)', clock) : clock
+    };
+  }
+  return lastClock;
 }
 
 /** The text of a band under the cursor: the cell, and each GPU's numbers over its run. */

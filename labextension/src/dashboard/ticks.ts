@@ -109,3 +109,41 @@ export function byteTickLabels(ticks: number[], maxBytes: number): string[] {
   const [unit, name] = byteUnit(maxBytes);
   return ticks.map(v => `${Math.round(v / unit)} ${name}`);
 }
+
+/**
+ * An axis's labels, made again only when its ticks (or `key`, e.g. the unit) changed. uPlot asks
+ * for every axis's labels on each redraw (up to three times while it fits the axes), and most
+ * redraws of a live chart keep the ticks where they were: a 5 min chart's time ticks move once a
+ * minute.
+ */
+export class TickLabels {
+  /**
+   * The labels of `splits`: the last ones when `splits` and `key` are as last time, else
+   * `make(splits)` (and `changed` is true until the next call).
+   */
+  get(
+    splits: readonly number[],
+    key: string | number,
+    make: (splits: number[]) => string[]
+  ): string[] {
+    const last = this._splits;
+    let same = key === this._key && last.length === splits.length;
+    for (let i = 0; same && i < splits.length; i++) {
+      same = last[i] === splits[i];
+    }
+    this.changed = !same;
+    if (!same) {
+      this._splits = splits.slice();
+      this._key = key;
+      this._labels = make(this._splits);
+    }
+    return this._labels;
+  }
+
+  /** Whether the last `get` made new labels. */
+  changed = false;
+
+  private _splits: number[] = [];
+  private _key: string | number = NaN;
+  private _labels: string[] = [];
+}

@@ -5,11 +5,11 @@
  */
 import uPlot from 'uplot';
 import { Palette } from '../chart';
-import { setData } from '../dom';
 import { trans } from '../i18n';
 import {
   byteSteps,
   byteTickLabels,
+  TickLabels,
   TIME_STEPS_S,
   timeSpacePx,
   Y_LABEL_PX
@@ -147,10 +147,10 @@ export class TimeChart {
   private _afterDraw(): void {
     const top = this.yMax;
     if (top !== null) {
-      setData(this.node, 'yMax', String(top));
+      this._setData('yMax', top);
     }
-    setData(this.node, 'xMin', String(this._xRange[0]));
-    setData(this.node, 'xMax', String(this._xRange[1]));
+    this._setData('xMin', this._xRange[0]);
+    this._setData('xMax', this._xRange[1]);
   }
 
   private _create(flat: uPlot.AlignedData, data: IChartData): uPlot {
@@ -219,9 +219,8 @@ export class TimeChart {
           space: (_u, _i, min, max, width) => timeSpacePx(max - min, width),
           // 24-hour clock time, with seconds where the ticks are less than a minute apart.
           values: (_u, splits, _i, _space, incr) =>
-            this._ticks(
-              'xTicks',
-              splits.map(v => (incr < 60 ? HMS : HM)(new Date(v * 1000)))
+            this._ticks('xTicks', splits, incr < 60 ? 1 : 0, s =>
+              s.map(v => (incr < 60 ? HMS : HM)(new Date(v * 1000)))
             )
         },
         {
@@ -233,15 +232,16 @@ export class TimeChart {
             ? {
                 incrs: (_u, _i, min, max) => byteSteps(max - min),
                 space: Y_LABEL_PX,
-                values: (u, splits) =>
-                  this._ticks(
-                    'yTicks',
-                    byteTickLabels(splits, u.scales.y.max ?? 0)
-                  )
+                values: (u, splits) => {
+                  const max = u.scales.y.max ?? 0;
+                  return this._ticks('yTicks', splits, max, s =>
+                    byteTickLabels(s, max)
+                  );
+                }
               }
             : {
                 values: (_u, splits) =>
-                  this._ticks('yTicks', splits.map(formatTick))
+                  this._ticks('yTicks', splits, 0, s => s.map(formatTick))
               })
         }
       ],
@@ -266,9 +266,29 @@ export class TimeChart {
   }
 
   /** Keep an axis's labels as drawn, for `data-x-ticks` / `data-y-ticks` (the tests read them). */
-  private _ticks(axis: 'xTicks' | 'yTicks', labels: string[]): string[] {
-    setData(this.node, axis, labels.join(' | '));
+  private _ticks(
+    axis: 'xTicks' | 'yTicks',
+    splits: number[],
+    key: number,
+    make: (splits: number[]) => string[]
+  ): string[] {
+    const memo = this._tickLabels[axis];
+    const labels = memo.get(splits, key, make);
+    if (memo.changed) {
+      this._setData(axis, labels.join(' | '));
+    }
     return labels;
+  }
+
+  /**
+   * Set a `data-*` attribute when its value changed, compared with what this chart last wrote
+   * (reading `dataset` back costs more than the comparison: several per chart per update).
+   */
+  private _setData(key: string, value: string | number): void {
+    if (this._written.get(key) !== value) {
+      this._written.set(key, value);
+      this.node.dataset[key] = String(value);
+    }
   }
 
   private _drawBands(
@@ -293,7 +313,7 @@ export class TimeChart {
       ctx.fillRect(a, top, Math.max(b - a, minWidth), height);
       drawn++;
     }
-    setData(this.node, 'bands', String(drawn));
+    this._setData('bands', drawn);
   }
 
   private _timeGaps(
@@ -324,6 +344,8 @@ export class TimeChart {
   private _xRange: [number, number] = [0, 1];
   private _gapS = 3;
   private _width = -1;
+  private _tickLabels = { xTicks: new TickLabels(), yTicks: new TickLabels() };
+  private _written = new Map<string, string | number>();
 }
 
 function shapeOf(data: IChartData): string {
