@@ -25,7 +25,6 @@ What is what:
 from __future__ import annotations
 
 import math
-import sys
 import sysconfig
 from collections import Counter
 from dataclasses import dataclass, field
@@ -82,10 +81,7 @@ _LIBRARY = (
 )
 _LIBRARY_START = ("torch/", "torch\\", "<built-in")
 #: Python's standard library (``warnings.py`` sits between torch's sync warning and the cell).
-_STDLIB = tuple(
-    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")}
-    | {sys.base_prefix + "/lib/python"}
-)
+_STDLIB = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")})
 
 
 @dataclass
@@ -214,12 +210,14 @@ def _user_place(evt: Any, cell_names: dict[str, int]) -> str:
     them (torch 2.11 records no Python-function events, only these, and only with the
     experimental ``verbose`` option).
     """
+    parents = []
     parent = evt.cpu_parent
     while parent is not None:
-        match = PY_EVENT.match(parent.name)
-        if match and not _is_library(match["file"]):
-            return place(match["file"], int(match["line"]), match["fn"], cell_names)
+        parents.append(parent.name)  # ops' names never match PY_EVENT: only frames count
         parent = parent.cpu_parent
+    found = stack_place(parents, cell_names)
+    if found:
+        return found
     node = evt
     while node is not None:
         frames = _stack(node)

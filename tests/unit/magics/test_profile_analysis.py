@@ -16,17 +16,7 @@ from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from jupyter_gpu.magics.profile.analysis import GpuActivity, Syncs, analyse, idle_breakdown
 from jupyter_gpu.magics.profile.rows import OWN_RANGE
-
-
-class Profile:
-    def __init__(self, events: EventList) -> None:
-        self._events = events
-
-    def events(self) -> EventList:
-        return self._events
-
-    def key_averages(self) -> Any:
-        return self._events.key_averages()
+from tests.fakes.fake_profile import FakeProfile
 
 
 def timeline() -> EventList:
@@ -106,7 +96,7 @@ def timeline() -> EventList:
 
 
 def test_kernels_are_kernels_and_annotations_are_ranges() -> None:
-    a = analyse(Profile(timeline()), cuda=True, autocast_on=True, cell_names={})
+    a = analyse(FakeProfile(timeline()), cuda=True, autocast_on=True, cell_names={})
     names = {row.name for row in a.rows}
     assert "Activity Buffer Request" not in names
     assert "Optimizer.step#AdamW.step" not in names
@@ -123,13 +113,13 @@ def test_kernels_are_kernels_and_annotations_are_ranges() -> None:
 
 
 def test_syncs_are_runtime_calls_that_block_not_item_ops() -> None:
-    a = analyse(Profile(timeline()), cuda=True, autocast_on=True, cell_names={})
+    a = analyse(FakeProfile(timeline()), cuda=True, autocast_on=True, cell_names={})
     assert a.syncs.by_call == Counter({"cudaStreamSynchronize": 3, "cudaDeviceSynchronize": 2})
     assert a.syncs.count == 5  # not %%profile's own, not the CPU tensor's .item()
 
 
 def test_idle_time_is_split_as_hta_does() -> None:
-    a = analyse(Profile(timeline()), cuda=True, autocast_on=True, cell_names={})
+    a = analyse(FakeProfile(timeline()), cuda=True, autocast_on=True, cell_names={})
     idle = {k: round(v * 1e6, 6) for k, v in a.idle_s.items()}
     assert idle == {"host": 325.0, "kernels": 5.0, "copies": 100.0, "other": 100.0}
     assert sum(a.idle_s.values()) + a.gpu_busy_s == pytest.approx(a.window_s)
@@ -184,7 +174,7 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
     from jupyter_gpu.magics.profile.magic import ProfileMagics, ProfileResult
 
     events = timeline()
-    a = analyse(Profile(events), cuda=True, autocast_on=True, cell_names={})
+    a = analyse(FakeProfile(events), cuda=True, autocast_on=True, cell_names={})
     r = ProfileResult(a.rows, a.gpu_idle_fraction, a.hints, 1e-3, None, "self_gpu_s")
     args = argparse.Namespace(row_limit=15, memory=False, stack=False)
     magics = ProfileMagics(InteractiveShell.instance())

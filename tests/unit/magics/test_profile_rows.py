@@ -17,19 +17,7 @@ from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from jupyter_gpu.magics.profile.analysis import analyse
 from jupyter_gpu.magics.profile.rows import OpTotals, device_kind, rows_from_key_averages
-
-
-class Profile:
-    """What the analysis reads of a stopped ``torch.profiler.profile``."""
-
-    def __init__(self, events: EventList) -> None:
-        self._events = events
-
-    def events(self) -> EventList:
-        return self._events
-
-    def key_averages(self) -> Any:
-        return self._events.key_averages()
+from tests.fakes.fake_profile import FakeProfile
 
 
 def cuda_like_events(seed: int, use_device: str | None = "cuda") -> EventList:
@@ -105,7 +93,7 @@ def test_totals_equal_key_averages_exactly(seed: int, use_device: str | None) ->
     for evt in events:
         totals.add(evt, device_kind(evt))
     ours = totals.rows({})
-    torchs = rows_from_key_averages(Profile(events), {})
+    torchs = rows_from_key_averages(FakeProfile(events), {})
     assert ours == torchs  # same rows, same order, the same floats to the last bit
     names = [row.name for row in ours]
     assert "Optimizer.step#AdamW.step" not in names  # an annotation is a range, not an op
@@ -120,15 +108,17 @@ def test_totals_equal_key_averages_exactly(seed: int, use_device: str | None) ->
 
 def test_analysis_rows_and_gpu_figures() -> None:
     events = cuda_like_events(3)
-    analysis = analyse(Profile(events), cuda=True, autocast_on=False, cell_names={})
-    assert analysis.rows == rows_from_key_averages(Profile(events), {})
+    analysis = analyse(FakeProfile(events), cuda=True, autocast_on=False, cell_names={})
+    assert analysis.rows == rows_from_key_averages(FakeProfile(events), {})
     gemms = [e for e in events if e.name == "sm80_gemm" and e.device_type == DeviceType.CUDA]
     assert analysis.kernel_count == len(gemms) + 12 + 6  # elementwise, fill; no annotation
     assert analysis.gpu_busy_s is not None
     assert analysis.gpu_busy_s > 0
     lanes = {bar.lane for bar in analysis.bars}
     assert lanes == {"GPU 0 stream 7", "CPU thread 0", "CPU thread 1", "ranges"}  # no async op
-    quiet = analyse(Profile(events), cuda=True, autocast_on=False, cell_names={}, timeline=False)
+    quiet = analyse(
+        FakeProfile(events), cuda=True, autocast_on=False, cell_names={}, timeline=False
+    )
     assert quiet.bars == []
     assert quiet.window_s == analysis.window_s
     assert quiet.gpu_idle_fraction == analysis.gpu_idle_fraction

@@ -7,23 +7,10 @@ torch 2.13 records both. Where neither is there, the profile says so (``python_f
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from jupyter_gpu.magics.profile.analysis import analyse, stack_place
-
-
-class Profile:
-    def __init__(self, events: EventList) -> None:
-        self._events = events
-
-    def events(self) -> EventList:
-        return self._events
-
-    def key_averages(self) -> Any:
-        return self._events.key_averages()
-
+from tests.fakes.fake_profile import FakeProfile
 
 CELLS = {"<ipython-input-3-ab12>": 3, "<ipython-input-5-cd34>": 5}
 
@@ -47,7 +34,7 @@ def test_library_frames_or_odd_strings_give_no_place() -> None:
     assert stack_place(["<built-in method relu>", "not a frame"], CELLS) == ""
 
 
-def _profile(stacks: dict[str, list[str]]) -> Profile:
+def _profile(stacks: dict[str, list[str]]) -> FakeProfile:
     """aten::linear over aten::addmm, then a top-level aten::relu (no Python events)."""
     events = [
         FunctionEvent(1, "aten::linear", 1, 0.0, 50.0, stack=stacks.get("aten::linear", [])),
@@ -56,7 +43,7 @@ def _profile(stacks: dict[str, list[str]]) -> Profile:
     ]
     listed = EventList(events)
     listed._build_tree()
-    return Profile(listed)
+    return FakeProfile(listed)
 
 
 def test_ops_are_placed_from_their_stacks_or_the_stack_of_the_op_above() -> None:
