@@ -69,18 +69,34 @@ def machine_line(run: dict[str, Any]) -> str:
     )
 
 
-def render(runs: list[dict[str, Any]]) -> str:
+def how_run(tier: str | None) -> str:
+    """How the notebooks ran: at full size, or at a tier emulated on a larger GPU."""
+    if not tier:
+        return "at full size"
+    precision = "" if tier != "16gb" else ", and the no-bf16 path (fp16 + GradScaler) as on a T4"
+    return (
+        f"at the {tier} tier (torch's allocator capped with "
+        f"`set_per_process_memory_fraction`{precision})"
+    )
+
+
+def render(runs: list[dict[str, Any]], tier: str | None = None) -> str:
     if not runs:
         return "(no results found)\n"
     machines = sorted({machine_line(r) for r in runs})
     dates = sorted({r["date"].split(" ")[0] for r in runs})
+    # The HTML copies in h200-notebooks/ are of the full-size run only.
+    html = (
+        ""
+        if tier
+        else " The executed notebooks of the same run, as HTML: [h200-notebooks/](h200-notebooks/)"
+        " (copied from the runner's archive)."
+    )
     lines = [
         "Written by `benchmarks/update_results.py` from the JSON files the notebooks saved "
-        "while `tests/gpu/run_notebooks_gpu.py` executed them with nbclient at full size. "
-        "Each figure is the notebook's own measurement (steady-state medians after warm-up, "
-        "CUDA synchronised; the *how* column says how many runs). The executed notebooks of "
-        "the same run, as HTML: [h200-notebooks/](h200-notebooks/) (copied from the runner's "
-        "archive).",
+        "while `tests/gpu/run_notebooks_gpu.py` executed them with nbclient "
+        f"{how_run(tier)}. Each figure is the notebook's own measurement (steady-state medians "
+        "after warm-up, CUDA synchronised; the *how* column says how many runs)." + html,
         "",
         f"Machine: {'; '.join(machines)}. Date: {', '.join(dates)}.",
         "",
@@ -201,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong and not args.allow_any_mode:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
-    body = render(runs) + "\n".join(render_benchmarks(args.results_dir))
+    body = render(runs, args.tier) + "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
     args.results_md.write_text(replace_section(text, body, section_title(args.tier)))
     print(f"updated {args.results_md} from {len(runs)} notebook(s)")

@@ -52,7 +52,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-VOCAB, CTX, D, LAYERS, HEADS, BATCH = 8192, 256, 512, 6, 8, 16
+# Batch 64, not 16: at 16 a step on the H200 was host-bound (bf16 17.9 ms vs fp32 17.0 ms), so
+# %amp compare measured the CPU, not the precision.
+VOCAB, CTX, D, LAYERS, HEADS, BATCH = 8192, 256, 512, 6, 8, 64
 
 
 class Block(nn.Module):
@@ -320,7 +322,8 @@ def run_all() -> Session:
         s.check(
             "%memsummary: allocated == torch.cuda.memory_allocated()",
             f"{summary.allocated_bytes / GIB:.3f} GiB; top: {names[0] if names else '-'}",
-            summary.allocated_bytes == now and any(n.startswith("model.") for n in names),
+            # logits (64x256x8192 bf16, from the %%amp stage) is the largest tensor a name holds
+            summary.allocated_bytes == now and "logits" in names,
         )
         gap = (
             (summary.nvml_used_bytes - summary.reserved_bytes) if summary.nvml_used_bytes else None

@@ -95,6 +95,29 @@ def test_save_and_update_results_md(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "NVIDIA H200 (140 GiB), torch 2.11.0, CUDA 13.0" in text
 
 
+def test_update_results_names_an_emulated_tier(tmp_path: Path) -> None:
+    Results("02-mixed-precision", machine()).save(tmp_path / "res")
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Measured results\n\n## Tutorials on one H200 (x)\n\nfull\n")
+    script = ROOT / "benchmarks" / "update_results.py"
+    for tier in ("16gb", "24gb"):
+        command = [sys.executable, str(script), str(tmp_path / "res"), "--results-md", str(md)]
+        run = subprocess.run([*command, "--tier", tier], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    text = md.read_text()
+    assert "## Tutorials on one H200 (x)\n\nfull\n" in text  # the full-size section untouched
+    sixteen = text[
+        text.index("## Tutorials at the 16gb tier") : text.index("## Tutorials at the 24gb")
+    ]
+    assert "at the 16gb tier" in sixteen
+    assert "fp16 + GradScaler" in sixteen
+    twenty_four = text[text.index("## Tutorials at the 24gb tier") :]
+    assert "at the 24gb tier" in twenty_four
+    assert "fp16" not in twenty_four
+    assert "at full size" not in text
+    assert "h200-notebooks/" not in text
+
+
 def test_update_results_refuses_smoke_runs(tmp_path: Path) -> None:
     Results("00-start-here", machine("smoke", None)).save(tmp_path)
     md = tmp_path / "RESULTS.md"
