@@ -101,3 +101,44 @@ test('8 GPUs, 24 h: opens in under 1 s, 24 h in under 1 s, an update under 4 ms'
     expect(result.update_median_ms).toBeLessThan(UPDATE_BUDGET_MS * slack);
   }
 });
+
+test('only the charts in view are drawn; one scrolled into view is drawn at once', async ({
+  page
+}) => {
+  await openLab(page);
+  await command(page, 'jupyter-gpu:dashboard');
+  const charts = page.locator('#jupyter-gpu-dashboard .jp-gpu-dash-chart');
+  await expect(charts).toHaveCount(32);
+  await page.waitForTimeout(2000);
+  // Which charts a live update redrew (their drawn time range moved), against which are in view.
+  const seen = await page.evaluate(async () => {
+    const nodes = [
+      ...document.querySelectorAll<HTMLElement>(
+        '#jupyter-gpu-dashboard .jp-gpu-dash-chart'
+      )
+    ];
+    const before = nodes.map(n => n.dataset.xMax);
+    await new Promise(resolve => setTimeout(resolve, 2500));
+    const inView = (n: HTMLElement) => {
+      const box = n.getBoundingClientRect();
+      return box.bottom > 0 && box.top < window.innerHeight;
+    };
+    return nodes.map((n, i) => ({
+      drawn: n.dataset.xMax !== before[i],
+      inView: inView(n)
+    }));
+  });
+  const inView = seen.filter(c => c.inView).length;
+  expect(inView).toBeGreaterThan(0);
+  expect(inView).toBeLessThan(32);
+  expect(seen.map(c => c.drawn)).toEqual(seen.map(c => c.inView));
+  // The last GPU's temperature chart, scrolled into view, shows the same time as the first's.
+  const last = charts.last();
+  await last.scrollIntoViewIfNeeded();
+  await expect
+    .poll(async () => {
+      const first = Number(await charts.first().getAttribute('data-x-max'));
+      return Math.abs(Number(await last.getAttribute('data-x-max')) - first);
+    })
+    .toBeLessThan(2);
+});

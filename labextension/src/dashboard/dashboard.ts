@@ -64,6 +64,11 @@ interface IRowContext {
   onResetZoom: () => void;
   /** Where the cursor is, on the server's clock (`null`: nowhere). */
   onHoverTime: (ts: number | null) => void;
+  /** Watch whether `node` is scrolled into view (a chart, so that only those are drawn). */
+  watch: (node: Element) => void;
+  unwatch: (node: Element) => void;
+  /** Whether `node` is in view, as last seen. */
+  onScreen: (node: Element) => boolean;
 }
 
 class GpuRow {
@@ -124,6 +129,7 @@ class GpuRow {
     for (const [id, metrics, key] of this._specs) {
       let chart = this._chartsById.get(id);
       if (chart && chart.key !== key) {
+        this._ctx.unwatch(chart.chart.node);
         chart.chart.dispose();
         chart = undefined;
       }
@@ -131,8 +137,11 @@ class GpuRow {
         chart = { key, metrics, chart: this._makeChart(id, metrics) };
         this._chartsById.set(id, chart);
         this._placeCharts();
+        this._ctx.watch(chart.chart.node);
       }
-      if (!draw) {
+      // Drawing is most of an update's cost: only the charts in view (one scrolled in is
+      // drawn then, as the dashboard renders again).
+      if (!draw || !this._ctx.onScreen(chart.chart.node)) {
         continue;
       }
       const lines = metrics.map(
@@ -161,6 +170,7 @@ class GpuRow {
 
   dispose(): void {
     for (const { chart } of this._chartsById.values()) {
+      this._ctx.unwatch(chart.node);
       chart.dispose();
     }
     this.node.remove();
@@ -665,7 +675,7 @@ export class GpuDashboard extends ModelView {
     const info = this.model.info;
     for (const [gpu, row] of this._rowsByGpu) {
       if (!gpus.includes(gpu)) {
-        this._intersection?.unobserve(row.node);
+        this._unobserve(row.node);
         row.dispose();
         this._rowsByGpu.delete(gpu);
       }
@@ -680,7 +690,10 @@ export class GpuDashboard extends ModelView {
           bands: () => this._bands,
           onZoom: (from, to) => this._setZoom([from, to]),
           onResetZoom: () => this._setZoom(null),
-          onHoverTime: ts => this._onHoverTime(ts)
+          onHoverTime: ts => this._onHoverTime(ts),
+          watch: node => this._observe(node),
+          unwatch: node => this._unobserve(node),
+          onScreen: node => !this._offscreen.has(node)
         });
         this._rowsByGpu.set(gpu, row);
         this._observe(row.node);
@@ -698,7 +711,7 @@ export class GpuDashboard extends ModelView {
     }
   }
 
-  private _observe(node: HTMLElement): void {
+  private _observe(node: Element): void {
     if (typeof IntersectionObserver === 'undefined') {
       return;
     }
@@ -716,6 +729,11 @@ export class GpuDashboard extends ModelView {
       }
     });
     this._intersection.observe(node);
+  }
+
+  private _unobserve(node: Element): void {
+    this._intersection?.unobserve(node);
+    this._offscreen.delete(node);
   }
 
   private _onHoverTime(ts: number | null): void {
