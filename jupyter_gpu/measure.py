@@ -65,6 +65,9 @@ class Timing:
 
     times_s: tuple[float, ...]
     warmup: int
+    #: Calls queued back to back in each timed run (``times_s`` is per call): see
+    #: :func:`time_back_to_back`.
+    calls_per_run: int = 1
 
     def __repr__(self) -> str:
         return f"Timing(median_s={self.median_s:.6g}, runs={self.runs}, warmup={self.warmup})"
@@ -104,6 +107,11 @@ class Timing:
     def describe(self) -> str:
         """E.g. ``12.3 ms (median of 10 runs after 3 warm-up)``."""
         median = fmt_seconds(self.median_s)
+        if self.calls_per_run > 1:
+            return (
+                f"{median} a call (median of {self.runs} runs of {self.calls_per_run} calls "
+                f"back to back, after {self.warmup} warm-up)"
+            )
         return f"{median} (median of {self.runs} runs after {self.warmup} warm-up)"
 
 
@@ -142,6 +150,39 @@ def time_steady(
     if runs is None:
         runs = int(min(max(target_s / max(last, 1e-6), min_runs), max_runs))
     return Timing(tuple(_timed(fn, device) for _ in range(runs)), warmup)
+
+
+def time_back_to_back(
+    fn: Callable[[], object],
+    *,
+    calls: int,
+    runs: int,
+    warmup: int = 1,
+    device: Any = None,
+) -> Timing:
+    """Time ``fn`` as a training loop runs it: ``calls`` calls queued between two synchronisations.
+
+    :func:`time_steady` synchronises around every call, so each call also waits for the host's
+    work before its first kernel reaches the GPU. In a loop the CPU prepares the next call while
+    the GPU still runs this one, and that wait is hidden. Each of the ``runs`` times is the
+    run's time divided by ``calls``.
+
+    Raises:
+        ValueError: ``calls`` or ``runs`` < 1, or ``warmup`` < 0.
+    """
+    if calls < 1 or runs < 1 or warmup < 0:
+        raise ValueError(f"need calls, runs >= 1 and warmup >= 0, got {calls=}, {runs=}, {warmup=}")
+    for _ in range(warmup):
+        _timed(fn, device)
+    times = []
+    for _ in range(runs):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        synchronize(device)
+        times.append((time.perf_counter() - start) / calls)
+    return Timing(tuple(times), warmup, calls)
 
 
 def time_first_call(fn: Callable[[], object], *, device: Any = None) -> float:

@@ -9,10 +9,23 @@ from collections.abc import Callable
 
 import torch
 
-from jupyter_gpu.measure import Timing, synchronize, time_first_call, time_steady
+from jupyter_gpu.measure import (
+    Timing,
+    synchronize,
+    time_back_to_back,
+    time_first_call,
+    time_steady,
+)
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
-__all__ = ["Timing", "format_seconds", "synchronize", "time_calls", "time_first_call"]
+__all__ = [
+    "Timing",
+    "format_seconds",
+    "synchronize",
+    "time_back_to_back",
+    "time_calls",
+    "time_first_call",
+]
 
 
 def time_calls(

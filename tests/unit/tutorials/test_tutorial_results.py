@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from jupyter_gpu.tutorials.images import image_grid, png_bytes
 from jupyter_gpu.tutorials.plots import PLOTLY_MIMETYPE, bar_chart, line_chart
 from jupyter_gpu.tutorials.results import Results, format_value
 from jupyter_gpu.tutorials.sizing import Machine
-from jupyter_gpu.tutorials.timing import format_seconds, time_calls
+from jupyter_gpu.tutorials.timing import format_seconds, time_back_to_back, time_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -178,6 +179,31 @@ def test_timing() -> None:
     assert format_seconds(0.0123) == "12.3 ms"
     with pytest.raises(ValueError, match="runs"):
         time_calls(lambda: None, runs=0, warmup=0, device="cpu")
+
+
+def test_time_back_to_back_synchronises_per_run_not_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import jupyter_gpu.measure as measure
+
+    syncs: list[object] = []
+    monkeypatch.setattr(measure, "synchronize", syncs.append)
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    timing = time_back_to_back(step, calls=4, runs=3, warmup=1, device="cuda")
+    assert len(calls) == 1 + 4 * 3
+    assert len(syncs) == 2 * 1 + 2 * 3  # around the warm-up call, then around each run
+    assert timing.runs == 3
+    assert timing.calls_per_run == 4
+    assert min(timing.times_s) >= 0.002
+    assert timing.min_s < 0.008  # per call: a whole run of 4 calls takes 8 ms or more
+    assert "median of 3 runs of 4 calls back to back, after 1 warm-up" in timing.describe()
+    with pytest.raises(ValueError, match="calls"):
+        time_back_to_back(step, calls=0, runs=1, device="cpu")
 
 
 def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
