@@ -410,13 +410,16 @@ class Sampler:
         seq = 0
         while t < now:
             clock[0] = t - start
+            devices = fake.read()
+            if opts.gpm_metrics:  # as the live samples have them, so charts continue across
+                devices = with_gpm_readings(devices, fake.read_gpm())
             sample = Sample(
                 seq=seq + 1,
                 ts=round(t, 6),
                 backend=info.backend,
                 simulated=True,
                 reason=info.reason,
-                devices=fake.read(),
+                devices=devices,
                 host=host,
                 compile_cache=NOT_SCANNED,
             )

@@ -183,6 +183,11 @@ def test_the_simulated_backend_seeds_a_long_past() -> None:
     assert len(sampler.history) >= 59  # the last history_s at full resolution
     seqs = [e.sample.seq for e in sampler.history.since()]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    # The seeded past has the GPM activity the live samples have, from its first bucket on.
+    sm_active = out["series"]["gpu.0.sm_active_pct"]["mean"]
+    assert sm_active[0] is not None
+    assert sum(v is not None for v in sm_active) >= 0.9 * len(sm_active)
+    assert sampler.history.since()[0].sample.devices[0].sm_active_pct is not None
 
 
 @pytest.mark.parametrize(
