@@ -49,6 +49,7 @@ from jupyter_gpu.tutorials.gpt import GPT, GPTConfig  # noqa: E402 (as above)
 from jupyter_gpu.tutorials.mlp import launch_bound_mlp, mlp_widths  # noqa: E402 (as above)
 from jupyter_gpu.tutorials.presets import GPT_RUNS  # noqa: E402 (as above)
 from jupyter_gpu.tutorials.timing import time_calls, time_first_call  # noqa: E402 (as above)
+from jupyter_gpu.tutorials.watch import GpuWatch  # noqa: E402 (as above)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,11 @@ def attention_context(attention: str | None) -> contextlib.AbstractContextManage
     return sdpa_kernel(backend)
 
 
-def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch.Tensor) -> dict:
+def measure_gpt(
+    size: Size, config: str, args: argparse.Namespace, tokens: torch.Tensor, batches: str = "fixed"
+) -> dict:
+    """One config's step. ``batches``: ``fixed`` times one batch over and over; ``fresh`` draws
+    a new one each step with ``random_batch``, as the notebooks' ``train_step`` does."""
     device = args.device
     compiled, precision, attention = parse_config(config)
     torch.manual_seed(0)
@@ -141,6 +146,9 @@ def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch
     device_type = torch.device(device).type
 
     def step() -> torch.Tensor:
+        nonlocal x, y
+        if batches == "fresh":
+            x, y = random_batch(tokens, size.batch, size.config.context, gen)
         with (
             attention_context(attention),
             torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None),
@@ -161,7 +169,11 @@ def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch
     first_s = time_first_call(step, device=device)
     slow = precision in ("fp32", "tf32")
     runs = max(2, args.runs // 3) if slow else args.runs
-    timing = time_calls(step, runs=runs, warmup=args.warmup, device=device)
+    # The GPU's clocks and power meanwhile: a power-capped or hot GPU clocks down, which tells
+    # a slower GPU from a slower program when two runs' figures differ.
+    with GpuWatch() as watch, watch.window("timed"):
+        timing = time_calls(step, runs=runs, warmup=args.warmup, device=device)
+    clocks = watch.stats("timed")
     loss = float(step().detach())
     tokens_per_step = size.batch * size.config.context
     flops = gpt_train_flops_per_token(size.config) * tokens_per_step
@@ -170,6 +182,7 @@ def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch
     return {
         "size": size.name,
         "config": config,
+        "batches": batches,
         "step_ms": timing.median_s * 1e3,
         "min_ms": timing.min_s * 1e3,
         "runs": timing.runs,
@@ -179,6 +192,10 @@ def measure_gpt(size: Size, config: str, args: argparse.Namespace, tokens: torch
         "tflops": tflops(flops, timing.median_s),
         "peak_gib": peak / 2**30 if peak is not None else None,
         "loss": loss,
+        "sm_clock_mhz_min": clocks.sm_clock_mhz_min,
+        "sm_clock_mhz_max": clocks.sm_clock_mhz_max,
+        "power_w_mean": clocks.power_w_mean,
+        "temperature_c_max": clocks.temperature_c_max,
     }
 
 
@@ -232,6 +249,12 @@ def main() -> int:
     parser.add_argument(
         "--configs", default=",".join(CONFIGS), help="comma list of " + ",".join(CONFIGS)
     )
+    parser.add_argument(
+        "--batches",
+        default="fixed",
+        help="comma list of fixed (one batch, timed over and over) and fresh (a new "
+        "random_batch each step, as the notebooks' train_step draws it)",
+    )
     parser.add_argument("--runs", type=int, default=10, help="timed steps (fp32/tf32 use a third)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--mode", default="default", help="torch.compile mode for the GPT")
@@ -280,30 +303,43 @@ def main() -> int:
         configs = args.configs.split(",")
         if name != args.sizes.split(",")[0] and not args.all_configs:
             configs = [c for c in configs if c in DECIDING_CONFIGS]
-        for config in configs:
+        for config, batches in [(c, b) for c in configs for b in args.batches.split(",")]:
             try:
-                row = measure_gpt(size, config, args, tokens)
+                row = measure_gpt(size, config, args, tokens, batches)
             except Exception as exc:  # one failing config must not lose the others' figures
                 traceback.print_exc()
-                row = {"size": name, "config": config, "error": f"{type(exc).__name__}: {exc}"}
+                row = {"size": name, "config": config, "batches": batches}
+                row["error"] = f"{type(exc).__name__}: {exc}"
             free_memory(args.device)
             row["params"] = n
             rows.append(row)
             if "error" not in row:
+                clock = (
+                    f"  SM {row['sm_clock_mhz_min']}-{row['sm_clock_mhz_max']} MHz, "
+                    f"{row['power_w_mean']:.0f} W"
+                    if row["sm_clock_mhz_min"] is not None
+                    else ""
+                )
                 print(
-                    f"  {config:13s} {row['step_ms']:8.1f} ms  "
+                    f"  {config:13s} {batches:5s} {row['step_ms']:8.1f} ms  "
                     f"{row['tokens_per_s'] / 1e3:7.0f}k tok/s "
                     f"{row['tflops']:6.1f} TFLOP/s  peak {row['peak_gib'] or 0:5.1f} GiB  "
-                    f"first step {row['first_step_s']:5.1f} s  loss {row['loss']:.3f}",
+                    f"first step {row['first_step_s']:5.1f} s  loss {row['loss']:.3f}{clock}",
                     flush=True,
                 )
             else:
-                print(f"  {config:13s} FAILED: {row['error']}", flush=True)
+                print(f"  {config:13s} {batches:5s} FAILED: {row['error']}", flush=True)
 
     # Speedups and target checks per size.
     checks = []
     for name in args.sizes.split(","):
-        by = {r["config"]: r for r in rows if r["size"] == name and "error" not in r}
+        # the targets are checked on the first batch source asked for
+        first = args.batches.split(",")[0]
+        by = {
+            r["config"]: r
+            for r in rows
+            if r["size"] == name and r["batches"] == first and "error" not in r
+        }
         if "fp32" in by and "bf16" in by:
             ratio = by["bf16"]["tokens_per_s"] / by["fp32"]["tokens_per_s"]
             checks.append((name, "bf16 / eager fp32", ratio, TARGET_BF16_OVER_FP32))
@@ -352,12 +388,16 @@ def main() -> int:
             [
                 ("size", "size", "s"),
                 ("config", "config", "s"),
+                ("batches", "batches", "s"),
                 ("step_ms", "ms/step", ".1f"),
                 ("tokens_per_s", "tokens/s", ",.0f"),
                 ("tflops", "TFLOP/s", ".1f"),
                 ("peak_gib", "peak GiB", ".1f"),
                 ("first_step_s", "first step s", ".1f"),
                 ("runs", "runs", "d"),
+                ("sm_clock_mhz_min", "SM MHz min", "d"),
+                ("sm_clock_mhz_max", "SM MHz max", "d"),
+                ("power_w_mean", "mean W", ".0f"),
                 ("error", "error", "s"),
             ],
         )
