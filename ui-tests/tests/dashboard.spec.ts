@@ -69,6 +69,44 @@ function chart(dashboard: Locator, gpu: number, title: string): Locator {
   );
 }
 
+/** The share of a chart's canvas columns with a pixel of the theme colour `variable`. */
+async function lineCoverage(
+  chartNode: Locator,
+  variable: string
+): Promise<number> {
+  return chartNode.evaluate((node, name) => {
+    const canvas = node.querySelector('canvas');
+    const ctx = canvas?.getContext('2d');
+    const probe = document.createElement('canvas').getContext('2d');
+    if (!canvas || !ctx || !probe) {
+      return 0;
+    }
+    probe.fillStyle = getComputedStyle(document.body)
+      .getPropertyValue(name)
+      .trim();
+    const hex = String(probe.fillStyle); // the canvas gives it back as #rrggbb
+    const [r, g, b] = [1, 3, 5].map(i => parseInt(hex.slice(i, i + 2), 16));
+    const { width, height } = canvas;
+    const data = ctx.getImageData(0, 0, width, height).data;
+    let columns = 0;
+    for (let x = 0; x < width; x++) {
+      for (let y = 0; y < height; y++) {
+        const k = (y * width + x) * 4;
+        if (
+          Math.abs(data[k] - r) < 24 &&
+          Math.abs(data[k + 1] - g) < 24 &&
+          Math.abs(data[k + 2] - b) < 24 &&
+          data[k + 3] > 200
+        ) {
+          columns++;
+          break;
+        }
+      }
+    }
+    return columns / width;
+  }, variable);
+}
+
 /** The labels of a chart's time (`x`) or value (`y`) axis, as drawn. */
 async function ticks(chartNode: Locator, axis: 'x' | 'y'): Promise<string[]> {
   const text = await chartNode.getAttribute(`data-${axis}-ticks`);
@@ -153,6 +191,13 @@ test('a row per GPU, scales at the memory total and power limit, hover shows the
   // new samples do not move the chart under the cursor between two reads).
   await dashboard.getByRole('button', { name: 'Pause' }).click();
   const util = chart(dashboard, 0, 'Utilization (%)');
+  // The live lines are drawn (the dashboard draws them itself, not through uPlot's series):
+  // each line's colour is in most columns of its chart's canvas.
+  expect(await lineCoverage(util, '--jp-brand-color1')).toBeGreaterThan(0.5);
+  expect(await lineCoverage(util, '--jp-success-color1')).toBeGreaterThan(0.5);
+  expect(
+    await lineCoverage(chart(dashboard, 0, 'Power (W)'), '--jp-warn-color1')
+  ).toBeGreaterThan(0.5);
   const xMax = Number(await util.getAttribute('data-x-max'));
   await page.mouse.move(
     ...(Object.values(await pointAt(util, xMax - 120)) as [number, number])

@@ -6,6 +6,7 @@
 import uPlot from 'uplot';
 import { Palette } from '../chart';
 import { trans } from '../i18n';
+import { drawLines, sparseEnough, visibleRange } from './lines';
 import {
   byteSteps,
   byteTickLabels,
@@ -19,8 +20,12 @@ import {
 export const DASHBOARD_SYNC_KEY = 'jupyter-gpu-dashboard';
 
 export const CHART_HEIGHT_PX = 150;
+/** A line's width in CSS pixels. */
+const LINE_WIDTH = 1.5;
 
 const HM = uPlot.fmtDate('{HH}:{mm}');
+/** uPlot's own line builder: for bucketed data, and for live data too dense to draw (lines.ts). */
+const LINEAR = uPlot.paths.linear!();
 const HMS = uPlot.fmtDate('{HH}:{mm}:{ss}');
 
 export interface ILineSpec {
@@ -158,16 +163,21 @@ export class TimeChart {
       this._options;
     const series: uPlot.Series[] = [{}];
     const uBands: uPlot.Band[] = [];
+    // Live data (a mean per line, no band): its lines are drawn by `_drawLines` in one pass,
+    // unless a draw finds them too dense (see lines.ts).
+    this._live = data.lines.every(parts => parts.length === 1);
     data.lines.forEach((parts, i) => {
       const spec = lines[i];
       const first = series.length;
       series.push({
         label: spec.label,
         stroke: () => palette.color(spec.colorVar),
-        width: 1.5,
+        width: LINE_WIDTH,
         points: { show: false },
         spanGaps: false,
-        gaps: (u, _s, i0, i1, g) => this._timeGaps(u, i0, i1, g)
+        gaps: (u, _s, i0, i1, g) => this._timeGaps(u, i0, i1, g),
+        paths: (u, si, i0, i1) =>
+          this._ownLines ? null : LINEAR(u, si, i0, i1)
       });
       if (parts.length === 3) {
         for (const label of ['min', 'max']) {
@@ -248,7 +258,13 @@ export class TimeChart {
       series,
       bands: uBands,
       hooks: {
-        drawClear: [(u: uPlot) => this._drawBands(u, bands())],
+        drawClear: [
+          (u: uPlot) => {
+            this._planLines(u);
+            this._drawBands(u, bands());
+          }
+        ],
+        draw: [(u: uPlot) => this._drawLines(u)],
         setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)],
         setSelect: [
           (u: uPlot) => {
@@ -289,6 +305,50 @@ export class TimeChart {
       this._written.set(key, value);
       this.node.dataset[key] = String(value);
     }
+  }
+
+  /** Before a draw: which samples are in view, and whether `_drawLines` draws them. */
+  private _planLines(u: uPlot): void {
+    const { min, max } = u.scales.x;
+    if (!this._live || min === undefined || max === undefined) {
+      this._ownLines = false;
+      return;
+    }
+    this._lineRange = visibleRange(u.data[0], min, max);
+    const [i0, i1] = this._lineRange;
+    this._ownLines = sparseEnough(i1 - i0 + 1, u.bbox.width);
+  }
+
+  private _drawLines(u: uPlot): void {
+    if (!this._ownLines) {
+      return;
+    }
+    const { left, top, width, height } = u.bbox;
+    const x = u.scales.x;
+    const y = u.scales.y;
+    const { palette, lines } = this._options;
+    drawLines(
+      u.ctx,
+      {
+        left,
+        top,
+        width,
+        height,
+        xMin: x.min ?? 0,
+        xMax: x.max ?? 0,
+        yMin: y.min ?? 0,
+        yMax: y.max ?? 0
+      },
+      u.data[0],
+      this._lineRange,
+      lines.map((spec, i) => ({
+        ys: u.data[i + 1] as (number | null | undefined)[],
+        color: palette.color(spec.colorVar)
+      })),
+      this._gapS,
+      LINE_WIDTH * uPlot.pxRatio,
+      this._scratch
+    );
   }
 
   private _drawBands(
@@ -346,6 +406,10 @@ export class TimeChart {
   private _width = -1;
   private _tickLabels = { xTicks: new TickLabels(), yTicks: new TickLabels() };
   private _written = new Map<string, string | number>();
+  private _live = false;
+  private _ownLines = false;
+  private _lineRange: [number, number] = [0, -1];
+  private _scratch = { px: new Float64Array(0) };
 }
 
 function shapeOf(data: IChartData): string {
