@@ -715,6 +715,9 @@ export class GpuDashboard extends ModelView {
     if (typeof IntersectionObserver === 'undefined') {
       return;
     }
+    // Off screen until the observer says otherwise (it reports every node at once): the first
+    // render then creates and draws only the charts in view, not all of them (4 per GPU).
+    this._offscreen.add(node);
     this._intersection ??= new IntersectionObserver(entries => {
       let shown = false;
       for (const entry of entries) {

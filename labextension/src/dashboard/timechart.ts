@@ -146,9 +146,12 @@ export class TimeChart {
       const plot = this._plot;
       plot.batch(() => plot.setData(flat));
     }
-    this._afterDraw();
   }
 
+  /**
+   * What was drawn, as `data-*` for the tests: from uPlot's `draw` hook, since a new uPlot
+   * draws later (its first commit is queued) and a scale is known only once it has.
+   */
   private _afterDraw(): void {
     const top = this.yMax;
     if (top !== null) {
@@ -264,7 +267,12 @@ export class TimeChart {
             this._drawBands(u, bands());
           }
         ],
-        draw: [(u: uPlot) => this._drawLines(u)],
+        draw: [
+          (u: uPlot) => {
+            this._drawLines(u);
+            this._afterDraw();
+          }
+        ],
         setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)],
         setSelect: [
           (u: uPlot) => {
