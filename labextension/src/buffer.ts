@@ -180,7 +180,7 @@ export class SampleBuffer {
 }
 
 /** The first index whose value is >= `value` (binary search on an ascending array). */
-export function lowerBound(values: readonly number[], value: number): number {
+export function lowerBound(values: ArrayLike<number>, value: number): number {
   let lo = 0;
   let hi = values.length;
   while (lo < hi) {

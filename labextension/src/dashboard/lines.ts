@@ -9,6 +9,7 @@
  * lifts the pen. Dense data (more than two samples per pixel, after zooming out) stays with
  * uPlot, whose own path builder thins it.
  */
+import { lowerBound } from '../buffer';
 
 /** The plotting area in canvas pixels, and the scales' ranges. */
 export interface IPlotFrame {
@@ -57,8 +58,8 @@ export function visibleRange(
   if (n === 0 || xs[0] > xMax || xs[n - 1] < xMin) {
     return [0, -1];
   }
-  const i0 = firstAtLeast(xs, xMin);
-  const i1 = firstAtLeast(xs, xMax);
+  const i0 = lowerBound(xs, xMin);
+  const i1 = lowerBound(xs, xMax);
   // one sample before xMin; through the first sample at or past xMax
   return [Math.max(0, i0 - 1), Math.min(n - 1, i1)];
 }
@@ -131,19 +132,4 @@ export function drawLines(
   }
   ctx.restore();
   return pieces;
-}
-
-/** The first index whose value is at least `x` (`xs.length` if none): xs ascending. */
-function firstAtLeast(xs: ArrayLike<number>, x: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (xs[mid] < x) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
 }
