@@ -24,9 +24,9 @@ export const CHART_HEIGHT_PX = 150;
 const LINE_WIDTH = 1.5;
 
 const HM = uPlot.fmtDate('{HH}:{mm}');
+const HMS = uPlot.fmtDate('{HH}:{mm}:{ss}');
 /** uPlot's own line builder: for bucketed data, and for live data too dense to draw (lines.ts). */
 const LINEAR = uPlot.paths.linear!();
-const HMS = uPlot.fmtDate('{HH}:{mm}:{ss}');
 
 export interface ILineSpec {
   /** Shown in the hover line. */
