@@ -192,12 +192,13 @@ test('a row per GPU, scales at the memory total and power limit, hover shows the
   await dashboard.getByRole('button', { name: 'Pause' }).click();
   const util = chart(dashboard, 0, 'Utilization (%)');
   // The live lines are drawn (the dashboard draws them itself, not through uPlot's series):
-  // each line's colour is in most columns of its chart's canvas.
-  expect(await lineCoverage(util, '--jp-brand-color1')).toBeGreaterThan(0.5);
-  expect(await lineCoverage(util, '--jp-success-color1')).toBeGreaterThan(0.5);
+  // each line's colour is in a good share of its chart's columns (0 when they are not drawn;
+  // about half of them just after the server started, the y axis and the data's edge aside).
+  expect(await lineCoverage(util, '--jp-brand-color1')).toBeGreaterThan(0.2);
+  expect(await lineCoverage(util, '--jp-success-color1')).toBeGreaterThan(0.2);
   expect(
     await lineCoverage(chart(dashboard, 0, 'Power (W)'), '--jp-warn-color1')
-  ).toBeGreaterThan(0.5);
+  ).toBeGreaterThan(0.2);
   const xMax = Number(await util.getAttribute('data-x-max'));
   await page.mouse.move(
     ...(Object.values(await pointAt(util, xMax - 120)) as [number, number])
