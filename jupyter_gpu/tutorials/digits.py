@@ -16,7 +16,16 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 N_CLASSES = 10
-_MEAN, _STD = 0.2, 0.3  # of the upscaled images, rounded: keeps the inputs near unit scale
+#: Mean and standard deviation of the upscaled images, rounded: keeps the inputs near unit scale.
+PIXEL_MEAN, PIXEL_STD = 0.2, 0.3
+#: The random jitter of each training image: rotation (radians, either way), scale (lower and
+#: upper bound), shift (source pixels, either way, on each axis) and Gaussian noise.
+MAX_ANGLE_RAD = 0.25
+SCALE_RANGE = (0.85, 1.15)
+MAX_SHIFT_PX = 0.7
+NOISE_STD = 0.05
+#: Batches each DataLoader worker keeps ready (each in shared memory until the loop takes it).
+PREFETCH_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -118,19 +127,22 @@ class AugmentedDigits(Dataset[tuple[torch.Tensor, int]]):
         image = upscale(
             self.split.images[k],
             self.size,
-            angle=float(rng.uniform(-0.25, 0.25)),
-            scale=float(rng.uniform(0.85, 1.15)),
-            shift=(float(rng.uniform(-0.7, 0.7)), float(rng.uniform(-0.7, 0.7))),
+            angle=float(rng.uniform(-MAX_ANGLE_RAD, MAX_ANGLE_RAD)),
+            scale=float(rng.uniform(*SCALE_RANGE)),
+            shift=(
+                float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
+                float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
+            ),
         )
-        image += rng.normal(0.0, 0.05, image.shape).astype(np.float32)
-        image = (image - _MEAN) / _STD
+        image += rng.normal(0.0, NOISE_STD, image.shape).astype(np.float32)
+        image = (image - PIXEL_MEAN) / PIXEL_STD
         return torch.from_numpy(image)[None], int(self.split.labels[k])
 
 
 def upscaled_tensor(split: DigitsSplit, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The whole split upscaled without augmentation: ``(images (n, 1, size, size), labels)``."""
     images = np.stack([upscale(img, size) for img in split.images])
-    images = (images - _MEAN) / _STD
+    images = (images - PIXEL_MEAN) / PIXEL_STD
     return torch.from_numpy(images)[:, None], torch.from_numpy(split.labels)
 
 
@@ -140,7 +152,7 @@ def digits_loader(
     """A shuffling loader that drops the last partial batch (steady shapes for the GPU).
 
     With ``workers > 0`` the workers stay alive between epochs (``persistent_workers``) and
-    each prefetches 4 batches.
+    each prefetches ``PREFETCH_FACTOR`` batches.
     """
     return DataLoader(
         dataset,
@@ -150,7 +162,7 @@ def digits_loader(
         num_workers=workers,
         pin_memory=pin_memory,
         persistent_workers=workers > 0,
-        prefetch_factor=4 if workers > 0 else None,
+        prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
     )
 
 
