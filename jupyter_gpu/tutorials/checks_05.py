@@ -4,15 +4,19 @@ The student writes a module with two functions, ``shard(model, mesh)`` and
 ``rank_bytes(model)``. :func:`run_sharding` starts the ranks the way ``%%torchrun`` does (fresh
 processes, ``jupyter_gpu.distributed.launch``); on each, :func:`sharding_report` builds the same
 model, calls the student's functions and records what the rank really holds. :func:`check_fsdp`
-reads those reports in the notebook.
+reads those reports in the notebook. :func:`report_here` runs the same in the notebook's own
+process first, as a world of one, so that an unsharded answer fails in a second.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .exercises import Feedback, check
@@ -66,13 +70,22 @@ def sharding_report(module_name: str, device: Any, width: int) -> list[RankRepor
     Runs inside a rank whose process group is up (``%%torchrun``'s preamble). The other ranks
     return ``None``.
     """
+    import torch.distributed as dist
+
+    report = _report(importlib.import_module(module_name), device, width)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, report)
+    return gathered if dist.get_rank() == 0 else None
+
+
+def _report(student: ModuleType, device: Any, width: int) -> RankReport:
+    """Build the model on ``device``, call the student's functions, and say what this rank holds."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    student = importlib.import_module(module_name)
     on_gpu = device.type == "cuda"
     base = torch.cuda.memory_allocated(device) if on_gpu else 0
     model = exercise_model(width).to(device)
@@ -93,7 +106,7 @@ def sharding_report(module_name: str, device: Any, width: int) -> list[RankRepor
     if on_gpu:
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - base
-    report = RankReport(
+    return RankReport(
         rank=dist.get_rank(),
         world=dist.get_world_size(),
         total_bytes=total,
@@ -107,9 +120,33 @@ def sharding_report(module_name: str, device: Any, width: int) -> list[RankRepor
         allocated_bytes=allocated,
         peak_bytes=peak,
     )
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, report)
-    return gathered if dist.get_rank() == 0 else None
+
+
+def report_here(module_name: str, width: int) -> list[RankReport] | None:
+    """:func:`sharding_report` in this process: a world of one on the CPU, the file read afresh.
+
+    A quick first look before starting ranks (seconds, not tens of them). ``None`` where this
+    process already has a process group (it is left alone).
+    """
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return None
+    path = Path.cwd() / f"{module_name}.py"
+    spec = importlib.util.spec_from_file_location(f"_exercise_{module_name}", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{path} not found: run the %%writefile cell above first")
+    student = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(student)  # the file as it is now, not as first imported
+    with tempfile.TemporaryDirectory() as store:
+        dist.init_process_group(
+            "gloo", init_method=Path(store, "store").as_uri(), rank=0, world_size=1
+        )
+        try:
+            return [_report(student, torch.device("cpu"), width)]
+        finally:
+            dist.destroy_process_group()
 
 
 def run_sharding(module_name: str, *, world: int, backend: str, width: int) -> Any:
@@ -193,5 +230,14 @@ def check_fsdp(reports: object) -> Feedback:
 
 
 def check_fsdp_module(module_name: str, *, world: int, backend: str, width: int) -> Feedback:
-    """Run the ranks on ``module_name`` (:func:`run_sharding`) and check their reports."""
+    """Check ``module_name``'s functions: first here (:func:`report_here`), then on the ranks.
+
+    What a world of one shows (a model left unsharded, layers not wrapped) fails at once; an
+    answer that passes here runs on ``world`` ranks (:func:`run_sharding`) for the real test.
+    """
+    here = report_here(module_name, width)
+    if here is not None:
+        first = check_fsdp(here)
+        if not first:
+            return first
     return check_fsdp(run_sharding(module_name, world=world, backend=backend, width=width))

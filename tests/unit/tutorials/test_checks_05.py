@@ -10,7 +10,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from jupyter_gpu.tutorials.checks_05 import RankReport, check_fsdp, sharding_report
+from jupyter_gpu.tutorials.checks_05 import (
+    RankReport,
+    check_fsdp,
+    check_fsdp_module,
+    report_here,
+    sharding_report,
+)
 
 STARTER = """
 def shard(model, mesh):
@@ -118,3 +124,22 @@ def test_two_ranks_reject_the_unsharded_size_and_accept_each_ranks_shard() -> No
     assert not check_fsdp([dataclasses.replace(_two_ranks()[0], returned_module=False)])
     assert not check_fsdp(None)
     assert not check_fsdp([])
+
+
+def test_the_first_look_in_this_process_reads_the_file_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    module = tmp_path / "my_fsdp.py"
+    module.write_text(STARTER)
+    first = report_here("my_fsdp", 32)
+    assert first is not None
+    assert first[0].sharded_params == 0
+    assert not dist.is_initialized()  # the kernel is left without a process group
+    # An unsharded answer fails here, before any rank starts (no launch: this test has none).
+    assert "not sharded" in check_fsdp_module("my_fsdp", world=2, backend="gloo", width=32).message
+    module.write_text(SOLUTION)  # edited, as a student rewrites the %%writefile cell
+    again = report_here("my_fsdp", 32)
+    assert again is not None
+    assert again[0].sharded_params == again[0].params == 8
+    assert check_fsdp(again)
