@@ -116,8 +116,17 @@ def explain_pinning(
     )
     change, beyond = compare(plain, pinned)
     measured = f"Measured: {plain} without, {pinned} with: {change_text(plain, pinned)}"
-    if not beyond:
-        verdict = "no effect measured, as the copy's small share of a step predicts."
+    spread = max(plain.spread, pinned.spread)
+    if not beyond and saving <= spread:
+        verdict = (
+            f"no effect measured, as expected: the most a faster copy could save ({saving:.1%}) "
+            "is smaller than the spread."
+        )
+    elif not beyond:
+        verdict = (
+            f"no effect measured, although a faster copy could save up to {saving:.1%}: no cause "
+            "is in these figures."
+        )
     elif change > 0 and change <= 2 * saving:
         verdict = "faster, about what the shorter copy can save."
     elif change > 0:
