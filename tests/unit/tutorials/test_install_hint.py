@@ -60,11 +60,14 @@ def test_the_command_follows_pips_record(
     assert pip_command("tutorials", direct_url) == command
 
 
-def test_this_environments_editable_checkout_gets_its_own_command() -> None:
+def test_this_environments_install_gets_its_own_command() -> None:
     recorded = installed_direct_url()
-    assert recorded is not None, "the test environment installs jupyter-gpu from a checkout"
-    assert recorded["dir_info"] == {"editable": True}  # .ci/setup: pip install -e .
     command, note = install_hint("tutorials")
+    assert command == pip_command("tutorials", recorded)
+    dir_info = (recorded or {}).get("dir_info")
+    if not (isinstance(dir_info, dict) and dir_info.get("editable")):
+        return  # installed another way (a GPU machine's wheels): the cases above cover it
+    # .ci/setup's `pip install -e .`: the checkout's own command, as pip recorded it.
     assert command.startswith('pip install -e "')
     assert command.endswith('[tutorials]"')
     checkout = Path(command.removeprefix('pip install -e "').removesuffix('[tutorials]"'))
