@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 from IPython.utils.capture import capture_output
@@ -73,17 +72,8 @@ def test_open_backend_starts_the_jobs_at_the_epoch() -> None:
     assert [d.mem_used_bytes for d in own.read()] != [d.mem_used_bytes for d in fresh.read()]
 
 
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for child in started:
-        child.kill()
-        child.wait()
-
-
 def test_a_servers_kernels_are_its_children_that_name_it(
-    children: list[subprocess.Popen[bytes]],
+    sleepers: list[subprocess.Popen[bytes]],
 ) -> None:
     # This test process plays the server: two "kernels" get JPY_PARENT_PID as jupyter_client's
     # launcher sets it; a third child (a terminal, say) does not, and one names another parent.
@@ -92,11 +82,11 @@ def test_a_servers_kernels_are_its_children_that_name_it(
     base = {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"}
     for parent in (me, me, None, "1"):
         env = base if parent is None else {**base, "JPY_PARENT_PID": parent}
-        children.append(subprocess.Popen(sleeper, env=env))
+        sleepers.append(subprocess.Popen(sleeper, env=env))
     time.sleep(0.2)  # until each has exec'd (its environment is readable from then on)
     kernels = kernel_pids_of_server(os.getpid())
-    assert kernels == sorted(c.pid for c in children[:2])
-    assert kernel_pids_of_server(children[2].pid) == []  # no kernels of its own
+    assert kernels == sorted(c.pid for c in sleepers[:2])
+    assert kernel_pids_of_server(sleepers[2].pid) == []  # no kernels of its own
     assert kernel_pids_of_server(2**22 + 1) == []  # no such process
 
 
