@@ -111,12 +111,15 @@ class GpuMagics(ShellMagics):
         return sample if args.output else None
 
     def _topology(self, backend: str, *, quiet: bool, output: bool) -> Any:
-        from jupyter_gpu.sampling.topology import Topology, read_topology
+        from jupyter_gpu.sampling import simulated_devices_from_env
+        from jupyter_gpu.sampling.topology import Topology, read_topology, simulated_topology
 
         from .gpu_topology import show_topology
 
-        if backend in ("simulated", "none"):
-            topology = Topology((), (), f"the {backend} backend has no interconnect to show")
+        if backend == "simulated":  # the GPUs %gpu lists, as the sidebar does
+            topology = simulated_topology(simulated_devices_from_env())
+        elif backend == "none":
+            topology = Topology((), (), "the none backend has no interconnect to show")
         else:
             topology = read_topology()
         if not quiet:
@@ -171,7 +174,12 @@ def show_sample(sample: Any) -> None:
         else:
             util = "n/a" if d.util_pct is None else f"{d.util_pct:.0f}%"
             used = f"{fmt_bytes(d.mem_used_bytes)} of {fmt_bytes(d.mem_total_bytes)}"
-            row = [str(d.index), name, util, used, _kernel_cell(d, torch_mem, pid)]
+            mine = (
+                _simulated_kernel_cell(d, pid)
+                if sample.simulated
+                else _kernel_cell(d, torch_mem, pid)
+            )
+            row = [str(d.index), name, util, used, mine]
         table.rows.append(list(row))
         lines.append(
             f"GPU {row[0]}  {row[1]}  util {row[2]}  memory {row[3]}  this kernel: {row[4]}"
@@ -179,6 +187,12 @@ def show_sample(sample: Any) -> None:
             else f"GPU {row[0]}  {row[1]}  {row[2]}: {row[4]}"
         )
     publish("\n".join(lines), html_block([table.html()]))
+
+
+def _simulated_kernel_cell(device: Any, pid: int) -> str:
+    """What a simulated GPU says this kernel holds (as the sidebar shows it), never torch's."""
+    held = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
+    return "not using this GPU" if held is None else f"{fmt_bytes(held)} (simulated)"
 
 
 def _kernel_cell(device: Any, torch_mem: dict[int, tuple[int, int]], pid: int) -> str:

@@ -62,9 +62,11 @@ def show_topology(topology: Any) -> None:
         publish(text, html_block([html_note(text, warn=True)]))
         return
     n = len(topology.gpus)
+    label = " (simulated)" if topology.simulated else ""
+    source = "simulated: an HGX H200 board" if topology.simulated else "NVML"
     headers = ["", *(f"GPU{i}" for i in range(n))]
-    matrix = Table(headers=headers, title="GPU interconnect (NVML, as nvidia-smi topo -m)")
-    p2p = Table(headers=headers, title="P2P reads possible")
+    matrix = Table(headers=headers, title=f"GPU interconnect ({source}, as nvidia-smi topo -m)")
+    p2p = Table(headers=headers, title=f"P2P reads possible{label}")
     for a in range(n):
         row: list[Any] = [f"GPU{a}"]
         p2p_row: list[Any] = [f"GPU{a}"]
@@ -79,11 +81,16 @@ def show_topology(topology: Any) -> None:
                 p2p_row.append("yes" if pair.p2p else "no")
         matrix.rows.append(row)
         p2p.rows.append(p2p_row)
-    links = [f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}" for g in topology.gpus]
+    links = [
+        f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}{label}"
+        for g in topology.gpus
+    ]
     reasons = [
         f"GPU{p.a}-GPU{p.b}: no P2P, {p.p2p_reason}" for p in topology.pairs if p.p2p is False
     ]
     meaning = _meaning(topology)
+    if topology.simulated:
+        meaning = f"Simulated: this is what it would mean on such a board. {meaning}"
     parts = [matrix.text()]
     if n > 1:
         parts.append(p2p.text())

@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any
 
-from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.magics.common.render import fmt_bytes, html_text
 from jupyter_gpu.sampling import Entry, Sample, Sampler, SamplerOptions, plain_no_gpu
 from jupyter_gpu.sampling.reasons import simulated_devices_from_env
 
@@ -50,7 +50,7 @@ def render_html(sample: Sample, *, stopped: str | None = None) -> str:
     state = f"stopped: {html.escape(stopped)}" if stopped else f"live, updated {when}"
     head = f"<div><b>GPUs{label}</b> <span style='opacity:0.7'>{state}</span></div>"
     if not sample.devices:
-        text = html.escape(plain_no_gpu(sample.reason))
+        text = html_text(plain_no_gpu(sample.reason))
         return f"{head}<div>No GPU: {text}</div>"
     rows = []
     for d in sample.devices:

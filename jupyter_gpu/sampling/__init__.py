@@ -16,7 +16,9 @@ from jupyter_gpu.sampling.attribution import (
     KernelMap,
     KernelRef,
     ProcessAnnotator,
+    default_root_pid,
     freeze_kernel_map,
+    kernel_pids_of_server,
 )
 from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
 from jupyter_gpu.sampling.compile_cache import cache_dirs, scan_caches
@@ -29,6 +31,7 @@ from jupyter_gpu.sampling.reasons import (
     backend_from_env,
     plain_no_gpu,
     simulated_devices_from_env,
+    simulated_epoch_from_env,
 )
 from jupyter_gpu.sampling.records import (
     NOT_SCANNED,
@@ -97,8 +100,10 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
     ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
     ``None`` (kernel attribution needs the server); other users' processes are hidden as in the
-    server (``ProcessAnnotator``). Takes about 0.1 s: host CPU % and the GPM
-    metrics (SM/tensor activity, Hopper and newer) are measured over that window.
+    server (``ProcessAnnotator``). In a kernel of a simulated server, the simulated GPUs list
+    that server's kernels, this one among them, as the server's own sampler does. Takes about
+    0.1 s: host CPU % and the GPM metrics (SM/tensor activity, Hopper and newer) are measured
+    over that window.
 
     Args:
         backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
@@ -111,7 +116,14 @@ def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = F
     host = HostReader()
     host.read()  # the first CPU reading only sets the baseline
     started = time.monotonic()
-    opened = open_backend(backend, simulated_devices=simulated_devices_from_env())
+    # The simulated GPUs show this server's kernels, from the moment its own backend started.
+    pids = kernel_pids_of_server(default_root_pid()) if backend == "simulated" else []
+    opened = open_backend(
+        backend,
+        simulated_devices=simulated_devices_from_env(),
+        simulated_epoch=simulated_epoch_from_env(),
+        pids=lambda: pids,
+    )
     try:
         info = opened.info()
         opened.read_gpm()  # opens the GPM window

@@ -70,6 +70,28 @@ def default_root_pid() -> int:
     return int(parent) if parent.isdigit() and int(parent) > 0 else os.getpid()
 
 
+def kernel_pids_of_server(server_pid: int) -> list[int]:
+    """The pids of the local kernels ``server_pid`` started, sorted.
+
+    jupyter_client's launcher puts ``JPY_PARENT_PID`` (the server's pid) in each kernel's
+    environment, so a kernel is a child of the server whose environment names it. A kernel
+    lists its server's kernels this way (for the simulated backend, which shows them as its GPU
+    processes); the server asks its kernel manager (``KernelMap``), which names the same ones.
+    """
+    try:
+        children = psutil.Process(server_pid).children()
+    except psutil.Error:
+        return []
+    pids = []
+    for child in children:
+        try:
+            if child.environ().get("JPY_PARENT_PID") == str(server_pid):
+                pids.append(child.pid)
+        except psutil.Error:  # ended since, or not ours to read
+            continue
+    return sorted(pids)
+
+
 PID_NS_INIT_INODE = 0xEFFFFFFC
 """The inode of the host's (initial) pid namespace, ``/proc/self/ns/pid``: fixed in Linux."""
 

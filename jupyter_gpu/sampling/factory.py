@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ def open_backend(
     simulated_devices: int = 2,
     pids: Callable[[], Sequence[int]] | None = None,
     simulated_faults: Sequence[SimulatedFault] = (),
+    simulated_epoch: float | None = None,
     nvml: Any = None,
     log: logging.Logger | None = None,
 ) -> Backend:
@@ -31,6 +33,8 @@ def open_backend(
         simulated_devices: how many simulated devices (1 to 16).
         pids: for the simulated backend, pids to show as GPU processes.
         simulated_faults: for the simulated backend, faults to show (``faults.py``).
+        simulated_epoch: for the simulated backend, the Unix time its jobs' timeline started
+            (a kernel passes its server's, ``reasons.simulated_epoch_from_env``); default now.
         nvml: an object with pynvml's interface to use instead of ``pynvml`` (tests inject a
             fake NVML here).
         log: where to say which backend was chosen and why.
@@ -42,7 +46,10 @@ def open_backend(
     if choice not in BACKEND_CHOICES:
         raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}; got {choice!r}")
     if choice == "simulated":
-        return SimulatedBackend(simulated_devices, pids=pids, faults=simulated_faults)
+        elapsed_s = 0.0 if simulated_epoch is None else max(0.0, time.time() - simulated_epoch)
+        return SimulatedBackend(
+            simulated_devices, pids=pids, faults=simulated_faults, elapsed_s=elapsed_s
+        )
     if choice == "none":
         return NoGpuBackend("GPU monitoring is switched off (backend 'none')")
     from jupyter_gpu.sampling.nvml import NvmlBackend, NvmlUnavailable

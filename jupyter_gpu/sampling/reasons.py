@@ -3,20 +3,24 @@
 NVML's reasons ("NVML Shared Library Not Found") are exact but cryptic to a student: every view
 that says "No GPU" also says what it means and where to see the monitor without a GPU.
 
-A server whose backend is ``simulated`` sets ``JUPYTER_GPU_BACKEND=simulated`` (and
-``JUPYTER_GPU_SIMULATED_DEVICES``) in its environment, which the kernels it starts inherit, so
-``%gpu`` in those kernels shows the same simulated GPUs as the sidebar instead of "No GPU".
+A server whose backend is ``simulated`` sets ``JUPYTER_GPU_BACKEND=simulated``,
+``JUPYTER_GPU_SIMULATED_DEVICES`` and ``JUPYTER_GPU_SIMULATED_EPOCH`` in its environment, which
+the kernels it starts inherit, so ``%gpu`` in those kernels shows the same simulated GPUs as the
+sidebar, at the same point of their made-up jobs, instead of "No GPU".
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 
 BACKEND_ENV = "JUPYTER_GPU_BACKEND"
 """The backend ``%gpu`` and ``%gpu --watch`` use by default (``auto`` when unset)."""
 SIMULATED_DEVICES_ENV = "JUPYTER_GPU_SIMULATED_DEVICES"
 """How many simulated GPUs, when ``JUPYTER_GPU_BACKEND`` is ``simulated``."""
+SIMULATED_EPOCH_ENV = "JUPYTER_GPU_SIMULATED_EPOCH"
+"""When (Unix seconds) the server's simulated jobs started: its kernels' backends start there."""
 
 SIMULATED_DEMO = (
     "To see the monitor without a GPU, start JupyterLab with "
@@ -81,3 +85,17 @@ def simulated_devices_from_env(environ: Mapping[str, str] | None = None, default
     except ValueError:
         return default
     return count if 1 <= count <= 16 else default
+
+
+def simulated_epoch_from_env(environ: Mapping[str, str] | None = None) -> float | None:
+    """The Unix time ``JUPYTER_GPU_SIMULATED_EPOCH`` names, else ``None``.
+
+    ``None`` also when it is not a time or lies ahead of now: a backend then starts its own
+    timeline.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        epoch = float(env.get(SIMULATED_EPOCH_ENV, ""))
+    except ValueError:
+        return None
+    return epoch if 0.0 < epoch <= time.time() + 1.0 else None  # 1 s: rounding, not skew

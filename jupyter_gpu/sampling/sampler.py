@@ -46,6 +46,7 @@ from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
+from jupyter_gpu.sampling.reasons import simulated_epoch_from_env
 from jupyter_gpu.sampling.records import (
     GPM_FIELDS,
     NOT_SCANNED,
@@ -522,6 +523,7 @@ def _default_factory(sampler: Sampler) -> Backend:
         sampler.options.backend,
         simulated_devices=sampler.options.simulated_devices,
         simulated_faults=sampler.options.simulated_faults,
+        simulated_epoch=simulated_epoch_from_env(),  # a server's kernels share its timeline
         pids=lambda: sorted(annotator.kernel_map),
         log=sampler.log,
     )

@@ -5,7 +5,9 @@ device's name starts with "Simulated"). Each device runs a made-up training job 
 loading (memory ramps up, PCIe busy), training (utilization high, with a short dip for an
 evaluation every 15 s), teardown. Power follows utilization and temperature follows power with a
 lag, as on a real GPU. If the sampler knows the pids of this server's kernels, the simulated
-devices report those kernels as their processes, so kernel attribution can be shown end to end.
+devices report those kernels as their processes, so kernel attribution can be shown end to end;
+a kernel's own reading (``read_once``) lists the same kernels and starts its timeline where its
+server's is, so its ``%gpu`` agrees with the sidebar.
 Faults given as ``SimulatedFault`` (``faults.py``) show a lost GPU, a failing one or a field that
 is "Not Supported", on a schedule, each labelled simulated in its message.
 """
@@ -37,12 +39,18 @@ from jupyter_gpu.sampling.records import (
     ProcessSample,
 )
 
+SIM_NAME = "Simulated NVIDIA H200"
 SIM_MEM_TOTAL_BYTES = 150_754_820_096  # what NVML reports for an H200 (141 GiB usable)
 SIM_POWER_LIMIT_W = 700.0
 _IDLE_POWER_W = 75.0
 _CONTEXT_BYTES = 530_000_000  # a CUDA context's footprint before any tensor
 _AMBIENT_C = 30.0
 _THERMAL_TAU_S = 20.0
+
+
+def _power_w(util_pct: float) -> float:
+    """Power draw that goes with a utilization: idle power up to 92 % of the limit."""
+    return _IDLE_POWER_W + (SIM_POWER_LIMIT_W * 0.92 - _IDLE_POWER_W) * util_pct / 100.0
 
 
 class SimulatedBackend(Backend):
@@ -53,7 +61,10 @@ class SimulatedBackend(Backend):
         seed: seeds the noise, so two backends with one seed agree.
         clock: monotonic seconds; tests pass a fake clock to step time.
         pids: returns pids to show as GPU processes (kernel ``i`` on device ``i % count``).
-        faults: faults to show, timed from when the backend opened.
+        faults: faults to show, timed from the start of the timeline.
+        elapsed_s: how far into their timeline the jobs are when the backend opens (default
+            0: they start now). A server's kernels open theirs where the server's is
+            (``JUPYTER_GPU_SIMULATED_EPOCH``), so ``%gpu`` shows what the sidebar shows.
 
     Raises:
         ValueError: ``count`` out of 1 to 16, or a fault on a device that does not exist.
@@ -69,6 +80,7 @@ class SimulatedBackend(Backend):
         clock: Callable[[], float] = time.monotonic,
         pids: Callable[[], Sequence[int]] | None = None,
         faults: Sequence[SimulatedFault] = (),
+        elapsed_s: float = 0.0,
     ) -> None:
         if not 1 <= count <= 16:
             raise ValueError(f"simulated device count must be 1 to 16, got {count}")
@@ -83,21 +95,23 @@ class SimulatedBackend(Backend):
         self._clock = clock
         self._pids = pids
         self._rng = random.Random(seed)  # noqa: S311 (noise for a demo, not a secret)
-        self._start = clock()
+        self._start = clock() - max(0.0, elapsed_s)  # the timeline's origin
         # Each device runs its own job: different period, phase and memory footprint.
         self._period_s = [150.0 + 37.0 * i for i in range(count)]
         self._offset_s = [self._rng.uniform(0, p) for p in self._period_s]
         self._job_fraction = [self._rng.uniform(0.35, 0.85) for _ in range(count)]
         self._temperature_c = [_AMBIENT_C + 5.0 for _ in range(count)]
         self._last_util: dict[int, float] = {}  # what the last read showed, for read_gpm
-        self._last_t = [self._start] * count
+        self._last_t = [clock()] * count
+        if elapsed_s >= 1.0:  # a server's own backend opens a few ms into its timeline
+            self._settle_temperatures(elapsed_s)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._devices = tuple(
             DeviceInfo(
                 index=i,
                 uuid=f"GPU-51300000-0000-4000-8000-{i:012d}",
-                name="Simulated NVIDIA H200",
+                name=SIM_NAME,
                 mem_total_bytes=SIM_MEM_TOTAL_BYTES,
                 power_limit_w=SIM_POWER_LIMIT_W,
                 pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
@@ -171,17 +185,32 @@ class SimulatedBackend(Backend):
         """Release reads blocked by a ``hang`` fault."""
         self._closed.set()
 
+    def _heat(self, index: int, power_w: float, dt: float) -> None:
+        """Temperature approaches its steady state for this power with a thermal lag."""
+        target = _AMBIENT_C + 0.055 * power_w
+        alpha = 1.0 - math.exp(-dt / _THERMAL_TAU_S) if dt else 0.0
+        self._temperature_c[index] += (target - self._temperature_c[index]) * alpha
+
+    def _settle_temperatures(self, elapsed_s: float) -> None:
+        """Warm the devices as if read every second of the last 5 thermal time constants.
+
+        A backend opened into a running timeline (a kernel's, beside its server's) then reads
+        about the temperature the running one does, not a cold start's.
+        """
+        t = max(0.0, elapsed_s - 5 * _THERMAL_TAU_S)
+        while t < elapsed_s:
+            t = min(elapsed_s, t + 1.0)
+            for i in range(self._count):
+                util = min(100.0, max(0.0, self._load(i, t)[0]))
+                self._heat(i, _power_w(util), 1.0)
+
     def _reading(self, info: DeviceInfo, t: float, dt: float, pids: list[int]) -> DeviceSample:
         i = info.index
         util, used, _ = self._load(i, t)
         util = min(100.0, max(0.0, util))
         self._last_util[i] = util
-        power = _IDLE_POWER_W + (SIM_POWER_LIMIT_W * 0.92 - _IDLE_POWER_W) * util / 100.0
-        power = round(power + self._rng.gauss(0.0, 4.0), 1)
-        # Temperature approaches its steady state for this power with a thermal lag.
-        target = _AMBIENT_C + 0.055 * power
-        alpha = 1.0 - math.exp(-dt / _THERMAL_TAU_S) if dt else 0.0
-        self._temperature_c[i] += (target - self._temperature_c[i]) * alpha
+        power = round(_power_w(util) + self._rng.gauss(0.0, 4.0), 1)
+        self._heat(i, power, dt)
         mine = [pid for k, pid in enumerate(pids) if k % self._count == i]
         per_process = (used - _CONTEXT_BYTES) // len(mine) + _CONTEXT_BYTES if mine else 0
         return DeviceSample(

@@ -63,11 +63,15 @@ class GpuPair:
 
 @dataclass(frozen=True)
 class Topology:
-    """The GPUs' links and every pair's path; ``reason`` says why it is empty."""
+    """The GPUs' links and every pair's path; ``reason`` says why it is empty.
+
+    ``simulated``: made up for the simulated backend (``simulated_topology``), not read.
+    """
 
     gpus: tuple[GpuLinks, ...]
     pairs: tuple[GpuPair, ...]
     reason: str | None = None
+    simulated: bool = False
 
     def pair(self, a: int, b: int) -> GpuPair | None:
         """The pair of GPUs ``a`` and ``b`` (in either order)."""
@@ -219,3 +223,26 @@ def gpu_count() -> tuple[int, str | None]:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
     return count, None if count else "No NVIDIA GPU found"
+
+
+SIM_NVLINKS = 18
+"""NVLinks per GPU of an HGX H200 board, all to its NVSwitches (NVLink 4)."""
+
+
+def simulated_topology(count: int) -> Topology:
+    """The simulated backend's GPUs as on an HGX H200 board: every pair over NVSwitch.
+
+    Each GPU has 18 NVLinks to the board's NVSwitches and a PCIe gen 5 x16 link; every pair is
+    ``NV18`` with P2P. Labelled ``simulated``, like the simulated GPUs themselves.
+    """
+    from jupyter_gpu.sampling.simulated import SIM_NAME
+
+    gpus = tuple(
+        GpuLinks(i, SIM_NAME, SIM_NVLINKS, SIM_NVLINKS, 5, 16, 5, 16) for i in range(count)
+    )
+    pairs = tuple(
+        GpuPair(a, b, f"NV{SIM_NVLINKS}", SIM_NVLINKS, True, None)
+        for a in range(count)
+        for b in range(a + 1, count)
+    )
+    return Topology(gpus, pairs, simulated=True)

@@ -9,6 +9,7 @@ base URL), and awaits ``stop_extension`` when the server shuts down (the sampler
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
@@ -16,7 +17,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import TraitError
 
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV
+from jupyter_gpu.sampling.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV, SIMULATED_EPOCH_ENV
 from jupyter_gpu.server.cache import CacheClearHandler
 from jupyter_gpu.server.handlers import (
     SERVICE_KEY,
@@ -93,6 +94,8 @@ class JupyterGpuApp(ExtensionApp):
                 "simulated backend (backend is %r)",
                 config.backend,
             )
+        if config.backend == "simulated":  # before the sampler opens its backend
+            self._share_simulated_backend(config.simulated_devices)
         service = self.make_service(config)
         self.settings[SERVICE_KEY] = service
         self.service = service
@@ -105,8 +108,6 @@ class JupyterGpuApp(ExtensionApp):
             config.history_s,
             url_path_join(base_url, API_PREFIX),
         )
-        if config.backend == "simulated":
-            self._share_simulated_backend(config.simulated_devices)
         if config.backend == "simulated" and config.simulated_faults:
             server.log.info("jupyter_gpu: simulated faults: %s", ", ".join(config.simulated_faults))
 
@@ -115,9 +116,15 @@ class JupyterGpuApp(ExtensionApp):
 
         Kernels inherit the server's environment (local kernels; a kernel gateway's do not), so
         ``JUPYTER_GPU_BACKEND=simulated`` here makes ``%gpu`` in them show the GPUs the panel
-        shows rather than "No GPU". Restored when the extension stops.
+        shows rather than "No GPU", and ``JUPYTER_GPU_SIMULATED_EPOCH`` (now, which this
+        server's sampler reads too) puts their simulated jobs where this server's are. Restored
+        when the extension stops.
         """
-        values = {BACKEND_ENV: "simulated", SIMULATED_DEVICES_ENV: str(devices)}
+        values = {
+            BACKEND_ENV: "simulated",
+            SIMULATED_DEVICES_ENV: str(devices),
+            SIMULATED_EPOCH_ENV: repr(time.time()),
+        }
         self._env_before = {k: os.environ.get(k) for k in values}
         os.environ.update(values)
         if self.serverapp is not None:

@@ -51,9 +51,11 @@ def load_digits_splits(val_fraction: float = 0.2, seed: int = 0) -> tuple[Digits
     try:  # imported here: only this function needs sklearn (it ships no type information)
         from sklearn.datasets import load_digits  # type: ignore[import-untyped]
     except ImportError as exc:
+        from jupyter_gpu.tutorials.install_hint import install_hint
+
+        command, _ = install_hint("tutorials")
         raise ModuleNotFoundError(
-            "the digits come with scikit-learn: pip install scikit-learn "
-            '(or pip install "jupyter-gpu[tutorials]")'
+            f"the digits come with scikit-learn: pip install scikit-learn (or {command})"
         ) from exc
 
     bunch = load_digits()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from jupyter_gpu.tutorials.install_hint import install_hint
+
 # import name -> what pip installs it as (and the extra that brings it)
 _PIP_NAMES = {
     "torch": "torch",
@@ -17,7 +19,6 @@ _PIP_NAMES = {
     "IPython": "ipython",
     "jupyter_gpu": "jupyter-gpu",
 }
-INSTALL_HINT = 'pip install "jupyter-gpu[tutorials]"'
 
 
 class MissingRequirementsError(ImportError):
@@ -33,22 +34,24 @@ def check_requirements(*modules: str) -> str:
     """Check that ``modules`` import; return a one-line summary of what was found.
 
     Raises:
-        MissingRequirementsError: some are missing; the message names the pip command, and
-            says that torch should be installed first with the build for this machine.
+        MissingRequirementsError: some are missing; the message names the pip command for
+            the way jupyter-gpu was installed here (``install_hint``), and says that torch
+            should be installed first with the build for this machine.
     """
     missing = missing_modules(*modules)
     if missing:
         names = ", ".join(_PIP_NAMES.get(m, m) for m in missing)
         torch_note = (
             " Install torch first, the build for your machine (https://pytorch.org/get-started/"
-            "locally/: a CUDA build for an NVIDIA GPU), then the line above."
+            "locally/: a CUDA build for an NVIDIA GPU), then the command above."
             if "torch" in missing
             else ""
         )
+        command, note = install_hint("tutorials")
         raise MissingRequirementsError(
             f"this notebook needs {names}, which this kernel ({sys.executable}) cannot import. "
-            f"Run `{INSTALL_HINT}` in a terminal (or `%pip install ...` in a cell), then restart "
-            f"the kernel.{torch_note}"
+            f"Run `%{command}` in a cell (it installs into this kernel's environment), then "
+            f"restart the kernel.{' ' + note if note else ''}{torch_note}"
         )
     versions = []
     for module in modules:

@@ -11,6 +11,7 @@ costs half a second, and ``go.Figure`` validation is slow for thousands of event
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,10 +154,22 @@ def html_block(parts: Sequence[str]) -> str:
     return _STYLE + "".join(parts)
 
 
+# A command-line option (``--JupyterGpu.backend=simulated``, ``-o``), ending on a letter or digit
+# (not on the sentence's full stop). Browsers may break a line after a hyphen: not inside these.
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z](?:[\w.-]*\w)?(?:=[\w.:/-]*\w)?")
+
+
+def html_text(text: str) -> str:
+    """``text`` escaped for HTML, with each command-line option kept on one line."""
+    return _OPTION.sub(
+        lambda m: f'<code style="white-space:nowrap">{m.group(0)}</code>', html.escape(text)
+    )
+
+
 def html_note(text: str, *, warn: bool = False) -> str:
-    """One escaped line of text as an HTML paragraph (``warn`` colours it)."""
+    """One escaped line of text as an HTML paragraph (``warn`` colours it); options never wrap."""
     cls = "jgpu-note jgpu-warn" if warn else "jgpu-note"
-    return f'<p class="{cls}">{html.escape(text)}</p>'
+    return f'<p class="{cls}">{html_text(text)}</p>'
 
 
 def html_pre(text: str) -> str:

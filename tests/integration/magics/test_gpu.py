@@ -44,3 +44,25 @@ def test_gpu_never_imports_torch() -> None:
 
 def test_bad_backend_is_a_usage_error(shell: Shell) -> None:
     assert "auto, nvml, simulated, none" in shell.usage_error("%gpu --backend fake")
+
+
+def test_simulated_topology_is_shown_and_labelled(shell: Shell) -> None:
+    ran = shell.ok("t = %gpu --backend simulated --topology -o")
+    assert "No GPU" not in ran.text
+    assert "GPU0  X     NV18" in ran.text
+    assert "P2P reads possible (simulated)" in ran.text
+    assert shell["t"].simulated
+    assert len(shell["t"].gpus) == 2  # the GPUs %gpu --backend simulated lists
+
+
+def test_the_no_gpu_message_keeps_the_option_on_one_line(shell: Shell) -> None:
+    from dataclasses import replace
+
+    from jupyter_gpu.magics.gpu_watch import render_html
+    from jupyter_gpu.sampling import read_once
+
+    option = '<code style="white-space:nowrap">--JupyterGpu.backend=simulated</code>'
+    html = "".join(shell.ok("%gpu").bundles("text/html"))
+    assert option in html  # a browser breaks a line after a hyphen, but not inside this
+    no_driver = replace(read_once("none"), reason="NVML Shared Library Not Found")
+    assert option in render_html(no_driver)  # %gpu --watch's view

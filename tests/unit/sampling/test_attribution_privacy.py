@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ from jupyter_gpu.sampling import (
 from jupyter_gpu.sampling.attribution import in_own_pid_namespace, unattributable_reason
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
-
-
-@pytest.fixture
-def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for p in procs:
-        p.kill()
-        p.wait()
 
 
 def spawn(

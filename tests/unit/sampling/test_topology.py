@@ -81,8 +81,8 @@ def test_one_gpu_and_no_gpu_and_errors_are_values() -> None:
     assert read_topology(failing).reason is not None
 
 
-@pytest.mark.parametrize("backend", ["simulated", "none"])
-def test_the_magic_says_simulated_gpus_have_no_topology(backend: str) -> None:
+@pytest.mark.parametrize("backend", ["none"])  # simulated: test_simulated_shared.py
+def test_the_magic_says_the_none_backend_has_no_topology(backend: str) -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
