@@ -68,7 +68,8 @@ class Machine:
     torch_version: str
     cuda_version: str | None
     python_version: str
-    cpu_count: int
+    cpu_count: int  # the CPUs this process may keep busy: the cgroup quota where there is one
+    cpu_quota: float | None = None  # the cgroup's CPU quota, in CPUs (None: no quota)
 
     @property
     def has_gpu(self) -> bool:
@@ -90,9 +91,10 @@ class Machine:
                 + f"; torch {self.torch_version}, CUDA {self.cuda_version}"
             )
         else:
+            quota = "" if self.cpu_quota is None else f" (cgroup quota {self.cpu_quota:g})"
             where = (
                 f"no GPU: torch {self.torch_version} sees no CUDA device; running on "
-                f"{self.cpu_count} CPU cores"
+                f"{self.cpu_count} CPUs{quota}"
             )
         return f"{where}\n{sizes}"
 
@@ -108,6 +110,7 @@ class Machine:
             "cuda_version": self.cuda_version,
             "python_version": self.python_version,
             "cpu_count": self.cpu_count,
+            "cpu_quota": self.cpu_quota,
         }
 
 
@@ -115,7 +118,10 @@ def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     """Look at torch and the host once (imports torch)."""
     import torch
 
+    from .cpus import cpu_budget
+
     has_gpu = cuda_available()
+    cpus = cpu_budget()
     name = memory = None
     if has_gpu:
         props = torch.cuda.get_device_properties(0)
@@ -129,5 +135,6 @@ def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda if has_gpu else None,
         python_version=platform.python_version(),
-        cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+        cpu_count=cpus.usable,
+        cpu_quota=cpus.quota,
     )
