@@ -160,6 +160,15 @@ class OomMessage:
     reserved_unallocated: str | None
     hint: str | None
 
+    def bytes_of(self, part: str) -> int | None:
+        """A size part in bytes (``"150.00 MiB"`` -> 157286400), ``None`` where it is missing."""
+        text = getattr(self, part)
+        if text is None:
+            return None
+        number, _, unit = text.partition(" ")
+        scale = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+        return int(float(number) * scale.get(unit, 1))
+
 
 def read_oom_message(text: str) -> OomMessage:
     """Pick the figures out of ``str(torch.OutOfMemoryError)``.

@@ -5,8 +5,9 @@ compare`` figures for this GPU, and for GPUs that differ from it in one way (no 
 as a T4; less memory for the step), and accepts only a mode the measurements support:
 
 1. measured without an error;
-2. computed in hardware there: bf16 needs bf16 units, tf32 needs TF32 tensor cores (on a GPU
-   without them "tf32" is strict fp32, so a speed measured here says nothing about it there);
+2. computed in hardware there: bf16 and fp16 need units for them, tf32 needs TF32 tensor cores
+   (on a GPU without them "tf32" is strict fp32, so a speed measured here says nothing about it
+   there);
 3. its step's peak fits the memory the GPU has for the step, where that is known;
 4. its first step's loss within 2 % of fp32's;
 5. and among those, at most 5 % slower than the fastest (the check's tie band).
@@ -37,16 +38,18 @@ class ModeMeasurement:
 
 @dataclass(frozen=True)
 class GpuFacts:
-    """What a GPU computes in hardware, and the memory a training step may peak at there.
+    """What a GPU (or a CPU) computes in hardware, and the memory a training step may peak at.
 
     ``step_memory_bytes`` is what a step may add above the weights and optimizer state that are
-    already allocated (``None``: no limit known, as on a CPU).
+    already allocated (``None``: no limit known, as on a CPU). Every NVIDIA GPU that torch
+    supports computes fp16; a CPU may not (``fp16=False``).
     """
 
     name: str
     bf16: bool
     tf32: bool
     step_memory_bytes: int | None = None
+    fp16: bool = True
 
 
 Pick = Callable[[Mapping[str, ModeMeasurement], GpuFacts], str]
@@ -67,8 +70,8 @@ def judge(measured: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> dict[str, s
     base = measured.get("fp32")
     reference_loss = base.loss if base is not None else None
     for mode, m in measured.items():
-        if mode == "bf16" and not gpu.bf16:
-            verdicts[mode] = f"{gpu.name} has no bf16 units: bf16 would be emulated, slowly"
+        if mode in ("bf16", "fp16") and not getattr(gpu, mode):
+            verdicts[mode] = f"{gpu.name} has no {mode} units: {mode} would be emulated, slowly"
         elif mode == "tf32" and not gpu.tf32:
             verdicts[mode] = (
                 f"{gpu.name} has no TF32 tensor cores: tf32 runs as strict fp32 there, so the "

@@ -104,7 +104,7 @@ def pick_solution(measured: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str
     """The notebook's solution."""
     ok = {}
     for mode, m in measured.items():
-        if (mode == "bf16" and not gpu.bf16) or (mode == "tf32" and not gpu.tf32):
+        if mode in ("bf16", "fp16", "tf32") and not getattr(gpu, mode):
             continue
         if gpu.step_memory_bytes is not None and (m.peak_bytes or 0) > gpu.step_memory_bytes:
             continue
@@ -161,9 +161,15 @@ def test_precision_judge_rules_out_memory_and_loss() -> None:
     assert "more than the 15.00 GiB" in verdicts["fp32"]
     assert "more than the 15.00 GiB" in verdicts["tf32"]
     drifting = measured(fp32=(100.0, None, 0.0), fp16=(40.0, None, 0.5), bf16=(42.0, None, 0.01))
-    verdicts = judge(drifting, GpuFacts("a CPU", bf16=True, tf32=False))
+    verdicts = judge(drifting, GpuFacts("a CPU with AMX", bf16=True, tf32=False))
     assert "off fp32's" in verdicts["fp16"]
     assert verdicts["bf16"] == "ok"
+    plain_cpu = GpuFacts("a plain CPU", bf16=False, tf32=False, fp16=False)
+    assert judge(drifting, plain_cpu) == {
+        "fp32": "ok",
+        "fp16": "a plain CPU has no fp16 units: fp16 would be emulated, slowly",
+        "bf16": "a plain CPU has no bf16 units: bf16 would be emulated, slowly",
+    }
 
 
 # ---------------------------------------------------------------- 03, exercise 4.1

@@ -35,9 +35,13 @@ def test_the_oom_message_is_read_part_by_part() -> None:
     assert (parts.capacity, parts.free, parts.allowed) == ("139.81 GiB", "120.46 GiB", "11.08 GiB")
     assert (parts.by_pytorch, parts.reserved_unallocated) == ("10.41 GiB", "150.00 MiB")
     assert parts.hint == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    assert parts.bytes_of("reserved_unallocated") == 150 * 2**20
+    assert parts.bytes_of("tried") == 2 * 2**30
     old = read_oom_message(OLD)
     assert (old.capacity, old.free, old.allowed) == ("2.00 GiB", "0 bytes", None)
     assert old.hint == "max_split_size_mb"
+    assert old.bytes_of("free") == 0
+    assert old.bytes_of("allowed") is None
 
 
 def test_a_cpu_peak_is_measured_from_the_allocators_records() -> None:
