@@ -130,7 +130,8 @@ def check_step(step: Step | None, exercise: CapExercise) -> Feedback:
 
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
         slack = 64 * 2**20  # room for the allocator's rounding; the peak is judged exactly
-        limit = torch.cuda.memory_allocated() + exercise.budget_bytes + slack
+        # reserved, not allocated: holes in segments that hold live tensors count against a cap
+        limit = torch.cuda.memory_reserved() + exercise.budget_bytes + slack
         torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
     try:
         peak = measured_peak(lambda: out.append(step(model, exercise.x, exercise.y)), device)

@@ -84,18 +84,29 @@ class GpuBusy:
     """What the GPU ran during one call, on average over the profiled calls."""
 
     busy_s: float
-    """Seconds of GPU activity (kernels, copies, memsets) per call, summed."""
+    """Seconds per call in which at least one kernel ran (overlapping kernels count once)."""
     kernels: float
-    """GPU activities per call."""
+    """Kernels per call (copies and memsets left out)."""
     calls: int
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of ``(start, end)`` intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
 
 
 def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy | None:
     """Profile ``calls`` calls of ``fn`` on the GPU (``torch.profiler``, CUDA activity only).
 
-    The durations of the GPU's activities are summed, so work on concurrent streams would count
-    twice (the notebooks' steps use one stream). ``None`` without CUDA. The profiler slows the
-    calls down: time them separately.
+    Counts the kernels (not ``record_function`` ranges, copies or memsets) and the time in which
+    at least one ran. ``None`` without CUDA. The profiler slows the calls down: time them
+    separately.
     """
     if not torch.cuda.is_available():
         return None
@@ -108,6 +119,12 @@ def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy |
         for _ in range(calls):
             fn()
         synchronize("cuda")
-    on_gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    busy_us = sum(e.time_range.elapsed_us() for e in on_gpu)
-    return GpuBusy(busy_s=busy_us / 1e6 / calls, kernels=len(on_gpu) / calls, calls=calls)
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+        and not e.is_user_annotation
+        and not any(word in e.name.lower() for word in ("memcpy", "memset"))
+    ]
+    busy_us = _union_s([(e.time_range.start, e.time_range.end) for e in kernels])
+    return GpuBusy(busy_s=busy_us / 1e6 / calls, kernels=len(kernels) / calls, calls=calls)

@@ -93,3 +93,12 @@ def test_interleaved_timing_gives_each_variant_every_round() -> None:
     assert timings["a"].runs == timings["b"].runs == 6
     with pytest.raises(ValueError, match="rounds"):
         time_interleaved({"a": lambda: None}, rounds=0, runs=1, warmup=0, device="cpu")
+
+
+def test_gpu_busy_counts_overlapping_kernels_once() -> None:
+    from jupyter_gpu.tutorials.timing import _union_s, gpu_busy_per_call
+
+    assert _union_s([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0), (1.5, 2.5)]) == 4.0
+    assert _union_s([]) == 0.0
+    if not torch.cuda.is_available():
+        assert gpu_busy_per_call(lambda: None) is None
