@@ -1,10 +1,12 @@
 """Pick problem sizes for where a notebook runs: smoke test, a CPU-only machine, or a GPU.
 
-``JUPYTER_GPU_SMOKE=1`` asks for the smoke sizes (each notebook end to end in well under
-90 s on two CPU cores, as CI runs them). Without it, a machine with a CUDA GPU gets the full
+``JUPYTER_GPU_SMOKE=1`` asks for the smoke sizes (tiny problems, so that CI runs every
+notebook end to end on two CPU cores; ``tests/integration/test_notebooks.py`` prints each
+notebook's time). Without it, a machine with a CUDA GPU gets the full
 sizes, and a machine without one gets CPU sizes: still real training, small enough to finish,
 with the CUDA-only parts skipped and said so. ``CUDA_VISIBLE_DEVICES=`` (empty) shows the
-no-GPU path on a GPU machine.
+no-GPU path on a GPU machine. The CPU count recorded is what the cgroup's quota allows
+(:mod:`.cpus`), not the host's cores.
 """
 
 from __future__ import annotations

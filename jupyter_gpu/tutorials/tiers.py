@@ -29,9 +29,9 @@ bf16 is used where the GPU has it in hardware (compute capability 8.0, Ampere, a
 larger one: the notebook caps torch's caching allocator at the tier's budget with
 ``torch.cuda.set_per_process_memory_fraction`` and, for ``16gb``, takes the path of a T4 (no
 bf16: fp16 + GradScaler; no TF32). An emulated run proves the sizes fit; its speeds are the big
-GPU's, so the H200 targets are not judged on it. The CUDA context and libraries (about 0.5 to
-1.3 GiB) are outside the allocator's budget, which is why each budget is below the tier's
-nominal size.
+GPU's, so the H200 targets are not judged on it. CUDA's own memory (its context and the kernels'
+code, which notebook 00 measures as NVML's figure minus torch's reserved) is outside the
+allocator's budget, which is why each budget is below the tier's nominal size.
 """
 
 from __future__ import annotations
