@@ -51,10 +51,15 @@ class CpuBudget:
         return f"{self.usable} CPUs (cgroup quota {self.quota:g} of {self.affinity} cores)"
 
 
-def cpu_budget(reader: CgroupReader | None = None, affinity: int | None = None) -> CpuBudget:
+def read_cpu_budget(reader: CgroupReader | None = None, affinity: int | None = None) -> CpuBudget:
     """Read the quota now (a few small file reads). ``reader``/``affinity`` are for tests."""
     limits = (reader or CgroupReader()).read()
     return CpuBudget(affinity if affinity is not None else affinity_cpu_count(), limits.cpu_quota)
+
+
+def usable_cpus(reader: CgroupReader | None = None) -> int:
+    """Whole CPUs this process may keep busy (:attr:`CpuBudget.usable`), read now."""
+    return read_cpu_budget(reader).usable
 
 
 def dataloader_workers(most: int = 8, budget: CpuBudget | None = None) -> int:
@@ -64,13 +69,13 @@ def dataloader_workers(most: int = 8, budget: CpuBudget | None = None) -> int:
     batches), so the count is the usable CPUs less one: 0 on a single CPU, where a worker would
     only take turns with the training loop on the same CPU.
     """
-    usable = (budget or cpu_budget()).usable
+    usable = (budget or read_cpu_budget()).usable
     return max(0, min(most, usable - 1))
 
 
 def compile_threads(budget: CpuBudget | None = None) -> int:
     """Inductor compile workers for this process's CPU quota (Inductor's own cap is 32)."""
-    return min(_INDUCTOR_MAX_THREADS, (budget or cpu_budget()).usable)
+    return min(_INDUCTOR_MAX_THREADS, (budget or read_cpu_budget()).usable)
 
 
 def limit_compile_threads(

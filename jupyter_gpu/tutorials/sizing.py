@@ -120,10 +120,10 @@ def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     """Look at torch and the host once (imports torch)."""
     import torch
 
-    from .cpus import cpu_budget
+    from .cpus import read_cpu_budget
 
     has_gpu = cuda_available()
-    cpus = cpu_budget()
+    cpus = read_cpu_budget()
     name = memory = None
     if has_gpu:
         props = torch.cuda.get_device_properties(0)

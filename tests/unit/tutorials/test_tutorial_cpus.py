@@ -11,9 +11,10 @@ from jupyter_gpu.sampling.cgroup import CgroupReader
 from jupyter_gpu.tutorials.cpus import (
     COMPILE_THREADS_ENV,
     CpuBudget,
-    cpu_budget,
     dataloader_workers,
     limit_compile_threads,
+    read_cpu_budget,
+    usable_cpus,
 )
 
 
@@ -40,14 +41,18 @@ def cgroup_v2(tmp_path: Path, cpu_max: str) -> CgroupReader:
 def test_workers_follow_the_quota_not_the_host(
     tmp_path: Path, cpu_max: str, usable: int, workers: int
 ) -> None:
-    budget = cpu_budget(cgroup_v2(tmp_path, cpu_max), affinity=64)
+    budget = read_cpu_budget(cgroup_v2(tmp_path, cpu_max), affinity=64)
     assert budget.usable == usable
     assert dataloader_workers(budget=budget) == workers
     assert dataloader_workers(most=2, budget=budget) == min(2, workers)
 
 
+def test_usable_cpus_is_the_quota_rounded_down(tmp_path: Path) -> None:
+    assert usable_cpus(cgroup_v2(tmp_path, "150000 100000")) == 1
+
+
 def test_the_budget_says_where_the_figure_comes_from(tmp_path: Path) -> None:
-    budget = cpu_budget(cgroup_v2(tmp_path, "250000 100000"), affinity=64)
+    budget = read_cpu_budget(cgroup_v2(tmp_path, "250000 100000"), affinity=64)
     assert budget.describe() == "2 CPUs (cgroup quota 2.5 of 64 cores)"
     assert CpuBudget(affinity=4, quota=None).describe() == "4 CPUs"
 
@@ -55,7 +60,7 @@ def test_the_budget_says_where_the_figure_comes_from(tmp_path: Path) -> None:
 def test_compile_threads_follow_the_quota_and_a_users_setting_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    budget = cpu_budget(cgroup_v2(tmp_path, "300000 100000"), affinity=64)
+    budget = read_cpu_budget(cgroup_v2(tmp_path, "300000 100000"), affinity=64)
     env: dict[str, str] = {}
     monkeypatch.delitem(sys.modules, "torch._inductor.config", raising=False)
     assert limit_compile_threads(budget, env) == 3
@@ -74,6 +79,6 @@ def test_an_imported_inductor_config_is_set_too(
     import torch._inductor.config as inductor_config
 
     monkeypatch.setattr(inductor_config, "compile_threads", 64)
-    budget = cpu_budget(cgroup_v2(tmp_path, "200000 100000"), affinity=64)
+    budget = read_cpu_budget(cgroup_v2(tmp_path, "200000 100000"), affinity=64)
     assert limit_compile_threads(budget, {}) == 2
     assert inductor_config.compile_threads == 2
