@@ -1,12 +1,15 @@
 """Memory measurements for notebook 03: what autograd saves, and the allocator's peaks.
 
 :func:`saved_tensor_bytes` works on any device: it counts the bytes of the tensors autograd
-keeps for the backward pass (the activations), through ``saved_tensors_hooks``. The other
-helpers read torch's CUDA caching allocator and return ``None`` without CUDA.
+keeps for the backward pass (the activations), through ``saved_tensors_hooks``, and
+:func:`measured_peak` measures a call's peak on a CPU as on a GPU. The allocator helpers read
+torch's CUDA caching allocator and return ``None`` without CUDA; :func:`read_oom_message` picks
+the figures out of an out-of-memory error's message.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -92,3 +95,91 @@ def peak_bytes_of(fn: Callable[[], object]) -> int | None:
     fn()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - before
+
+
+@dataclass(frozen=True)
+class PeakReading:
+    """The peak bytes a call allocated above what was allocated before it, and how it was read."""
+
+    bytes: int
+    source: str
+
+
+def measured_peak(fn: Callable[[], object], device: str) -> PeakReading:
+    """Run ``fn()`` once and measure the peak it allocated on ``device`` (``cuda`` or ``cpu``).
+
+    On CUDA this is the caching allocator's peak counter (``torch.cuda.max_memory_allocated``,
+    reset first). torch's CPU allocator keeps no such counter, so on a CPU the call runs under
+    ``torch.profiler`` with ``profile_memory=True``, whose records list every allocation and free
+    of the CPU allocator with its size: their running sum, in time order, peaks where the call
+    held the most. (Profiling makes the call slower, not larger.)
+    """
+    if device == "cuda":
+        peak = peak_bytes_of(fn)
+        assert peak is not None  # a CUDA device was asked for
+        return PeakReading(peak, "torch.cuda.max_memory_allocated()")
+    from torch._C._autograd import DeviceType  # what the profiler's events carry
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    records = [
+        event
+        for event in prof.profiler.kineto_results.events()
+        if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
+    ]
+    held = peak = 0
+    for event in sorted(records, key=lambda e: e.start_ns()):
+        held += event.nbytes()  # an allocation adds its size, a free subtracts it
+        peak = max(peak, held)
+    return PeakReading(peak, "the CPU allocator's records (torch.profiler, profile_memory=True)")
+
+
+_SIZE = r"([\d.]+ [KMGT]?i?B|0 bytes)"
+_OOM_PARTS = {
+    "tried": rf"Tried to allocate {_SIZE}",
+    "capacity": rf"total capac\w+ of {_SIZE}",
+    "free": rf"of which {_SIZE} is free",
+    "allowed": rf"{_SIZE} allowed",
+    "by_pytorch": rf"{_SIZE} is allocated by PyTorch",
+    "reserved_unallocated": rf"{_SIZE} is reserved by PyTorch but unallocated",
+    "hint": r"try setting (\S+) to avoid fragmentation",
+}
+
+
+@dataclass(frozen=True)
+class OomMessage:
+    """The parts of a CUDA out-of-memory message (``None``: not in this torch's wording)."""
+
+    text: str
+    tried: str | None
+    capacity: str | None
+    free: str | None
+    allowed: str | None
+    by_pytorch: str | None
+    reserved_unallocated: str | None
+    hint: str | None
+
+    def bytes_of(self, part: str) -> int | None:
+        """A size part in bytes (``"150.00 MiB"`` -> 157286400), ``None`` where it is missing."""
+        text = getattr(self, part)
+        if text is None:
+            return None
+        number, _, unit = text.partition(" ")
+        scale = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+        return int(float(number) * scale.get(unit, 1))
+
+
+def read_oom_message(text: str) -> OomMessage:
+    """Pick the figures out of ``str(torch.OutOfMemoryError)``.
+
+    The message reads, in torch 2.x: "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has
+    a total capacity of 139.81 GiB of which 120.5 GiB is free. 11.08 GiB allowed; Of the
+    allocated memory 10.9 GiB is allocated by PyTorch, and 150 MiB is reserved by PyTorch but
+    unallocated. If reserved but unallocated memory is large try setting
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation. ..." (the
+    "allowed" part only under a per-process cap; older torch named ``max_split_size_mb``).
+    """
+    found = {key: re.search(pattern, text) for key, pattern in _OOM_PARTS.items()}
+    parts = {key: (m.group(1) if m else None) for key, m in found.items()}
+    return OomMessage(text=text, **parts)

@@ -1,9 +1,10 @@
 """What every notebook sets up in its first cell: machine, size tier, 16-bit format, results.
 
 ``nb = begin("02-mixed-precision")`` looks at the machine once, picks the size tier from the
-GPU (or emulates the one ``JUPYTER_GPU_TIER`` names, see :mod:`.tiers`), prints both, and
-creates the notebook's :class:`~.results.Results`, which the notebook's one bookkeeping cell
-fills at the end.
+GPU memory this process may use (or emulates the one ``JUPYTER_GPU_TIER`` names, see
+:mod:`.tiers`), keeps Inductor's compile workers within the CPU quota (:mod:`.cpus`), prints
+what it found, and creates the notebook's :class:`~.results.Results`, which the notebook's one
+bookkeeping cell fills at the end.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .cpus import limit_compile_threads
 from .results import Results
 from .sizing import Machine, describe_machine
-from .tiers import GpuPlan, TierName, apply_plan, plan_for
+from .tiers import GpuMemory, GpuPlan, TierName, apply_plan, plan_for
 
 if TYPE_CHECKING:
     import torch
@@ -26,7 +28,9 @@ def current_plan() -> GpuPlan | None:
     """This process's GPU plan (``None`` without a GPU); applied once, to the current device.
 
     The current device is GPU 0 in a kernel and the rank's own GPU in a ``%%torchrun`` rank (its
-    preamble selects it first), so each rank picks its tier from, and caps, the GPU it uses.
+    preamble selects it first), so each rank picks its tier from, and caps, the GPU it uses. The
+    tier follows the memory this process may use there (:func:`gpu_memory`), so ranks whose
+    GPUs hold different amounts of other work can pick different tiers.
 
     Raises:
         ValueError: ``JUPYTER_GPU_TIER`` names no tier or one larger than the GPU.
@@ -37,11 +41,28 @@ def current_plan() -> GpuPlan | None:
 
         if describe_machine().has_gpu:
             device = torch.cuda.current_device()
-            total = int(torch.cuda.get_device_properties(device).total_memory)
-            _PLAN = plan_for(total, native_bf16(device))
+            _PLAN = plan_for(
+                gpu_memory(device), native_bf16(device), tf32_supported=native_tf32(device)
+            )
             apply_plan(_PLAN, device)
         _PLANNED = True
     return _PLAN
+
+
+def gpu_memory(device: int) -> GpuMemory:
+    """What this process may use on GPU ``device`` now (initialises CUDA there).
+
+    The free memory is the driver's (``cudaMemGetInfo``, every process on the card counted), read
+    after this process's own CUDA context exists, so the context is not counted as usable. The cap
+    is torch's per-process fraction, however it was set (``set_per_process_memory_fraction``, or
+    ``PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:F`` in a torch that reads it).
+    """
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # not in older torch
+    fraction = float(getter(device)) if getter is not None else 1.0
+    return GpuMemory(int(total), int(free), fraction, int(torch.cuda.memory_reserved(device)))
 
 
 def native_bf16(device: int) -> bool:
@@ -54,6 +75,19 @@ def native_bf16(device: int) -> bool:
 
     if torch.version.hip:  # every ROCm GPU torch supports has bf16
         return True
+    return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def native_tf32(device: int) -> bool:
+    """Whether GPU ``device`` has TF32 tensor cores (NVIDIA compute capability 8.0 and later).
+
+    Before Ampere (a T4 is 7.5, a V100 7.0) allowing TF32 changes nothing: fp32 matrix products
+    run in strict fp32 either way. On ROCm this says False: TF32 is NVIDIA's mode.
+    """
+    import torch
+
+    if torch.version.hip:
+        return False
     return torch.cuda.get_device_capability(device)[0] >= 8
 
 
@@ -120,6 +154,7 @@ def begin(notebook: str) -> Session:
 
     plan = current_plan()
     machine = describe_machine()
+    limit_compile_threads()  # Inductor's worker pool sized by the CPU quota, not the host's cores
     if not machine.has_gpu:  # CPUs compute denormal floats (Adam's first steps) 10-100x slower
         torch.set_flush_denormal(True)
     session = Session(notebook, machine, plan, Results(notebook, machine, plan))

@@ -1,10 +1,12 @@
 """Pick problem sizes for where a notebook runs: smoke test, a CPU-only machine, or a GPU.
 
-``JUPYTER_GPU_SMOKE=1`` asks for the smoke sizes (each notebook end to end in well under
-90 s on two CPU cores, as CI runs them). Without it, a machine with a CUDA GPU gets the full
+``JUPYTER_GPU_SMOKE=1`` asks for the smoke sizes (tiny problems, so that CI runs every
+notebook end to end on two CPU cores; ``tests/integration/test_notebooks.py`` prints each
+notebook's time). Without it, a machine with a CUDA GPU gets the full
 sizes, and a machine without one gets CPU sizes: still real training, small enough to finish,
 with the CUDA-only parts skipped and said so. ``CUDA_VISIBLE_DEVICES=`` (empty) shows the
-no-GPU path on a GPU machine.
+no-GPU path on a GPU machine. The CPU count recorded is what the cgroup's quota allows
+(:mod:`.cpus`), not the host's cores.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Machine:
     torch_version: str
     cuda_version: str | None
     python_version: str
-    cpu_count: int
+    cpu_count: int  # the CPUs this process may keep busy: the cgroup quota where there is one
+    cpu_quota: float | None = None  # the cgroup's CPU quota, in CPUs (None: no quota)
 
     @property
     def has_gpu(self) -> bool:
@@ -90,9 +93,10 @@ class Machine:
                 + f"; torch {self.torch_version}, CUDA {self.cuda_version}"
             )
         else:
+            quota = "" if self.cpu_quota is None else f" (cgroup quota {self.cpu_quota:g})"
             where = (
                 f"no GPU: torch {self.torch_version} sees no CUDA device; running on "
-                f"{self.cpu_count} CPU cores"
+                f"{self.cpu_count} CPUs{quota}"
             )
         return f"{where}\n{sizes}"
 
@@ -108,6 +112,7 @@ class Machine:
             "cuda_version": self.cuda_version,
             "python_version": self.python_version,
             "cpu_count": self.cpu_count,
+            "cpu_quota": self.cpu_quota,
         }
 
 
@@ -115,7 +120,10 @@ def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     """Look at torch and the host once (imports torch)."""
     import torch
 
+    from .cpus import read_cpu_budget
+
     has_gpu = cuda_available()
+    cpus = read_cpu_budget()
     name = memory = None
     if has_gpu:
         props = torch.cuda.get_device_properties(0)
@@ -129,5 +137,6 @@ def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda if has_gpu else None,
         python_version=platform.python_version(),
-        cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+        cpu_count=cpus.usable,
+        cpu_quota=cpus.quota,
     )

@@ -1,11 +1,15 @@
 """Steady-state step times for the notebooks: warm up, synchronise around each run, take medians.
 
-The measuring is ``jupyter_gpu.measure``'s, the same as the magics'.
+The measuring is ``jupyter_gpu.measure``'s, the same as the magics'. :func:`time_interleaved`
+times several variants of a step in alternating rounds, so that they share one baseline (a GPU
+that clocks down, or a neighbour's job, slows every variant alike); :func:`gpu_busy_per_call`
+says how much of a call the GPU spent running kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -19,12 +23,15 @@ from jupyter_gpu.measure import (
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
 __all__ = [
+    "GpuBusy",
     "Timing",
     "format_seconds",
+    "gpu_busy_per_call",
     "synchronize",
     "time_back_to_back",
     "time_calls",
     "time_first_call",
+    "time_interleaved",
 ]
 
 
@@ -40,3 +47,84 @@ def time_calls(
         ValueError: ``runs`` < 1 or ``warmup`` < 0.
     """
     return time_steady(fn, runs=runs, warmup=warmup, device=device)
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int,
+    runs: int,
+    warmup: int,
+    device: str | torch.device,
+) -> dict[str, Timing]:
+    """Time each of ``fns`` in ``rounds`` alternating rounds of ``runs`` calls each.
+
+    Each gets ``warmup`` untimed calls first (in order), then every round times each in turn;
+    a variant's :class:`Timing` holds all its ``rounds x runs`` times.
+
+    Raises:
+        ValueError: ``rounds`` or ``runs`` < 1, or ``warmup`` < 0.
+    """
+    if rounds < 1 or runs < 1 or warmup < 0:
+        raise ValueError(
+            f"need rounds, runs >= 1 and warmup >= 0, got {rounds=}, {runs=}, {warmup=}"
+        )
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name] += time_steady(fn, runs=runs, warmup=0, device=device).times_s
+    return {name: Timing(tuple(t), warmup) for name, t in times.items()}
+
+
+@dataclass(frozen=True)
+class GpuBusy:
+    """What the GPU ran during one call, on average over the profiled calls."""
+
+    busy_s: float
+    """Seconds per call in which at least one kernel ran (overlapping kernels count once)."""
+    kernels: float
+    """Kernels per call (copies and memsets left out)."""
+    calls: int
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of ``(start, end)`` intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy | None:
+    """Profile ``calls`` calls of ``fn`` on the GPU (``torch.profiler``, CUDA activity only).
+
+    Counts the kernels (not ``record_function`` ranges, copies or memsets) and the time in which
+    at least one ran. ``None`` without CUDA. The profiler slows the calls down: time them
+    separately.
+    """
+    if not torch.cuda.is_available():
+        return None
+    from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()  # not the first call: its one-off work (allocations, autotuning) is not the step's
+    synchronize("cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        synchronize("cuda")
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+        and not e.is_user_annotation
+        and not any(word in e.name.lower() for word in ("memcpy", "memset"))
+    ]
+    busy_us = _union_s([(e.time_range.start, e.time_range.end) for e in kernels])
+    return GpuBusy(busy_s=busy_us / 1e6 / calls, kernels=len(kernels) / calls, calls=calls)

@@ -53,7 +53,7 @@ def test_notebooks_at_tier(case: str, tmp_path: Path) -> None:
     ]
     assert not failed, f"notebooks failed at {case}: {failed}"
     assert not [n["notebook"] for n in summary["notebooks"] if n["oom"]], "out of memory"
-    for run in summary["figures"]:
+    for run in summary["figures"]:  # tier: the plan's as_dict(), with tf32 since issue 21
         tier = run.get("tier") or {}
         if case == "full":
             assert not tier.get("emulated")
@@ -61,9 +61,16 @@ def test_notebooks_at_tier(case: str, tmp_path: Path) -> None:
             assert tier.get("tier") == case, tier
             assert tier.get("emulated"), tier
             assert tier.get("bf16") is (case != "16gb"), "16gb emulates a GPU without bf16"
+        figures = {f["key"]: f["value"] for f in run["figures"]}
         if run["notebook"] == "03-gpu-memory":
-            leftover = {f["key"]: f["value"] for f in run["figures"]}["leftover_mib"]
+            leftover = figures["leftover_mib"]
             assert abs(leftover) < 64, "03: memory back at its static level before the OOM demo"
+            for key in ("fresh_default_unusable_gib", "fresh_expandable_unusable_gib"):
+                assert key in figures, f"03: the fresh-process figure {key} (RESULTS.md quotes it)"
+        if run["notebook"] == "02-mixed-precision":
+            tf32 = bool(figures["tf32_tensor_cores"])
+            assert tf32 is bool(tier.get("tf32")), "02 says what the plan says about TF32"
+            assert ("tf32_speedup" in figures) is tf32, "no tf32 speedup without TF32 cores"
     missed = [
         f"{run['notebook']}: {c['label']} {c['value']:.3g} < {c['target']}"
         for run in summary["figures"]

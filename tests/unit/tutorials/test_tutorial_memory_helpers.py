@@ -1,0 +1,104 @@
+"""Notebook 03's helpers: the OOM message read, a CPU peak measured, the allocator option set."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from jupyter_gpu.tutorials.fragmentation import alloc_conf
+from jupyter_gpu.tutorials.memory import measured_peak, read_oom_message
+from jupyter_gpu.tutorials.timing import time_interleaved
+
+# torch 2.11's wording under a per-process cap (a real message, the numbers from notebook 03).
+CAPPED = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB "
+    "of which 120.46 GiB is free. Including non-PyTorch memory, this process has 19.34 GiB "
+    "memory in use. 11.08 GiB allowed; Of the allocated memory 10.41 GiB is allocated by "
+    "PyTorch, and 150.00 MiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    "to avoid fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+# torch 2.1's wording (its typo "capacty" and the older hint).
+OLD = (
+    "CUDA out of memory. Tried to allocate 44.00 MiB. GPU 0 has a total capacty of 2.00 GiB of "
+    "which 0 bytes is free. Of the allocated memory 10.85 GiB is allocated by PyTorch, and "
+    "213.71 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
+    "large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
+    "Management and PYTORCH_CUDA_ALLOC_CONF"
+)
+
+
+def test_the_oom_message_is_read_part_by_part() -> None:
+    parts = read_oom_message(CAPPED)
+    assert parts.tried == "2.00 GiB"
+    assert (parts.capacity, parts.free, parts.allowed) == ("139.81 GiB", "120.46 GiB", "11.08 GiB")
+    assert (parts.by_pytorch, parts.reserved_unallocated) == ("10.41 GiB", "150.00 MiB")
+    assert parts.hint == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    assert parts.bytes_of("reserved_unallocated") == 150 * 2**20
+    assert parts.bytes_of("tried") == 2 * 2**30
+    old = read_oom_message(OLD)
+    assert (old.capacity, old.free, old.allowed) == ("2.00 GiB", "0 bytes", None)
+    assert old.hint == "max_split_size_mb"
+    assert old.bytes_of("free") == 0
+    assert old.bytes_of("allowed") is None
+
+
+def test_a_cpu_peak_is_measured_from_the_allocators_records() -> None:
+    """Half the micro-batch, half the activations at once: the peak halves."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
+    x = torch.randn(512, 256)
+
+    def step(micro: int) -> None:
+        for part in x.split(micro):
+            net(part).square().mean().backward()
+
+    whole = measured_peak(lambda: step(512), "cpu")
+    halves = measured_peak(lambda: step(256), "cpu")
+    assert "profile_memory" in whole.source
+    assert whole.bytes >= 4 * 512 * 256 * 4, "four activations of 512 x 256 floats at least"
+    assert halves.bytes == pytest.approx(whole.bytes / 2, rel=0.25)
+
+
+@pytest.mark.parametrize(
+    ("existing", "on", "expected"),
+    [
+        (None, True, "expandable_segments:True"),
+        ("", False, "expandable_segments:False"),
+        ("expandable_segments:True", False, "expandable_segments:False"),
+        (
+            "per_process_memory_fraction:0.5,expandable_segments:False",
+            True,
+            "per_process_memory_fraction:0.5,expandable_segments:True",
+        ),
+    ],
+)
+def test_the_fresh_process_keeps_the_other_allocator_options(
+    existing: str | None, on: bool, expected: str
+) -> None:
+    assert alloc_conf(existing, on) == expected
+
+
+def test_interleaved_timing_gives_each_variant_every_round() -> None:
+    order: list[str] = []
+    timings = time_interleaved(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+        rounds=3,
+        runs=2,
+        warmup=1,
+        device="cpu",
+    )
+    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3
+    assert timings["a"].runs == timings["b"].runs == 6
+    with pytest.raises(ValueError, match="rounds"):
+        time_interleaved({"a": lambda: None}, rounds=0, runs=1, warmup=0, device="cpu")
+
+
+def test_gpu_busy_counts_overlapping_kernels_once() -> None:
+    from jupyter_gpu.tutorials.timing import _union_s, gpu_busy_per_call
+
+    assert _union_s([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0), (1.5, 2.5)]) == 4.0
+    assert _union_s([]) == 0.0
+    if not torch.cuda.is_available():
+        assert gpu_busy_per_call(lambda: None) is None
