@@ -1,8 +1,5 @@
 """Notebook 04's input pipelines: CPU workers sized from the CPU quota, and augmentation on the GPU.
 
-- :func:`cpu_budget`: the CPUs this kernel may keep busy (its affinity mask, capped by the
-  cgroup's CPU quota, which ``os.sched_getaffinity`` ignores: in a container limited to 2 CPUs
-  of a 16-core host it still says 16).
 - :func:`shm_workers`: how many DataLoader workers' batches ``/dev/shm`` holds (64 MiB by
   default in Docker and Kubernetes).
 - :class:`RawDigitBatches`: shuffled batches of the raw 8x8 digits, one indexing op per batch.
@@ -14,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 import shutil
 import statistics
 from collections.abc import Iterator
@@ -23,8 +19,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
-from jupyter_gpu.sampling.cgroup import CgroupReader, affinity_cpu_count
 
 from .digits import (
     MAX_ANGLE_RAD,
@@ -36,20 +30,6 @@ from .digits import (
     SCALE_RANGE,
     DigitsSplit,
 )
-
-
-def cpu_budget(reader: CgroupReader | None = None) -> int:
-    """Whole CPUs this process may keep busy: its affinity mask, capped by the cgroup CPU quota.
-
-    A quota of 1.5 CPUs counts as 1 (a second busy process would be throttled), never below 1.
-    ``reader`` reads another cgroup tree (tests); by default this process's own.
-    """
-    cpus = affinity_cpu_count()
-    quota = (reader or CgroupReader()).read().cpu_quota
-    if quota is not None:
-        cpus = min(cpus, math.floor(quota))
-    return max(1, cpus)
-
 
 #: Where DataLoader workers put the batches they hand over (only its free space is read).
 SHM = Path("/dev/shm")  # noqa: S108  # not a temporary file of ours

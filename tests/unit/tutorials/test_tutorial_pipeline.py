@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from jupyter_gpu.sampling.cgroup import CgroupReader, affinity_cpu_count
 from jupyter_gpu.tutorials.digits import (
     PIXEL_MEAN,
     PIXEL_STD,
@@ -30,30 +29,9 @@ from jupyter_gpu.tutorials.pipeline import (
     RawDigitBatches,
     Throughput,
     augment_on_device,
-    cpu_budget,
     resample,
     shm_workers,
 )
-
-
-def _cgroup_v2(tmp_path: Path, cpu_max: str) -> CgroupReader:
-    root = tmp_path / "cgroup"
-    (root / "ctr").mkdir(parents=True)
-    (root / "cgroup.controllers").write_text("cpu memory\n")
-    (root / "ctr" / "cpu.max").write_text(cpu_max + "\n")
-    proc = tmp_path / "proc_cgroup"
-    proc.write_text("0::/ctr\n")
-    return CgroupReader(root, proc)
-
-
-def test_cpu_budget_follows_the_quota_not_the_affinity_mask(tmp_path: Path) -> None:
-    # A container limited to 1.5 CPUs keeps one busy, whatever the host's affinity mask says.
-    assert cpu_budget(_cgroup_v2(tmp_path / "a", "150000 100000")) == 1
-    assert cpu_budget(_cgroup_v2(tmp_path / "b", "10000 100000")) == 1  # never below one
-    unlimited = cpu_budget(_cgroup_v2(tmp_path / "c", "max 100000"))
-    assert unlimited == affinity_cpu_count()
-    big = cpu_budget(_cgroup_v2(tmp_path / "d", f"{1000 * 100000} 100000"))
-    assert big == affinity_cpu_count()  # a quota above the mask does not add CPUs
 
 
 def test_shm_workers_counts_the_batches_that_fit(tmp_path: Path) -> None:
