@@ -124,7 +124,8 @@ def open_root(kind: CacheKind, path: str, configured: bool = False) -> tuple[int
     if _protected(path):
         raise CacheRefused("it is a top-level or home directory, not a cache")
     if not configured and not _named_as_torch_names_it(kind, path):
-        raise CacheRefused(f"its name is not the one torch gives a {kind} cache")
+        which = "an Inductor" if kind == "inductor" else "a Triton"
+        raise CacheRefused(f"its name is not the one torch gives {which} cache")
     if not FD_WALKS:
         raise CacheRefused("this platform cannot walk folders by file descriptor")
     try:
