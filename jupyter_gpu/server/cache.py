@@ -52,7 +52,7 @@ class CacheClearHandler(GpuApiHandler):
             )
         kind, path, _source, configured = match
         if seen.identity is None:  # the scan did not recognise it: say why, delete nothing
-            reason = seen.refusal or "it was not recognised as a cache by the last scan"
+            reason = seen.refusal or "it does not exist (nothing to clear)"
             raise web.HTTPError(409, f"Not clearing {path}: {reason}.")
         clear = functools.partial(clear_cache, kind, path, configured, expect=seen.identity)
         loop = asyncio.get_running_loop()
