@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from jupyter_gpu.distributed.result import load_result
 from jupyter_gpu.distributed.script import (
     LaunchSpec,
     rank_environment,
+    remove_run_dir,
     torchrun_args,
     write_run_dir,
 )
@@ -172,7 +172,7 @@ def launch(
         raise TorchrunError(diagnosis, run_dir, env, spec.backend)
     has_result, result = load_result(run_dir)
     if not keep_run_dir:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_run_dir(run_dir)
     return RunOutcome(spec.world_size, spec.nproc_per_node, elapsed, has_result, result)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -84,9 +86,15 @@ def torchrun_args(spec: LaunchSpec) -> list[str]:
     ]
 
 
+_RUN_DIR_PREFIX = "torchrun-"
+
+
 def write_run_dir(source: str, spec: LaunchSpec, *, cwd: str, base: str | None = None) -> Path:
-    """Create the run folder for ``source`` (a cell) and ``spec``; returns its path."""
-    run_dir = Path(tempfile.mkdtemp(prefix="torchrun-", dir=base))
+    """Create the run folder for ``source`` (a cell) and ``spec``; returns its path.
+
+    A fresh ``mkdtemp`` folder (mode 0700, this user's): :func:`remove_run_dir` removes it.
+    """
+    run_dir = Path(tempfile.mkdtemp(prefix=_RUN_DIR_PREFIX, dir=base))
     cell = run_dir / "cell.py"
     cell.write_text(source)
     config = {
@@ -104,6 +112,23 @@ def write_run_dir(source: str, spec: LaunchSpec, *, cwd: str, base: str | None =
         MAIN_TEMPLATE.format(command=command, path=path, config=str(run_dir / "run.json"))
     )
     return run_dir
+
+
+def remove_run_dir(run_dir: Path) -> None:
+    """Remove a run folder that :func:`write_run_dir` made, and nothing else.
+
+    The one deletion outside ``jupyter_gpu.compile_cache``: it removes only a real folder (not a
+    link) of this user, named as ``mkdtemp`` named it here; ``shutil.rmtree`` on Linux walks it
+    by file descriptors and removes links inside, never their targets.
+    """
+    try:
+        st = run_dir.lstat()
+    except FileNotFoundError:
+        return
+    owned = st.st_uid == os.geteuid() and run_dir.name.startswith(_RUN_DIR_PREFIX)
+    safe = shutil.rmtree.avoids_symlink_attacks  # noqa: TID251 (a check, not a deletion)
+    if stat.S_ISDIR(st.st_mode) and owned and safe:
+        shutil.rmtree(run_dir, ignore_errors=True)  # noqa: TID251 (our own mkdtemp folder: above)
 
 
 def rank_environment(spec: LaunchSpec, run_dir: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
+from jupyter_gpu.compile_cache import scan_caches
 from jupyter_gpu.sampling.attribution import (
     KernelMap,
     KernelRef,
@@ -21,7 +22,6 @@ from jupyter_gpu.sampling.attribution import (
     kernel_pids_of_server,
 )
 from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
-from jupyter_gpu.sampling.compile_cache import cache_dirs, scan_caches
 from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault, parse_faults
 from jupyter_gpu.sampling.history import Entry, History
@@ -76,13 +76,11 @@ __all__ = [
     "SamplerOptions",
     "SimulatedFault",
     "backend_from_env",
-    "cache_dirs",
     "freeze_kernel_map",
     "open_backend",
     "parse_faults",
     "plain_no_gpu",
     "read_once",
-    "scan_caches",
     "simulated_devices_from_env",
 ]
 

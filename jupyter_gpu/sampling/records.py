@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+# The compile caches' records live with the code that scans them; a Sample carries them (and
+# re-exports them, ``X as X``, for its readers).
+from jupyter_gpu.compile_cache.records import NOT_SCANNED as NOT_SCANNED
+from jupyter_gpu.compile_cache.records import CacheDirSample as CacheDirSample
+from jupyter_gpu.compile_cache.records import CompileCacheSample as CompileCacheSample
+
 BackendName = Literal["nvml", "simulated", "none"]
 DeviceState = Literal["ok", "lost", "error", "not_responding"]
 
@@ -229,73 +235,6 @@ class HostSample:
             "mem_total_bytes": self.mem_total_bytes,
             "mem_limit_source": self.mem_limit_source,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class CacheDirSample:
-    """One torch.compile cache directory on disk (a missing directory has size 0).
-
-    ``id`` is how a client names it (``POST compile-cache/clear``), never by path; ``source``
-    is ``"server"`` (the server's own environment) or ``"kernel"`` (a kernel's own
-    ``TORCHINDUCTOR_CACHE_DIR``/``TMPDIR``/``TRITON_CACHE_DIR``); ``clearable`` says whether
-    it validates as a cache that may be cleared, ``refusal`` why not; ``fs_*`` are the free and
-    total bytes of its filesystem.
-    """
-
-    kind: Literal["inductor", "triton"]
-    path: str
-    exists: bool
-    size_bytes: int
-    file_count: int
-    id: str = ""
-    source: Literal["server", "kernel"] = "server"
-    clearable: bool = False
-    refusal: str | None = None
-    fs_free_bytes: int | None = None
-    fs_total_bytes: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "path": self.path,
-            "exists": self.exists,
-            "size_bytes": self.size_bytes,
-            "file_count": self.file_count,
-            "id": self.id,
-            "source": self.source,
-            "clearable": self.clearable,
-            "refusal": self.refusal,
-            "fs_free_bytes": self.fs_free_bytes,
-            "fs_total_bytes": self.fs_total_bytes,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class CompileCacheSample:
-    """The torch.compile caches: totals (a directory inside another counts once) and each dir.
-
-    ``scanned_ts`` is when the last background scan finished (``None`` before the first one:
-    then the sizes are not known yet, not 0). ``low_space``: a cache's filesystem has less than
-    ``JupyterGpu.cache_min_free_pct`` free.
-    """
-
-    size_bytes: int
-    file_count: int
-    scanned_ts: float | None
-    dirs: tuple[CacheDirSample, ...] = ()
-    low_space: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "size_bytes": self.size_bytes,
-            "file_count": self.file_count,
-            "scanned_ts": self.scanned_ts,
-            "dirs": [d.to_dict() for d in self.dirs],
-            "low_space": self.low_space,
-        }
-
-
-NOT_SCANNED = CompileCacheSample(size_bytes=0, file_count=0, scanned_ts=None)
 
 
 @dataclass(frozen=True, slots=True)

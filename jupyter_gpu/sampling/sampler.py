@@ -29,17 +29,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
-from jupyter_gpu.sampling.backend import Backend
-from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.cache_admin import (
+from jupyter_gpu.compile_cache import (
+    CacheKind,
     CacheSource,
     kernel_cache_dirs,
     merge_sources,
     scan_sources,
     server_cache_dirs,
 )
-from jupyter_gpu.sampling.compile_cache import CacheKind
+from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
+from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.buckets import Buckets
 from jupyter_gpu.sampling.deadline import DeviceReader
 from jupyter_gpu.sampling.factory import open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault

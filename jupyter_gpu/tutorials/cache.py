@@ -4,17 +4,23 @@ Inductor writes its cache as many small files under one folder (``TORCHINDUCTOR_
 by default ``<tempdir>/torchinductor_<user>``): generated code, compiled graphs, and Triton's
 kernels under ``triton/``. Each *entry* is a folder that holds files (a Triton kernel, a cached
 graph) or a file at the top; removing a whole entry is a cache miss next time, never a broken
-entry, which is how :func:`bound_cache` trims. :func:`clear_cache` removes the whole folder, and
-refuses while a compile holds one of the cache's lock files.
+entry, which is how :func:`bound_cache` trims. :func:`clear_cache` removes the whole folder.
+
+Both delete through ``jupyter_gpu.compile_cache``, as the server's Clear button does: only a
+folder that holds nothing but what torch writes, never through a link, and not while a compile
+holds one of the cache's lock files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from jupyter_gpu.compile_cache import CacheRefused, CompileRunning, trim_cache
+from jupyter_gpu.compile_cache import clear_cache as _clear
 
 try:
     import fcntl
@@ -102,49 +108,46 @@ def compile_running(cache_dir: str | Path) -> bool:
     return False
 
 
-def _check_cache_dir(cache_dir: Path) -> None:
-    home = Path("~").expanduser().resolve()
-    resolved = cache_dir.resolve()
-    if resolved in (Path("/"), home) or len(resolved.parts) < 3:
-        raise ValueError(f"{cache_dir} does not look like a compile cache folder: refusing")
+def _through_the_package(cache_dir: Path, delete: Callable[[], int]) -> int:
+    """Run one deletion of the compile-cache package, in this module's exceptions."""
+    if not cache_dir.exists():
+        return 0
+    try:
+        return delete()
+    except CompileRunning:
+        raise RuntimeError(
+            f"a compile is running in {cache_dir}: try again when it is done"
+        ) from None
+    except CacheRefused as err:
+        raise ValueError(
+            f"{cache_dir} is not a compile cache folder ({err.reason}): refusing"
+        ) from None
 
 
 def bound_cache(cache_dir: str | Path, max_bytes: int) -> int:
     """Remove the oldest entries until the cache holds at most ``max_bytes``; bytes removed.
 
     Raises:
-        ValueError: ``cache_dir`` is ``/``, the home folder or another short path.
+        ValueError: ``cache_dir`` is ``/``, the home folder or another short path, or holds
+            something torch does not write (the message names it); nothing is removed then.
         RuntimeError: a compile is running (it holds a lock file in the cache).
     """
     root = Path(cache_dir)
-    _check_cache_dir(root)
-    if compile_running(root):
-        raise RuntimeError(f"a compile is running in {root}: try again when it is done")
-    found = entries(root)
-    total = sum(e.size_bytes for e in found)
-    removed = 0
-    for entry in found:
-        if total - removed <= max_bytes:
-            break
-        if entry.path.is_dir():
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            entry.path.unlink(missing_ok=True)
-        removed += entry.size_bytes
-    return removed
+    return _through_the_package(
+        root, lambda: trim_cache("inductor", str(root), max_bytes, configured=True).freed_bytes
+    )
 
 
 def clear_cache(cache_dir: str | Path) -> int:
     """Remove the whole cache folder (the next compile starts cold); bytes removed.
 
     Raises:
-        ValueError: ``cache_dir`` is ``/``, the home folder or another short path.
+        ValueError: ``cache_dir`` is ``/``, the home folder or another short path, or holds
+            something torch does not write (the message names it); nothing is removed then.
         RuntimeError: a compile is running (it holds a lock file in the cache).
     """
     root = Path(cache_dir)
-    _check_cache_dir(root)
-    if compile_running(root):
-        raise RuntimeError(f"a compile is running in {root}: try again when it is done")
-    size = cache_bytes(root)
-    shutil.rmtree(root, ignore_errors=True)
-    return size
+    return _through_the_package(
+        root,
+        lambda: _clear("inductor", str(root), configured=True, remove_root=True).freed_bytes,
+    )

@@ -34,7 +34,7 @@ def probe(
     """Compile the MLP and call it at each batch size, in this process; see the module."""
     import torch
 
-    from jupyter_gpu.sampling.compile_cache import inductor_cache_dir, scan_dir
+    from jupyter_gpu.compile_cache import inductor_cache_dir, scan_dir
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(

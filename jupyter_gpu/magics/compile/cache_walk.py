@@ -3,7 +3,7 @@
 ``%compile``'s reports say how many bytes a compile added to the on-disk caches. Walking the
 caches takes about a second for 100,000 files (benchmarks/compile_cache_walk.py), far too long
 for the end of every compiling cell, which used to walk them in full. Here one daemon thread
-walks them (``jupyter_gpu.sampling.scan_caches``, which never follows symlinks); the cell
+walks them (``jupyter_gpu.compile_cache.scan_caches``, which never follows symlinks); the cell
 waits for it only a few milliseconds (``WAIT_S``). A small cache is measured within that and
 the report shows the figure at once; a large one is measured after the cell, and the figure
 lands in the report object (``CompileReport.cache_bytes_added``) when the walk ends.
@@ -20,7 +20,7 @@ WAIT_S = 0.02
 
 def _scan() -> int | None:
     try:
-        from jupyter_gpu.sampling import scan_caches
+        from jupyter_gpu.compile_cache import scan_caches
 
         return int(scan_caches().size_bytes)
     except OSError:

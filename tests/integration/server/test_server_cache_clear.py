@@ -1,9 +1,18 @@
-"""``POST compile-cache/clear`` on a real server: ids only, validation, bytes freed, no escape."""
+"""``POST compile-cache/clear`` on a real server: ids only, only what torch wrote, no escape.
+
+The caches are copies of what this torch wrote when it compiled (``torch_caches``,
+tests/conftest.py); the refused ones are a user's project folder and a cache with a link in it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import os
+import re
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,32 +21,54 @@ import pytest
 import tornado.httpclient
 from traitlets.config import Config
 
+from jupyter_gpu.compile_cache import scan_dir
+from tests.compile_cache_reference import Reference
 from tests.integration.server.api_helpers import API, gpu_config, validate
 
 Fetch = Callable[..., Awaitable[Any]]
 Get = Callable[..., Awaitable[Any]]
 
+# A project folder a user set as TORCHINDUCTOR_CACHE_DIR (issue 19): names torch also uses.
+PROJECT = ("ab/figure.png", "xy/run.py", "cache/results.csv", "kernel/train.py", "cpp",
+           "notes.tmp.txt", "db/data.bin")  # fmt: skip
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def layout() -> str:
+    """What TORCHINDUCTOR_CACHE_DIR is: unset (torch's default cache), or ``"project"``."""
+    return "default"
+
 
 @pytest.fixture
 def caches(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    layout: str, torch_caches: Reference, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("caches")
-    inductor = root / "torchinductor_test"
-    (inductor / "fxgraph" / "ab").mkdir(parents=True)
-    (inductor / "fxgraph" / "ab" / "graph").write_bytes(b"g" * 4096)
-    (inductor / "xy").mkdir()
-    (inductor / "xy" / "cxy.py").write_bytes(b"p" * 1000)
-    outside = root / "precious"
+    """torch's default cache (a real one) under the server's TMPDIR, and a project folder."""
+    tmpdir = tmp_path / "tmp"
+    user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+    default = tmpdir / f"torchinductor_{user}"  # where this server looks: its TMPDIR's default
+    shutil.copytree(torch_caches.default, default, copy_function=os.link)  # the files torch wrote
+    outside = tmp_path / "precious"
     outside.mkdir()
     (outside / "data.bin").write_bytes(b"d" * 7777)
-    (inductor / "zz").symlink_to(outside, target_is_directory=True)  # an escape attempt
-    triton = root / "not_a_cache"
-    triton.mkdir()
-    (triton / "notes.txt").write_text("mine")
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(triton))
-    return {"inductor": inductor, "outside": outside, "triton": triton}
+    project = tmp_path / "project"
+    for rel in PROJECT:
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(f"the user's {rel}")
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    if layout == "project":
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(project))
+    else:
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "no-triton-cache"))
+    return {"inductor": default, "outside": outside, "project": project}
 
 
 @pytest.fixture
@@ -46,7 +77,7 @@ def jp_server_config(caches: dict[str, Path]) -> Config:
 
 
 async def _dirs(api_get: Get) -> dict[str, dict[str, Any]]:
-    for _ in range(100):
+    for _ in range(300):
         cc = (await api_get("snapshot"))["compile_cache"]
         if cc["scanned_ts"] is not None:
             return {d["kind"]: d for d in cc["dirs"]}
@@ -63,21 +94,21 @@ async def _post(jp_fetch: Fetch, body: Any) -> tuple[int, dict[str, Any]]:
     return response.code, json.loads(response.body)
 
 
-async def test_clear_by_id_frees_the_bytes_and_never_the_symlink_target(
+async def test_torchs_real_default_cache_is_listed_clearable_and_emptied(
     jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
 ) -> None:
-    dirs = await _dirs(api_get)
-    inductor = dirs["inductor"]
+    _, size, count = scan_dir(str(caches["inductor"]))
+    assert (caches["inductor"] / "precompiled_headers").is_dir()  # the 155 MB header of issue 19
+    inductor = (await _dirs(api_get))["inductor"]
     validate(inductor, "CacheDir")
-    assert inductor["clearable"]
-    assert inductor["size_bytes"] == 4096 + 1000
+    assert inductor["path"] == str(caches["inductor"])
+    assert (inductor["clearable"], inductor["refusal"]) == (True, None)
+    assert inductor["size_bytes"] == size
     assert inductor["fs_free_bytes"] > 0
     code, body = await _post(jp_fetch, {"id": inductor["id"]})
     assert code == 200, body
     validate(body, "CacheCleared")
-    assert body["freed_bytes"] == 4096 + 1000
-    assert body["files_removed"] == 2
-    assert (caches["outside"] / "data.bin").read_bytes() == b"d" * 7777
+    assert (body["freed_bytes"], body["files_removed"], body["failed"]) == (size, count, [])
     assert list(caches["inductor"].iterdir()) == []
     for _ in range(30):  # rescanned right after the clear: the next samples show it
         after = await _dirs(api_get)
@@ -87,7 +118,40 @@ async def test_clear_by_id_frees_the_bytes_and_never_the_symlink_target(
     assert after["inductor"]["size_bytes"] == 0
 
 
-async def test_paths_unknown_ids_and_non_caches_are_refused(
+@pytest.mark.parametrize("layout", ["project"])
+async def test_a_project_folder_as_the_cache_is_refused_and_kept(
+    jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
+) -> None:
+    before = _files(caches["project"])
+    inductor = (await _dirs(api_get))["inductor"]
+    assert inductor["path"] == str(caches["project"])
+    reason = "`ab/figure.png`: torch does not write this"
+    assert (inductor["clearable"], inductor["refusal"]) == (False, reason)
+    code, body = await _post(jp_fetch, {"id": inductor["id"]})
+    assert code == 409
+    assert body["message"] == f"Not clearing {caches['project']}: {reason}."
+    assert _files(caches["project"]) == before
+
+
+async def test_a_link_inside_refuses_the_cache_and_is_never_followed(
+    jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
+) -> None:
+    (caches["inductor"] / "locks" / "escape.lock").symlink_to(caches["outside"] / "data.bin")
+    for _ in range(50):  # the next scan (every second) sees the link
+        inductor = (await _dirs(api_get))["inductor"]
+        if not inductor["clearable"]:
+            break
+        await asyncio.sleep(0.1)
+    assert inductor["refusal"].startswith("`locks/escape.lock`: a symbolic link")
+    files = scan_dir(str(caches["inductor"]))[2]
+    code, body = await _post(jp_fetch, {"id": inductor["id"]})
+    assert code == 409
+    assert "`locks/escape.lock`: a symbolic link" in body["message"]
+    assert (caches["outside"] / "data.bin").read_bytes() == b"d" * 7777
+    assert scan_dir(str(caches["inductor"]))[2] == files
+
+
+async def test_paths_and_unknown_ids_are_refused(
     jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
 ) -> None:
     dirs = await _dirs(api_get)
@@ -98,13 +162,6 @@ async def test_paths_unknown_ids_and_non_caches_are_refused(
     assert code == 400
     code, _ = await _post(jp_fetch, {"id": "0123456789ab"})
     assert code == 404
-    triton = dirs["triton"]
-    assert not triton["clearable"]
-    assert "notes.txt" in triton["refusal"]
-    code, body = await _post(jp_fetch, {"id": triton["id"]})
-    assert code == 409
-    assert "notes.txt" in body["message"]
-    assert (caches["triton"] / "notes.txt").exists()
     assert (caches["outside"] / "data.bin").exists()
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.sampling import Sampler, SamplerOptions
-from jupyter_gpu.sampling.compile_cache import (
+from jupyter_gpu.compile_cache import (
     cache_dirs,
     inductor_cache_dir,
     scan_caches,
     scan_dir,
     triton_cache_dir,
 )
+from jupyter_gpu.sampling import Sampler, SamplerOptions
 
 FILES = 100_000
 

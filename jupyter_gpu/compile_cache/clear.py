@@ -1,0 +1,290 @@
+"""Clearing a torch.compile cache: the only code in the project that deletes files.
+
+It deletes only what ``recognise.walk`` saw and recognised as torch's, and only through file
+descriptors, so that what is deleted is what was checked:
+
+- the cache directory is opened once (``O_DIRECTORY | O_NOFOLLOW``) and, for the server, must be
+  the directory its last scan recognised (same ``st_dev``/``st_ino``);
+- the tree is walked and recognised through that descriptor; anything torch does not write
+  refuses the whole cache (``CacheRefused``) before anything is deleted;
+- each folder is opened again with ``dir_fd`` and ``O_NOFOLLOW`` and must still be the folder
+  the walk saw (device and inode): a folder or symlink swapped in is never entered, only
+  reported; files and folders are removed with ``unlink``/``rmdir`` by name in their parent's
+  descriptor, so no path is resolved twice;
+- a mount point inside is never crossed; files and folders of another owner are left; a file
+  replaced since the walk, or written after it, is left. All of these are listed in ``failed``.
+
+It refuses to start while a compile holds one of the cache's lock files (torch's ``FileLock``
+is an ``flock``). It is slow on a big cache: call it from a worker thread, never the event loop.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from jupyter_gpu.compile_cache.recognise import DIR_FLAGS, CacheRefused, Node, open_root, walk
+from jupyter_gpu.compile_cache.records import CacheKind
+from jupyter_gpu.compile_cache.shapes import FOLDERS
+
+if sys.platform != "win32":  # where nothing is recognised anyway (recognise.FD_WALKS)
+    import fcntl
+
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class CompileRunning(CacheRefused):
+    """A process holds one of the cache's lock files (a compile in progress): try again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClearResult:
+    """What a clear did: bytes and files removed, and what it left, each with why."""
+
+    freed_bytes: int
+    files_removed: int
+    failed: tuple[str, ...] = ()
+
+
+@dataclass
+class _Deleter:
+    """Removes nodes of a recognised tree, each only if it is still the one the walk saw."""
+
+    dev: int
+    uid: int = field(default_factory=os.geteuid)
+    freed_bytes: int = 0
+    files_removed: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def result(self) -> ClearResult:
+        return ClearResult(self.freed_bytes, self.files_removed, tuple(self.failed))
+
+    def leave(self, rel: str, why: str) -> bool:
+        self.failed.append(f"`{rel}`: {why}")
+        return False
+
+    def empty(self, fd: int, node: Node, rel: str) -> bool:
+        """Remove every child of ``node`` (open as ``fd``); whether all of them went."""
+        done = True
+        for child in node.children.values():
+            done = self.remove(fd, child, rel) and done
+        return done
+
+    def remove(self, parent: int, node: Node, rel: str) -> bool:
+        """Remove ``node`` from the folder open as ``parent``; whether it went."""
+        rel = f"{rel}{node.name}" + ("/" if node.folder is not None else "")
+        try:
+            st = os.stat(node.name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return True  # gone already (torch cleaning up): nothing to do
+        except OSError as err:
+            return self.leave(rel, f"cannot be read ({err.strerror})")
+        if (st.st_dev, st.st_ino) != node.identity:
+            return self.leave(rel, "replaced since it was checked: left alone")
+        if node.mount or st.st_dev != self.dev:
+            return self.leave(rel, "a mount point (another filesystem): not crossed")
+        if st.st_uid != self.uid:
+            return self.leave(rel, f"owned by uid {st.st_uid}, not this server's user: left")
+        if node.folder is None:
+            try:
+                os.unlink(node.name, dir_fd=parent)  # removes the name; never follows a link
+            except FileNotFoundError:
+                return True
+            except OSError as err:
+                return self.leave(rel, err.strerror or "cannot be removed")
+            self.freed_bytes += node.size_bytes
+            self.files_removed += 1
+            return True
+        try:
+            fd = os.open(node.name, DIR_FLAGS, dir_fd=parent)
+        except OSError:  # ENOTDIR, ELOOP: swapped for a link or a file since the check
+            return self.leave(rel, "replaced since it was checked: not followed")
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != node.identity:
+                return self.leave(rel, "replaced since it was checked: not followed")
+            done = self.empty(fd, node, rel)
+        finally:
+            os.close(fd)
+        if not done:
+            return False  # what was left is listed already
+        try:
+            os.rmdir(node.name, dir_fd=parent)
+        except FileNotFoundError:
+            return True
+        except OSError as err:
+            if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return self.leave(rel, "files were written into it after the check: left")
+            return self.leave(rel, err.strerror or "cannot be removed")
+        return True
+
+
+def _lock_held(fd: int, node: Node, rel: str) -> str | None:
+    """The first lock file under ``node`` that a process holds (a compile in progress)."""
+    if sys.platform == "win32":
+        return None
+    for child in node.children.values():
+        if child.folder is None:
+            if not child.name.endswith(".lock"):
+                continue
+            try:
+                lock = os.open(child.name, _FILE_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return f"{rel}{child.name}"
+            except OSError:
+                continue
+            finally:
+                os.close(lock)
+        elif not child.mount and any(f.name.endswith(".lock") for f in child.files()):
+            try:
+                sub = os.open(child.name, DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                held = _lock_held(sub, child, f"{rel}{child.name}/")
+            finally:
+                os.close(sub)
+            if held is not None:
+                return held
+    return None
+
+
+def _checked(
+    kind: CacheKind, path: str, configured: bool, expect: tuple[int, int] | None
+) -> tuple[int, Node]:
+    """Open, check and walk a cache (the caller closes the descriptor)."""
+    fd, st = open_root(kind, path, configured)
+    try:
+        if expect is not None and (st.st_dev, st.st_ino) != expect:
+            raise CacheRefused("it was replaced since the last scan: wait for the next scan")
+        tree = walk(fd, kind)
+        held = _lock_held(fd, tree, "")
+        if held is not None:
+            raise CompileRunning(
+                f"a compile is running (a process holds `{held}`): try again when it is done"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, tree
+
+
+def clear_cache(
+    kind: CacheKind,
+    path: str,
+    configured: bool = False,
+    *,
+    expect: tuple[int, int] | None = None,
+    remove_root: bool = False,
+) -> ClearResult:
+    """Delete everything inside a recognised cache directory (the directory itself stays).
+
+    Args:
+        kind: ``"inductor"`` or ``"triton"``.
+        path: the cache directory.
+        configured: an environment variable chose ``path`` (torch's name for it not needed).
+        expect: ``(st_dev, st_ino)`` the directory must have (the scan that recognised it).
+        remove_root: also remove the directory itself once it is empty.
+
+    Raises:
+        CacheRefused: the directory is not a cache, or holds something torch does not write
+            (nothing is deleted then); its ``reason`` says what was found.
+    """
+    fd, tree = _checked(kind, path, configured, expect)
+    deleter = _Deleter(tree.dev)
+    try:
+        emptied = deleter.empty(fd, tree, "")
+    finally:
+        os.close(fd)
+    if remove_root and emptied:
+        _remove_root(path, tree, deleter)
+    return deleter.result()
+
+
+def _remove_root(path: str, tree: Node, deleter: _Deleter) -> None:
+    parent_path, name = os.path.split(os.path.normpath(path))
+    parent = os.open(parent_path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        deleter.remove(parent, Node(name, tree.folder, *tree.identity, tree.uid, 0, 0.0), "")
+    finally:
+        os.close(parent)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    chain: tuple[Node, ...]  # from a child of the root down to the entry
+    size_bytes: int
+    newest_mtime: float
+
+
+def _entries(node: Node, chain: tuple[Node, ...] = ()) -> Iterator[_Entry]:
+    """The units a trim removes whole (``shapes.Folder.entry``/``file_entries``), lock files not."""
+    assert node.folder is not None
+    for child in node.children.values():
+        here = (*chain, child)
+        if child.folder is None:
+            if FOLDERS[node.folder].file_entries and not child.name.endswith(".lock"):
+                yield _Entry(here, child.size_bytes, child.mtime)
+        elif child.mount:
+            continue
+        elif FOLDERS[child.folder].entry:
+            files = list(child.files())
+            newest = max((f.mtime for f in files), default=child.mtime)
+            yield _Entry(here, sum(f.size_bytes for f in files), newest)
+        else:
+            yield from _entries(child, here)
+
+
+def trim_cache(kind: CacheKind, path: str, max_bytes: int, configured: bool = False) -> ClearResult:
+    """Remove whole entries (a kernel, a cached graph), oldest first, until at most ``max_bytes``.
+
+    An entry's age is its newest file's. The next compile that needs a removed entry misses and
+    rebuilds it; no entry is left half removed.
+
+    Raises:
+        CacheRefused: as ``clear_cache`` (nothing is deleted then).
+    """
+    fd, tree = _checked(kind, path, configured, None)
+    deleter = _Deleter(tree.dev)
+    try:
+        total = sum(f.size_bytes for f in tree.files())
+        for entry in sorted(_entries(tree), key=lambda e: e.newest_mtime):
+            if total - deleter.freed_bytes <= max_bytes:
+                break
+            _remove_entry(fd, entry.chain, deleter)
+    finally:
+        os.close(fd)
+    return deleter.result()
+
+
+def _remove_entry(root: int, chain: tuple[Node, ...], deleter: _Deleter) -> None:
+    """Open the entry's folders from the root down (each checked), then remove the entry."""
+    fds: list[int] = []
+    rel = ""
+    try:
+        parent = root
+        for node in chain[:-1]:
+            rel = f"{rel}{node.name}/"
+            try:
+                sub = os.open(node.name, DIR_FLAGS, dir_fd=parent)
+            except OSError:
+                deleter.leave(rel, "replaced since it was checked: not followed")
+                return
+            fds.append(sub)
+            st = os.fstat(sub)
+            if (st.st_dev, st.st_ino) != node.identity:
+                deleter.leave(rel, "replaced since it was checked: not followed")
+                return
+            parent = sub
+        deleter.remove(parent, chain[-1], rel)
+    finally:
+        for sub in reversed(fds):
+            os.close(sub)

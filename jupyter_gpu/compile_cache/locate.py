@@ -1,0 +1,121 @@
+r"""Where the torch.compile caches are: the server's own, and each kernel's.
+
+The locations are resolved the way torch and Triton resolve them, without importing either:
+
+- Inductor: ``$TORCHINDUCTOR_CACHE_DIR`` (made absolute), else
+  ``<tempdir>/torchinductor_<user>`` where the user name has ``\\/:*?"<>|`` replaced by ``_``
+  (``uid_<uid>`` if there is no user name); as ``torch/_inductor/runtime/cache_dir_utils.py``.
+- Triton: ``$TRITON_CACHE_DIR``, else ``$TRITON_HOME/.triton/cache`` with ``$TRITON_HOME``
+  defaulting to the home directory; as ``triton/knobs.py``. (Kernels that Inductor compiles with
+  Triton go under the Inductor directory unless ``$TRITON_CACHE_DIR`` is set.)
+
+Kernels can have their own cache directories: a notebook started with its own
+``TORCHINDUCTOR_CACHE_DIR``, ``TMPDIR`` or ``TRITON_CACHE_DIR`` (a kernel spec's ``env``, or a
+launcher) compiles into them. ``kernel_cache_dirs`` reads each local kernel's environment
+(``/proc/<pid>/environ`` through psutil: same user only) and resolves them as torch does.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import psutil
+
+from jupyter_gpu.compile_cache.records import CacheKind
+
+CacheSource = tuple[CacheKind, str, str, bool]
+"""``(kind, path, source, configured)``: ``source`` is ``"server"`` or ``"kernel"``;
+``configured``: the path came from an environment variable rather than torch's default."""
+
+_UNSAFE_IN_USERNAME = re.compile(r'[\\/:*?"<>|]')
+_ENV_KEYS = ("TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "TRITON_CACHE_DIR", "TRITON_HOME", "HOME", "USER")
+
+
+def inductor_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where torch.compile (Inductor) keeps its cache, as torch resolves it."""
+    env = os.environ if environ is None else environ
+    configured = env.get("TORCHINDUCTOR_CACHE_DIR")
+    if configured is not None:
+        # abspath, as torch: it normalises ".." without resolving symlinks (Path.resolve would).
+        return os.path.abspath(configured)  # noqa: PTH100 (abspath on purpose: see above)
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):  # no passwd entry (e.g. a container uid)
+        getuid = getattr(os, "getuid", None)
+        user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
+    sanitized = _UNSAFE_IN_USERNAME.sub("_", user)
+    return str(Path(tempfile.gettempdir()) / f"torchinductor_{sanitized}")
+
+
+def triton_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where Triton keeps compiled kernels when run by itself, as Triton resolves it."""
+    env = os.environ if environ is None else environ
+    configured = env.get("TRITON_CACHE_DIR")
+    if configured is not None:
+        return configured
+    home = env.get("TRITON_HOME", str(Path("~").expanduser()))
+    return str(Path(home) / ".triton" / "cache")
+
+
+def cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[tuple[CacheKind, str], ...]:
+    """The cache directories to watch, in a fixed order (Inductor, then Triton)."""
+    return (("inductor", inductor_cache_dir(environ)), ("triton", triton_cache_dir(environ)))
+
+
+def cache_id(kind: str, path: str) -> str:
+    """The stable id a client names a cache by (never its path): 12 hex digits."""
+    return hashlib.sha256(f"{kind}\0{os.path.normpath(path)}".encode()).hexdigest()[:12]
+
+
+def _configured(kind: CacheKind, environ: Mapping[str, str]) -> bool:
+    key = "TORCHINDUCTOR_CACHE_DIR" if kind == "inductor" else "TRITON_CACHE_DIR"
+    return key in environ
+
+
+def _resolved(environ: Mapping[str, str]) -> tuple[tuple[CacheKind, str], ...]:
+    """``cache_dirs`` for another process's environment (its TMPDIR and user, not ours)."""
+    dirs = list(cache_dirs(environ))
+    if "TORCHINDUCTOR_CACHE_DIR" not in environ and "TMPDIR" in environ:
+        user = environ.get("USER") or Path(dirs[0][1]).name.removeprefix("torchinductor_")
+        safe = _UNSAFE_IN_USERNAME.sub("_", user)
+        dirs[0] = ("inductor", str(Path(environ["TMPDIR"]) / f"torchinductor_{safe}"))
+    return tuple(dirs)
+
+
+def server_cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[CacheSource, ...]:
+    """This server's own caches, resolved from its environment."""
+    env = os.environ if environ is None else environ
+    return tuple((kind, path, "server", _configured(kind, env)) for kind, path in cache_dirs(env))
+
+
+def kernel_cache_dirs(pids: Iterable[int]) -> tuple[CacheSource, ...]:
+    """The caches the kernels with these pids use, from their environments (unreadable: skipped)."""
+    out: list[CacheSource] = []
+    for pid in pids:
+        try:
+            environ = psutil.Process(pid).environ()
+        except (psutil.Error, OSError):  # gone, another user's, or no /proc
+            continue
+        env = {k: v for k, v in environ.items() if k in _ENV_KEYS}
+        for kind, path in _resolved(env):
+            out.append((kind, path, "kernel", _configured(kind, env)))
+    return tuple(out)
+
+
+def merge_sources(*groups: Iterable[CacheSource]) -> tuple[CacheSource, ...]:
+    """One entry per (kind, path), the first seen winning (the server's before the kernels')."""
+    seen: dict[tuple[str, str], CacheSource] = {}
+    for group in groups:
+        for kind, path, source, configured in group:
+            key = (kind, os.path.normpath(path))
+            if key not in seen:
+                seen[key] = (kind, path, source, configured)
+            elif configured and not seen[key][3]:
+                seen[key] = (kind, seen[key][1], seen[key][2], True)
+    return tuple(seen.values())

@@ -1,0 +1,111 @@
+"""Which caches there are (the server's and kernels'), their ids, what a scan says of each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpu.compile_cache import (
+    cache_id,
+    kernel_cache_dirs,
+    merge_sources,
+    refusal,
+    scan_sources,
+)
+
+
+def _small_cache(root: Path) -> tuple[Path, int]:
+    """A cache of torch's shapes (the shapes themselves are checked against real compiles)."""
+    cache = root / "cachebox" / "torchinductor_me"
+    key = "c" + "a" * 51
+    (cache / "aa").mkdir(parents=True)
+    (cache / "locks").mkdir()
+    (cache / "aa" / f"{key}.py").write_bytes(b"p" * 1000)
+    (cache / "locks" / f"{key}.lock").write_bytes(b"")
+    return cache, 1000
+
+
+def test_location_checks_come_first(tmp_path: Path) -> None:
+    odd = tmp_path / "box" / "mycache"
+    (odd / "fxgraph").mkdir(parents=True)
+    assert "name" in (refusal("inductor", str(odd))[0] or "")
+    assert refusal("inductor", str(odd), configured=True) == (
+        None,
+        (odd.stat().st_dev, odd.stat().st_ino),
+    )
+    assert "top-level" in (refusal("inductor", "/tmp", configured=True)[0] or "")
+    assert "home" in (refusal("inductor", str(Path.home()), configured=True)[0] or "")
+    assert "does not exist" in (refusal("inductor", str(tmp_path / "gone"))[0] or "")
+    link = tmp_path / "torchinductor_link"
+    link.symlink_to(odd, target_is_directory=True)
+    assert "symlink" in (refusal("inductor", str(link))[0] or "")
+
+
+def test_scan_sources_gives_ids_refusals_identity_and_free_space(tmp_path: Path) -> None:
+    cache, size = _small_cache(tmp_path)
+    other = tmp_path / "other" / "torchinductor_you"
+    (other / "db").mkdir(parents=True)
+    (other / "db" / "data.bin").write_bytes(b"d")
+    sample = scan_sources(
+        (
+            ("inductor", str(cache), "server", False),
+            ("triton", str(tmp_path / "t"), "kernel", True),
+            ("inductor", str(other), "kernel", False),
+        ),
+        min_free_pct=0.0,
+    )
+    d0, d1, d2 = sample.dirs
+    assert d0.id == cache_id("inductor", str(cache))
+    assert (d0.size_bytes, d0.clearable, d0.refusal) == (size, True, None)
+    assert d0.identity == (cache.stat().st_dev, cache.stat().st_ino)
+    assert "identity" not in d0.to_dict()  # internal: the clear route checks it
+    assert d0.fs_free_bytes is not None
+    assert d0.fs_total_bytes is not None
+    assert d0.fs_total_bytes >= d0.fs_free_bytes > 0
+    assert (d1.exists, d1.clearable, d1.source, d1.identity) == (False, False, "kernel", None)
+    assert (d2.clearable, d2.refusal, d2.identity) == (
+        False,
+        "`db/data.bin`: torch does not write this",
+        None,
+    )
+    assert not sample.low_space
+    assert scan_sources((("inductor", str(cache), "server", False),), min_free_pct=100.0).low_space
+
+
+def test_kernels_own_cache_dirs_are_found_from_their_environment(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "kernel_cache"),
+        "TRITON_CACHE_DIR": str(tmp_path / "kernel_triton"),
+    }
+    other = {**os.environ, "TMPDIR": str(tmp_path / "ktmp"), "USER": "student"}
+    other.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=e)
+        for e in (env, other)
+    ]
+    try:
+        time.sleep(0.2)
+        found = kernel_cache_dirs([p.pid for p in procs])
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert ("inductor", str(tmp_path / "kernel_cache"), "kernel", True) in found
+    assert ("triton", str(tmp_path / "kernel_triton"), "kernel", True) in found
+    assert ("inductor", str(tmp_path / "ktmp" / "torchinductor_student"), "kernel", False) in found
+    assert kernel_cache_dirs([2**22 + 12345]) == ()  # no such process: skipped
+    merged = merge_sources((("inductor", str(tmp_path / "kernel_cache"), "server", False),), found)
+    assert merged[0] == ("inductor", str(tmp_path / "kernel_cache"), "server", True)
+
+
+@pytest.mark.parametrize("kind", ["inductor", "triton"])
+def test_an_empty_cache_is_clearable(tmp_path: Path, kind: str) -> None:
+    empty = tmp_path / "box" / "empty"
+    empty.mkdir(parents=True)
+    assert refusal(kind, str(empty), configured=True)[0] is None  # type: ignore[arg-type]
