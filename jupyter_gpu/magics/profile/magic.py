@@ -15,12 +15,16 @@ from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
     argument,
+    lookup,
     magic_arguments,
+    non_negative_int,
     parse,
     positive_int,
+    type_name,
 )
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.render import (
     Cell,
     Table,
@@ -33,6 +37,7 @@ from jupyter_gpu.magics.common.render import (
     timeline_figure,
     timeline_svg,
 )
+from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
 from .analysis import Analysis, RangeRow, analyse
@@ -61,6 +66,10 @@ SORT_KEYS = {
 }
 
 
+#: What a kernel row shows in the CPU columns: the GPU ran it, it has no CPU time.
+NO_CPU_TIME = "\u2014"
+
+
 @dataclass
 class ProfileResult:
     """What ``%%profile -o`` returns (seconds, bytes). ``profiler`` is torch's own object."""
@@ -82,6 +91,10 @@ class ProfileResult:
     sync_places: dict[str, int] = field(default_factory=dict)
     #: GPU idle seconds by cause: host, kernels (between kernels), copies, other.
     idle_s: dict[str, float] = field(default_factory=dict)
+    #: With ``--warmup N``: what was put back after the warm-up runs.
+    warmup: Restored | None = None
+    #: The cell's own warnings during the warm-up runs, each once, in the magic's words.
+    warmup_warnings: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
@@ -108,7 +121,7 @@ def _export_trace(prof: Any, path: str) -> str | None:
 
 
 #: Options of %profile that take a value (the statement starts after the options).
-_VALUED = ("--sort", "--row-limit", "--trace")
+_VALUED = ("--sort", "--row-limit", "--trace", "--warmup", "--model", "--optimizer")
 
 
 def split_statement(line: str) -> tuple[str, str]:
@@ -148,6 +161,20 @@ class ProfileMagics(ShellMagics):
     @argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace to FILE")
     @argument("--memory", action="store_true", help="record allocations (memory columns)")
     @argument("--stack", action="store_true", help="record Python stacks (calling source line)")
+    @argument(
+        "--warmup",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="run the code N times first, put back what they changed, then profile (0)",
+    )
+    @argument("--model", metavar="NAME", help="--warmup: the model the code trains (put back)")
+    @argument("--optimizer", metavar="NAME", help="--warmup: the optimizer it steps (put back)")
+    @argument(
+        "--allow-side-effects",
+        action="store_true",
+        help="--warmup: run even if what the code changes cannot all be put back",
+    )
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @needs_local_scope
@@ -164,8 +191,12 @@ class ProfileMagics(ShellMagics):
         or print of a CUDA tensor do) with the lines that made them; a timeline of CPU ops and
         GPU kernels; the fraction of the time the GPU was idle, split as Holistic Trace
         Analysis does (waiting on the host, between kernels, on copies); and one or two hints.
-        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). The profiler
-        stops even if the code raises.
+        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). --warmup N
+        runs the code N times before the profiled run (first-call costs, a compile) and puts
+        back what they changed (the model and optimizer named with --model/--optimizer, the
+        tensors the code uses, the RNG), so the cell's effect is that of one run; code whose
+        changes cannot be put back is refused before it runs (or --allow-side-effects). The
+        profiler stops even if the code raises.
         """
         first_line = 2  # a %%profile cell's body starts under its magic line
         if cell is None:
@@ -187,6 +218,7 @@ class ProfileMagics(ShellMagics):
                 "torch.profiler.profile block): stop it first, then run this cell again."
             )
         code = CellCode(self.shell, cell, first_line=first_line)
+        warmup, warmup_warnings = self._warm_up(args, code, local_ns, torch)
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -252,6 +284,8 @@ class ProfileMagics(ShellMagics):
             sync_count=analysis.syncs.count,
             sync_places=dict(analysis.syncs.places),
             idle_s=analysis.idle_s,
+            warmup=warmup,
+            warmup_warnings=warmup_warnings,
         )
         if not args.quiet:
             self._show(result, analysis, cuda=cuda, args=args)
@@ -259,6 +293,55 @@ class ProfileMagics(ShellMagics):
             text = f"--trace {args.trace}: the trace was not written ({trace_problem})."
             publish(text, html_block([html_note(text, warn=True)]))
         return result if args.output else value
+
+    # -------------------------------------------------------------------------- warm-up
+
+    def _warm_up(
+        self, args: argparse.Namespace, code: CellCode, local_ns: Any, torch: Any
+    ) -> tuple[Restored | None, list[str]]:
+        """Run the code ``--warmup`` times, then put back what it changed (the one helper).
+
+        Raises:
+            UsageError: --model/--optimizer/--allow-side-effects without --warmup, names that
+                are not a model or an optimizer, or code whose changes cannot all be put back.
+        """
+        if not args.warmup:
+            if args.model or args.optimizer or args.allow_side_effects:
+                raise UsageError(
+                    "--model, --optimizer and --allow-side-effects go with --warmup N, e.g. "
+                    "%%profile --warmup 2 --model model --optimizer opt."
+                )
+            return None, []
+        models, optimizers = {}, {}
+        if args.model:
+            model = lookup(self.shell.user_ns, args.model, "--model")
+            if not isinstance(model, torch.nn.Module):
+                raise UsageError(f"--model {args.model} is a {type_name(model)}, not a model.")
+            models[args.model] = model
+        if args.optimizer:
+            opt = lookup(self.shell.user_ns, args.optimizer, "--optimizer")
+            if not isinstance(opt, torch.optim.Optimizer):
+                raise UsageError(
+                    f"--optimizer {args.optimizer} is a {type_name(opt)}, not an optimizer."
+                )
+            optimizers[args.optimizer] = opt
+        runs = RepeatedRuns(
+            self.shell,
+            code.codes,
+            what=f"%%profile --warmup {args.warmup}",
+            named=Named(models, optimizers),
+            allow_side_effects=args.allow_side_effects,
+            expected_runs=f"{args.warmup} time(s) before the profiled run",
+        )
+        run = runs.call(lambda: code.run(local_ns))
+        try:
+            with runs.recording():
+                for _ in range(args.warmup):
+                    run()
+                synchronize()
+        finally:
+            restored = runs.finish()
+        return restored, runs.warning_notes()
 
     # -------------------------------------------------------------------------- checks
 
@@ -355,12 +438,14 @@ class ProfileMagics(ShellMagics):
             + ("; the ops that launched them: --sort self_cpu" if kernels_only else ""),
         )
         for row in rows[: args.row_limit]:
-            cells: list[Cell | str] = [
-                row.name[:80],
-                Cell(str(row.calls), row.calls),
-                Cell(fmt_seconds(row.self_cpu_s), row.self_cpu_s),
-                Cell(fmt_seconds(row.cpu_s), row.cpu_s),
-            ]
+            cells: list[Cell | str] = [row.name[:80], Cell(str(row.calls), row.calls)]
+            if row.on_gpu:  # a kernel or a copy: the GPU ran it, it has no CPU time
+                cells += [Cell(NO_CPU_TIME, None), Cell(NO_CPU_TIME, None)]
+            else:
+                cells += [
+                    Cell(fmt_seconds(row.self_cpu_s), row.self_cpu_s),
+                    Cell(fmt_seconds(row.cpu_s), row.cpu_s),
+                ]
             if cuda:
                 cells += [
                     Cell(fmt_seconds(row.self_gpu_s), row.self_gpu_s),
@@ -395,6 +480,9 @@ class ProfileMagics(ShellMagics):
                 "this profile, so 'called from' is empty."
             )
         notes += [f"Hint: {h}" for h in r.hints]
+        notes += [f"Note: {w}" for w in r.warmup_warnings]
+        if r.warmup is not None:
+            notes.append(f"Warm-up ({args.warmup} run(s) before the profiled one): {r.warmup.line}")
         if r.trace_file:
             notes.append(
                 f"Trace written to {r.trace_file} (open in ui.perfetto.dev or chrome://tracing)."
@@ -407,7 +495,7 @@ class ProfileMagics(ShellMagics):
             html_block(
                 [
                     *(t.html() for t in tables),
-                    *(html_note(n, warn=n.startswith("Hint")) for n in notes),
+                    *(html_note(n, warn=n.startswith(("Hint", "Note"))) for n in notes),
                 ]
             ),
         )
