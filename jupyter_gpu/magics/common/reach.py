@@ -166,6 +166,8 @@ class Reached:
     bindings: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: Closure cells the code writes: their contents put back.
     cells: list[Any] = field(default_factory=list)
+    #: Library objects whose attributes are their whole state (a GradScaler): put back.
+    stateful: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -189,6 +191,10 @@ class _Walker:
         self.named_modules: dict[int, str] = {}
         self.named_tensors: set[int] = set()
         self.named_optimizers = {id(o): n for n, o in named.optimizers.items()}
+        #: Objects it cannot look into, by id: (label, object, loads, data-attribute reads).
+        #: One the code only reads data attributes of (``cfg.lr``, ``corpus.train``) is no
+        #: problem; one it passes on or calls a method of is.
+        self.opaque: dict[int, list[Any]] = {}
         self._index_named()
 
     # ------------------------------------------------------------------ named state
@@ -256,7 +262,8 @@ class _Walker:
                     self.builtin(name, code, line)
                 elif name in ns:
                     current = (prefix + name, ns[name])
-                    self.value(ns[name], prefix + name, depth + 1)
+                    self.value(ns[name], prefix + name, depth + 1, loaded=True)
+                    self.count_load(ns[name])
 
             elif op in _GLOBAL_STORES and isinstance(name, str):
                 if all(b is not ns or n != name for b, n in self.out.bindings):
@@ -276,8 +283,9 @@ class _Walker:
                 except ValueError:  # an empty cell: nothing held yet
                     value = None
                 else:
-                    current = (name, value)
-                    self.value(value, f"{code.co_name}'s {name}", depth + 1)
+                    current = (f"{code.co_name}'s {name}", value)
+                    self.value(value, f"{code.co_name}'s {name}", depth + 1, loaded=True)
+                    self.count_load(value)
             elif (
                 op in _DEREF_STORES
                 and isinstance(name, str)
@@ -317,12 +325,31 @@ class _Walker:
         if loaded is None:
             return None
         label, obj = loaded
+        entry = self.opaque.get(id(obj))
+        if entry is not None and entry[1] is obj:
+            attr = _data_attribute(obj, name)
+            if attr is not _NO_ATTRIBUTE:
+                entry[3] += 1  # a read of plain data: the value is judged on its own
+                self.value(attr, f"{label}.{name}", depth + 1)
+                return (f"{label}.{name}", attr)
+            return None
         if isinstance(obj, types.ModuleType) and not _library_module(obj):
             value = obj.__dict__.get(name)
             if value is not None:
                 self.value(value, f"{label}.{name}", depth + 1)
                 return (f"{label}.{name}", value)
         return None
+
+    def count_load(self, v: Any) -> None:
+        entry = self.opaque.get(id(v))
+        if entry is not None and entry[1] is v:
+            entry[2] += 1
+
+    def opaque_problems(self) -> None:
+        """The objects the code did more with than read data attributes."""
+        for label, obj, loads, reads in self.opaque.values():
+            if loads == 0 or loads > reads:
+                self.problem(label, f"a {type(obj).__name__}, which it cannot look into")
 
     def builtin(self, name: str, code: types.CodeType, line: int | None) -> None:
         self.problem("", f"{_BUILTIN_PROBLEMS[name]} ({self.where(code, line)})")
@@ -348,7 +375,8 @@ class _Walker:
             return
         self.code(code, fn.__globals__, cells, owner, depth)
 
-    def value(self, v: Any, label: str, depth: int = 0) -> None:  # one sorting table
+    def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
+        """Sort one object the code reaches (``loaded``: by a name the code loads)."""
         if isinstance(v, (_IMMUTABLE, types.ModuleType)):
             return
         if id(v) in self.seen or depth > _MAX_DEPTH:
@@ -414,6 +442,9 @@ class _Walker:
             return
         if torch is not None and isinstance(v, _read_only_torch_types(torch)):
             return
+        if loaded and hasattr(v, "__dict__"):
+            self.opaque[id(v)] = [label, v, 0, 0]  # judged by how the code uses it (the end)
+            return
         self.problem(label, f"a {type(v).__name__}, which it cannot look into")
 
     def torch_value(self, v: Any, label: str, depth: int, torch: Any) -> bool:
@@ -434,6 +465,9 @@ class _Walker:
             return True
         if isinstance(v, torch.Generator):
             self.out.generators[label] = v
+            return True
+        if isinstance(v, torch.amp.GradScaler):  # its attributes are all its state
+            self.out.stateful[label] = v
             return True
         return False
 
@@ -561,6 +595,17 @@ def _read_only_torch_types(torch: Any) -> tuple[type, ...]:
     return tuple(found)
 
 
+_NO_ATTRIBUTE = object()
+
+
+def _data_attribute(obj: Any, name: str) -> Any:
+    """``obj.name`` if it is plain data held in the object's ``__dict__``, else a marker."""
+    attr = vars(obj).get(name, _NO_ATTRIBUTE)
+    if attr is _NO_ATTRIBUTE or callable(attr):
+        return _NO_ATTRIBUTE
+    return attr
+
+
 def _class_function(cls: type, name: str) -> types.FunctionType | None:
     """``cls.name`` where the user's own class (not a library base) defines it."""
     for klass in cls.__mro__:
@@ -619,4 +664,5 @@ def reach(
                 walker.value(hook, f"a global module hook {i}", 1)
     for code in codes:
         walker.code(code, namespace, {})
+    walker.opaque_problems()
     return walker.out

@@ -87,13 +87,27 @@ class UserWarnings:
         return bool(found)
 
     def notes(self, what: str) -> list[str]:
-        """One sentence per distinct warning, in the order they first came."""
+        """One sentence per distinct warning, in the order they first came.
+
+        A warning the extension knows (common/quiet.py: TF32 off, a FakeTensor's data
+        pointer...) gets its note, once per kernel as everywhere else; any other is quoted,
+        with how often it came and where from.
+        """
+        from .quiet import ACTIVE
+
         out = []
         for (message, category), (w, count) in self.seen.items():
+            known = ACTIVE[-1].note_for(message) if ACTIVE else None
+            if known is not None:
+                key, note = known
+                if key not in ACTIVE[-1].shown:
+                    ACTIVE[-1].shown.add(key)
+                    out.append(note)
+                continue
             first = message.strip().splitlines()[0][:300] if message.strip() else category.__name__
             times = f" ({count:,} times)" if count > 1 else ""
             where = f"{str(w.filename).rsplit('/', 1)[-1]}:{w.lineno}"
-            out.append(f"{what} warned{times}: {first} ({category.__name__} at {where})")
+            out.append(f"{what} warned{times}: {first} (from {where})")
         return out
 
 
@@ -186,6 +200,7 @@ class RepeatedRuns:
         names += list(r.tensors)
         names += list(r.containers)
         names += list(r.generators)
+        names += list(r.stateful)
         names += [name for _, name in r.bindings if name not in names]
         if r.cells:
             names.append(f"{len(r.cells)} closure variable(s)")

@@ -251,8 +251,13 @@ class SavedState:
                 content = dict(vars(c))
             self.containers.append((label, c, content))
         self.generators = [(label, g, _generator_state(g)) for label, g in r.generators.items()]
+        self.stateful = [(obj, self._attributes(obj)) for obj in r.stateful.values()]
         self.bindings = [(ns, name, ns.get(name, _MISSING)) for ns, name in r.bindings]
         self.cells = [(cell, _cell_contents(cell)) for cell in r.cells]
+
+    def _attributes(self, obj: Any) -> dict[str, Any]:
+        """A deep copy of an object's attributes (tensors cloned), to set back as they were."""
+        return {k: self._value(v) for k, v in vars(obj).items()}
 
     def _save_rng(self) -> dict[str, Any]:
         torch = self.torch
@@ -310,6 +315,20 @@ class SavedState:
                 vars(c).update(content)
         for _label, g, state in self.generators:
             _set_generator_state(g, state)
+        for obj, attributes in self.stateful:
+            live = vars(obj)
+            for key in [k for k in live if k not in attributes]:
+                del live[key]
+            for key, value in attributes.items():
+                current = live.get(key)
+                if (
+                    isinstance(value, self.torch.Tensor)
+                    and isinstance(current, self.torch.Tensor)
+                    and _same_layout(current, value)
+                ):
+                    current.copy_(value)  # in place: whoever holds it sees the old value
+                else:
+                    live[key] = self._value(value)
         for ns, name, value in self.bindings:
             if value is _MISSING:
                 ns.pop(name, None)

@@ -7,6 +7,7 @@ IPython shell.
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -176,3 +177,56 @@ def test_replay_finds_the_requested_peak_from_the_start() -> None:
     ]
     assert replay_peak(trace, start=100) == 100 + 1000 + 3000 + 500
     assert replay_peak([], start=42) == 42
+
+
+def test_an_object_only_read_for_its_data_is_no_problem() -> None:
+    ns = run_source(
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Run:\n"
+        "    batch: int\n"
+        "    data: torch.Tensor\n"
+        "    def describe(self):\n"
+        "        return str(self.batch)\n"
+        "run = Run(4, torch.arange(8.0))\n"
+        "def read():\n"
+        "    return run.data[: run.batch].sum()\n"
+        "def call():\n"
+        "    return run.describe()\n"
+        "def hand_on():\n"
+        "    return str(run)\n"
+    )
+    r = reached(ns, "read()")
+    assert r.problems == []
+    assert set(r.tensors) == {"run.data"}  # what it reads is saved in turn
+    assert problems(ns, "call()") == ["run: a Run, which it cannot look into"]
+    assert problems(ns, "hand_on()") == ["run: a Run, which it cannot look into"]
+
+
+def test_a_grad_scaler_is_put_back() -> None:
+    ns = run_source(
+        MODEL + "scaler = torch.amp.GradScaler('cpu', init_scale=1024.0)\n"
+        "def scaled():\n"
+        "    opt.zero_grad()\n"
+        "    scaler.scale(model(x).square().mean()).backward()\n"
+        "    scaler.step(opt)\n"
+        "    scaler.update()\n"
+    )
+    named = Named({"model": ns["model"]}, {"opt": ns["opt"]})
+    r = reached(ns, "scaled()", named)
+    assert r.problems == []
+    assert set(r.stateful) == {"scaler"}
+    scaler = ns["scaler"]
+    ns["scaled"]()
+    before = copy.deepcopy(vars(scaler))
+    state = SavedState(named.models, named.optimizers, r)
+    for _ in range(3):
+        ns["scaled"]()
+    state.restore()
+    assert vars(scaler).keys() == before.keys()
+    for key, value in before.items():
+        live = vars(scaler)[key]
+        if isinstance(value, torch.Tensor):
+            assert bitwise_equal(live, value), key
+        else:
+            assert live == value, key
