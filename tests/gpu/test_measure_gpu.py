@@ -118,6 +118,24 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
     assert r.peak_above_start_bytes == 128 * MIB
     assert r.timeline is not None
 
+    # What the trace costs a cell: the same cell below the earlier peak (trace recorded) and
+    # with the counter at the memory in use (no trace needed).
+    import time
+
+    def wall(source: str) -> float:
+        start = time.perf_counter()
+        shell.run(source)
+        return time.perf_counter() - start
+
+    traced = min(wall("%%memsummary -q\n" + cell) for _ in range(5))
+    untraced = []
+    for _ in range(5):
+        torch.cuda.reset_peak_memory_stats()  # the test's own: then the counter alone tells
+        untraced.append(wall("%%memsummary -q\n" + cell))
+    bare = min(wall(cell) for _ in range(5))
+    untraced_s = min(untraced)
+    FIGURES["memsummary_cost_s"] = {"traced": traced, "counter_only": untraced_s, "bare": bare}
+
 
 TRAIN = """
 import torch.nn as nn

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .lazy_torch import holds_no_memory
 from .origin import is_library_file
 
 _GLOBAL_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
@@ -450,7 +451,11 @@ class _Walker:
     def torch_value(self, v: Any, label: str, depth: int, torch: Any) -> bool:
         """Sort a torch object; False if ``v`` is not one."""
         if isinstance(v, torch.Tensor):
-            if id(v) not in self.named_tensors:
+            if id(v) in self.named_tensors or v.is_meta or holds_no_memory(v):
+                return True  # saved with its model, or shapes only
+            if v.layout != torch.strided:
+                self.problem(label, f"a {v.layout} tensor, which it does not save")
+            else:
                 self.out.tensors[label] = v
             return True
         if isinstance(

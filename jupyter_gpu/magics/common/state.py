@@ -294,7 +294,11 @@ class SavedState:
                         table.clear()
                         table.update(saved)
             for t in self.tensors:
-                self._restore_tensor(t)
+                if isinstance(t.live, torch.Tensor) and t.live.is_inference():
+                    with torch.inference_mode():  # the only mode that may write one
+                        self._restore_tensor(t)
+                else:
+                    self._restore_tensor(t)
             for _label, param, grad in self.grads:
                 if grad is None:
                     param.grad = None

@@ -281,4 +281,3 @@ def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> 
     assert "--optimizer opt" in message
     assert _bits(shell) == before  # nothing ran
     assert "go with --warmup" in shell.usage_error("%%profile --model model\ntrain_step()")
-

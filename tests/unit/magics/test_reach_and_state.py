@@ -230,3 +230,20 @@ def test_a_grad_scaler_is_put_back() -> None:
             assert bitwise_equal(live, value), key
         else:
             assert live == value, key
+
+
+def test_an_inference_tensor_is_put_back_in_inference_mode() -> None:
+    ns = run_source(
+        "with torch.inference_mode():\n"
+        "    buf = torch.zeros(3)\n"
+        "def f():\n"
+        "    with torch.inference_mode():\n"
+        "        buf.add_(1)\n"
+    )
+    r = reached(ns, "f()")
+    assert set(r.tensors) == {"buf"}
+    state = SavedState({}, {}, r)
+    ns["f"]()
+    state.restore()
+    assert torch.equal(ns["buf"], torch.zeros(3))
+    assert state.mismatches() == []
