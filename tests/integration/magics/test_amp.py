@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .conftest import MODEL_CELL, Shell
+from .conftest import MODEL_CELL, Shell, training_bits
 
 
 def test_cell_magic_runs_the_cell_under_autocast_and_returns_its_value(shell: Shell) -> None:
@@ -136,33 +136,10 @@ def test_unknown_command_is_a_usage_error(shell: Shell) -> None:
     assert "%amp on" in shell.usage_error("%amp sideways")
 
 
-def _training_state(shell: Shell) -> dict[str, torch.Tensor]:
-    """Every tensor the training step changes: weights, gradients, AdamW's state, the RNG."""
-    model, opt = shell["model"], shell["opt"]
-    out = {f"w.{k}": v.detach().clone() for k, v in model.state_dict().items()}
-    for i, p in enumerate(model.parameters()):
-        if p.grad is not None:
-            out[f"grad.{i}"] = p.grad.clone()
-    for i, state in opt.state_dict()["state"].items():
-        for k, v in state.items():
-            out[f"opt.{i}.{k}"] = v.clone()
-    out["rng"] = torch.get_rng_state().clone()
-    return out
-
-
-def assert_bitwise_equal(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> None:
-    assert before.keys() == after.keys()
-    for key, value in before.items():
-        # bits, not values: NaN == NaN, -0.0 != 0.0
-        assert value.dtype == after[key].dtype, key
-        assert value.numpy().tobytes() == after[key].numpy().tobytes(), key
-
-
 def test_compare_restores_model_optimizer_and_rng_bit_for_bit(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     shell.ok("train_step(); train_step()")  # AdamW's state and gradients exist before
-    before = _training_state(shell)
-    groups = [dict(g, params=None) for g in shell["opt"].state_dict()["param_groups"]]
+    before = training_bits(shell)
     ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
     r = shell["r"]
     assert [m.mode for m in r.results] == ["fp32", "tf32", "bf16", "fp16"]
@@ -171,8 +148,7 @@ def test_compare_restores_model_optimizer_and_rng_bit_for_bit(shell: Shell) -> N
     bf16 = next(m for m in r.results if m.mode == "bf16")
     assert bf16.loss_diff is not None
     assert 0 <= bf16.loss_diff < 0.05
-    assert_bitwise_equal(before, _training_state(shell))
-    assert [dict(g, params=None) for g in shell["opt"].state_dict()["param_groups"]] == groups
+    assert training_bits(shell) == before  # bit for bit, the param groups too
     assert r.restore is not None
     assert r.restore.exact
     assert r.restore.runs >= 4 * (1 + 1 + 3)  # per mode: the first step, a warm-up, 3 timed
@@ -184,12 +160,12 @@ def test_compare_restores_model_optimizer_and_rng_bit_for_bit(shell: Shell) -> N
 def test_compare_refuses_before_running_what_it_cannot_put_back(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     shell.ok("train_step()")
-    before = _training_state(shell)
+    before = training_bits(shell)
     message = shell.usage_error('%amp compare "train_step()" --modes bf16 --runs 3')
     assert "--optimizer opt" in message  # the optimizer the step steps, by its name
     assert "--model model" in message
     assert "--allow-side-effects" in message
-    assert_bitwise_equal(before, _training_state(shell))  # refused before the first run
+    assert training_bits(shell) == before  # refused before the first run
     shell.ok(
         "import collections\n"
         "calls = collections.deque()\n"
@@ -208,7 +184,7 @@ def test_compare_refuses_before_running_what_it_cannot_put_back(shell: Shell) ->
     )
     assert len(shell["calls"]) >= 2 * (1 + 1 + 3)  # it ran, and the deque kept its changes
     assert "Not put back (--allow-side-effects): calls" in ran.text
-    assert_bitwise_equal(before, _training_state(shell))  # the named state is still put back
+    assert training_bits(shell) == before  # the named state is still put back
 
 
 def test_compare_bad_input(shell: Shell) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .conftest import MODEL_CELL, Shell
+from .conftest import MODEL_CELL, Shell, training_bits
 
 
 def test_compile_rebinds_and_reports_after_the_first_call(shell: Shell) -> None:
@@ -183,35 +183,17 @@ def test_bench_says_why_compiled_is_no_faster(shell: Shell) -> None:
         assert "Why: " not in ran.text
 
 
-def _state(shell: Shell, model: str = "model", opt: str = "opt") -> dict[str, bytes]:
-    """The bits of every tensor a training step changes: weights, gradients, AdamW, the RNG."""
-    m = shell[model]
-    m = getattr(m, "_orig_mod", m)
-    out = {f"w.{k}": v.detach().numpy().tobytes() for k, v in m.state_dict().items()}
-    out |= {
-        f"g.{i}": p.grad.numpy().tobytes()
-        for i, p in enumerate(m.parameters())
-        if p.grad is not None
-    }
-    for i, state in shell[opt].state_dict()["state"].items():
-        out |= {f"o.{i}.{k}": v.numpy().tobytes() for k, v in state.items()}
-    out["rng"] = torch.get_rng_state().numpy().tobytes()
-    return out
-
-
 def test_bench_of_a_training_step_leaves_the_weights_and_adamw_as_they_were(shell: Shell) -> None:
     # The README's own example: before, --bench ran the step ~1000 times and trained the model.
     shell.ok(MODEL_CELL)
     shell.ok("train_step(); train_step()")  # AdamW's moments and the gradients exist
-    before = _state(shell)
-    groups = [dict(g, params=None) for g in shell["opt"].state_dict()["param_groups"]]
+    before = training_bits(shell)
     ran = shell.ok('r = %compile model --backend eager --bench "train_step()" --optimizer opt -o')
     r = shell["r"]
     assert r.bench.restored is not None
     assert r.bench.restored.runs > 20
     assert r.bench.restored.exact
-    assert _state(shell) == before  # bit for bit
-    assert [dict(g, params=None) for g in shell["opt"].state_dict()["param_groups"]] == groups
+    assert training_bits(shell) == before  # bit for bit, the param groups too
     assert f"Restored after {r.bench.restored.runs:,} runs, checked bit for bit: model, opt" in (
         ran.text
     )
@@ -220,13 +202,13 @@ def test_bench_of_a_training_step_leaves_the_weights_and_adamw_as_they_were(shel
 def test_bench_refuses_before_running_what_it_cannot_put_back(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     eager = shell["model"]
-    before = _state(shell)
+    before = training_bits(shell)
     message = shell.usage_error('%compile model --backend eager --bench "train_step()"')
     assert "opt: the AdamW over model's parameters" in message
     assert "--optimizer opt" in message
     assert "--allow-side-effects" in message
     assert shell["model"] is eager  # nothing compiled, nothing ran
-    assert _state(shell) == before
+    assert training_bits(shell) == before
     shell.ok(
         "def save_step():\n    loss = train_step()\n    torch.save(model.state_dict(), 'm.pt')"
     )

@@ -11,7 +11,7 @@ import torch
 
 from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
 
-from .conftest import MODEL_CELL, Shell
+from .conftest import MODEL_CELL, Shell, training_bits
 
 
 def test_profile_shows_a_table_a_timeline_and_hints(shell: Shell) -> None:
@@ -231,19 +231,6 @@ def test_annotations_are_ranges_and_cpu_item_is_no_sync(shell: Shell) -> None:
     assert "ranges" in lanes, lanes
 
 
-def _bits(shell: Shell) -> dict[str, bytes]:
-    """The bits of the weights, gradients, AdamW's state and the RNG."""
-    model, opt = shell["model"], shell["opt"]
-    out = {f"w.{k}": v.detach().numpy().tobytes() for k, v in model.state_dict().items()}
-    for i, p in enumerate(model.parameters()):
-        if p.grad is not None:
-            out[f"g.{i}"] = p.grad.numpy().tobytes()
-    for i, state in opt.state_dict()["state"].items():
-        out |= {f"o.{i}.{k}": v.numpy().tobytes() for k, v in state.items()}
-    out["rng"] = torch.get_rng_state().numpy().tobytes()
-    return out
-
-
 def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     shell.ok(
@@ -261,7 +248,7 @@ def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
     assert r.warmup.runs == 3
     assert r.warmup.exact
     assert "Warm-up (3 run(s) before the profiled one): Restored after 3 runs" in ran.text
-    after_magic = _bits(shell)
+    after_magic = training_bits(shell)
     # The same cell run once, plainly, from the same start: the magic's warm-ups left no trace.
     shell.ok(
         "model.load_state_dict(start[0]); opt.load_state_dict(start[1])\n"
@@ -270,14 +257,14 @@ def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
         "torch.set_rng_state(start[3])\n"
         "loss = train_step()"
     )
-    assert after_magic == _bits(shell)
+    assert after_magic == training_bits(shell)
 
 
 def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     shell.ok("train_step()")
-    before = _bits(shell)
+    before = training_bits(shell)
     message = shell.usage_error("%%profile --warmup 2 --model model\ntrain_step()")
     assert "--optimizer opt" in message
-    assert _bits(shell) == before  # nothing ran
+    assert training_bits(shell) == before  # nothing ran
     assert "go with --warmup" in shell.usage_error("%%profile --model model\ntrain_step()")
