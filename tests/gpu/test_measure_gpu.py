@@ -261,6 +261,9 @@ def small_step():
     return loss
 
 small_step()
+big = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda")  # an earlier, higher peak
+del big
+torch.cuda.synchronize()
 """
 
 
