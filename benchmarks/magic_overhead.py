@@ -6,8 +6,10 @@ captured in both), alternating the two so that drift hits both alike:
 
 - ``%%amp``: against ``with torch.autocast(...)`` around the same code. Target: under 1 ms.
 - ``%%memsummary``: against the same code between the allocator reads the magic makes
-  (``torch.cuda.memory_stats`` before/after and ``reset_peak_memory_stats`` on CUDA; the
-  process's resident memory on CPU). Target: under 1 ms.
+  (on CUDA ``torch.cuda.memory_stats`` before/after and, the earlier peak being above the
+  memory in use after the first run, the allocator trace of the cell: history on without
+  stacks, ``_snapshot()``, history off; the process's resident memory on CPU). Target: under
+  1 ms.
 - ``%%profile`` (table, timeline, GPU idle time, hints): against a bare
   ``torch.profiler.profile`` block that prints ``key_averages().table()``. Target: within 10 %.
   Also shown (no target): against the profiler block and ``key_averages()`` alone, no table.
@@ -70,8 +72,11 @@ PROFILE_WORK = "for _ in range(10):\n    step()\nsync()"
 
 AMP_BASE = "with torch.autocast(dev, dtype=torch.bfloat16):\n    y = model(x)\nsync()"
 MEM_BASE_CUDA = (
-    "_b = torch.cuda.memory_stats()\ntorch.cuda.reset_peak_memory_stats()\n"
-    f"{WORK}\n_a = torch.cuda.memory_stats()"
+    "_b = torch.cuda.memory_stats()\n"
+    "torch.cuda.memory._record_memory_history('all', context=None, stacks='python', "
+    "max_entries=1_000_000, clear_history=True)\n"
+    f"{WORK}\n_s = torch.cuda.memory._snapshot()\n"
+    "torch.cuda.memory._record_memory_history(None)\n_a = torch.cuda.memory_stats()"
 )
 MEM_BASE_CPU = (
     "import psutil, resource\n_p = psutil.Process()\n"

@@ -22,13 +22,9 @@ Checks (issue 12):
 
 from __future__ import annotations
 
-import logging
-import os
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -36,103 +32,16 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.gpu.magic_shell import Shell, magic_shell  # noqa: E402  # after the path is set
+
 pytestmark = pytest.mark.gpu
 
 LOG: list[str] = []
-RAW_WARNING = re.compile(r"UserWarning|FutureWarning|^W\d{4} |\[W\d{4}|Warning: ", re.MULTILINE)
-
-
-class _TorchLogs(logging.Handler):
-    """Records WARNING lines torch's own log handlers would have printed."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.name}: {record.getMessage()}")
-
-
-class Shell:
-    def __init__(self, ip: Any) -> None:
-        self.ip = ip
-
-    def run(self, source: str) -> Any:
-        from IPython.utils.capture import capture_output
-
-        with capture_output() as captured:
-            result = self.ip.run_cell(source, store_history=True)
-        text = "\n".join(
-            [captured.stdout, captured.stderr]
-            + [o.data.get("text/plain", "") for o in captured.outputs]
-        ).strip()
-        LOG.append(f"In [{result.execution_count}]: {source}\n{text}\n")
-        print(LOG[-1], flush=True)
-        error = result.error_before_exec or result.error_in_exec
-        assert error is None, f"{source[:80]!r} failed: {error!r}\n{text}"
-        assert not RAW_WARNING.search(text), f"raw warning in the output of {source[:60]!r}"
-        result.text = text
-        return result
-
-    def __getitem__(self, name: str) -> Any:
-        return self.ip.user_ns[name]
 
 
 @pytest.fixture
 def shell() -> Iterator[Shell]:
-    import torch
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    InteractiveShell.clear_instance()
-    ip = InteractiveShell.instance(config=config)
-    logs = _TorchLogs()
-    # torch's own handlers print what reaches them; whatever the magics did not catch shows here.
-    torch_handlers = [
-        h
-        for name in ("torch", "torch._dynamo", "torch._inductor")
-        for h in logging.getLogger(name).handlers
-    ]
-    for handler in torch_handlers:
-        handler.addFilter(_Record(logs))
-    sh = Shell(ip)
-    sh.run("%load_ext jupyter_gpu")
-    sh.run("import torch\ntorch.manual_seed(0)")
-    try:
-        yield sh
-    finally:
-        ip.run_line_magic("unload_ext", "jupyter_gpu")
-        for handler in torch_handlers:
-            handler.filters = [f for f in handler.filters if not isinstance(f, _Record)]
-        import gc
-
-        # dynamo first: its cleanup hooks delete the names it put in the cell's namespace, and
-        # raise KeyError from a weakref callback if ip.reset() has cleared them already.
-        torch._dynamo.reset()
-        gc.collect()
-        ip.reset(new_session=False)  # the next test (and test_magics_gpu) get the GPU back
-        gc.collect()
-        torch.cuda.empty_cache()
-        out = os.environ.get("JUPYTER_GPU_OUT")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            Path(out, "magics_explain_gpu.log").write_text("\n".join(LOG))
-        assert not logs.lines, f"torch printed raw warnings: {logs.lines[:5]}"
-
-
-class _Record(logging.Filter):
-    """On torch's handlers: remember each WARNING record that is about to be printed."""
-
-    def __init__(self, logs: _TorchLogs) -> None:
-        super().__init__()
-        self.logs = logs
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING:
-            self.logs.emit(record)
-        return True
+    yield from magic_shell(LOG, "magics_explain_gpu.log")
 
 
 TRAIN = """

@@ -126,6 +126,11 @@ class AmpMagics(ShellMagics):
     @argument("--modes", default="fp32,tf32,bf16,fp16", help="compare: modes, comma-separated")
     @argument("--batch", metavar="NAME", help="compare: the batch variable, the same in every mode")
     @argument("--runs", type=positive_int, help="compare: timed runs per mode (default: ~1 s)")
+    @argument(
+        "--allow-side-effects",
+        action="store_true",
+        help="compare: run even if what the step changes cannot all be put back",
+    )
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @needs_local_scope
@@ -140,9 +145,12 @@ class AmpMagics(ShellMagics):
         %amp  shows what is on.  %amp tf32 on|off  switches TF32 for float32 matmuls/convs.
         %amp compare "train_step()" --model model --optimizer opt  runs the step under fp32,
         tf32, bf16 and fp16 from the same state and shows time, peak memory and loss side by
-        side; the model and optimizer are restored afterwards. --batch NAME keeps the batch in
-        NAME the same in every mode. The saved state stays on the GPU only when it has room
-        for it beside the steps; otherwise it is kept in (pinned) host memory, and said so.
+        side, and why reduced precision is no faster when it is not; the model, the optimizer,
+        the tensors the step uses and the RNG are put back afterwards, bit for bit. A step
+        that changes what cannot be put back (a model or optimizer not named, a file) is
+        refused before it runs: name it, or pass --allow-side-effects. --batch NAME keeps the
+        batch in NAME the same in every mode. The saved state stays on the GPU only when it
+        has room for it beside the steps; otherwise it is kept in (pinned) host memory.
 
         The default dtype is bf16 where supported, else fp16. With fp16 a torch.amp.GradScaler
         is put in the notebook as `scaler` and the recipe is printed.
@@ -300,9 +308,10 @@ class AmpMagics(ShellMagics):
     def _no_extra_args(args: argparse.Namespace, what: str) -> None:
         if args.args:
             raise UsageError(f"{what} takes no further words ({' '.join(args.args)}).")
-        if args.model or args.optimizer or args.runs or args.batch:
+        if args.model or args.optimizer or args.runs or args.batch or args.allow_side_effects:
             raise UsageError(
-                f"--model, --optimizer, --runs and --batch belong to %amp compare, not {what}."
+                "--model, --optimizer, --runs, --batch and --allow-side-effects belong to "
+                f"%amp compare, not {what}."
             )
 
     def _ensure_scaler(self, name: str, device: str, *, quiet: bool) -> None:

@@ -30,8 +30,31 @@ class ShellMagics(Magics):
 
 
 def magic_arguments() -> Callable[[F], F]:
-    """IPython's ``@magic_arguments()`` with a type (the help of ``%name?`` comes from it)."""
-    return cast("Callable[[F], F]", _ipython_args.magic_arguments())  # type: ignore[no-untyped-call]  # IPython has no types here
+    """IPython's ``@magic_arguments()`` with a type (the help of ``%name?`` comes from it).
+
+    IPython writes the usage as a reStructuredText literal block (``::`` and an indent), which
+    ``%name?`` shows as it is: the help then started with a stray ``::``. The usage is given
+    plain here, flush left.
+    """
+    decorate = cast("Callable[[F], F]", _ipython_args.magic_arguments())  # type: ignore[no-untyped-call]  # IPython has no types here
+
+    def wrapper(func: F) -> F:
+        func = decorate(func)
+        func.__doc__ = plain_help(func.__doc__ or "")
+        return func
+
+    return wrapper
+
+
+def plain_help(doc: str) -> str:
+    """IPython's help text without the ``::`` that opens its usage block, and flush left."""
+    if not doc.startswith("::"):
+        return doc
+    usage, _, rest = doc[2:].lstrip("\n").partition("\n\n")
+    lines = usage.splitlines()
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    usage = "\n".join(line[indent:] for line in lines)
+    return f"{usage}\n\n{rest}" if rest else usage
 
 
 def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:

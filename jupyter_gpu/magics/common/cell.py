@@ -38,6 +38,11 @@ class CellCode:
         self._body = shell.compile(tree, filename, "exec") if tree.body else None
         self._last = shell.compile(last, filename, "eval") if last is not None else None
 
+    @property
+    def codes(self) -> list[Any]:
+        """The compiled code objects that :meth:`run` executes (to read what they reach)."""
+        return [c for c in (self._body, self._last) if c is not None]
+
     def run(self, local_ns: dict[str, Any] | None = None) -> Any:
         """Execute the body in the notebook's namespace; return its last expression's value."""
         user_ns = self._shell.user_ns

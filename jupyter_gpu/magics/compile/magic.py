@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +20,15 @@ from jupyter_gpu.magics.common.args import (
     type_name,
 )
 from jupyter_gpu.magics.common.cell import cell_filenames, running_cell
+from jupyter_gpu.magics.common.evidence import profile_calls
 from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
-from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
+from jupyter_gpu.magics.common.reach import Named
+from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
 from jupyter_gpu.measure import Timing, time_steady
 
 from .cache_walk import SIZER, WAIT_S
 from .dynamo_watch import CompileReport, DynamoWatch
-from .explain import Explanation, from_report, launch_bound, profile_call, tf32_off
+from .explain import Explanation, bench_explanations, from_report, precision_now
 from .report import show_bench, show_compiled, show_report
 
 _PENDING_BACKWARD = "Unable to hit fast path of CUDAGraphs because of pending, uninvoked"
@@ -44,6 +45,10 @@ class BenchResult:
     eager: Timing
     compiled: Timing
     cuda: bool = False
+    #: What was put back after the runs, and the report's line for it.
+    restored: Restored | None = field(default=None, compare=False)
+    #: The expression's own warnings during the runs, each once, in the magic's words.
+    warnings: tuple[str, ...] = ()
 
     @property
     def eager_s(self) -> float:
@@ -106,26 +111,6 @@ class CompileResult:
             f"<CompileResult {self.name}: {len(self.reports)} report(s), {graphs} graph(s), "
             f"{breaks} graph break(s){bench}>"
         )
-
-
-def _replay_warnings(caught: list[warnings.WarningMessage]) -> list[Explanation]:
-    """The warnings of the timed runs, each once.
-
-    CUDA graphs' slow path becomes an explanation; the others are shown as they would have
-    been (through the notes of quiet.py).
-    """
-    out: list[Explanation] = []
-    seen: set[tuple[str, type[Warning]]] = set()
-    for w in caught:
-        key = (str(w.message), w.category)
-        if key in seen:
-            continue
-        seen.add(key)
-        if _PENDING_BACKWARD in key[0]:
-            out.append(Explanation("cudagraphs", PENDING_BACKWARD))
-            continue
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
-    return out
 
 
 def measure_cache(report: CompileReport) -> None:
@@ -215,11 +200,6 @@ class CompileWatcher:
         measure_cache(report)
         owners = [r for r in self.magics.results.values() if r.owns(report, self.called)]
         explanations = from_report(report)
-        said = any(e.kind == "tf32" for r in owners for e in r.explanations)
-        if owners and not said:  # TF32 off: said at a result's first compile, not every one
-            tf32 = tf32_off(owners[0].eager)
-            if tf32 is not None:
-                explanations.append(tf32)
         for result in owners:
             result.reports.append(report)
             result.explanations.extend(explanations)
@@ -248,6 +228,14 @@ class CompileMagics(ShellMagics):
     @argument(
         "--bench", metavar="EXPR", help='compile now and time eager vs compiled, e.g. "model(x)"'
     )
+    @argument(
+        "--optimizer", metavar="NAME", help="--bench: the optimizer EXPR steps (put back after)"
+    )
+    @argument(
+        "--allow-side-effects",
+        action="store_true",
+        help="--bench: run EXPR even if what it changes cannot all be put back",
+    )
     @argument("--undo", action="store_true", help="bind NAME to its eager original again")
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
@@ -260,7 +248,11 @@ class CompileMagics(ShellMagics):
         graphs, graph breaks with their reason and source line, recompiles, cache hits and
         misses, bytes added to the on-disk caches) follows the cell that first calls NAME.
         --bench "model(x)" compiles now and times eager vs compiled (median after warm-up,
-        CUDA synchronised). Never calls torch._dynamo.explain, which would reset every other
+        CUDA synchronised). EXPR runs many times; afterwards NAME's model, the optimizer given
+        with --optimizer, the tensors EXPR uses, the RNG and the gradients are put back bit for
+        bit. If EXPR would change what cannot be put back (an optimizer not named, a file, an
+        object the magic cannot look into), it refuses before running: name it, or pass
+        --allow-side-effects. Never calls torch._dynamo.explain, which would reset every other
         compiled model.
         """
         args = parse(CompileMagics.compile, line)
@@ -274,6 +266,7 @@ class CompileMagics(ShellMagics):
         self._check_target(name, eager, torch)
         options = self._options(args, torch)
         bench_code = compile_expression(self.shell, args.bench, "--bench") if args.bench else None
+        runs = self._runs(name, eager, bench_code, args, torch)  # refuses before anything runs
         try:
             compiled = torch.compile(eager, **options)
         except (RuntimeError, ValueError, TypeError) as exc:
@@ -281,8 +274,8 @@ class CompileMagics(ShellMagics):
         result = CompileResult(name, eager, compiled, options, quiet=args.quiet)
         self.shell.user_ns[name] = compiled
         try:
-            if bench_code is not None:
-                self._bench(result, bench_code, args.bench, args.quiet)
+            if bench_code is not None and runs is not None:
+                self._bench(result, bench_code, args.bench, args.quiet, runs)
         except BaseException:
             self.shell.user_ns[name] = value  # a failure leaves NAME as it was
             raise
@@ -309,6 +302,43 @@ class CompileMagics(ShellMagics):
                 f"{name} is a {type_name(eager)}, not a torch.nn.Module or a function: "
                 "%compile takes the name of a model or of a function that runs tensors."
             )
+
+    def _runs(
+        self, name: str, eager: Any, code: Any, args: argparse.Namespace, torch: Any
+    ) -> RepeatedRuns | None:
+        """The repeated runs of ``--bench`` (``None`` without it), checked before any runs.
+
+        Raises:
+            UsageError: ``--optimizer``/``--allow-side-effects`` without ``--bench``, an
+                ``--optimizer`` that is not one, or an expression whose changes cannot all be
+                put back (unless ``--allow-side-effects``).
+        """
+        if code is None:
+            if args.optimizer or args.allow_side_effects:
+                raise UsageError(
+                    "--optimizer and --allow-side-effects go with --bench, e.g. %compile model "
+                    '--bench "train_step()" --optimizer opt.'
+                )
+            return None
+        optimizers = {}
+        if args.optimizer:
+            opt = lookup(self.shell.user_ns, args.optimizer, "--optimizer")
+            if not isinstance(opt, torch.optim.Optimizer):
+                raise UsageError(
+                    f"--optimizer {args.optimizer} is a {type_name(opt)}, not a "
+                    "torch.optim.Optimizer."
+                )
+            optimizers[args.optimizer] = opt
+        models = {name: eager} if isinstance(eager, torch.nn.Module) else {}
+        return RepeatedRuns(
+            self.shell,
+            [code],
+            what=f'--bench "{args.bench}"',
+            named=Named(models, optimizers, model_option="", optimizer_option="--optimizer"),
+            allow_side_effects=args.allow_side_effects,
+            expected_runs="hundreds of times (warm-up, then about a second of timed runs each "
+            "for eager and compiled)",
+        )
 
     def _options(self, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
         options: dict[str, Any] = {"fullgraph": args.fullgraph, "dynamic": args.dynamic}
@@ -362,56 +392,64 @@ class CompileMagics(ShellMagics):
             publish(text, html_block([html_note(text)]))
         return result if args.output else None
 
-    def _bench(self, result: CompileResult, code: Any, expr: str, quiet: bool) -> None:
+    def _bench(
+        self, result: CompileResult, code: Any, expr: str, quiet: bool, runs: RepeatedRuns
+    ) -> None:
         user_ns = self.shell.user_ns
-
-        def run() -> Any:
-            return eval(code, user_ns)  # noqa: S307  # the user's own expression
-
-        user_ns[result.name] = result.eager
-        eager = time_steady(run, warmup=2)
-        user_ns[result.name] = result.compiled
-        watch = DynamoWatch()
-        watch.start()
+        run = runs.call(lambda: eval(code, user_ns))  # noqa: S307  # the user's own expression
+        report: CompileReport | None = None
+        profile = None
         try:
-            run()  # the first call compiles
+            with runs.recording():
+                user_ns[result.name] = result.eager
+                eager = time_steady(run, warmup=2)
+                user_ns[result.name] = result.compiled
+                watch = DynamoWatch()
+                watch.start()
+                try:
+                    run()  # the first call compiles
+                finally:
+                    report = watch.stop(cell_filenames(self.shell))
+                if report is not None:
+                    report.cell = running_cell(self.shell)
+                    measure_cache(report)
+                    result.reports.append(report)
+                    if not quiet:
+                        show_report(report, f"at the first call of {expr}")
+                # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or
+                # third call.
+                compiled = time_steady(run, warmup=3)
+                if eager.median_s / compiled.median_s < _NO_FASTER:
+                    profile = profile_calls(run)  # the evidence for "why no faster"
         finally:
-            report = watch.stop(cell_filenames(self.shell))
-        explanations: list[Explanation] = []
-        if report is not None:
-            report.cell = running_cell(self.shell)
-            measure_cache(report)
-            result.reports.append(report)
-            explanations = from_report(report, result.options)
-            if not quiet:
-                show_report(report, f"at the first call of {expr}")
-        # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or third call.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            compiled = time_steady(run, warmup=3)
-        explanations += _replay_warnings(caught)
-        bench = result.bench = BenchResult(expr, eager, compiled, cuda=cuda_in_use())
+            restored = runs.finish()
+        pending = runs.warnings.pop(_PENDING_BACKWARD)
+        bench = result.bench = BenchResult(
+            expr,
+            eager,
+            compiled,
+            cuda=cuda_in_use(),
+            restored=restored,
+            warnings=tuple(runs.warning_notes()),
+        )
         if bench.speedup < _NO_FASTER:
-            explanations += self._why_no_faster(result, run, bench)
+            explanations = bench_explanations(
+                eager_s=bench.eager_s,
+                compiled_s=bench.compiled_s,
+                cuda=bench.cuda,
+                options=result.options,
+                report=report,
+                profile=profile,
+                pending_backward=pending,
+                precision=precision_now(),
+            )
+        else:
+            explanations = from_report(report) if report is not None else []
         result.explanations.extend(explanations)
         if self.watcher is not None:
             self.watcher.rebaseline()
         if not quiet:
-            show_bench(bench, explanations)
-
-    @staticmethod
-    def _why_no_faster(result: CompileResult, run: Any, bench: BenchResult) -> list[Explanation]:
-        """The causes that need a look at the running step: TF32 off, launch-bound."""
-        out = []
-        tf32 = tf32_off(result.eager)
-        if tf32 is not None:
-            out.append(tf32)
-        if bench.cuda:
-            gpu = profile_call(run)
-            bound = launch_bound(gpu, bench.compiled_s, result.options.get("mode"))
-            if bound is not None:
-                out.append(bound)
-        return out
+            show_bench(bench, explanations if bench.speedup < _NO_FASTER else [])
 
     def _track_calls(self, result: CompileResult, torch: Any) -> None:
         """A compiled module tells the watcher when a cell calls it (its reports are its own)."""

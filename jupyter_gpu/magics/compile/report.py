@@ -113,7 +113,12 @@ def show_report(
 
 
 def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
-    """Display eager vs compiled time, the speedup and, when it is no faster, why."""
+    """Display eager vs compiled time, the speedup, why it is no faster, and what was put back.
+
+    ``explanations`` come from the table of causes (``common/causes.py``): given only when
+    compiled is slower or less than 10 % faster, and then never empty (at least "no cause
+    found" with the figures).
+    """
     faster = bench.speedup
     verdict = f"{faster:.2f}x faster" if faster >= 1 else f"{1 / faster:.2f}x slower"
     text = (
@@ -122,12 +127,17 @@ def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> 
         f"runs after {bench.eager.warmup} / {bench.compiled.warmup} warm-up runs"
         f"{'; CUDA synchronised' if bench.cuda else ''}) -> {verdict}"
     )
-    if faster < 1.1 and not any(e.kind != "none" for e in explanations):
-        from .explain import no_known_cause
-
-        explanations = [*explanations, no_known_cause(faster)]
     why = [f"Why: {e.text}" for e in explanations]
+    notes = [f"Note: {w}" for w in bench.warnings]
+    if bench.restored is not None:
+        notes.append(bench.restored.line)
     publish(
-        "\n".join([text, *why]),
-        html_block([html_note(text, warn=faster < 1), *(html_note(w, warn=True) for w in why)]),
+        "\n".join([text, *why, *notes]),
+        html_block(
+            [
+                html_note(text, warn=faster < 1),
+                *(html_note(w, warn=True) for w in why),
+                *(html_note(n, warn=n.startswith(("Note", "Put back"))) for n in notes),
+            ]
+        ),
     )

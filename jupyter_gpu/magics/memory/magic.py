@@ -25,6 +25,7 @@ from jupyter_gpu.magics.common.args import (
 )
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
+from jupyter_gpu.magics.common.peak import PeakWatch
 from jupyter_gpu.magics.common.render import fmt_bytes, html_block, html_note, publish
 
 from . import tensors as _tensors
@@ -66,7 +67,9 @@ class MemoryMagics(ShellMagics):
         largest live tensors with the notebook names that hold them.
         %memsummary --free  after an out-of-memory error: drop the last traceback and the
         Out[] entries that hold tensors, collect garbage, empty the CUDA cache; report it.
-        %%memsummary [--snapshot]  run the cell, show its before/after delta and its peak;
+        %%memsummary [--snapshot]  run the cell, show its before/after delta and its peak
+        (torch's peak counter is never reset: torch.cuda.max_memory_allocated() reads after
+        the cell what it would have read without the magic);
         --snapshot also draws the allocation timeline over the cell and what was alive at
         the peak (CUDA only: without a GPU the cell runs with the CPU report and a note).
         """
@@ -192,10 +195,16 @@ class MemoryMagics(ShellMagics):
     def _cell_cuda(
         self, args: argparse.Namespace, code: CellCode, local_ns: Any, device: str, index: int
     ) -> Any:
+        """Run the cell and measure its peak without resetting torch's peak counter.
+
+        ``torch.cuda.reset_peak_memory_stats`` cannot be undone (torch has no way to set the
+        counter back), so the cell's peak comes from common/peak.py: the counter itself when
+        the cell went above the earlier peak, else the allocator's trace of the cell.
+        """
         torch = torch_module()
         before = AllocatorStats.read(index)
-        if before.initialized:
-            torch.cuda.reset_peak_memory_stats(index)
+        # With --snapshot the timeline's own recording is the trace.
+        watch = PeakWatch(index, trace=not args.snapshot) if before.initialized else None
         result = CellMemory(
             device,
             before.allocated_bytes,
@@ -205,11 +214,14 @@ class MemoryMagics(ShellMagics):
             reserved_before_bytes=before.reserved_bytes,
         )
         snapshot: dict[str, Any] | None = None
+        ours = False
+        if watch is not None:
+            watch.start()
         try:
             if args.snapshot:
                 from .timeline import recording
 
-                with torch.cuda.device(index), recording(args.max_entries):
+                with torch.cuda.device(index), recording(args.max_entries) as ours:
                     try:
                         result.value = code.run(local_ns)
                     finally:
@@ -221,10 +233,17 @@ class MemoryMagics(ShellMagics):
             result.out_of_memory = is_oom(exc)
             raise
         finally:
+            reading = (
+                watch.stop(snapshot if ours else None, args.max_entries)
+                if watch is not None
+                else None
+            )
             after = AllocatorStats.read(index)
             result.after_bytes = after.allocated_bytes
             result.reserved_after_bytes = after.reserved_bytes
-            result.peak_bytes = after.peak_bytes
+            result.peak = reading
+            # CUDA started in this cell: the counter began at zero, so it is the cell's peak.
+            result.peak_bytes = after.peak_bytes if reading is None else reading.peak_bytes
             if snapshot is not None:
                 from .timeline import build_timeline
 

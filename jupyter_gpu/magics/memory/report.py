@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.common.lazy_torch import torch_module
 from jupyter_gpu.magics.common.render import (
@@ -19,6 +19,9 @@ from jupyter_gpu.magics.common.render import (
 
 from . import tensors as _tensors
 from .timeline import MemoryTimeline
+
+if TYPE_CHECKING:
+    from jupyter_gpu.magics.common.peak import PeakReading
 
 
 @dataclass
@@ -52,7 +55,11 @@ class CellMemory:
     """What ``%%memsummary -o`` returns: the cell's memory before/after and its peak (bytes).
 
     On CUDA the figures are the caching allocator's; on CPU, the process's resident memory.
-    ``peak_before_bytes`` is the peak counter as it was before the cell reset it.
+    ``peak_before_bytes`` is torch's peak counter before the cell; the magic never resets it,
+    so it still reads that unless the cell went higher. ``peak_bytes`` is the cell's allocated
+    peak where it is known exactly (the cell raised the counter, or CUDA started in it);
+    otherwise ``peak`` (a ``PeakReading``) holds the peak of the bytes requested, from the
+    allocator's trace of the cell (``peak.source == "trace"``).
     """
 
     device: str
@@ -67,6 +74,8 @@ class CellMemory:
     value: Any = None
     failed: bool = False
     out_of_memory: bool = False
+    #: How the peak was measured (CUDA; ``None`` if CUDA started in the cell, or on CPU).
+    peak: PeakReading | None = None
 
     def __repr__(self) -> str:
         return (
@@ -85,9 +94,9 @@ class CellMemory:
     @property
     def peak_above_start_bytes(self) -> int | None:
         """How far the peak rose above the memory in use when the cell started."""
-        if self.peak_bytes is None or self.before_bytes is None:
-            return None
-        return max(0, self.peak_bytes - self.before_bytes)
+        if self.peak_bytes is not None and self.before_bytes is not None:
+            return max(0, self.peak_bytes - self.before_bytes)
+        return self.peak.above_start_bytes if self.peak is not None else None
 
 
 def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
@@ -172,6 +181,26 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
     publish("\n".join(parts_text), html_block(parts_html))
 
 
+def _peak_text(r: CellMemory) -> str:
+    """The peak, and how it was measured (torch's counter is never reset)."""
+    above = fmt_signed_bytes(r.peak_above_start_bytes)
+    reading = r.peak
+    if r.peak_bytes is not None or reading is None:
+        return f"peak {fmt_bytes(r.peak_bytes)} ({above} above the start)"
+    earlier = fmt_bytes(reading.counter_before_bytes)
+    if reading.requested_peak_bytes is not None:
+        return (
+            f"peak {fmt_bytes(reading.requested_peak_bytes)} requested ({above} above the "
+            f"start; from the allocator's trace of the cell, before the allocator's rounding: "
+            f"the cell stayed below the earlier peak of {earlier}, which "
+            "torch.cuda.max_memory_allocated() still reads)"
+        )
+    return (
+        f"peak: below the earlier peak of {earlier}, which torch.cuda.max_memory_allocated() "
+        f"still reads (the cell's own peak was not measured: {reading.note})"
+    )
+
+
 def show_cell(r: CellMemory) -> None:
     """Display ``%%memsummary``: the delta and peak line, and the timeline if recorded."""
     if r.device == "cpu":
@@ -188,9 +217,8 @@ def show_cell(r: CellMemory) -> None:
     else:
         text = (
             f"cell memory ({r.device}, torch allocated): {fmt_bytes(r.before_bytes)} -> "
-            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}), peak "
-            f"{fmt_bytes(r.peak_bytes)} ({fmt_signed_bytes(r.peak_above_start_bytes)} above "
-            f"the start); reserved {fmt_bytes(r.reserved_after_bytes)}"
+            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}), "
+            f"{_peak_text(r)}; reserved {fmt_bytes(r.reserved_after_bytes)}"
         )
     if r.failed:
         text = "the cell raised; " + text

@@ -25,13 +25,14 @@ What is what:
 from __future__ import annotations
 
 import math
-import sysconfig
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_gpu.magics.common.causes import Evidence, ProfileFacts, explain
+from jupyter_gpu.magics.common.evidence import union_length
+from jupyter_gpu.magics.common.origin import is_library_file
 from jupyter_gpu.magics.common.render import Bar, fmt_pct
-from jupyter_gpu.measure import fmt_seconds
 
 from .rows import (
     BOOKKEEPING,
@@ -70,18 +71,6 @@ _MATMUL_OPS = (
     "aten::convolution",
     "aten::cudnn_convolution",
 )
-_LIBRARY = (
-    "/torch/",
-    "\\torch\\",
-    "site-packages",
-    "/IPython/",
-    "/ipykernel/",
-    "<frozen",
-    "<built-in",
-)
-_LIBRARY_START = ("torch/", "torch\\", "<built-in")
-#: Python's standard library (``warnings.py`` sits between torch's sync warning and the cell).
-_STDLIB = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")})
 
 
 @dataclass
@@ -173,15 +162,6 @@ def _is_python(evt: Any) -> bool:
     return name.startswith("<built-in") or PY_EVENT.match(name) is not None
 
 
-def _is_library(filename: str) -> bool:
-    """Python frames of torch or other installed packages (profiler paths can be relative)."""
-    return (
-        filename.startswith(_LIBRARY_START)
-        or filename.startswith(_STDLIB)
-        or any(m in filename for m in _LIBRARY)
-    )
-
-
 def _gpu_kinds() -> frozenset[int]:
     """The ``device_kind`` of events drawn on a GPU lane: CUDA, PrivateUse1 and XPU."""
     from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
@@ -240,7 +220,7 @@ def stack_place(frames: list[str], cell_names: dict[str, int]) -> str:
     """
     for frame in frames:
         match = PY_EVENT.match(frame)
-        if match and not _is_library(match["file"]):
+        if match and not is_library_file(match["file"]):
             return place(match["file"], int(match["line"]), match["fn"], cell_names)
     return ""
 
@@ -390,7 +370,7 @@ def analyse(
         analysis.window_s = last_end - first_start
     if cuda:
         on_gpu = [act for act, _ in activity]
-        analysis.gpu_busy_s = _union_length([(a.start, a.end) for a in on_gpu if not a.copy])
+        analysis.gpu_busy_s = union_length([(a.start, a.end) for a in on_gpu if not a.copy])
         if any_top:
             analysis.idle_s = idle_breakdown(on_gpu, first_start, last_end)
     analysis.hints = hints(analysis, cuda=cuda, autocast_on=autocast_on)
@@ -434,7 +414,7 @@ def idle_breakdown(
         if g1 <= g0:
             continue
         overlap = [(max(a, g0), min(b, g1)) for a, b in copies if b > g0 and a < g1]
-        on_copies = _union_length(overlap)
+        on_copies = union_length(overlap)
         out["copies"] += on_copies
         rest = (g1 - g0) - on_copies
         if nxt is None or (nxt.launched is not None and nxt.launched > g0):
@@ -456,107 +436,55 @@ def _top_level(evt: Any) -> bool:
     return not getattr(evt, "is_async", False)
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    total, current_start, current_end = 0.0, None, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None and current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None and current_start is not None:
-        total += current_end - current_start
-    return total
+def facts(a: Analysis, *, cuda: bool, autocast_on: bool) -> ProfileFacts:
+    """What the table of causes reads from this analysis (``common/causes.py``)."""
+    matmul = [r for r in a.rows if r.on_gpu and _is_matmul_kernel(r.name)]
+    matmul += [r for r in a.rows if not r.on_gpu and r.name in _MATMUL_OPS]
+    # A kernel row and the op that launched it count the same time: take the larger view.
+    kernel_s = sum(r.self_gpu_s for r in matmul if r.on_gpu)
+    op_s = sum(r.self_gpu_s for r in matmul if not r.on_gpu)
+    names = sorted(matmul, key=lambda r: -r.self_gpu_s)
+    cpu_rows = [r for r in a.rows if not r.on_gpu]
+    top = max(cpu_rows, key=lambda r: r.self_cpu_s, default=None)
+    biggest: tuple[str, float] | None = None
+    spans = [(rng.name, rng.cpu_s) for rng in a.ranges]
+    spans += [(r.name, r.self_cpu_s) for r in cpu_rows]
+    if spans:
+        biggest = max(spans, key=lambda item: item[1])
+    return ProfileFacts(
+        cuda=cuda,
+        window_s=a.window_s,
+        kernel_count=a.kernel_count,
+        gpu_busy_s=a.gpu_busy_s,
+        gpu_idle_fraction=a.gpu_idle_fraction if cuda else None,
+        idle_s=dict(a.idle_s),
+        syncs=a.syncs.count,
+        syncs_text=a.syncs.describe() if a.syncs.count else "",
+        gpu_total_s=sum(r.self_gpu_s for r in a.rows if r.on_gpu)
+        or sum(r.self_gpu_s for r in a.rows),
+        matmul_gpu_s=max(kernel_s, op_s),
+        matmul_names=", ".join(r.name[:40] for r in names[:2]),
+        autocast_on=autocast_on,
+        cpu_total_s=sum(r.self_cpu_s for r in cpu_rows),
+        top_cpu=(top.name, top.self_cpu_s) if top is not None else None,
+        op_calls=sum(r.calls for r in cpu_rows),
+        biggest_cpu_item=biggest,
+    )
+
+
+def _is_matmul_kernel(name: str) -> bool:
+    lowered = name.lower()
+    return "gemm" in lowered or "conv" in lowered or "nvjet" in lowered
 
 
 def hints(a: Analysis, *, cuda: bool, autocast_on: bool) -> list[str]:
-    """At most two plain-language hints, the most telling first.
+    """At most two plain-language hints, the most telling first (the table's "profile" causes).
 
     With CUDA, the idle hint follows the largest share of the GPU's idle time.
     """
-    out: list[str] = []
-    if cuda and a.gpu_busy_s is not None and a.window_s > 0:
-        gpu_total = sum(r.self_gpu_s for r in a.rows)
-        if a.kernel_count == 0:
-            out.append(
-                "No GPU kernel ran in this cell: the work stayed on the CPU "
-                "(check that the model and the data are on 'cuda')."
-            )
-        else:
-            idle_hint = _idle_hint(a)
-            if idle_hint:
-                out.append(idle_hint)
-        if a.syncs.count >= 10 and not any("sync" in h for h in out):
-            out.append(
-                f"{a.syncs.describe()}: each one makes the CPU wait until the GPU has finished "
-                "everything queued. Read losses every N steps (or accumulate them on the GPU) "
-                "instead of calling .item()/.cpu()/print on CUDA tensors every step."
-            )
-        matmul = sum(r.self_gpu_s for r in a.rows if r.name in _MATMUL_OPS or "gemm" in r.name)
-        if not autocast_on and gpu_total > 0 and matmul > 0.4 * gpu_total:
-            out.append(
-                f"Matmuls and convolutions take {fmt_pct(matmul / gpu_total)} of GPU time and "
-                "autocast was off: %amp on (bf16) or %amp tf32 on usually makes them much faster."
-            )
-    else:
-        cpu_total = sum(r.self_cpu_s for r in a.rows)
-        top = max(a.rows, key=lambda r: r.self_cpu_s, default=None)
-        if top is not None and cpu_total > 0 and top.self_cpu_s >= 0.3 * cpu_total:
-            out.append(
-                f"No GPU profiled: {top.name} takes {fmt_pct(top.self_cpu_s / cpu_total)} of the "
-                "CPU time in ops."
-            )
-        calls = sum(r.calls for r in a.rows)
-        if calls >= 1000 and cpu_total / calls < 10e-6:
-            out.append(
-                f"{calls:,} op calls of {fmt_seconds(cpu_total / calls)} on average: per-op "
-                "overhead dominates; larger tensors per call or torch.compile would help."
-            )
-    return out[:2]
-
-
-def _idle_hint(a: Analysis) -> str:
-    """The hint for the largest share of the GPU's idle time ("" if the GPU was mostly busy)."""
-    idle = a.gpu_idle_fraction or 0.0
-    total = sum(a.idle_s.values())
-    if idle < 0.3 or total <= 0:
-        return ""
-    kind = max(IDLE_KINDS, key=lambda k: a.idle_s.get(k, 0.0))
-    share = f"GPU idle {fmt_pct(idle)} of the time, {fmt_pct(a.idle_s[kind] / total)} of it"
-    mean_kernel = a.gpu_busy_s / a.kernel_count if a.gpu_busy_s and a.kernel_count else 0.0
-    if kind == "host":
-        if a.syncs.count >= 10:
-            return (
-                f"{share} waiting on the host, which stalls at {a.syncs.describe()}. Each sync "
-                "empties the launch queue: read losses every N steps, not every step."
-            )
-        if a.kernel_count >= 100 and mean_kernel < 20e-6:
-            return (
-                f"Launch-bound: {share} waiting on the host to launch {a.kernel_count:,} kernels "
-                f"of {fmt_seconds(mean_kernel)} on average. Try %compile NAME --mode "
-                "reduce-overhead (CUDA graphs: one launch per step), fuse work with "
-                "torch.compile, or use a larger batch."
-            )
-        return (
-            f"{share} waiting on the host: the CPU did not queue work fast enough. In a "
-            "training loop, look at the DataLoader (num_workers, pin_memory=True, "
-            "persistent_workers) and at Python work between steps."
-        )
-    if kind == "kernels":
-        return (
-            f"{share} between kernels, queued back to back ({a.kernel_count:,} kernels of "
-            f"{fmt_seconds(mean_kernel)} on average): each launch costs a few µs of GPU time. "
-            "Fewer, larger kernels help: torch.compile fuses them, --mode reduce-overhead "
-            "replays them as a CUDA graph."
-        )
-    if kind == "copies":
-        return (
-            f"{share} on copies: the GPU moved data instead of computing. Keep tensors on the "
-            "GPU between steps, use pin_memory=True in the DataLoader and "
-            ".to('cuda', non_blocking=True)."
-        )
-    return (
-        f"{share} with kernels queued but waiting on other work (events, other streams or "
-        "copies on another stream): see the trace (--trace FILE) for what they waited on."
+    if cuda and (a.gpu_busy_s is None or a.window_s <= 0):
+        return []
+    found = explain(
+        Evidence("profile", cuda=cuda, cell=facts(a, cuda=cuda, autocast_on=autocast_on))
     )
+    return [e.text for e in found[:2]]

@@ -15,24 +15,23 @@ from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
     argument,
+    lookup,
     magic_arguments,
+    non_negative_int,
     parse,
     positive_int,
+    type_name,
 )
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.render import (
-    Cell,
-    Table,
-    fmt_bytes,
     fmt_pct,
     html_block,
     html_note,
     publish,
-    publish_figure,
-    timeline_figure,
-    timeline_svg,
 )
+from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
 from .analysis import Analysis, RangeRow, analyse
@@ -82,6 +81,10 @@ class ProfileResult:
     sync_places: dict[str, int] = field(default_factory=dict)
     #: GPU idle seconds by cause: host, kernels (between kernels), copies, other.
     idle_s: dict[str, float] = field(default_factory=dict)
+    #: With ``--warmup N``: what was put back after the warm-up runs.
+    warmup: Restored | None = None
+    #: The cell's own warnings during the warm-up runs, each once, in the magic's words.
+    warmup_warnings: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
@@ -108,7 +111,7 @@ def _export_trace(prof: Any, path: str) -> str | None:
 
 
 #: Options of %profile that take a value (the statement starts after the options).
-_VALUED = ("--sort", "--row-limit", "--trace")
+_VALUED = ("--sort", "--row-limit", "--trace", "--warmup", "--model", "--optimizer")
 
 
 def split_statement(line: str) -> tuple[str, str]:
@@ -130,12 +133,6 @@ def split_statement(line: str) -> tuple[str, str]:
     return " ".join(options), rest
 
 
-def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
-    if key == "memory":
-        return row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
-    return getattr(row, key)
-
-
 @magics_class
 class ProfileMagics(ShellMagics):
     """``%profile`` and ``%%profile``."""
@@ -148,6 +145,20 @@ class ProfileMagics(ShellMagics):
     @argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace to FILE")
     @argument("--memory", action="store_true", help="record allocations (memory columns)")
     @argument("--stack", action="store_true", help="record Python stacks (calling source line)")
+    @argument(
+        "--warmup",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="run the code N times first, put back what they changed, then profile (0)",
+    )
+    @argument("--model", metavar="NAME", help="--warmup: the model the code trains (put back)")
+    @argument("--optimizer", metavar="NAME", help="--warmup: the optimizer it steps (put back)")
+    @argument(
+        "--allow-side-effects",
+        action="store_true",
+        help="--warmup: run even if what the code changes cannot all be put back",
+    )
     @argument("-o", "--output", action="store_true", help="return a result object")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
     @needs_local_scope
@@ -164,8 +175,12 @@ class ProfileMagics(ShellMagics):
         or print of a CUDA tensor do) with the lines that made them; a timeline of CPU ops and
         GPU kernels; the fraction of the time the GPU was idle, split as Holistic Trace
         Analysis does (waiting on the host, between kernels, on copies); and one or two hints.
-        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). The profiler
-        stops even if the code raises.
+        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). --warmup N
+        runs the code N times before the profiled run (first-call costs, a compile) and puts
+        back what they changed (the model and optimizer named with --model/--optimizer, the
+        tensors the code uses, the RNG), so the cell's effect is that of one run; code whose
+        changes cannot be put back is refused before it runs (or --allow-side-effects). The
+        profiler stops even if the code raises.
         """
         first_line = 2  # a %%profile cell's body starts under its magic line
         if cell is None:
@@ -187,6 +202,7 @@ class ProfileMagics(ShellMagics):
                 "torch.profiler.profile block): stop it first, then run this cell again."
             )
         code = CellCode(self.shell, cell, first_line=first_line)
+        warmup, warmup_warnings = self._warm_up(args, code, local_ns, torch)
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -252,6 +268,8 @@ class ProfileMagics(ShellMagics):
             sync_count=analysis.syncs.count,
             sync_places=dict(analysis.syncs.places),
             idle_s=analysis.idle_s,
+            warmup=warmup,
+            warmup_warnings=warmup_warnings,
         )
         if not args.quiet:
             self._show(result, analysis, cuda=cuda, args=args)
@@ -259,6 +277,55 @@ class ProfileMagics(ShellMagics):
             text = f"--trace {args.trace}: the trace was not written ({trace_problem})."
             publish(text, html_block([html_note(text, warn=True)]))
         return result if args.output else value
+
+    # -------------------------------------------------------------------------- warm-up
+
+    def _warm_up(
+        self, args: argparse.Namespace, code: CellCode, local_ns: Any, torch: Any
+    ) -> tuple[Restored | None, list[str]]:
+        """Run the code ``--warmup`` times, then put back what it changed (the one helper).
+
+        Raises:
+            UsageError: --model/--optimizer/--allow-side-effects without --warmup, names that
+                are not a model or an optimizer, or code whose changes cannot all be put back.
+        """
+        if not args.warmup:
+            if args.model or args.optimizer or args.allow_side_effects:
+                raise UsageError(
+                    "--model, --optimizer and --allow-side-effects go with --warmup N, e.g. "
+                    "%%profile --warmup 2 --model model --optimizer opt."
+                )
+            return None, []
+        models, optimizers = {}, {}
+        if args.model:
+            model = lookup(self.shell.user_ns, args.model, "--model")
+            if not isinstance(model, torch.nn.Module):
+                raise UsageError(f"--model {args.model} is a {type_name(model)}, not a model.")
+            models[args.model] = model
+        if args.optimizer:
+            opt = lookup(self.shell.user_ns, args.optimizer, "--optimizer")
+            if not isinstance(opt, torch.optim.Optimizer):
+                raise UsageError(
+                    f"--optimizer {args.optimizer} is a {type_name(opt)}, not an optimizer."
+                )
+            optimizers[args.optimizer] = opt
+        runs = RepeatedRuns(
+            self.shell,
+            code.codes,
+            what=f"%%profile --warmup {args.warmup}",
+            named=Named(models, optimizers),
+            allow_side_effects=args.allow_side_effects,
+            expected_runs=f"{args.warmup} time(s) before the profiled run",
+        )
+        run = runs.call(lambda: code.run(local_ns))
+        try:
+            with runs.recording():
+                for _ in range(args.warmup):
+                    run()
+                synchronize()
+        finally:
+            restored = runs.finish()
+        return restored, runs.warning_notes()
 
     # -------------------------------------------------------------------------- checks
 
@@ -304,124 +371,10 @@ class ProfileMagics(ShellMagics):
 
     # -------------------------------------------------------------------------- output
 
-    @staticmethod
-    def _ranges_table(ranges: list[RangeRow], cuda: bool) -> Table:
-        """The user's record_function ranges: spans of many ops and kernels, not ops."""
-        headers = ["range", "calls", "CPU span"] + (["GPU span"] if cuda else [])
-        table = Table(
-            headers=headers,
-            numeric=[False, True, True, True][: len(headers)],
-            title=f"{len(ranges)} annotated range(s) (record_function; they hold the ops above)",
-        )
-        for rng in ranges[:10]:
-            cells: list[Cell | str] = [
-                rng.name[:80],
-                Cell(str(rng.calls), rng.calls),
-                Cell(fmt_seconds(rng.cpu_s), rng.cpu_s),
-            ]
-            if cuda:
-                cells.append(Cell(fmt_seconds(rng.gpu_s) if rng.gpu_s else "-", rng.gpu_s))
-            table.rows.append(cells)
-        return table
-
     def _show(self, r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Namespace) -> None:
-        kernels_view = cuda and r.sort in ("self_gpu_s", "gpu_s")
-        headers = ["kernel" if kernels_view else "op", "calls", "self CPU", "CPU total"]
-        numeric = [False, True, True, True]
-        if cuda:
-            headers += ["self GPU", "GPU total"]
-            numeric += [True, True]
-        if args.memory:
-            headers.append("self memory")
-            numeric.append(True)
-        if args.stack:
-            headers.append("called from")
-            numeric.append(False)
-        reverse = r.sort != "name"
-        # By GPU time, the table is the GPU's own work: kernels and copies, not the ops that
-        # launched them (their GPU columns count the same kernels again); --sort self_cpu
-        # lists the ops.
-        kernels_only = cuda and r.sort in ("self_gpu_s", "gpu_s")
-        listed = [row for row in r.rows if row.on_gpu] if kernels_only else r.rows
-        what = "GPU kernels and copies" if kernels_only else "ops"
-        rows = sorted(listed, key=lambda row: _sort_value(row, r.sort, cuda), reverse=reverse)
-        table = Table(
-            headers=headers,
-            numeric=numeric,
-            sortable=True,
-            title=f"top {min(args.row_limit, len(rows))} of {len(rows)} {what}, by "
-            f"{r.sort.removesuffix('_s').replace('_', ' ')}; "
-            f"cell wall time {fmt_seconds(r.wall_s)}"
-            + ("; the ops that launched them: --sort self_cpu" if kernels_only else ""),
-        )
-        for row in rows[: args.row_limit]:
-            cells: list[Cell | str] = [
-                row.name[:80],
-                Cell(str(row.calls), row.calls),
-                Cell(fmt_seconds(row.self_cpu_s), row.self_cpu_s),
-                Cell(fmt_seconds(row.cpu_s), row.cpu_s),
-            ]
-            if cuda:
-                cells += [
-                    Cell(fmt_seconds(row.self_gpu_s), row.self_gpu_s),
-                    Cell(fmt_seconds(row.gpu_s), row.gpu_s),
-                ]
-            if args.memory:
-                mem = row.self_gpu_mem_bytes if cuda else row.self_cpu_mem_bytes
-                cells.append(Cell(fmt_bytes(mem), mem))
-            if args.stack:
-                cells.append(row.called_from or "-")
-            table.rows.append(cells)
-        notes = []
-        if cuda:
-            idle = r.gpu_idle_fraction
-            split = a.idle_split()
-            notes.append(
-                f"GPU idle {fmt_pct(idle)} of the profiled {fmt_seconds(a.window_s)} "
-                f"({r.kernel_count:,} kernels)" + (f": {split}." if split else ".")
-                if idle is not None
-                else "GPU idle time: not measured."
-            )
-            notes.append(
-                f"Device syncs: {a.syncs.describe()}."
-                if a.syncs.count
-                else "Device syncs: none (the CPU never waited for the GPU inside the cell)."
-            )
-        else:
-            notes.append("No CUDA GPU: CPU ops only.")
-        if args.stack and not a.python_frames:
-            notes.append(
-                f"--stack: torch {torch_module().__version__} recorded no Python frames in "
-                "this profile, so 'called from' is empty."
-            )
-        notes += [f"Hint: {h}" for h in r.hints]
-        if r.trace_file:
-            notes.append(
-                f"Trace written to {r.trace_file} (open in ui.perfetto.dev or chrome://tracing)."
-            )
-        tables = [table]
-        if r.ranges:
-            tables.append(self._ranges_table(r.ranges, cuda))
-        publish(
-            "\n\n".join(t.text() for t in tables) + "\n" + "\n".join(notes),
-            html_block(
-                [
-                    *(t.html() for t in tables),
-                    *(html_note(n, warn=n.startswith("Hint")) for n in notes),
-                ]
-            ),
-        )
-        if a.bars:
-            lanes = len({b.lane for b in a.bars})
-            summary = (
-                f"timeline: {len(a.bars):,} events on {lanes} lane(s) "
-                f"over {fmt_seconds(a.window_s)}"
-            )
-            publish_figure(
-                timeline_figure(a.bars, "CPU ops and GPU kernels over the cell"),
-                timeline_svg(a.bars),
-                summary,
-            )
+        from .report import show_profile
+
+        show_profile(r, a, cuda=cuda, args=args)
 
 
 def _stack_config(torch: Any) -> Any:

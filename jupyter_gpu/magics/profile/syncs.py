@@ -24,7 +24,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from .analysis import _is_library, place
+from jupyter_gpu.magics.common.origin import is_library_file
+
+from .analysis import place
 
 _SYNC_WARNING = re.compile(r"called a synchronizing CUDA operation")
 _OURS = str(Path(__file__).resolve().parents[2])  # jupyter_gpu/
@@ -35,7 +37,7 @@ def user_place(frame: FrameType | None, cell_names: dict[str, int]) -> str:
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename in cell_names or not (
-            _is_library(filename) or filename.startswith((_OURS, "<"))
+            is_library_file(filename) or filename.startswith((_OURS, "<"))
         ):
             return place(filename, frame.f_lineno, frame.f_code.co_name, cell_names)
         frame = frame.f_back

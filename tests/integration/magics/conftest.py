@@ -130,6 +130,29 @@ def shell(
     InteractiveShell.clear_instance()
 
 
+def training_bits(shell: Shell, model: str = "model", opt: str = "opt") -> dict[str, Any]:
+    """The bits of all a training step changes: weights, gradients, the optimizer, the RNG.
+
+    Bytes, not values (NaN equals NaN, -0.0 differs from 0.0); the param groups as values.
+    """
+    import torch
+
+    m = shell[model]
+    m = getattr(m, "_orig_mod", m)  # a compiled model's eager one
+    out: dict[str, Any] = {
+        f"w.{k}": v.detach().numpy().tobytes() for k, v in m.state_dict().items()
+    }
+    for i, p in enumerate(m.parameters()):
+        if p.grad is not None:
+            out[f"g.{i}"] = p.grad.numpy().tobytes()
+    state = shell[opt].state_dict()
+    for i, per_param in state["state"].items():
+        out |= {f"o.{i}.{k}": v.numpy().tobytes() for k, v in per_param.items()}
+    out["groups"] = [dict(g, params=None) for g in state["param_groups"]]
+    out["rng"] = torch.get_rng_state().numpy().tobytes()
+    return out
+
+
 # A class defined in the test's own cell: dynamo caches compiled code per code object, so each
 # test gets a fresh one (an nn.Sequential would share its forward across tests).
 MODEL_CELL = """

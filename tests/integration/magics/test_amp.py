@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .conftest import MODEL_CELL, Shell
+from .conftest import MODEL_CELL, Shell, training_bits
 
 
 def test_cell_magic_runs_the_cell_under_autocast_and_returns_its_value(shell: Shell) -> None:
@@ -136,12 +136,10 @@ def test_unknown_command_is_a_usage_error(shell: Shell) -> None:
     assert "%amp on" in shell.usage_error("%amp sideways")
 
 
-def test_compare_restores_model_optimizer_and_rng(shell: Shell) -> None:
+def test_compare_restores_model_optimizer_and_rng_bit_for_bit(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
-    shell.ok("train_step(); train_step()")  # optimizer state exists before the comparison
-    before = {k: v.clone() for k, v in shell["model"].state_dict().items()}
-    opt_step = shell["opt"].state_dict()["state"][0]["step"].clone()
-    rng = torch.get_rng_state().clone()
+    shell.ok("train_step(); train_step()")  # AdamW's state and gradients exist before
+    before = training_bits(shell)
     ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
     r = shell["r"]
     assert [m.mode for m in r.results] == ["fp32", "tf32", "bf16", "fp16"]
@@ -150,22 +148,43 @@ def test_compare_restores_model_optimizer_and_rng(shell: Shell) -> None:
     bf16 = next(m for m in r.results if m.mode == "bf16")
     assert bf16.loss_diff is not None
     assert 0 <= bf16.loss_diff < 0.05
-    for key, value in shell["model"].state_dict().items():
-        assert torch.equal(value, before[key]), key
-    assert torch.equal(shell["opt"].state_dict()["state"][0]["step"], opt_step)
-    assert torch.equal(torch.get_rng_state(), rng)
-    assert "Restored afterwards: model, opt" in ran.text
+    assert training_bits(shell) == before  # bit for bit, the param groups too
+    assert r.restore is not None
+    assert r.restore.exact
+    assert r.restore.runs >= 4 * (1 + 1 + 3)  # per mode: the first step, a warm-up, 3 timed
+    assert "checked bit for bit: model, opt" in ran.text
     assert "fp32" in ran.text
     assert "bf16" in ran.text
 
 
-def test_compare_modes_and_warning_without_state_names(shell: Shell) -> None:
+def test_compare_refuses_before_running_what_it_cannot_put_back(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
-    ran = shell.ok('%amp compare "train_step()" --modes bf16 --runs 3')
-    assert "fp32" in ran.text
-    assert "bf16" in ran.text
-    assert "tf32" not in ran.text
-    assert "--model and --optimizer" in ran.text
+    shell.ok("train_step()")
+    before = training_bits(shell)
+    message = shell.usage_error('%amp compare "train_step()" --modes bf16 --runs 3')
+    assert "--optimizer opt" in message  # the optimizer the step steps, by its name
+    assert "--model model" in message
+    assert "--allow-side-effects" in message
+    assert training_bits(shell) == before  # refused before the first run
+    shell.ok(
+        "import collections\n"
+        "calls = collections.deque()\n"
+        "def counted():\n"
+        "    calls.append(1)\n"
+        "    return train_step()"
+    )
+    message = shell.usage_error(
+        '%amp compare "counted()" --model model --optimizer opt --modes bf16 --runs 3'
+    )
+    assert "calls: a deque" in message
+    assert len(shell["calls"]) == 0
+    ran = shell.ok(
+        '%amp compare "counted()" --model model --optimizer opt --modes bf16 --runs 3 '
+        "--allow-side-effects"
+    )
+    assert len(shell["calls"]) >= 2 * (1 + 1 + 3)  # it ran, and the deque kept its changes
+    assert "Not put back (--allow-side-effects): calls" in ran.text
+    assert training_bits(shell) == before  # the named state is still put back
 
 
 def test_compare_bad_input(shell: Shell) -> None:
@@ -283,7 +302,8 @@ def test_on_several_optimizer_steps_in_one_cell_see_fresh_weights(shell: Shell) 
 def test_compare_runs_each_step_on_its_fresh_weights(shell: Shell) -> None:
     shell.ok(LINEAR_CELL)
     shell.ok(
-        "seen = []\n"
+        "import collections\n"
+        "seen = collections.deque()  # a record the comparison cannot put back\n"
         "def drift_step():\n"
         "    y = lin(x)\n"
         "    if y.dtype == torch.bfloat16:\n"
@@ -292,7 +312,9 @@ def test_compare_runs_each_step_on_its_fresh_weights(shell: Shell) -> None:
         "        lin.weight.add_(0.5)\n"
         "    return y.float().square().mean()"
     )
-    shell.ok('%amp compare "drift_step()" --modes bf16 --runs 3 -q')
+    shell.ok(
+        '%amp compare "drift_step()" --modes bf16 --runs 3 -q --model lin --allow-side-effects'
+    )
     assert len(shell["seen"]) >= 4  # the first step, one warm-up, three timed runs
     assert all(shell["seen"])
 
@@ -323,7 +345,9 @@ def test_compare_batch_keeps_the_same_batch_in_every_mode(shell: Shell) -> None:
 
 def test_compare_without_batch_says_the_expression_must_use_the_same_batch(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
-    ran = shell.ok('%amp compare "train_step()" --modes fp32,bf16 --runs 2')
+    ran = shell.ok(
+        '%amp compare "train_step()" --modes fp32,bf16 --runs 2 --model model --optimizer opt'
+    )
     assert "--batch NAME keeps the batch" in ran.text
     message = shell.usage_error('%amp compare "train_step()" --batch x')
     assert "does not use x" in message

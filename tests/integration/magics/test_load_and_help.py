@@ -85,3 +85,23 @@ def test_exit_after_torch_compile_prints_nothing() -> None:
     assert out.stdout.strip().endswith("done")
     assert "Exception ignored" not in out.stderr
     assert "KeyError" not in out.stderr
+
+
+def test_no_magic_help_starts_with_a_stray_literal_block_marker(shell: Shell) -> None:
+    # IPython writes the usage as reStructuredText (``::`` then an indent); %compile? showed
+    # the ``::`` as the first line of its help.
+    from jupyter_gpu.magics import MAGIC_CLASSES
+
+    helps = {}
+    for cls in MAGIC_CLASSES:
+        for kind in ("line", "cell"):
+            for name, method in cls.magics[kind].items():
+                helps[f"{kind} {name}"] = getattr(cls, method).__doc__ or ""
+    assert helps
+    for magic, doc in helps.items():
+        assert not doc.lstrip().startswith("::"), magic
+        assert "\n::\n" not in doc, magic
+    ran = shell.ok("%compile?")
+    first = ran.text.strip().splitlines()
+    assert not any(line.strip() == "::" for line in first), first[:5]
+    assert any(line.startswith("%compile [") for line in first), first[:8]

@@ -11,7 +11,7 @@ import torch
 
 from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
 
-from .conftest import MODEL_CELL, Shell
+from .conftest import MODEL_CELL, Shell, training_bits
 
 
 def test_profile_shows_a_table_a_timeline_and_hints(shell: Shell) -> None:
@@ -229,3 +229,42 @@ def test_annotations_are_ranges_and_cpu_item_is_no_sync(shell: Shell) -> None:
     figure = ran.bundles(PLOTLY_MIMETYPE)[0]
     lanes = {trace.get("name") for trace in figure["data"]}
     assert "ranges" in lanes, lanes
+
+
+def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok(
+        "import copy\n"
+        "train_step()\n"
+        "start = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()),\n"
+        "         [None if p.grad is None else p.grad.clone() for p in model.parameters()],\n"
+        "         torch.get_rng_state())"
+    )
+    ran = shell.ok(
+        "%%profile --warmup 3 --model model --optimizer opt -o\nloss = train_step()\nloss"
+    )
+    r = ran.result.result
+    assert r.warmup is not None
+    assert r.warmup.runs == 3
+    assert r.warmup.exact
+    assert "Warm-up (3 run(s) before the profiled one): Restored after 3 runs" in ran.text
+    after_magic = training_bits(shell)
+    # The same cell run once, plainly, from the same start: the magic's warm-ups left no trace.
+    shell.ok(
+        "model.load_state_dict(start[0]); opt.load_state_dict(start[1])\n"
+        "for p, g in zip(model.parameters(), start[2]):\n"
+        "    p.grad = None if g is None else g.clone()\n"
+        "torch.set_rng_state(start[3])\n"
+        "loss = train_step()"
+    )
+    assert after_magic == training_bits(shell)
+
+
+def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("train_step()")
+    before = training_bits(shell)
+    message = shell.usage_error("%%profile --warmup 2 --model model\ntrain_step()")
+    assert "--optimizer opt" in message
+    assert training_bits(shell) == before  # nothing ran
+    assert "go with --warmup" in shell.usage_error("%%profile --model model\ntrain_step()")

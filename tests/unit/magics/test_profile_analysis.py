@@ -185,6 +185,11 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
     assert lines[0].startswith("top 4 of 4 GPU kernels and copies, by self gpu")
     assert lines[1].startswith("kernel ")
     assert lines[2].startswith("gemm_kernel")
-    assert "aten::step" not in text.split("\n\n")[0]  # ops are in --sort self_cpu's table
+    # A kernel has no CPU time: its CPU columns say so, not "0 µs".
+    assert lines[2].split()[2:4] == ["\u2014", "\u2014"], lines[2]
+    html = captured.outputs[0].data["text/html"]
+    assert "\u2014" in html
+    table = text.split("\nGPU idle", 1)[0]
+    assert "aten::step" not in table  # ops are in --sort self_cpu's table
     assert "waiting on the host 61%" in text
     assert "5 device sync(s)" in text

@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 
 from jupyter_gpu.magics.common import args as _args
 from jupyter_gpu.magics.common import render as _render
-from jupyter_gpu.magics.profile.analysis import _union_length
+from jupyter_gpu.magics.common.evidence import union_length
 from jupyter_gpu.measure import fmt_seconds
 
 
@@ -79,25 +79,5 @@ def test_lookup_says_what_to_do() -> None:
 
 
 def test_union_length_merges_overlaps() -> None:
-    assert _union_length([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == pytest.approx(3.0)
-    assert _union_length([]) == 0.0
-
-
-def test_amp_compare_explains_a_step_too_small_for_precision() -> None:
-    from jupyter_gpu.magics.amp.compare import AmpComparison, AmpModeResult, small_step_note
-
-    def comparison(device: str, **times: float | None) -> AmpComparison:
-        results = [AmpModeResult(m, t, 50, None, 1.0, 0.0) for m, t in times.items()]
-        return AmpComparison("train_step()", device, results)
-
-    # The GPU run's figures: tf32 beat bf16 on a small model.
-    note = small_step_note(comparison("cuda", fp32=17.2e-3, tf32=10.6e-3, bf16=15.1e-3))
-    assert note is not None
-    assert note.startswith("bf16 is not faster than tf32 here (15.1 ms vs 10.6 ms a step)")
-    assert "%%profile" in note
-    fp16 = small_step_note(comparison("cuda", fp32=10e-3, bf16=12e-3, fp16=9.5e-3))
-    assert fp16 is not None
-    assert fp16.startswith("fp16 is not faster than fp32")
-    assert small_step_note(comparison("cuda", fp32=50e-3, tf32=20e-3, bf16=9e-3)) is None
-    assert small_step_note(comparison("cpu", fp32=10e-3, bf16=30e-3)) is None
-    assert small_step_note(comparison("cuda", fp32=10e-3, bf16=None)) is None  # bf16 failed
+    assert union_length([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == pytest.approx(3.0)
+    assert union_length([]) == 0.0

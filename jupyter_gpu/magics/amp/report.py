@@ -1,0 +1,88 @@
+"""Text and HTML for ``%amp compare`` (kept apart from the comparison's flow in compare.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from jupyter_gpu.magics.common.lazy_torch import describe_device
+from jupyter_gpu.magics.common.render import Cell, Table, fmt_bytes, html_block, html_note, publish
+from jupyter_gpu.measure import fmt_seconds
+
+if TYPE_CHECKING:
+    from .compare import AmpComparison
+
+
+def comparison_table(comparison: AmpComparison) -> Table:
+    """One row per mode: time, speedup over fp32, step peak memory, loss and its distance."""
+    table = Table(
+        headers=["mode", "time", "vs fp32", "step peak memory", "loss", "|loss - fp32|"],
+        numeric=[False, True, True, True, True, True],
+        title=f"amp compare {comparison.expr}  ({describe_device(comparison.device)})",
+    )
+    for r in comparison.results:
+        if r.error is not None:
+            table.rows.append([r.mode, "failed", "", "", r.error[:60], ""])
+            continue
+        speed = comparison.speedup(r.mode)
+        loss = "n/a" if r.loss is None else f"{r.loss:.6g}"
+        diff = "-" if r.mode == "fp32" else ("n/a" if r.loss_diff is None else f"{r.loss_diff:.2g}")
+        table.rows.append(
+            [
+                r.mode,
+                Cell(f"{fmt_seconds(r.time_s)} ({r.runs} runs)", r.time_s),
+                Cell("n/a" if speed is None else f"{speed:.2f}x", speed),
+                Cell(fmt_bytes(r.peak_bytes), r.peak_bytes),
+                Cell(loss, r.loss),
+                Cell(diff, r.loss_diff),
+            ]
+        )
+    return table
+
+
+def comparison_notes(comparison: AmpComparison) -> list[str]:
+    """The lines under the table: how it was measured, why no faster, what was put back."""
+    synced = ", CUDA synchronised" if comparison.device == "cuda" else ""
+    notes = [
+        f"time: median of the runs after two warm-up steps{synced}; loss: that of the first "
+        "step, from the same starting state in every mode."
+    ]
+    if comparison.device == "cpu":
+        notes.append(
+            "CPU: no peak-memory figure (torch tracks it for CUDA only); TF32 = fp32 here."
+        )
+    else:
+        notes.append(
+            "step peak memory: the most the mode's first step held above what was allocated "
+            "before it, from the allocator's trace (the bytes the tensors requested); torch's "
+            "peak counter is never reset."
+        )
+    if comparison.batch:
+        notes.append(f"The same batch ({comparison.batch}) in every mode (--batch).")
+    else:
+        notes.append(
+            "The loss column compares like with like only if the expression uses the same batch "
+            "in every mode: the RNG is reset per mode, so torch.randn/randint batches repeat, but "
+            "next(iterator) draws a new one. --batch NAME keeps the batch in NAME fixed."
+        )
+    notes += comparison.notes
+    fp32 = next((r for r in comparison.results if r.mode == "fp32"), None)
+    if fp32 is not None and fp32.loss is None:
+        notes.append("The step returned no loss: make it return the loss to compare losses.")
+    if any(r.loss is not None and not math.isfinite(r.loss) for r in comparison.results):
+        notes.append("A loss is inf/nan: that mode overflowed (fp16 needs a GradScaler).")
+    notes += [f"Why: {e.text}" for e in comparison.explanations]
+    if comparison.restore is not None:
+        notes.append(comparison.restore.line)
+    return notes
+
+
+def show_comparison(comparison: AmpComparison) -> None:
+    """Display ``%amp compare``'s table and notes."""
+    table = comparison_table(comparison)
+    notes = comparison_notes(comparison)
+    text = table.text() + "\n" + "\n".join(notes)
+    warn = ("Why", "A loss", "Note", "Put back")
+    publish(
+        text, html_block([table.html(), *(html_note(n, warn=n.startswith(warn)) for n in notes)])
+    )

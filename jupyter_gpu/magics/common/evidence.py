@@ -1,0 +1,319 @@
+"""Measurements a "Why" line can stand on: a profile of a few calls, read into plain figures.
+
+``%compile --bench`` profiles the compiled call and ``%amp compare`` one step per mode, after
+their timing runs (inside their repeated runs, so the profiled calls are put back too). One
+:class:`CallProfile` holds, per call: the GPU's busy time (the union of its kernels) and the
+kernel count; torch.compile's own steps as the profiler names them (``TorchDynamo Cache
+Lookup``: the guard check; ``Torch-Compiled Region``; ``## Call CompiledFxGraph ##``: the
+compiled graph itself); the time in ops; and the matmuls and convolutions that ran, by the
+dtype of their inputs (``record_shapes=True`` makes the profiler keep the dtypes), with their
+time (GPU time on CUDA, CPU time otherwise). Only the innermost matmul of a nest counts
+(``aten::linear`` holds ``aten::addmm``; under autocast the outer one still sees float32).
+
+The profiler is created with ``acc_events=True`` (torch 2.10 and 2.11 otherwise warn "Profiler
+clears events at the end of each cycle" about a cycle nobody ran), its warnings are the magic's
+own and dropped, and kineto's ``USDT ... profiler_start/stop`` lines, written straight to the
+process's stderr at start and stop, are kept out of the notebook (stderr is pointed at
+``/dev/null`` while the profiler starts and stops, never while the user's code runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lazy_torch import torch_if_imported
+
+_US = 1e-6
+#: Ops that are a matmul or a convolution (the innermost of a nest is counted).
+MATMUL_OPS = frozenset(
+    (
+        "aten::linear",
+        "aten::matmul",
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::addbmm",
+        "aten::_addmm_activation",
+        "aten::mv",
+        "aten::addmv",
+        "aten::_scaled_mm",
+        "aten::_int_mm",
+        "mkldnn::_linear_pointwise",
+    )
+)
+CONV_OPS = frozenset(
+    (
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose",
+        "aten::mkldnn_convolution",
+        "aten::thnn_conv2d",
+        "aten::_slow_conv2d_forward",
+        "aten::slow_conv3d_forward",
+        "aten::_nnpack_spatial_convolution",
+        "aten::convolution_backward",
+        "mkldnn::_convolution_pointwise",
+    )
+)
+_DTYPES = {
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "c10::Float8_e4m3fn": "float8",
+    "c10::Float8_e5m2": "float8",
+}
+_GUARD = "TorchDynamo Cache Lookup"
+_REGION = "Torch-Compiled Region"
+_GRAPH = "## Call CompiledFxGraph"
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping ``(start, end)`` intervals."""
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+@dataclass(frozen=True)
+class MatmulOp:
+    """Matmuls or convolutions of one kind and dtype: calls and time, per profiled call."""
+
+    name: str
+    dtype: str
+    conv: bool
+    calls: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class CallProfile:
+    """What a profile of ``calls`` calls of the same code showed, per call (seconds).
+
+    ``gpu_busy_s`` and ``kernels`` are ``None`` without CUDA. ``guard_s``, ``region_s`` and
+    ``graph_s`` are ``None`` where the profile has no such event (eager code). ``work_s`` is
+    the time in ops (and compiled graphs) on the CPU; ``matmul`` the matmuls and convolutions.
+    """
+
+    calls: int
+    cuda: bool
+    wall_s: float
+    work_s: float
+    gpu_busy_s: float | None = None
+    kernels: float | None = None
+    guard_s: float | None = None
+    region_s: float | None = None
+    graph_s: float | None = None
+    casts_s: float = 0.0
+    matmul: list[MatmulOp] = field(default_factory=list)
+
+    def matmul_s(self, *, dtype: str | None = None, conv: bool | None = None) -> float:
+        """Time in matmuls/convolutions per call (of ``dtype``, of convolutions or not)."""
+        return sum(
+            m.time_s
+            for m in self.matmul
+            if (dtype is None or m.dtype == dtype) and (conv is None or m.conv == conv)
+        )
+
+    def matmul_names(self, *, dtype: str | None = None, conv: bool | None = None) -> str:
+        """``aten::addmm x3, aten::mm x2`` (calls per profiled call)."""
+        counts: dict[str, float] = {}
+        for m in self.matmul:
+            if (dtype is None or m.dtype == dtype) and (conv is None or m.conv == conv):
+                counts[m.name] = counts.get(m.name, 0.0) + m.calls
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+        return ", ".join(f"{name} x{n:g}" for name, n in ranked)
+
+    @property
+    def busy_s(self) -> float:
+        """The work the measured figures compare with: GPU busy time on CUDA, else op time."""
+        return self.gpu_busy_s if self.cuda and self.gpu_busy_s is not None else self.work_s
+
+
+@contextlib.contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Point fd 2 at /dev/null for the block (kineto's start/stop lines), then back."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:  # noqa: PTH123  # a raw fd is what dup2 takes
+            os.dup2(null.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | None:
+    """Profile ``calls`` calls of ``run`` (CPU ops, and CUDA kernels when CUDA is in use).
+
+    ``None`` if a profiler is already running or cannot start here. Never raises for the
+    profiler's sake; the user's code's own errors propagate.
+    """
+    torch = torch_if_imported()
+    if torch is None or torch.autograd._profiler_enabled():
+        return None
+    cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's own; the user's were seen in timing
+        prof = torch.profiler.profile(activities=activities, record_shapes=True, acc_events=True)
+        try:
+            with _stderr_silenced():
+                prof.start()
+        except RuntimeError:
+            return None
+        start = time.perf_counter()
+        try:
+            for _ in range(calls):
+                run()
+            if cuda:
+                torch.cuda.synchronize()
+        finally:
+            wall = (time.perf_counter() - start) / calls
+            with _stderr_silenced():
+                prof.stop()
+        try:
+            return read_profile(prof, calls=calls, cuda=cuda, wall_s=wall)
+        except (RuntimeError, UnicodeDecodeError, AttributeError):
+            return None  # a trace torch cannot parse (see %%profile): no evidence, no guess
+
+
+def _dtype_of(dtypes: list[str]) -> str:
+    tensors = [d for d in dtypes if d and d not in ("Scalar", "ScalarList", "TensorList")]
+    if not tensors:
+        return "unknown"
+    name = Counter(tensors).most_common(1)[0][0]
+    return _DTYPES.get(name, name)
+
+
+def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallProfile:
+    """The figures of a stopped ``torch.profiler.profile`` (see :class:`CallProfile`)."""
+    events = list(prof.events())
+    dtypes = _kineto_dtypes(prof)
+    kernels: list[tuple[float, float]] = []
+    guard = region = graph = work = casts = 0.0
+    seen = {"guard": False, "region": False, "graph": False}
+    ops: dict[tuple[str, str], list[float]] = {}
+    for evt in events:
+        name = evt.name
+        elapsed = evt.time_range.elapsed_us() * _US
+        if str(evt.device_type).endswith(("CUDA", "PrivateUse1")):
+            lowered = name.lower()
+            if not evt.is_user_annotation and "memcpy" not in lowered and "memset" not in lowered:
+                kernels.append((evt.time_range.start * _US, evt.time_range.end * _US))
+            continue
+        if name.startswith(_GUARD):
+            guard += elapsed
+            seen["guard"] = True
+        elif name.startswith(_REGION):
+            region += elapsed
+            seen["region"] = True
+        elif name.startswith(_GRAPH):
+            graph += elapsed
+            seen["graph"] = True
+            if not _inside_work(evt):
+                work += elapsed
+        elif "::" in name and not evt.is_user_annotation and not _inside_work(evt):
+            work += elapsed
+        if name == "aten::_to_copy" and not _inside(evt, "aten::_to_copy"):
+            casts += _device_time(evt) if cuda else elapsed
+        if (name in MATMUL_OPS or name in CONV_OPS) and not _has_matmul_below(evt):
+            key = (name, _dtype_of(dtypes.get((name, evt.time_range.start), [])))
+            acc = ops.setdefault(key, [0.0, 0.0])
+            acc[0] += 1
+            acc[1] += _device_time(evt) if cuda else elapsed
+    per = 1.0 / calls
+    return CallProfile(
+        calls=calls,
+        cuda=cuda,
+        wall_s=wall_s,
+        work_s=work * per,
+        gpu_busy_s=union_length(kernels) * per if cuda else None,
+        kernels=len(kernels) * per if cuda else None,
+        guard_s=guard * per if seen["guard"] else None,
+        region_s=region * per if seen["region"] else None,
+        graph_s=graph * per if seen["graph"] else None,
+        casts_s=casts * per,
+        matmul=[
+            MatmulOp(name, dtype, name in CONV_OPS, n * per, t * per)
+            for (name, dtype), (n, t) in sorted(ops.items(), key=lambda kv: -kv[1][1])
+        ],
+    )
+
+
+def _kineto_dtypes(prof: Any) -> dict[tuple[str, float], list[str]]:
+    """(op name, start µs as ``FunctionEvent`` has it) -> the dtypes of its inputs."""
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        return {}
+    t0 = results.trace_start_ns()
+    out: dict[tuple[str, float], list[str]] = {}
+    for k in results.events():
+        try:
+            out[(k.name(), (k.start_ns() - t0) / 1000)] = list(k.dtypes())
+        except (AttributeError, RuntimeError):
+            return out
+    return out
+
+
+def _device_time(evt: Any) -> float:
+    value = getattr(evt, "device_time_total", None)
+    if value is None:
+        value = getattr(evt, "cuda_time_total", None)
+    return float(value or 0.0) * _US
+
+
+def _inside(evt: Any, name: str) -> bool:
+    parent = evt.cpu_parent
+    while parent is not None:
+        if parent.name == name:
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def _inside_work(evt: Any) -> bool:
+    """Below an op or a compiled graph already counted as work."""
+    parent = evt.cpu_parent
+    while parent is not None:
+        if "::" in parent.name or parent.name.startswith(_GRAPH):
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def _has_matmul_below(evt: Any) -> bool:
+    for child in evt.cpu_children:
+        if child.name in MATMUL_OPS or child.name in CONV_OPS or _has_matmul_below(child):
+            return True
+    return False

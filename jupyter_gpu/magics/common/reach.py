@@ -1,0 +1,673 @@
+"""What user code can reach, read from its bytecode before it runs.
+
+A magic that runs an expression or a cell again and again (``common/runs.py``) must put back
+everything the runs change, or say before the first run that it cannot. This module reads the
+code (``dis``) and follows it: the names it loads and stores, the functions it calls that are
+the user's own (cells and the user's modules; a library's code is not followed, but the objects
+its closures, defaults and bound methods hold are), the methods and hooks of the user's modules,
+closures and default arguments. Every object found is sorted into:
+
+- **state the magic restores**: the named models and optimizers; tensors and NumPy arrays
+  (values put back in place); dicts, lists and plain objects (their items put back); random
+  generators (their state); names the code rebinds (``global x``, a cell's assignments);
+  closure cells it writes (``nonlocal``);
+- **harmless**: Python and torch modules, numbers, strings, dtypes, classes, library functions,
+  modules without parameters or buffers (a loss, an activation);
+- **problems**, each one phrase that says what cannot be put back: a model or optimizer that is
+  not named, a scheduler or scaler, an iterator (each run draws the next item), an object it
+  cannot look into, an attribute set on an object (``self.count += 1``), a call by a name that
+  writes files (``open``, ``.save``, ``.write``...), changes a global setting
+  (``set_float32_matmul_precision``) or resets the peak memory counters.
+
+Limits (also in docs/magics.md): the reading is by name and by what the code holds, not a proof.
+Attribute calls are judged by their name (``.save`` is assumed to write a file, a ``.write``
+on an in-memory buffer too); code run from inside a library (a callback passed to a library
+function that is not a name the code loads, C extensions) and objects reached only through a
+library's return values are not seen; ``exec``, ``eval`` and ``globals()`` are refused rather
+than followed.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import random
+import sys
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lazy_torch import holds_no_memory
+from .origin import is_library_file
+
+_GLOBAL_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
+_GLOBAL_STORES = frozenset(("STORE_GLOBAL", "STORE_NAME", "DELETE_GLOBAL", "DELETE_NAME"))
+_ATTR_LOADS = frozenset(("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"))
+_ATTR_STORES = frozenset(("STORE_ATTR", "DELETE_ATTR"))
+_DEREF_LOADS = frozenset(("LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"))
+_DEREF_STORES = frozenset(("STORE_DEREF", "DELETE_DEREF"))
+
+#: Attribute calls that, by their name, write or delete files.
+FILE_WRITERS = frozenset(
+    (
+        "save",
+        "save_pretrained",
+        "save_model",
+        "save_checkpoint",
+        "write",
+        "writelines",
+        "write_text",
+        "write_bytes",
+        "dump",
+        "savez",
+        "savez_compressed",
+        "savetxt",
+        "tofile",
+        "to_csv",
+        "to_parquet",
+        "to_pickle",
+        "savefig",
+        "mkdir",
+        "makedirs",
+        "remove",
+        "unlink",
+        "rmdir",
+        "rmtree",
+        "rename",
+        "touch",
+        "export_chrome_trace",
+        "add_scalar",
+        "add_scalars",
+    )
+)
+#: Calls that change a process-wide setting the magic does not save.
+GLOBAL_SETTERS = frozenset(
+    (
+        "set_float32_matmul_precision",
+        "set_default_dtype",
+        "set_default_device",
+        "set_default_tensor_type",
+        "use_deterministic_algorithms",
+        "set_num_threads",
+        "set_num_interop_threads",
+        "set_per_process_memory_fraction",
+        "set_flush_denormal",
+        "set_anomaly_enabled",
+    )
+)
+#: Calls that reset torch's memory counters (the magic checks them after the runs).
+PEAK_RESETTERS = frozenset(
+    (
+        "reset_peak_memory_stats",
+        "reset_max_memory_allocated",
+        "reset_max_memory_cached",
+        "reset_accumulated_memory_stats",
+    )
+)
+#: Builtins whose effects cannot be followed, or that open files.
+_BUILTIN_PROBLEMS = {
+    "open": "calls open(), which may write a file",
+    "exec": "calls exec(), whose code it cannot follow",
+    "eval": "calls eval(), whose code it cannot follow",
+    "compile": "calls compile(), whose code it cannot follow",
+    "globals": "uses globals(), through which any name may change",
+    "vars": "uses vars(), through which any attribute may change",
+    "locals": "uses locals(), through which any name may change",
+    "setattr": "calls setattr(), which sets an attribute it cannot follow",
+    "delattr": "calls delattr(), which removes an attribute it cannot follow",
+    "__import__": "calls __import__(), whose code it cannot follow",
+}
+#: Functions in which setting attributes builds a new object rather than changing one.
+_BUILDERS = frozenset(("__init__", "__new__", "__post_init__", "__init_subclass__"))
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range, slice)
+_MAX_ITEMS = 10_000
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing the runs would change and the magic could not put back."""
+
+    label: str
+    what: str
+    #: The option that would make it restorable ("--optimizer opt"), if the magic has one.
+    fix: str = ""
+
+    def sentence(self) -> str:
+        fix = f" (pass {self.fix})" if self.fix else ""
+        return f"{self.label}: {self.what}{fix}" if self.label else f"{self.what}{fix}"
+
+
+@dataclass
+class Named:
+    """What the user named for the magic to save: models and optimizers, by variable name.
+
+    ``model_option``/``optimizer_option``: the magic's options that name another one
+    (``--model``, ``--optimizer``), or "" where it has none.
+    """
+
+    models: dict[str, Any] = field(default_factory=dict)
+    optimizers: dict[str, Any] = field(default_factory=dict)
+    model_option: str = "--model"
+    optimizer_option: str = "--optimizer"
+
+
+@dataclass
+class Reached:
+    """What the code reaches, sorted by what the repeated runs do with it (labels: its names)."""
+
+    #: Tensors and NumPy arrays outside the named models and optimizers: values put back.
+    tensors: dict[str, Any] = field(default_factory=dict)
+    #: Dicts, lists and plain objects: their items (or ``__dict__``) put back.
+    containers: dict[str, Any] = field(default_factory=dict)
+    #: torch, ``random`` and NumPy generators: their state put back.
+    generators: dict[str, Any] = field(default_factory=dict)
+    #: (namespace, name) the code rebinds: the binding put back.
+    bindings: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: Closure cells the code writes: their contents put back.
+    cells: list[Any] = field(default_factory=list)
+    #: Library objects whose attributes are their whole state (a GradScaler): put back.
+    stateful: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def _numpy() -> Any:
+    return sys.modules.get("numpy")
+
+
+class _Walker:
+    def __init__(self, named: Named, cell_names: dict[str, int]) -> None:
+        self.named = named
+        self.cell_names = cell_names
+        self.out = Reached()
+        self.seen: set[int] = set()
+        self.followed: set[int] = set()
+        self.codes: set[int] = set()
+        self.problem_keys: set[tuple[str, str]] = set()
+        self.named_modules: dict[int, str] = {}
+        self.named_tensors: set[int] = set()
+        self.named_optimizers = {id(o): n for n, o in named.optimizers.items()}
+        #: Objects it cannot look into, by id: (label, object, loads, data-attribute reads).
+        #: One the code only reads data attributes of (``cfg.lr``, ``corpus.train``) is no
+        #: problem; one it passes on or calls a method of is.
+        self.opaque: dict[int, list[Any]] = {}
+        self._index_named()
+
+    # ------------------------------------------------------------------ named state
+
+    def _index_named(self) -> None:
+        for name, model in self.named.models.items():
+            for sub in model.modules():
+                self.named_modules.setdefault(id(sub), name)
+            for t in [*model.parameters(), *model.buffers()]:
+                self.named_tensors.add(id(t))
+                if t.grad is not None:
+                    self.named_tensors.add(id(t.grad))
+        torch = _torch()
+        for opt in self.named.optimizers.values():
+            for state in opt.state.values():
+                for v in state.values():
+                    if torch is not None and isinstance(v, torch.Tensor):
+                        self.named_tensors.add(id(v))
+
+    def problem(self, label: str, what: str, fix: str = "") -> None:
+        key = (label, what)
+        if key not in self.problem_keys:
+            self.problem_keys.add(key)
+            self.out.problems.append(Problem(label, what, fix))
+
+    # ------------------------------------------------------------------ code
+
+    def where(self, code: types.CodeType, line: int | None) -> str:
+        filename = code.co_filename
+        if filename in self.cell_names:
+            place = f"cell [{self.cell_names[filename]}]"
+        else:
+            place = filename.rsplit("/", 1)[-1]
+        at = f" line {line}" if line else ""
+        fn = "" if code.co_name in ("<module>", "<expression>") else f" in {code.co_name}"
+        return f"{place}{at}{fn}"
+
+    def code(
+        self,
+        code: types.CodeType,
+        ns: dict[str, Any],
+        cells: dict[str, Any],
+        owner: type | None = None,
+        depth: int = 0,
+    ) -> None:
+        """Follow one code object: ``ns`` its globals, ``cells`` its closure (free variables)."""
+        if id(code) in self.codes or depth > _MAX_DEPTH:
+            return
+        self.codes.add(id(code))
+        builder = code.co_name in _BUILDERS
+        prefix = "" if ns.get("__name__") == "__main__" else f"{ns.get('__name__', '?')}."
+        line: int | None = None
+        loaded: tuple[str, Any] | None = None  # the object the last instruction loaded
+        for ins in dis.get_instructions(code):
+            starts = ins.starts_line
+            if isinstance(starts, int) and not isinstance(starts, bool):
+                line = starts
+            positions = getattr(ins, "positions", None)
+            if positions is not None and positions.lineno:
+                line = positions.lineno
+            op, name = ins.opname, ins.argval
+            current: tuple[str, Any] | None = None
+            if op in _GLOBAL_LOADS and isinstance(name, str):
+                if name in _BUILTIN_PROBLEMS:  # IPython puts its own open() in the namespace
+                    self.builtin(name, code, line)
+                elif name in ns:
+                    current = (prefix + name, ns[name])
+                    self.value(ns[name], prefix + name, depth + 1, loaded=True)
+                    self.count_load(ns[name])
+
+            elif op in _GLOBAL_STORES and isinstance(name, str):
+                if all(b is not ns or n != name for b, n in self.out.bindings):
+                    self.out.bindings.append((ns, name))
+            elif op in _ATTR_LOADS and isinstance(name, str):
+                self.attribute(name, code, line)
+                current = self.attribute_of(loaded, name, owner, depth)
+            elif op in _ATTR_STORES and not builder:
+                self.problem(
+                    "",
+                    f"sets an attribute (.{name}) at {self.where(code, line)}, which it "
+                    "cannot put back",
+                )
+            elif op in _DEREF_LOADS and isinstance(name, str) and name in cells:
+                try:
+                    value = cells[name].cell_contents
+                except ValueError:  # an empty cell: nothing held yet
+                    value = None
+                else:
+                    current = (f"{code.co_name}'s {name}", value)
+                    self.value(value, f"{code.co_name}'s {name}", depth + 1, loaded=True)
+                    self.count_load(value)
+            elif (
+                op in _DEREF_STORES
+                and isinstance(name, str)
+                and name in cells
+                and all(c is not cells[name] for c in self.out.cells)
+            ):
+                self.out.cells.append(cells[name])
+            loaded = current
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                inner = {n: cells[n] for n in const.co_freevars if n in cells}
+                self.code(const, ns, inner, owner, depth + 1)
+
+    def attribute(self, name: str, code: types.CodeType, line: int | None) -> None:
+        where = self.where(code, line)
+        if name in FILE_WRITERS:
+            self.problem("", f"calls .{name}() at {where}, which may write a file")
+        elif name in GLOBAL_SETTERS:
+            self.problem("", f"calls .{name}() at {where}, which changes a global setting")
+        elif name in PEAK_RESETTERS:
+            self.problem("", f"calls .{name}() at {where}, which resets torch's peak counters")
+
+    def attribute_of(
+        self, loaded: tuple[str, Any] | None, name: str, owner: type | None, depth: int
+    ) -> tuple[str, Any] | None:
+        """The value of ``loaded.name`` where it can be read without running code.
+
+        Attributes of the user's own Python modules (``data.next_batch``), and methods of the
+        class whose method is being read (``self.helper``, followed in turn).
+        """
+        if owner is not None:
+            for cls in owner.__mro__:
+                fn = cls.__dict__.get(name)
+                if isinstance(fn, types.FunctionType):
+                    self.function(fn, f"{owner.__name__}.{name}", depth + 1, owner)
+                    break
+        if loaded is None:
+            return None
+        label, obj = loaded
+        entry = self.opaque.get(id(obj))
+        if entry is not None and entry[1] is obj:
+            attr = _data_attribute(obj, name)
+            if attr is not _NO_ATTRIBUTE:
+                entry[3] += 1  # a read of plain data: the value is judged on its own
+                self.value(attr, f"{label}.{name}", depth + 1)
+                return (f"{label}.{name}", attr)
+            return None
+        if isinstance(obj, types.ModuleType) and not _library_module(obj):
+            value = obj.__dict__.get(name)
+            if value is not None:
+                self.value(value, f"{label}.{name}", depth + 1)
+                return (f"{label}.{name}", value)
+        return None
+
+    def count_load(self, v: Any) -> None:
+        entry = self.opaque.get(id(v))
+        if entry is not None and entry[1] is v:
+            entry[2] += 1
+
+    def opaque_problems(self) -> None:
+        """The objects the code did more with than read data attributes."""
+        for label, obj, loads, reads in self.opaque.values():
+            if loads == 0 or loads > reads:
+                self.problem(label, f"a {type(obj).__name__}, which it cannot look into")
+
+    def builtin(self, name: str, code: types.CodeType, line: int | None) -> None:
+        self.problem("", f"{_BUILTIN_PROBLEMS[name]} ({self.where(code, line)})")
+
+    # ------------------------------------------------------------------ values
+
+    def function(
+        self, fn: types.FunctionType, label: str, depth: int, owner: type | None = None
+    ) -> None:
+        if id(fn) in self.followed:
+            return
+        self.followed.add(id(fn))
+        for default in (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()):
+            self.value(default, f"{label}'s default", depth + 1)
+        code = fn.__code__
+        cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=False))
+        if is_library_file(code.co_filename):
+            for cell_name, cell in cells.items():  # the state a library's closure carries
+                try:
+                    self.value(cell.cell_contents, f"{label}'s {cell_name}", depth + 1)
+                except ValueError:
+                    continue
+            return
+        self.code(code, fn.__globals__, cells, owner, depth)
+
+    def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
+        """Sort one object the code reaches (``loaded``: by a name the code loads)."""
+        if isinstance(v, (_IMMUTABLE, types.ModuleType)):
+            return
+        if id(v) in self.seen or depth > _MAX_DEPTH:
+            return
+        self.seen.add(id(v))
+        torch = _torch()
+        np = _numpy()
+        if torch is not None and self.torch_value(v, label, depth, torch):
+            return
+        if np is not None and self.numpy_value(v, label, np):
+            return
+        if isinstance(v, random.Random):
+            self.out.generators[label] = v
+            return
+        if isinstance(v, types.FunctionType):
+            self.function(v, label, depth)
+            return
+        if isinstance(v, types.MethodType):
+            self.value(v.__self__, label.rsplit(".", 1)[0], depth + 1)
+            self.value(v.__func__, label, depth + 1)
+            return
+        if isinstance(v, functools.partial):
+            self.value(v.func, label, depth + 1)
+            for i, arg in enumerate(v.args):
+                self.value(arg, f"{label}'s argument {i}", depth + 1)
+            for key, arg in v.keywords.items():
+                self.value(arg, f"{label}'s {key}", depth + 1)
+            return
+        if isinstance(v, types.BuiltinFunctionType | types.BuiltinMethodType):
+            owner_obj = getattr(v, "__self__", None)
+            if owner_obj is not None and not isinstance(owner_obj, types.ModuleType):
+                self.value(owner_obj, label.rsplit(".", 1)[0], depth + 1)
+            return
+        if isinstance(v, type):
+            self.klass(v, label, depth)
+            return
+        orig = getattr(v, "_torchdynamo_orig_callable", None)  # a torch.compile'd function
+        if orig is not None:
+            self.value(orig, label, depth + 1)
+            return
+        if isinstance(v, dict | list | set | bytearray):
+            self.container(v, label, depth)
+            return
+        if isinstance(v, tuple | frozenset):
+            self.items(v, label, depth)
+            return
+        if hasattr(v, "__next__"):
+            self.problem(
+                label,
+                f"a {type(v).__name__}: each run draws its next item, which cannot be put back",
+            )
+            return
+        if _plain_object(v):
+            self.out.containers[label] = v
+            for key, item in list(vars(v).items())[:_MAX_ITEMS]:
+                self.value(item, f"{label}.{key}", depth + 1)
+            return
+        if callable(getattr(v, "state_dict", None)):
+            self.problem(
+                label,
+                f"a {type(v).__name__} whose state (state_dict) it does not save",
+            )
+            return
+        if torch is not None and isinstance(v, _read_only_torch_types(torch)):
+            return
+        if loaded and hasattr(v, "__dict__"):
+            self.opaque[id(v)] = [label, v, 0, 0]  # judged by how the code uses it (the end)
+            return
+        self.problem(label, f"a {type(v).__name__}, which it cannot look into")
+
+    def torch_value(self, v: Any, label: str, depth: int, torch: Any) -> bool:
+        """Sort a torch object; False if ``v`` is not one."""
+        if isinstance(v, torch.Tensor):
+            if id(v) in self.named_tensors or v.is_meta or holds_no_memory(v):
+                return True  # saved with its model, or shapes only
+            if v.layout != torch.strided:
+                self.problem(label, f"a {v.layout} tensor, which it does not save")
+            else:
+                self.out.tensors[label] = v
+            return True
+        if isinstance(
+            v, torch.dtype | torch.device | torch.Size | torch.memory_format | torch.layout
+        ):
+            return True
+        if isinstance(v, torch.nn.Module):
+            self.module(v, label, depth, torch)
+            return True
+        if isinstance(v, torch.optim.Optimizer):
+            self.optimizer(v, label, depth, torch)
+            return True
+        if isinstance(v, torch.Generator):
+            self.out.generators[label] = v
+            return True
+        if isinstance(v, torch.amp.GradScaler):  # its attributes are all its state
+            self.out.stateful[label] = v
+            return True
+        return False
+
+    def numpy_value(self, v: Any, label: str, np: Any) -> bool:
+        if isinstance(v, np.ndarray):
+            self.out.tensors[label] = v
+            return True
+        if isinstance(v, np.generic | np.dtype):
+            return True
+        if isinstance(v, np.random.Generator | np.random.RandomState):
+            self.out.generators[label] = v
+            return True
+        return False
+
+    def module(self, m: Any, label: str, depth: int, torch: Any) -> None:
+        orig = getattr(m, "_orig_mod", None)  # torch.compile's wrapper: its eager module
+        if isinstance(orig, torch.nn.Module):
+            self.seen.discard(id(orig))
+            self.module(orig, label, depth, torch)
+            return
+        if id(m) not in self.named_modules:
+            state = [t for t in [*m.parameters(), *m.buffers()] if id(t) not in self.named_tensors]
+            if state:
+                fix = f"{self.named.model_option} {label}" if self.named.model_option else ""
+                self.problem(
+                    label,
+                    f"a {type(m).__name__} with {len(state)} parameter or buffer tensor(s) "
+                    "that is not the named model",
+                    fix if label.isidentifier() else "",
+                )
+                return
+        self.follow_module(m, label, depth, torch)
+
+    def follow_module(self, m: Any, label: str, depth: int, torch: Any) -> None:
+        """The user's code that runs when ``m`` is called: forward methods and hooks."""
+        for sub in m.modules():
+            cls = type(sub)
+            if not is_library_file(getattr(sys.modules.get(cls.__module__), "__file__", "") or ""):
+                for name in ("forward", "__call__"):
+                    fn = _class_function(cls, name)
+                    if fn is not None:
+                        self.function(fn, f"{cls.__name__}.{name}", depth + 1, cls)
+            for hooks in (
+                "_forward_hooks",
+                "_forward_pre_hooks",
+                "_backward_hooks",
+                "_backward_pre_hooks",
+            ):
+                for i, hook in enumerate(getattr(sub, hooks, {}).values()):
+                    self.value(hook, f"{label}'s hook {i}", depth + 1)
+            for p in sub.parameters(recurse=False):
+                for hooks in ("_backward_hooks", "_post_accumulate_grad_hooks"):
+                    for i, hook in enumerate((getattr(p, hooks, None) or {}).values()):
+                        self.value(hook, f"{label}'s parameter hook {i}", depth + 1)
+            for key, attr in vars(sub).items():  # plain attributes: tensors, other objects
+                if key.startswith("_") or key == "training":
+                    continue
+                if isinstance(attr, torch.Tensor) and id(attr) not in self.named_tensors:
+                    self.out.tensors[f"{label}.{key}"] = attr
+
+    def optimizer(self, opt: Any, label: str, depth: int, torch: Any) -> None:
+        if id(opt) not in self.named_optimizers:
+            owner = self.owner_of(opt)
+            over = f" over {owner}'s parameters" if owner else ""
+            fix = f"{self.named.optimizer_option} {label}" if self.named.optimizer_option else ""
+            self.problem(
+                label,
+                f"the {type(opt).__name__}{over}, not named: each run would step it",
+                fix if label.isidentifier() else "",
+            )
+            return
+        cls = type(opt)
+        if not is_library_file(getattr(sys.modules.get(cls.__module__), "__file__", "") or ""):
+            fn = _class_function(cls, "step")
+            if fn is not None:
+                self.function(fn, f"{cls.__name__}.step", depth + 1, cls)
+        for hooks in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks"):
+            for i, hook in enumerate((getattr(opt, hooks, None) or {}).values()):
+                self.value(hook, f"{label}'s hook {i}", depth + 1)
+
+    def owner_of(self, opt: Any) -> str:
+        ids = {id(p) for g in opt.param_groups for p in g["params"]}
+        for name, model in self.named.models.items():
+            if ids & {id(p) for p in model.parameters()}:
+                return name
+        return ""
+
+    def klass(self, cls: type, label: str, depth: int) -> None:
+        module = sys.modules.get(cls.__module__)
+        if is_library_file(getattr(module, "__file__", "") or ""):
+            return
+        for name in ("__init__", "__new__", "__call__"):
+            fn = _class_function(cls, name)
+            if fn is not None:
+                self.function(fn, f"{cls.__name__}.{name}", depth + 1, cls)
+
+    def container(self, v: Any, label: str, depth: int) -> None:
+        if len(v) > _MAX_ITEMS:
+            self.problem(label, f"a {type(v).__name__} of {len(v):,} items, too large to save")
+            return
+        self.out.containers[label] = v
+        self.items(v, label, depth)
+
+    def items(self, v: Iterable[Any], label: str, depth: int) -> None:
+        if isinstance(v, dict):
+            for key, item in list(v.items())[:_MAX_ITEMS]:
+                self.value(item, f"{label}[{key!r}]", depth + 1)
+        elif not isinstance(v, set | frozenset | bytearray):
+            for i, item in enumerate(list(v)[:_MAX_ITEMS]):
+                self.value(item, f"{label}[{i}]", depth + 1)
+
+
+def _read_only_torch_types(torch: Any) -> tuple[type, ...]:
+    """Torch objects a run reads or renews without keeping state that the magic would miss.
+
+    A DataLoader starts a new iterator (its shuffling draws from torch's RNG, which is
+    restored) at each ``for``; a Dataset is indexed; streams and events are recorded on.
+    """
+    found: list[type] = [torch.utils.data.DataLoader, torch.utils.data.Dataset]
+    for name in ("Stream", "Event"):
+        for owner in (torch, torch.cuda):
+            cls = getattr(owner, name, None)
+            if isinstance(cls, type):
+                found.append(cls)
+    return tuple(found)
+
+
+_NO_ATTRIBUTE = object()
+
+
+def _data_attribute(obj: Any, name: str) -> Any:
+    """``obj.name`` if it is plain data held in the object's ``__dict__``, else a marker."""
+    attr = vars(obj).get(name, _NO_ATTRIBUTE)
+    if attr is _NO_ATTRIBUTE or callable(attr):
+        return _NO_ATTRIBUTE
+    return attr
+
+
+def _class_function(cls: type, name: str) -> types.FunctionType | None:
+    """``cls.name`` where the user's own class (not a library base) defines it."""
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if is_library_file(getattr(module, "__file__", "") or ""):
+            return None
+        fn = klass.__dict__.get(name)
+        if isinstance(fn, types.FunctionType):
+            return fn
+    return None
+
+
+def _library_module(module: types.ModuleType) -> bool:
+    filename = getattr(module, "__file__", None)
+    return filename is None or is_library_file(filename)
+
+
+def _plain_object(v: Any) -> bool:
+    """An object that only holds data: a ``__dict__`` and no methods of the user's own."""
+    if not hasattr(v, "__dict__") or isinstance(v, type):
+        return False
+    if isinstance(v, types.SimpleNamespace):
+        return True
+    for klass in type(v).__mro__[:-1]:
+        for name, attr in klass.__dict__.items():
+            if isinstance(attr, types.FunctionType) and not name.startswith("__"):
+                return False
+            if isinstance(attr, property):
+                return False
+    return True
+
+
+def reach(
+    codes: Iterable[types.CodeType],
+    namespace: dict[str, Any],
+    named: Named,
+    cell_names: dict[str, int] | None = None,
+) -> Reached:
+    """What ``codes`` (run with ``namespace`` as globals) reach, sorted (see the module doc)."""
+    walker = _Walker(named, cell_names or {})
+    torch = _torch()
+    for name, model in named.models.items():
+        walker.seen.add(id(model))
+        walker.follow_module(model, name, 0, torch)
+    for name, opt in named.optimizers.items():
+        walker.seen.add(id(opt))
+        walker.optimizer(opt, name, 0, torch)
+    if torch is not None:
+        hooks = sys.modules.get("torch.nn.modules.module")
+        for attr in (
+            "_global_forward_hooks",
+            "_global_forward_pre_hooks",
+            "_global_backward_hooks",
+        ):
+            for i, hook in enumerate((getattr(hooks, attr, None) or {}).values()):
+                walker.value(hook, f"a global module hook {i}", 1)
+    for code in codes:
+        walker.code(code, namespace, {})
+    walker.opaque_problems()
+    return walker.out

@@ -1,0 +1,249 @@
+"""What repeated runs reach (read from the code) and how the saved state is put back, bit for bit.
+
+Plain namespaces stand in for the notebook's (``reach`` reads any globals dict); the torch
+objects are real. The magics' own tests (tests/integration/magics) run the same through a real
+IPython shell.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+import torch
+
+from jupyter_gpu.magics.common.peak import replay_peak
+from jupyter_gpu.magics.common.reach import Named, reach
+from jupyter_gpu.magics.common.state import SavedState, bitwise_equal
+
+
+def run_source(source: str) -> dict[str, Any]:
+    ns: dict[str, Any] = {"__name__": "__main__", "torch": torch}
+    exec(compile(source, "<cell>", "exec"), ns)
+    return ns
+
+
+def reached(ns: dict[str, Any], expr: str, named: Named | None = None) -> Any:
+    return reach([compile(expr, "<expr>", "eval")], ns, named or Named(), {"<cell>": 3})
+
+
+def problems(ns: dict[str, Any], expr: str, named: Named | None = None) -> list[str]:
+    return [p.sentence() for p in reached(ns, expr, named).problems]
+
+
+MODEL = """
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+x = torch.randn(3, 4)
+def step():
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+
+def test_an_optimizer_that_is_not_named_is_a_problem_with_its_fix() -> None:
+    ns = run_source(MODEL)
+    named = Named({"model": ns["model"]})
+    found = problems(ns, "step()", named)
+    assert found == [
+        "opt: the AdamW over model's parameters, not named: each run would step it "
+        "(pass --optimizer opt)"
+    ]
+    assert problems(ns, "step()", Named({"model": ns["model"]}, {"opt": ns["opt"]})) == []
+    # A magic without the option (%compile's model is NAME) gives no option to pass.
+    bare = Named(optimizers={"opt": ns["opt"]}, model_option="")
+    assert problems(ns, "step()", bare)[0].startswith("model: a Linear with 2 parameter")
+    assert "(pass" not in problems(ns, "step()", bare)[0]
+
+
+@pytest.mark.parametrize(
+    ("source", "expr", "phrase"),
+    [
+        ("def f():\n    return open('x.txt', 'w')", "f()", "calls open()"),
+        ("def f():\n    torch.save({}, 'x.pt')", "f()", "calls .save() at cell [3] line 2 in f"),
+        ("def f():\n    torch.set_float32_matmul_precision('high')", "f()", "global setting"),
+        ("def f():\n    torch.cuda.reset_peak_memory_stats()", "f()", "peak counters"),
+        ("it = iter(range(9))\ndef f():\n    return next(it)", "f()", "it: a range_iterator"),
+        (
+            "class Box:\n    def add(self):\n        pass\nbox = Box()",
+            "box.add()",
+            "box: a Box, which it cannot look into",
+        ),
+        ("def f():\n    f.calls = 1", "f()", "sets an attribute (.calls)"),
+        ("def f():\n    return globals()", "f()", "uses globals()"),
+        (
+            "sched = torch.optim.lr_scheduler.StepLR(torch.optim.SGD([torch.zeros(1, "
+            "requires_grad=True)], lr=1), 1)",
+            "sched.step()",
+            "sched: a StepLR whose state (state_dict) it does not save",
+        ),
+    ],
+)
+def test_what_cannot_be_put_back_is_named(source: str, expr: str, phrase: str) -> None:
+    ns = run_source(source)
+    assert any(phrase in p for p in problems(ns, expr)), problems(ns, expr)
+
+
+def test_harmless_and_restorable_objects_are_no_problem() -> None:
+    ns = run_source(
+        "import math, functools, random as rnd\n"
+        "loss_fn = torch.nn.MSELoss()\n"
+        "cfg = {'scale': 2.0, 'buf': torch.zeros(3)}\n"
+        "gen = torch.Generator().manual_seed(1)\n"
+        "count = 0\n"
+        "def f(t, k=3):\n"
+        "    global count\n"
+        "    count += 1\n"
+        "    noise = torch.randn(3, generator=gen) * rnd.random()\n"
+        "    cfg['buf'].add_(noise)\n"
+        "    return loss_fn(t * math.pi * cfg['scale'], t) + k\n"
+        "part = functools.partial(f, k=4)\n"
+        "t = torch.ones(3)\n"
+    )
+    r = reached(ns, "part(t)")
+    assert r.problems == []
+    assert set(r.tensors) == {"t", "cfg['buf']"}
+    assert set(r.containers) == {"cfg"}
+    assert set(r.generators) == {"gen"}
+    assert [name for _, name in r.bindings] == ["count"]
+
+
+def test_saved_state_puts_everything_back_bit_for_bit() -> None:
+    ns = run_source(
+        MODEL
+        + "cache = {'last': None}\n"
+        + "hits = 0\n"
+        + "def train():\n"
+        + "    global hits\n"
+        + "    hits += 1\n"
+        + "    cache['last'] = step()\n"
+        + "    x.mul_(1.5)\n"
+        + "    random.random()\n"
+        + "    return cache['last']\n"
+    )
+    ns["random"] = random
+    ns["step"]()  # AdamW's moments and the gradients exist
+    model, opt = ns["model"], ns["opt"]
+    named = Named({"model": model}, {"opt": opt})
+    r = reached(ns, "train()", named)
+    assert r.problems == []
+    before = [t.clone() for t in [*model.parameters(), ns["x"]]]
+    grads = [p.grad.clone() for p in model.parameters()]
+    moments = {k: v.clone() for k, v in opt.state[model.weight].items()}
+    rng, py_rng = torch.get_rng_state(), random.getstate()
+    state = SavedState({"model": model}, {"opt": opt}, r)
+    for _ in range(5):
+        ns["train"]()
+    model.eval()
+    model.weight.data = torch.zeros(7)  # even a replaced .data comes back
+    state.restore()
+    assert state.mismatches() == []
+    for a, b in zip([*model.parameters(), ns["x"]], before, strict=True):
+        assert bitwise_equal(a, b)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        assert bitwise_equal(p.grad, g)
+    for k, v in moments.items():
+        assert bitwise_equal(opt.state[model.weight][k], v)
+    assert model.training
+    assert ns["hits"] == 0
+    assert ns["cache"] == {"last": None}
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert random.getstate() == py_rng
+
+
+def test_bitwise_equal_compares_bits_not_values() -> None:
+    nan = torch.tensor([float("nan"), 1.0])
+    assert bitwise_equal(nan, nan.clone())  # NaN == NaN, bit for bit
+    assert not bitwise_equal(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert not bitwise_equal(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    assert bitwise_equal(torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.bfloat16))
+    assert bitwise_equal(torch.arange(3), torch.arange(3))
+
+
+def test_replay_finds_the_requested_peak_from_the_start() -> None:
+    trace = [
+        {"action": "segment_alloc", "size": 1 << 20},
+        {"action": "alloc", "size": 1000},
+        {"action": "alloc", "size": 3000},
+        {"action": "free_requested", "size": 1000},  # still counted until completed
+        {"action": "alloc", "size": 500},
+        {"action": "free_completed", "size": 1000},
+        {"action": "free_completed", "size": 3000},
+    ]
+    assert replay_peak(trace, start=100) == 100 + 1000 + 3000 + 500
+    assert replay_peak([], start=42) == 42
+
+
+def test_an_object_only_read_for_its_data_is_no_problem() -> None:
+    ns = run_source(
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Run:\n"
+        "    batch: int\n"
+        "    data: torch.Tensor\n"
+        "    def describe(self):\n"
+        "        return str(self.batch)\n"
+        "run = Run(4, torch.arange(8.0))\n"
+        "def read():\n"
+        "    return run.data[: run.batch].sum()\n"
+        "def call():\n"
+        "    return run.describe()\n"
+        "def hand_on():\n"
+        "    return str(run)\n"
+    )
+    r = reached(ns, "read()")
+    assert r.problems == []
+    assert set(r.tensors) == {"run.data"}  # what it reads is saved in turn
+    assert problems(ns, "call()") == ["run: a Run, which it cannot look into"]
+    assert problems(ns, "hand_on()") == ["run: a Run, which it cannot look into"]
+
+
+def test_a_grad_scaler_is_put_back() -> None:
+    ns = run_source(
+        MODEL + "scaler = torch.amp.GradScaler('cpu', init_scale=1024.0)\n"
+        "def scaled():\n"
+        "    opt.zero_grad()\n"
+        "    scaler.scale(model(x).square().mean()).backward()\n"
+        "    scaler.step(opt)\n"
+        "    scaler.update()\n"
+    )
+    named = Named({"model": ns["model"]}, {"opt": ns["opt"]})
+    r = reached(ns, "scaled()", named)
+    assert r.problems == []
+    assert set(r.stateful) == {"scaler"}
+    scaler = ns["scaler"]
+    ns["scaled"]()
+    before = copy.deepcopy(vars(scaler))
+    state = SavedState(named.models, named.optimizers, r)
+    for _ in range(3):
+        ns["scaled"]()
+    state.restore()
+    assert vars(scaler).keys() == before.keys()
+    for key, value in before.items():
+        live = vars(scaler)[key]
+        if isinstance(value, torch.Tensor):
+            assert bitwise_equal(live, value), key
+        else:
+            assert live == value, key
+
+
+def test_an_inference_tensor_is_put_back_in_inference_mode() -> None:
+    ns = run_source(
+        "with torch.inference_mode():\n"
+        "    buf = torch.zeros(3)\n"
+        "def f():\n"
+        "    with torch.inference_mode():\n"
+        "        buf.add_(1)\n"
+    )
+    r = reached(ns, "f()")
+    assert set(r.tensors) == {"buf"}
+    state = SavedState({}, {}, r)
+    ns["f"]()
+    state.restore()
+    assert torch.equal(ns["buf"], torch.zeros(3))
+    assert state.mismatches() == []
