@@ -1,0 +1,70 @@
+"""Reading a ``%%profile`` result: syncs per step, the attention kernel, where GPU time goes.
+
+The rows are ``%%profile -o``'s (:class:`jupyter_gpu.magics.profile.rows.OpRow`): GPU rows are
+kernels and copies by the names the GPU ran them under, so a kernel's family shows in its name
+(cuBLAS's ``nvjet``/``sm90_xmma`` GEMMs, ``flash_fwd``, Triton's ``triton_*`` kernels, fused
+Adam's ``fused_adam``/``multi_tensor_apply``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+# (kind, fragments of a kernel's name), tried in order: a Triton matmul template
+# ("triton_tem_...") is a matrix product before it is a Triton kernel.
+KERNEL_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("flash", "fmha", "sdpa", "attention")),
+    (
+        "matrix products",
+        ("gemm", "nvjet", "cutlass", "xmma", "triton_tem", "cublas", "splitk", "matmul"),
+    ),
+    ("optimizer", ("adam", "multi_tensor_apply")),
+    ("fused by inductor (Triton)", ("triton",)),
+    ("copies", ("memcpy", "memset")),
+)
+OTHER = "other kernels (eager elementwise, softmax, ...)"
+
+
+def kernel_kind(name: str) -> str:
+    """The family of a GPU kernel, from its name."""
+    lowered = name.lower()
+    for kind, fragments in KERNEL_KINDS:
+        if any(f in lowered for f in fragments):
+            return kind
+    return OTHER
+
+
+def gpu_time_by_kind(rows: Iterable[Any]) -> dict[str, float]:
+    """Seconds of GPU time per kernel family, largest first (GPU rows only)."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        if row.on_gpu:
+            kind = kernel_kind(row.name)
+            totals[kind] = totals.get(kind, 0.0) + row.self_gpu_s
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def attention_kernels(rows: Iterable[Any]) -> list[str]:
+    """Names of the GPU kernels that did attention, most GPU time first."""
+    found = [r for r in rows if r.on_gpu and kernel_kind(r.name) == "attention"]
+    return [r.name for r in sorted(found, key=lambda r: -r.self_gpu_s)]
+
+
+def syncs_per_step(profile: Any, steps: int) -> float:
+    """Host synchronisations per training step in a profile of ``steps`` steps."""
+    return float(profile.sync_count) / max(1, steps)
+
+
+def breakdown_text(profile: Any) -> str:
+    """Where the profiled time went: GPU time by kernel family, then idle time by cause."""
+    kinds = gpu_time_by_kind(profile.rows)
+    wall = profile.wall_s or 1.0
+    parts = [f"{kind} {seconds / wall:.0%}" for kind, seconds in kinds.items()]
+    idle = ", ".join(
+        f"{cause} {seconds / wall:.0%}" for cause, seconds in profile.idle_s.items() if seconds
+    )
+    text = "GPU time by kernel family, of the profiled wall time: " + ", ".join(parts)
+    if profile.gpu_idle_fraction is not None:
+        text += f"; idle {profile.gpu_idle_fraction:.0%}" + (f" ({idle})" if idle else "")
+    return text
