@@ -11,7 +11,7 @@ kept one.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jupyter_gpu.tutorials.plots import Chart, bar_chart
@@ -51,6 +51,14 @@ class Climb:
         self.rows.append(row)
         return row
 
+    def mark_not_kept(self, key: str, why: str) -> ClimbRow:
+        """Mark a measured row as not kept (the next steps start from the row before), with why."""
+        for i, row in enumerate(self.rows):
+            if row.key == key:
+                self.rows[i] = replace(row, kept=False, note=why)
+                return self.rows[i]
+        raise KeyError(key)
+
     def __getitem__(self, key: str) -> ClimbRow:
         for row in self.rows:
             if row.key == key:
@@ -80,20 +88,39 @@ class Climb:
         """The row's tokens/s over the first row's."""
         return row.figures.tokens_per_s / self.start.figures.tokens_per_s
 
+    def before(self, row: ClimbRow) -> ClimbRow | None:
+        """The last kept row measured before ``row`` (what it is compared with)."""
+        kept = [r for r in self.rows[: self.rows.index(row)] if r.kept]
+        return kept[-1] if kept else None
+
     def gain(self, row: ClimbRow) -> float:
         """The row's tokens/s over the last kept row before it (1.0 for the first)."""
-        before = [r for r in self.rows[: self.rows.index(row)] if r.kept]
-        return row.figures.tokens_per_s / before[-1].figures.tokens_per_s if before else 1.0
+        before = self.before(row)
+        return row.figures.tokens_per_s / before.figures.tokens_per_s if before else 1.0
+
+    def verdict(self, row: ClimbRow) -> str:
+        """Whether the step helped, judged against the spread of both rows' runs."""
+        before = self.before(row)
+        if before is None:
+            return "the starting point"
+        change = self.gain(row) - 1.0
+        noise = max(row.figures.spread, before.figures.spread)
+        if change > noise:
+            return f"helped: {change:+.1%}, more than the runs' spread ({noise:.1%})"
+        if -change > noise:
+            return f"slower: {change:+.1%}, more than the runs' spread ({noise:.1%})"
+        return f"no change beyond the runs' spread: {change:+.1%} (spread {noise:.1%})"
 
     def line(self, row: ClimbRow) -> str:
         """One row as a sentence, printed under the cell that measured it."""
         idle = "" if row.gpu_idle is None else f", GPU idle {row.gpu_idle:.0%}"
         syncs = "" if row.syncs_per_step is None else f", {row.syncs_per_step:g} syncs/step"
         kept = "" if row.kept else " (not kept)"
+        note = f" {row.note}." if row.note else ""
         return (
             f"{row.label}{kept}: batch {row.batch}, {row.figures.describe()}, MFU "
-            f"{self.mfu(row):.0%}{idle}{syncs}; {self.gain(row):.2f}x the step before, "
-            f"{self.speedup(row):.1f}x the start"
+            f"{self.mfu(row):.0%}{idle}{syncs}; {self.gain(row):.2f}x the step before "
+            f"({self.verdict(row)}), {self.speedup(row):.1f}x the start.{note}"
         )
 
     def _cells(self, row: ClimbRow) -> list[str]:

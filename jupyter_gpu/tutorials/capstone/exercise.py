@@ -31,28 +31,13 @@ STEP_NAMES = (
 )
 
 
-@dataclass(frozen=True)
-class Seen:
-    """What one call of the model saw: autocast on, and the input's memory format."""
-
-    autocast: bool
-    channels_last: bool
-
-
-def watch_one_step(model: torch.nn.Module, step: Callable[[], object], device: str) -> Seen | None:
-    """Run ``step()`` once with a hook on ``model``; ``None`` if the step never called it."""
-    seen: list[Seen] = []
+def watch_autocast(model: torch.nn.Module, step: Callable[[], object], device: str) -> bool | None:
+    """Run ``step()`` once; whether autocast was on when it called ``model`` (``None``: never)."""
+    seen: list[bool] = []
     device_type = torch.device(device).type
 
-    def hook(_module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        x = args[0] if args else None
-        last = isinstance(x, torch.Tensor) and x.dim() == 4
-        seen.append(
-            Seen(
-                autocast=torch.is_autocast_enabled(device_type),
-                channels_last=bool(last and x.is_contiguous(memory_format=torch.channels_last)),
-            )
-        )
+    def hook(_module: torch.nn.Module, _args: tuple[Any, ...]) -> None:
+        seen.append(torch.is_autocast_enabled(device_type))
 
     handle = model.register_forward_pre_hook(hook)
     try:
@@ -62,25 +47,37 @@ def watch_one_step(model: torch.nn.Module, step: Callable[[], object], device: s
     return seen[0] if seen else None
 
 
+def channels_last(model: torch.nn.Module) -> bool:
+    """Whether the model's convolution weights (of more than one input channel) are channels-last.
+
+    A weight of one input channel is laid out the same either way, so it tells nothing.
+    """
+    weights = [p for p in model.parameters() if p.dim() == 4 and p.shape[1] > 1]
+    return bool(weights) and all(
+        p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
+        for p in weights
+    )
+
+
 def applied_steps(
     *,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     loader: torch.utils.data.DataLoader[Any],
-    seen: Seen,
+    autocast: bool,
     baseline_batch: int,
 ) -> list[str]:
     """The capstone's steps found in what the student built (names from :data:`STEP_NAMES`)."""
     found = []
     if loader.num_workers > 0:
         found.append(STEP_NAMES[0])
-    if seen.autocast:
+    if autocast:
         found.append(STEP_NAMES[1])
     if optimizer.defaults.get("fused"):
         found.append(STEP_NAMES[2])
     if hasattr(model, "_orig_mod"):  # what torch.compile returns for a module
         found.append(STEP_NAMES[3])
-    if seen.channels_last:
+    if channels_last(model):
         found.append(STEP_NAMES[4])
     if (loader.batch_size or 0) > baseline_batch:
         found.append(STEP_NAMES[5])
@@ -100,7 +97,7 @@ def measure_images(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # shown as a Feedback (its _repr_pretty_ and HTML)
 class StepsFeedback(Feedback):
     """The check's outcome, with what it found and measured (for the notebook's summary)."""
 
@@ -122,27 +119,30 @@ def verdict(
     ``speedup`` is ``None`` when nothing was timed (too few steps found).
     """
     named = ", ".join(found) if found else "none"
-    extra = {"found": tuple(found), "speedup": speedup, "figures": figures}
+
+    def outcome(passed: bool, message: str) -> StepsFeedback:
+        return StepsFeedback(passed, message, tuple(found), speedup, figures)
+
     if len(found) < need or speedup is None:
         hint = (
             f"steps found: {named}. Apply at least {need} of: {', '.join(STEP_NAMES)} "
             "(the unchanged model has none)."
         )
-        return StepsFeedback(False, hint, **extra)
+        return outcome(False, hint)
     if target is None:
         text = (
             f"steps found: {named}; measured {speedup:.2f}x the unchanged model (speed is only "
             "judged on a GPU)"
         )
-        return StepsFeedback(True, text, **extra)
+        return outcome(True, text)
     if speedup >= target:
         text = f"steps found: {named}; {speedup:.2f}x the unchanged model (target {target:.2f}x)"
-        return StepsFeedback(True, text, **extra)
+        return outcome(True, text)
     hint = (
         f"steps found: {named}, but only {speedup:.2f}x the unchanged model (target "
         f"{target:.2f}x): profile the step (%%profile) and fix where the GPU waits first."
     )
-    return StepsFeedback(False, hint, **extra)
+    return outcome(False, hint)
 
 
 def check_two_steps(
@@ -155,20 +155,26 @@ def check_two_steps(
     baseline_batch: int,
     device: str,
     target: float | None,
+    target_run_s: float = 1.0,
 ) -> StepsFeedback:
     """Whether ``step`` applies two steps and beats ``baseline`` by ``target`` (see module doc).
 
     The steps are looked for first: an answer with fewer than two is rejected before anything
     is timed.
     """
-    seen = watch_one_step(model, step, device)
-    if seen is None:
+    autocast = watch_autocast(model, step, device)
+    if autocast is None:
         hint = "the step never called the model you passed: pass the one it trains"
         return StepsFeedback(False, hint)
     found = applied_steps(
-        model=model, optimizer=optimizer, loader=loader, seen=seen, baseline_batch=baseline_batch
+        model=model,
+        optimizer=optimizer,
+        loader=loader,
+        autocast=autocast,
+        baseline_batch=baseline_batch,
     )
     if len(found) < 2:
         return verdict(found, None, target)
-    mine = measure_images(step, images_per_step=loader.batch_size or 1, device=device)
+    images = loader.batch_size or 1
+    mine = measure_images(step, images_per_step=images, device=device, target_run_s=target_run_s)
     return verdict(found, mine.tokens_per_s / baseline.tokens_per_s, target, figures=mine)

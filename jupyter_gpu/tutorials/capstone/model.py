@@ -118,12 +118,13 @@ class CapstoneGPT(nn.Module):
     @property
     def sdpa(self) -> bool:
         """Whether attention is ``scaled_dot_product_attention`` (else written out by hand)."""
-        return all(block.attn.sdpa for block in self.blocks)
+        return all(m.sdpa for m in self.modules() if isinstance(m, Attention))
 
     def use_sdpa(self, enabled: bool = True) -> None:
         """Switch every block's attention to the fused kernel (or back to the hand-written one)."""
-        for block in self.blocks:
-            block.attn.sdpa = enabled
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.sdpa = enabled
 
     def compile_blocks(self, **options: Any) -> None:
         """Compile each block with ``torch.compile(block, **options)`` (regional compilation)."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .shapes import ModelShape
+from .steps import Ceiling
+
 # (kind, fragments of a kernel's name), tried in order: a Triton matmul template
 # ("triton_tem_...") is a matrix product before it is a Triton kernel.
 KERNEL_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -59,6 +62,8 @@ def syncs_per_step(profile: Any, steps: int) -> float:
 def breakdown_text(profile: Any) -> str:
     """Where the profiled time went: GPU time by kernel family, then idle time by cause."""
     kinds = gpu_time_by_kind(profile.rows)
+    if not kinds:
+        return "no GPU kernels in this profile: nothing to split by kernel family"
     wall = profile.wall_s or 1.0
     parts = [f"{kind} {seconds / wall:.0%}" for kind, seconds in kinds.items()]
     idle = ", ".join(
@@ -68,3 +73,50 @@ def breakdown_text(profile: Any) -> str:
     if profile.gpu_idle_fraction is not None:
         text += f"; idle {profile.gpu_idle_fraction:.0%}" + (f" ({idle})" if idle else "")
     return text
+
+
+def efficiency_lines(
+    profile: Any, shape: ModelShape, batch: int, steps: int, ceiling: Ceiling
+) -> list[str]:
+    """How fast each family ran in a profile of ``steps`` training steps, and what is left.
+
+    The model FLOPs split into the matrix products of the weights (``6 N`` per token) and
+    attention's (``12 L d T``); each over its kernels' measured time gives the rate it ran at.
+    The last line is the step if every weight's matrix product ran at the ceiling.
+    """
+    kinds = gpu_time_by_kind(profile.rows)
+    wall = profile.wall_s
+    if not kinds or not wall:
+        return ["no GPU kernels in this profile: nothing to split"]
+    tokens = batch * shape.seq_len * steps
+    matmul_flops = 6 * shape.matmul_params() * tokens
+    attention_flops = 12 * shape.n_layer * shape.d_model * shape.seq_len * tokens
+    lines = []
+    matmul_s = kinds.get("matrix products", 0.0)
+    if matmul_s:
+        rate = matmul_flops / matmul_s / 1e12
+        lines.append(
+            f"matrix products of the weights: {rate:.0f} TFLOP/s ({rate / ceiling.tflops:.0%} of "
+            f"the ceiling), {matmul_s / wall:.0%} of the profiled time"
+        )
+    attention_s = kinds.get("attention", 0.0)
+    if attention_s:
+        lines.append(
+            f"attention: {attention_flops / attention_s / 1e12:.0f} TFLOP/s of model FLOPs (its "
+            f"causal half counted, as the convention does), {attention_s / wall:.0%} of the time"
+        )
+    rest = sum(s for k, s in kinds.items() if k not in ("matrix products", "attention"))
+    idle = profile.gpu_idle_fraction or 0.0
+    lines.append(
+        f"other kernels (elementwise, optimizer, copies): {rest / wall:.0%} of the time; "
+        f"GPU idle: {idle:.0%}"
+    )
+    if matmul_s:
+        ideal = wall - matmul_s + matmul_flops / (ceiling.tflops * 1e12)
+        total = matmul_flops + attention_flops
+        lines.append(
+            f"with every weight's matrix product at the ceiling the profiled steps would take "
+            f"{ideal / wall:.0%} of their time: {total / ideal / 1e12:.0f} TFLOP/s under the "
+            "profiler; the rest of the gap is the other lines"
+        )
+    return lines

@@ -153,9 +153,11 @@ def matmul_ceiling(
             for size in sizes:
                 a = torch.randn(size, size, device=device, dtype=torch_dtype)
                 b = torch.randn(size, size, device=device, dtype=torch_dtype)
-                timing = time_back_to_back(
-                    lambda a=a, b=b: a @ b, calls=calls, runs=3, warmup=2, device=device
-                )
+
+                def product(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
+                    return a @ b
+
+                timing = time_back_to_back(product, calls=calls, runs=3, warmup=2, device=device)
                 rate = 2 * size**3 / timing.median_s / 1e12
                 if rate > best.tflops:
                     best = Ceiling(dtype, rate, size)

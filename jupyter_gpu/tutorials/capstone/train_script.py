@@ -1,7 +1,7 @@
 """Train the capstone GPT as notebook 07 ends: a plain PyTorch script, one process per GPU.
 
     python train_capstone.py --shape d2048-hd128-l8-t2048 --batch 24 --steps 50
-    torchrun --standalone --nproc-per-node=8 train_capstone.py --shape d2048-hd128-l8-t2048 --batch 24
+    torchrun --standalone --nproc-per-node=8 train_capstone.py --batch 24 --steps 50
 
 Everything the notebook measured, in one place: DataLoader workers with pinned memory and
 non-blocking copies; bf16 autocast (fp16 with a GradScaler where the GPU has no bf16);
@@ -85,8 +85,9 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype | None:
 def build(
     shape: ModelShape, device: torch.device, *, lr: float, compile_mode: str, backend: str
 ) -> tuple[CapstoneGPT, torch.optim.Optimizer]:
-    """The model (SDPA attention) and fused AdamW; each block compiled unless ``compile_mode`` is
-    ``none``.
+    """The model (SDPA attention, its blocks compiled unless ``compile_mode`` is ``none``), AdamW.
+
+    AdamW is the fused implementation (one kernel per step for all the weights).
     """
     with device:  # parameters made and initialised on the GPU: no copy from the CPU
         model = CapstoneGPT(shape, sdpa=True)
@@ -105,7 +106,7 @@ def corpus_text(max_bytes: int) -> bytes:
 
 
 def default_workers() -> int:
-    """DataLoader workers per rank: this process's CPUs shared by the GPUs, one left free, at most 8."""
+    """DataLoader workers per rank: the CPUs shared by the GPUs, one left free, at most 8."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(8, cpus // max(1, torch.cuda.device_count()) - 1))
 
@@ -151,7 +152,8 @@ def make_step(
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        out: torch.Tensor = loss.detach()
+        return out
 
     return step
 
