@@ -90,7 +90,8 @@ class Climb:
 
     def before(self, row: ClimbRow) -> ClimbRow | None:
         """The last kept row measured before ``row`` (what it is compared with)."""
-        kept = [r for r in self.rows[: self.rows.index(row)] if r.kept]
+        at = next(i for i, r in enumerate(self.rows) if r.key == row.key)
+        kept = [r for r in self.rows[:at] if r.kept]
         return kept[-1] if kept else None
 
     def gain(self, row: ClimbRow) -> float:
