@@ -37,6 +37,7 @@ NOTEBOOKS = (
     "04-profiling",
     "05-multi-gpu",
     "06-compile-cache",
+    "07-capstone",
 )
 
 
