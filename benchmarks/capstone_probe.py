@@ -95,6 +95,7 @@ from jupyter_gpu.tutorials.capstone.train_script import (  # noqa: E402
     make_step,
     pick_dtype,
 )
+from jupyter_gpu.tutorials.timing import synchronize  # noqa: E402
 from jupyter_gpu.tutorials.watch import GpuWatch  # noqa: E402
 
 GiB = 2**30
@@ -274,13 +275,12 @@ def profile_row(shape: ModelShape, batch: int, st: Settings) -> dict[str, Any]:
     for _ in range(3):
         step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if st.device == "cuda" else [])
-    torch.cuda.synchronize() if st.device == "cuda" else None
+    synchronize(st.device)
     begin = time.perf_counter()
     with profile(activities=activities) as prof:
         for _ in range(2):
             step()
-        if st.device == "cuda":
-            torch.cuda.synchronize()
+        synchronize(st.device)
     wall = time.perf_counter() - begin
     kinds: dict[str, float] = {}
     top: list[tuple[float, str]] = []
