@@ -19,7 +19,8 @@ a kernel breakdown of 2 profiled steps (where the GPU's time goes); ``max-autotu
 notebook's last section gains); the student's starting version (fp32, attention by hand, the
 default foreach Adam, ``.item()`` every step, a DataLoader without workers, the batch halved on
 OOM: the denominator of the 10x target, and the notebook's slowest section); the whole model
-compiled instead of its blocks. The bf16 matmul ceiling is measured first, as the notebook
+compiled instead of its blocks; and, when asked (``--extras ...,cudnn-attention``), SDPA limited
+to cuDNN's attention kernel. The bf16 matmul ceiling is measured first, as the notebook
 does, for MFU.
 
 Model FLOPs: ``6 N + 12 L d T`` per token (``ModelShape.train_flops_per_token``, the convention
@@ -48,9 +49,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a source tree without installing the package
 
+# Wider blocks make larger matrix products and leave less of the step to elementwise work;
+# longer sequences give attention (counted whole) a larger share; heads of 64 against 128.
 DEFAULT_SHAPES = (
     "d2048-hd128-l8-t2048,d3072-hd128-l6-t2048,d2048-hd128-l8-t4096,"
-    "d1536-hd128-l8-t2048,d2048-hd64-l8-t2048"
+    "d4096-hd128-l4-t2048,d2048-hd64-l8-t2048"
 )
 # Seconds each item is expected to take on an H200 (cold compile included): an item starts only
 # if it fits in what is left of --budget-s.
@@ -61,6 +64,7 @@ ESTIMATE_S = {
     "student-final": 20,
     "student-start": 35,
     "whole-model": 40,
+    "cudnn-attention": 25,
 }
 TARGET_TFLOPS = 500.0
 TARGET_MFU = 0.63
@@ -256,6 +260,25 @@ def final_row(
     return row
 
 
+def cudnn_row(shape: ModelShape, st: Settings) -> dict[str, Any]:
+    """The final configuration with SDPA limited to cuDNN's attention (flash is the default)."""
+    flags = (
+        torch.backends.cuda.flash_sdp_enabled(),
+        torch.backends.cuda.mem_efficient_sdp_enabled(),
+        torch.backends.cuda.cudnn_sdp_enabled(),
+    )
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        row = final_row(shape, st)
+        return row | {"compile": "regional default, cuDNN attention", "final": False, "cudnn": True}
+    finally:
+        torch.backends.cuda.enable_flash_sdp(flags[0])
+        torch.backends.cuda.enable_mem_efficient_sdp(flags[1])
+        torch.backends.cuda.enable_cudnn_sdp(flags[2])
+
+
 def free_memory_only(device: str) -> None:
     gc.collect()
     if device == "cuda":
@@ -422,6 +445,7 @@ def extra_items(
         "whole-model": lambda: final_row(best, st, whole=True),
         "student-final": lambda: as_student(final_row(student, st)),
         "student-start": lambda: student_start_row(student, args.requested_batch, st),
+        "cudnn-attention": lambda: cudnn_row(best, st),
     }
     labels = {
         "profile": f"profile {best.spec()}",
@@ -429,6 +453,7 @@ def extra_items(
         "whole-model": f"whole model {best.spec()}",
         "student-final": f"student shape of {best.spec()}, final configuration",
         "student-start": f"student start, shape of {best.spec()}",
+        "cudnn-attention": f"cuDNN attention {best.spec()}",
     }
     for kind in [e for e in args.extras.split(",") if e]:
         if kind not in table_:
@@ -461,6 +486,12 @@ def conclusions(report: dict[str, Any], ceiling: str) -> list[str]:
             f"{tuned[0]['compile_s']:.0f} s of compile (default: {regional[0]['compile_s']:.0f} "
             "s); JUPYTER_GPU_CAPSTONE_AUTOTUNE=0 "
             "leaves it out of the notebook"
+        )
+    cudnn = next((r for r in rows if r.get("cudnn")), None)
+    if regional and cudnn is not None:
+        lines.append(
+            f"cuDNN attention: {cudnn['tflops'] / regional[0]['tflops'] - 1:+.1%} over the default "
+            "choice of SDPA kernel (the notebook uses the default)"
         )
     start_row = next((r for r in rows if r.get("student_start")), None)
     if start_row is not None:
