@@ -18,7 +18,8 @@ def test_the_script_trains_and_reports() -> None:
     figures = train_script.main(
         [
             *TINY,
-            *("--compile", "none", "--steps", "2", "--warmup", "1", "--log-every", "1"),
+            *("--compile", "default", "--backend", "aot_eager", "--steps", "2", "--warmup", "1"),
+            *("--log-every", "1"),
             *("--corpus-bytes", "100000"),
         ]
     )
