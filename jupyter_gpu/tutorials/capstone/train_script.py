@@ -210,7 +210,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         print(  # noqa: T201 (a script reports)
             f"{world} rank(s), {shape.spec()}, batch {args.batch} per rank: "
             f"{figures['tokens_per_s']:,.0f} tokens/s, {figures['tflops_per_gpu']:.1f} "
-            f"model TFLOP/s per GPU (after {args.warmup} warm-up steps, {warmup_s:.1f} s)",
+            f"model TFLOP/s per GPU (after {args.warmup} warm-up step(s), {warmup_s:.1f} s)",
             flush=True,
         )
     return figures
