@@ -11,6 +11,9 @@ If the folder also holds ``gpt_step.json`` or ``input_pipeline.json`` (what
 ``benchmarks/gpt_step.py`` and ``benchmarks/input_pipeline.py`` write to ``$OUT``), their tables
 are added under *Benchmarks behind the notebooks' sizes*.
 
+``--section Capstone`` writes ``## Capstone on one H200`` instead (appended the first time): a run
+of notebook 07 alone then leaves the tutorials' section, and its figures, as they are.
+
 Smoke-mode and CPU results are refused (they would say nothing about a GPU) unless
 ``--allow-any-mode`` is given (tests use it, writing to a scratch copy).
 """
@@ -37,6 +40,7 @@ NOTEBOOKS = (
     "04-profiling",
     "05-multi-gpu",
     "06-compile-cache",
+    "07-capstone",
 )
 
 
@@ -80,15 +84,15 @@ def how_run(tier: str | None) -> str:
     )
 
 
-def render(runs: list[dict[str, Any]], tier: str | None = None) -> str:
+def render(runs: list[dict[str, Any]], tier: str | None = None, *, copies: bool = True) -> str:
     if not runs:
         return "(no results found)\n"
     machines = sorted({machine_line(r) for r in runs})
     dates = sorted({r["date"].split(" ")[0] for r in runs})
-    # The HTML copies in h200-notebooks/ are of the full-size run only.
+    # The HTML copies in h200-notebooks/ are of the full-size run of the tutorials' section only.
     html = (
         ""
-        if tier
+        if tier or not copies
         else " The executed notebooks of the same run, as HTML: [h200-notebooks/](h200-notebooks/)"
         " (copied from the runner's archive)."
     )
@@ -181,8 +185,18 @@ def render_benchmarks(results_dir: Path) -> list[str]:
     return lines
 
 
-def section_title(tier: str | None) -> str:
-    """The heading of the tutorials section: full size, or a tier emulated on the same GPU."""
+def section_title(tier: str | None, name: str | None = None) -> str:
+    """The heading of the section: full size, or a tier emulated on the same GPU.
+
+    ``name`` (e.g. ``Capstone``) heads a section of its own instead of the tutorials' one, so
+    that a run of one notebook leaves the other notebooks' figures where they are.
+    """
+    if name:
+        return (
+            f"## {name} on one H200"
+            if not tier
+            else f"## {name} at the {tier} tier, emulated on one H200"
+        )
     if not tier:
         return SECTION
     return f"## Tutorials at the {tier} tier, emulated on one H200"
@@ -208,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--allow-any-mode", action="store_true", help="accept smoke and CPU runs")
     parser.add_argument("--tier", help="the tier the notebooks emulated (JUPYTER_GPU_TIER)")
+    parser.add_argument(
+        "--section",
+        help="write a section of this name (e.g. Capstone) instead of the tutorials' section",
+    )
     args = parser.parse_args(argv)
     runs = load(args.results_dir)
     if not runs:
@@ -217,9 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     if wrong and not args.allow_any_mode:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
-    body = render(runs, args.tier) + "\n".join(render_benchmarks(args.results_dir))
+    body = render(runs, args.tier, copies=not args.section)
+    body += "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
-    args.results_md.write_text(replace_section(text, body, section_title(args.tier)))
+    title = section_title(args.tier, args.section)
+    args.results_md.write_text(replace_section(text, body, title))
     print(f"updated {args.results_md} from {len(runs)} notebook(s)")
     return 0
 

@@ -21,6 +21,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 SMOKE_BUDGET_S = 90.0
+# The capstone runs every other notebook's fixes in turn: its smoke budget is 3 minutes.
+SMOKE_BUDGETS_S = {"07-capstone": 180.0}
 
 
 def test_there_are_notebooks() -> None:
@@ -33,6 +35,7 @@ def test_there_are_notebooks() -> None:
         "04-profiling",
         "05-multi-gpu",
         "06-compile-cache",
+        "07-capstone",
     ):
         assert expected in names
 
@@ -168,5 +171,6 @@ def test_notebook_runs_in_smoke_mode(
     print(f"{path.stem}: {elapsed:.1f} s in smoke mode")
     # The budget is a target reported, not asserted: on a shared 2-core machine the time
     # measures the other jobs too (127 s was seen for 01 under a load average of 14).
-    if elapsed > SMOKE_BUDGET_S:
-        print(f"{path.stem}: over its {SMOKE_BUDGET_S:.0f} s smoke budget")
+    budget = SMOKE_BUDGETS_S.get(path.stem, SMOKE_BUDGET_S)
+    if elapsed > budget:
+        print(f"{path.stem}: over its {budget:.0f} s smoke budget")

@@ -1,0 +1,11 @@
+"""Notebook 07, the capstone: one starved training run taken to near the GPU's limit.
+
+Each module has one job: :mod:`.shapes` holds the model shapes (the student's and the one that
+feeds the tensor cores) and their FLOP count, :mod:`.model` the GPT in both shapes (attention
+written out by hand, or ``scaled_dot_product_attention``), :mod:`.data` the student's input
+pipeline, :mod:`.fit` sizes a batch from measured memory, :mod:`.steps` measures a training
+configuration (3 runs with their spread), :mod:`.climb` keeps the table and chart of the climb,
+:mod:`.exercise` the second model and its check, and :mod:`.train_script` is the same training
+as a plain PyTorch script (``torchrun``-ready). ``benchmarks/capstone_probe.py`` measures the
+candidate final shapes with the same pieces.
+"""

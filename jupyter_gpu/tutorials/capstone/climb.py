@@ -1,0 +1,201 @@
+"""The climb: one row per step of the capstone, shown as a table and a chart.
+
+Each row is a configuration measured live (:class:`.steps.StepFigures`), with what ``%%profile``
+said about it (GPU idle share, host synchronisations per step). MFU is the row's model TFLOP/s
+over the matrix-product ceiling measured in the same notebook, in the 16-bit dtype the run
+trains in (:func:`.steps.matmul_ceiling`). A row that was measured but not kept (a step that
+did not pay off on this GPU) stays in the table, marked, and the next row starts from the last
+kept one.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from jupyter_gpu.tutorials.plots import Chart, bar_chart
+
+from .steps import Ceiling, StepFigures
+
+
+@dataclass(frozen=True)
+class ClimbRow:
+    """One measured configuration."""
+
+    key: str
+    label: str
+    figures: StepFigures
+    batch: int
+    gpu_idle: float | None = None
+    syncs_per_step: float | None = None
+    kept: bool = True
+    note: str = ""
+
+
+@dataclass
+class Climb:
+    """The rows of the climb, in the order they were measured."""
+
+    ceiling: Ceiling
+    rows: list[ClimbRow] = field(default_factory=list)
+
+    def add(self, row: ClimbRow) -> ClimbRow:
+        """Append a row (its key must be new); returns it.
+
+        Raises:
+            ValueError: the key is there already (run the notebook from the top).
+        """
+        if any(r.key == row.key for r in self.rows):
+            raise ValueError(f"{row.key!r} is in the climb already (run the notebook from the top)")
+        self.rows.append(row)
+        return row
+
+    def mark_not_kept(self, key: str, why: str) -> ClimbRow:
+        """Mark a measured row as not kept (the next steps start from the row before), with why."""
+        for i, row in enumerate(self.rows):
+            if row.key == key:
+                self.rows[i] = replace(row, kept=False, note=why)
+                return self.rows[i]
+        raise KeyError(key)
+
+    def __getitem__(self, key: str) -> ClimbRow:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise KeyError(key)
+
+    @property
+    def start(self) -> ClimbRow:
+        """The first row."""
+        return self.rows[0]
+
+    @property
+    def best_kept(self) -> ClimbRow:
+        """The kept row of the most tokens per second so far."""
+        return max((r for r in self.rows if r.kept), key=lambda r: r.figures.tokens_per_s)
+
+    @property
+    def last_kept(self) -> ClimbRow:
+        """The configuration the next step starts from."""
+        return [r for r in self.rows if r.kept][-1]
+
+    def mfu(self, row: ClimbRow) -> float:
+        """The row's model TFLOP/s over the ceiling (a fraction)."""
+        return row.figures.tflops / self.ceiling.tflops
+
+    def speedup(self, row: ClimbRow) -> float:
+        """The row's tokens/s over the first row's."""
+        return row.figures.tokens_per_s / self.start.figures.tokens_per_s
+
+    def before(self, row: ClimbRow) -> ClimbRow | None:
+        """The last kept row measured before ``row`` (what it is compared with)."""
+        at = next(i for i, r in enumerate(self.rows) if r.key == row.key)
+        kept = [r for r in self.rows[:at] if r.kept]
+        return kept[-1] if kept else None
+
+    def gain(self, row: ClimbRow) -> float:
+        """The row's tokens/s over the last kept row before it (1.0 for the first)."""
+        before = self.before(row)
+        return row.figures.tokens_per_s / before.figures.tokens_per_s if before else 1.0
+
+    def verdict(self, row: ClimbRow) -> str:
+        """Whether the step helped, judged against the spread of both rows' runs."""
+        before = self.before(row)
+        if before is None:
+            return "the starting point"
+        change = self.gain(row) - 1.0
+        noise = max(row.figures.spread, before.figures.spread)
+        if change > noise:
+            return f"helped: {change:+.1%}, more than the runs' spread ({noise:.1%})"
+        if -change > noise:
+            return f"slower: {change:+.1%}, more than the runs' spread ({noise:.1%})"
+        return f"no change beyond the runs' spread: {change:+.1%} (spread {noise:.1%})"
+
+    def line(self, row: ClimbRow) -> str:
+        """One row as a sentence, printed under the cell that measured it."""
+        idle = "" if row.gpu_idle is None else f", GPU idle {row.gpu_idle:.0%}"
+        syncs = "" if row.syncs_per_step is None else f", {row.syncs_per_step:g} syncs/step"
+        kept = "" if row.kept else " (not kept)"
+        note = f" {row.note}." if row.note else ""
+        return (
+            f"{row.label}{kept}: batch {row.batch}, {row.figures.describe()}, MFU "
+            f"{self.mfu(row):.0%}{idle}{syncs}; {self.gain(row):.2f}x the step before "
+            f"({self.verdict(row)}), {self.speedup(row):.1f}x the start.{note}"
+        )
+
+    def _cells(self, row: ClimbRow) -> list[str]:
+        low, high = row.figures.tokens_per_s_range
+        peak = row.figures.peak_bytes
+        return [
+            row.label + ("" if row.kept else " (not kept)"),
+            str(row.batch),
+            f"{row.figures.tokens_per_s:,.0f}",
+            f"{low:,.0f}-{high:,.0f}",
+            f"{row.figures.tflops:.1f}",
+            f"{self.mfu(row):.0%}",
+            "n/a" if row.gpu_idle is None else f"{row.gpu_idle:.0%}",
+            "n/a" if row.syncs_per_step is None else f"{row.syncs_per_step:g}",
+            "n/a" if peak is None else f"{peak / 2**30:.1f}",
+            f"{self.gain(row):.2f}x",
+            f"{self.speedup(row):.1f}x",
+        ]
+
+    HEADERS = (
+        "step",
+        "batch",
+        "tokens/s",
+        "3 runs",
+        "TFLOP/s",
+        "MFU",
+        "GPU idle",
+        "syncs/step",
+        "peak GiB",
+        "vs before",
+        "vs start",
+    )
+
+    def __str__(self) -> str:
+        rows = [list(self.HEADERS)] + [self._cells(r) for r in self.rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(self.HEADERS))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+        return "\n".join([*lines, self.caption()])
+
+    def caption(self) -> str:
+        """What the columns mean."""
+        return (
+            f"MFU: model TFLOP/s over the {self.ceiling.describe()} measured in this notebook. "
+            "tokens/s and TFLOP/s: the median of 3 runs of steps back to back (the range is the "
+            "slowest and fastest run); GPU idle and syncs: %%profile of 2 steps."
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        head = "".join(f"<th>{esc(h)}</th>" for h in self.HEADERS)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td style='text-align:{'left' if i == 0 else 'right'}'>{esc(c)}</td>"
+                for i, c in enumerate(self._cells(r))
+            )
+            + "</tr>"
+            for r in self.rows
+        )
+        return (
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p style='font-size:12px'>{esc(self.caption())}</p>"
+        )
+
+    def chart(self) -> Chart:
+        """Model TFLOP/s of every row, the ceiling in the title."""
+        values = {
+            (r.label if r.kept else f"{r.label} (not kept)"): r.figures.tflops for r in self.rows
+        }
+        return bar_chart(
+            values,
+            title=f"The climb: model TFLOP/s per step ({self.ceiling.describe()})",
+            unit="TFLOP/s",
+        )

@@ -1,0 +1,159 @@
+"""The capstone GPT: the tutorial GPT's architecture with every dimension free, in two attentions.
+
+Llama style, like :mod:`jupyter_gpu.tutorials.gpt`: pre-norm blocks with RMSNorm, rotary
+position embeddings, a SwiGLU feed-forward layer of any hidden width, no biases, the output
+layer tied to the token embedding. Attention is either written out by hand, as a student
+first writes it (scores, causal mask, softmax, weighted sum: the ``T x T`` scores are
+materialised and kept for the backward pass), or PyTorch's fused
+``scaled_dot_product_attention`` (flash attention where the GPU supports it).
+
+:meth:`CapstoneGPT.compile_blocks` compiles each block on its own (*regional compilation*): the
+blocks share their code, so torch.compile compiles one block and reuses it for the others, which
+cuts the compile time of a deep model to about that of one block.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from jupyter_gpu.tutorials.gpt import GPT, apply_rope, rope_tables
+
+from .shapes import ModelShape
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention, by hand (``sdpa = False``) or fused (``sdpa = True``)."""
+
+    def __init__(self, shape: ModelShape, *, sdpa: bool) -> None:
+        super().__init__()
+        self.n_head = shape.n_head
+        self.sdpa = sdpa
+        self.qkv = nn.Linear(shape.d_model, 3 * shape.d_model, bias=False)
+        self.proj = nn.Linear(shape.d_model, shape.d_model, bias=False)
+        # The student's causal mask: a lower-triangular buffer, as nanoGPT's first version has.
+        mask = torch.tril(torch.ones(shape.seq_len, shape.seq_len, dtype=torch.bool))
+        self.mask: torch.Tensor
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        head_dim = width // self.n_head
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.n_head, head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k = apply_rope(q, rope), apply_rope(k, rope)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+            scores = scores.masked_fill(~self.mask[:length, :length], float("-inf"))
+            y = torch.softmax(scores, dim=-1) @ v
+        out: torch.Tensor = self.proj(y.transpose(1, 2).reshape(batch, length, width))
+        return out
+
+
+class SwiGLU(nn.Module):
+    """``down(silu(gate(x)) * up(x))``, gate and up in one matrix of ``2 x mlp_hidden`` rows."""
+
+    def __init__(self, shape: ModelShape) -> None:
+        super().__init__()
+        self.fc = nn.Linear(shape.d_model, 2 * shape.mlp_hidden, bias=False)
+        self.proj = nn.Linear(shape.mlp_hidden, shape.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.fc(x).chunk(2, dim=-1)
+        out: torch.Tensor = self.proj(F.silu(gate) * up)
+        return out
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
+
+    def __init__(self, shape: ModelShape, *, sdpa: bool) -> None:
+        super().__init__()
+        self.ln1 = nn.RMSNorm(shape.d_model)
+        self.attn = Attention(shape, sdpa=sdpa)
+        self.ln2 = nn.RMSNorm(shape.d_model)
+        self.mlp = SwiGLU(shape)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), rope)
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
+
+
+class CapstoneGPT(nn.Module):
+    """Decoder-only transformer over bytes (plus special tokens) of any :class:`ModelShape`.
+
+    ``model(idx)`` gives logits ``(batch, length, vocab)``; ``model(idx, targets)`` the mean
+    cross-entropy. ``checkpointing = True`` recomputes each block's activations in the backward
+    pass instead of keeping them (``torch.utils.checkpoint``, non-reentrant).
+    """
+
+    checkpointing: bool = False
+
+    def __init__(self, shape: ModelShape, *, sdpa: bool = False) -> None:
+        super().__init__()
+        self.shape = shape
+        self.wte = nn.Embedding(shape.vocab_size, shape.d_model)
+        self.rope: torch.Tensor
+        self.register_buffer("rope", rope_tables(shape.seq_len, shape.head_dim), persistent=False)
+        self.blocks = nn.ModuleList(Block(shape, sdpa=sdpa) for _ in range(shape.n_layer))
+        self.ln_f = nn.RMSNorm(shape.d_model)
+        self.lm_head = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one matrix reads and writes tokens
+        self.apply(GPT._init_weights)
+        for name, param in self.named_parameters():  # GPT-2's scaled init of residual writes
+            if name.endswith("proj.weight"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * shape.n_layer))
+        # Regional compilation: one compiled wrapper per block (not registered as submodules:
+        # they hold the same parameters as self.blocks).
+        self._compiled_blocks: list[Any] | None = None
+
+    @property
+    def sdpa(self) -> bool:
+        """Whether attention is ``scaled_dot_product_attention`` (else written out by hand)."""
+        return all(m.sdpa for m in self.modules() if isinstance(m, Attention))
+
+    def use_sdpa(self, enabled: bool = True) -> None:
+        """Switch every block's attention to the fused kernel (or back to the hand-written one)."""
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.sdpa = enabled
+
+    def compile_blocks(self, **options: Any) -> None:
+        """Compile each block with ``torch.compile(block, **options)`` (regional compilation)."""
+        self._compiled_blocks = [torch.compile(block, **options) for block in self.blocks]
+
+    def uncompile_blocks(self) -> None:
+        """Run the eager blocks again."""
+        self._compiled_blocks = None
+
+    @property
+    def blocks_compiled(self) -> bool:
+        """Whether :meth:`compile_blocks` is in effect."""
+        return self._compiled_blocks is not None
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        if idx.shape[1] > self.shape.seq_len:
+            raise ValueError(f"{idx.shape[1]} tokens is longer than seq_len {self.shape.seq_len}")
+        x = self.wte(idx)
+        runs = self._compiled_blocks if self._compiled_blocks is not None else self.blocks
+        for block in runs:
+            if self.checkpointing and torch.is_grad_enabled():
+                x = checkpoint(block, x, self.rope, use_reentrant=False)
+            else:
+                x = block(x, self.rope)
+        logits: torch.Tensor = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+    def n_params(self) -> int:
+        """Trainable parameters, the tied embedding counted once."""
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,122 @@
+"""Reading a ``%%profile`` result: syncs per step, the attention kernel, where GPU time goes.
+
+The rows are ``%%profile -o``'s (:class:`jupyter_gpu.magics.profile.rows.OpRow`): GPU rows are
+kernels and copies by the names the GPU ran them under, so a kernel's family shows in its name
+(cuBLAS's ``nvjet``/``sm90_xmma`` GEMMs, ``flash_fwd``, Triton's ``triton_*`` kernels, fused
+Adam's ``fused_adam``/``multi_tensor_apply``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .shapes import ModelShape
+from .steps import Ceiling
+
+# (kind, fragments of a kernel's name), tried in order: a Triton matmul template
+# ("triton_tem_...") is a matrix product before it is a Triton kernel.
+KERNEL_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("flash", "fmha", "sdpa", "attention")),
+    (
+        "matrix products",
+        ("gemm", "nvjet", "cutlass", "xmma", "triton_tem", "cublas", "splitk", "matmul"),
+    ),
+    ("optimizer", ("adam", "multi_tensor_apply")),
+    ("fused by inductor (Triton)", ("triton",)),
+    ("copies", ("memcpy", "memset")),
+)
+OTHER = "other kernels (eager elementwise, softmax, ...)"
+
+
+def kernel_kind(name: str) -> str:
+    """The family of a GPU kernel, from its name."""
+    lowered = name.lower()
+    for kind, fragments in KERNEL_KINDS:
+        if any(f in lowered for f in fragments):
+            return kind
+    return OTHER
+
+
+def gpu_time_by_kind(rows: Iterable[Any]) -> dict[str, float]:
+    """Seconds of GPU time per kernel family, largest first (GPU rows only)."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        if row.on_gpu:
+            kind = kernel_kind(row.name)
+            totals[kind] = totals.get(kind, 0.0) + row.self_gpu_s
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def attention_kernels(rows: Iterable[Any]) -> list[str]:
+    """Names of the GPU kernels that did attention, most GPU time first."""
+    found = [r for r in rows if r.on_gpu and kernel_kind(r.name) == "attention"]
+    return [r.name for r in sorted(found, key=lambda r: -r.self_gpu_s)]
+
+
+def syncs_per_step(profile: Any, steps: int) -> float:
+    """Host synchronisations per training step in a profile of ``steps`` steps."""
+    return float(profile.sync_count) / max(1, steps)
+
+
+def breakdown_text(profile: Any) -> str:
+    """Where the profiled time went: GPU time by kernel family, then idle time by cause."""
+    kinds = gpu_time_by_kind(profile.rows)
+    if not kinds:
+        return "no GPU kernels in this profile: nothing to split by kernel family"
+    wall = profile.wall_s or 1.0
+    parts = [f"{kind} {seconds / wall:.0%}" for kind, seconds in kinds.items()]
+    idle = ", ".join(
+        f"{cause} {seconds / wall:.0%}" for cause, seconds in profile.idle_s.items() if seconds
+    )
+    text = "GPU time by kernel family, of the profiled wall time: " + ", ".join(parts)
+    if profile.gpu_idle_fraction is not None:
+        text += f"; idle {profile.gpu_idle_fraction:.0%}" + (f" ({idle})" if idle else "")
+    return text
+
+
+def efficiency_lines(
+    profile: Any, shape: ModelShape, batch: int, steps: int, ceiling: Ceiling
+) -> list[str]:
+    """How fast each family ran in a profile of ``steps`` training steps, and what is left.
+
+    The model FLOPs split into the matrix products of the weights (``6 N`` per token) and
+    attention's (``12 L d T``); each over its kernels' measured time gives the rate it ran at.
+    The last line is the step if every weight's matrix product ran at the ceiling.
+    """
+    kinds = gpu_time_by_kind(profile.rows)
+    wall = profile.wall_s
+    if not kinds or not wall:
+        return ["no GPU kernels in this profile: nothing to split"]
+    tokens = batch * shape.seq_len * steps
+    matmul_flops = 6 * shape.matmul_params() * tokens
+    attention_flops = 12 * shape.n_layer * shape.d_model * shape.seq_len * tokens
+    lines = []
+    matmul_s = kinds.get("matrix products", 0.0)
+    if matmul_s:
+        rate = matmul_flops / matmul_s / 1e12
+        lines.append(
+            f"matrix products of the weights: {rate:.0f} TFLOP/s ({rate / ceiling.tflops:.0%} of "
+            f"the ceiling), {matmul_s / wall:.0%} of the profiled time"
+        )
+    attention_s = kinds.get("attention", 0.0)
+    if attention_s:
+        lines.append(
+            f"attention: {attention_flops / attention_s / 1e12:.0f} TFLOP/s of model FLOPs (its "
+            f"causal half counted, as the convention does), {attention_s / wall:.0%} of the time"
+        )
+    rest = sum(s for k, s in kinds.items() if k not in ("matrix products", "attention"))
+    idle = profile.gpu_idle_fraction or 0.0
+    lines.append(
+        f"other kernels (elementwise, optimizer, copies): {rest / wall:.0%} of the time; "
+        f"GPU idle: {idle:.0%}"
+    )
+    if matmul_s:
+        ideal = wall - matmul_s + matmul_flops / (ceiling.tflops * 1e12)
+        total = matmul_flops + attention_flops
+        lines.append(
+            f"with every weight's matrix product at the ceiling the profiled steps would take "
+            f"{ideal / wall:.0%} of their time: {total / ideal / 1e12:.0f} TFLOP/s under the "
+            "profiler; the rest of the gap is the other lines"
+        )
+    return lines

@@ -1,0 +1,78 @@
+"""Reading a profile: kernel families by name, syncs per step, the rate of each family."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from jupyter_gpu.magics.profile.rows import OpRow
+from jupyter_gpu.tutorials.capstone.profiles import (
+    OTHER,
+    attention_kernels,
+    breakdown_text,
+    efficiency_lines,
+    gpu_time_by_kind,
+    kernel_kind,
+    syncs_per_step,
+)
+from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
+from jupyter_gpu.tutorials.capstone.steps import Ceiling
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNT", "matrix products"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64", "matrix products"),
+        ("triton_tem_fused_mm_0", "matrix products"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>", "attention"),
+        ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+        (
+            "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>",
+            "optimizer",
+        ),
+        ("triton_poi_fused_add_mul_silu_3", "fused by inductor (Triton)"),
+        ("Memcpy HtoD (Pinned -> Device)", "copies"),
+        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", OTHER),
+    ],
+)
+def test_kernel_kind(name: str, kind: str) -> None:
+    assert kernel_kind(name) == kind
+
+
+def gpu_row(name: str, seconds: float) -> OpRow:
+    return OpRow(name, 1, 0.0, 0.0, seconds, seconds, 0, 0, on_gpu=True)
+
+
+def test_breakdown_and_rates() -> None:
+    shape = final_shape_from_spec("d1024-hd128-l2-t1024")
+    batch, steps = 4, 2
+    tokens = batch * shape.seq_len * steps
+    matmul_s = 6 * shape.matmul_params() * tokens / 500e12  # ran at 500 TFLOP/s
+    rows = [
+        gpu_row("nvjet_gemm", matmul_s),
+        gpu_row("flash_fwd_kernel", 0.001),
+        gpu_row("triton_poi_fused_0", 0.002),
+        OpRow("aten::mm", 10, 0.1, 0.1, 0.0, matmul_s, 0, 0),  # a CPU op: counts its kernels
+    ]
+    profile = SimpleNamespace(
+        rows=rows,
+        wall_s=matmul_s + 0.005,
+        gpu_idle_fraction=0.1,
+        idle_s={"host": 0.0005, "kernels": 0.0},
+        sync_count=4,
+    )
+    assert set(gpu_time_by_kind(rows)) == {
+        "matrix products",
+        "attention",
+        "fused by inductor (Triton)",
+    }
+    assert attention_kernels(rows) == ["flash_fwd_kernel"]
+    assert syncs_per_step(profile, steps) == 2.0
+    assert "idle 10% (host" in breakdown_text(profile)
+    lines = efficiency_lines(profile, shape, batch, steps, Ceiling("bf16", 800.0, 8192))
+    assert lines[0].startswith("matrix products of the weights: 500 TFLOP/s (62% of the ceiling)")
+    empty = SimpleNamespace(rows=[], wall_s=1.0, gpu_idle_fraction=None, idle_s={})
+    assert efficiency_lines(empty, shape, batch, steps, Ceiling("fp32", 1.0, 64)) == [
+        "no GPU kernels in this profile: nothing to split"
+    ]
+    assert breakdown_text(empty).startswith("no GPU kernels")

@@ -1,0 +1,113 @@
+"""The capstone's plain PyTorch script, and benchmarks/capstone_probe.py, on a CPU."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from jupyter_gpu.tutorials.capstone import train_script
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ["--shape", "d128-hd64-l2-t64", "--batch", "2", "--dtype", "fp32", "--workers", "0"]
+
+
+def test_the_script_trains_and_reports() -> None:
+    figures = train_script.main(
+        [
+            *TINY,
+            *("--compile", "default", "--backend", "aot_eager", "--steps", "2", "--warmup", "1"),
+            *("--log-every", "1"),
+            *("--corpus-bytes", "100000"),
+        ]
+    )
+    assert figures["world_size"] == 1
+    assert figures["shape"] == "d128-hd64-l2-t64"
+    assert len(figures["losses"]) == 2  # read every step here (--log-every 1)
+    assert figures["tokens_per_s"] > 0
+    assert figures["tflops_per_gpu"] > 0
+    assert figures["dtype"] == "fp32"
+
+
+def test_script_arguments() -> None:
+    args = train_script.parse_args(["--compile", "max-autotune-no-cudagraphs"])
+    assert args.compile == "max-autotune-no-cudagraphs"
+    with pytest.raises(SystemExit):
+        train_script.parse_args(["--compile", "fast"])
+
+
+@pytest.fixture(scope="module")
+def probe() -> ModuleType:
+    path = ROOT / "benchmarks" / "capstone_probe.py"
+    spec = importlib.util.spec_from_file_location("capstone_probe", path)
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["capstone_probe"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_probe_conclusions_name_the_winner(probe: ModuleType) -> None:
+    rows = [
+        {
+            "item": "a",
+            "final": True,
+            "shape": "d2048-hd128-l8-t2048",
+            "compile": "regional default",
+            "tflops": 480.0,
+            "mfu": 0.6,
+            "compile_s": 10.0,
+            "tokens_per_s": 1.7e5,
+            "batch": 32,
+        },
+        {
+            "item": "b",
+            "final": True,
+            "shape": "d2048-hd128-l8-t2048",
+            "compile": "regional max-autotune-no-cudagraphs",
+            "tflops": 504.0,
+            "mfu": 0.64,
+            "compile_s": 95.0,
+            "tokens_per_s": 1.8e5,
+            "batch": 32,
+        },
+        {
+            "item": "s",
+            "student_start": True,
+            "tflops": 40.0,
+            "tokens_per_s": 1.5e4,
+            "batch": 16,
+            "out_of_memory_at": [32],
+        },
+    ]
+    lines = probe.conclusions({"rows": rows, "skipped": ["x (3 s left)"]}, "bf16 matmul")
+    assert "JUPYTER_GPU_CAPSTONE_SHAPE=d2048-hd128-l8-t2048" in lines[1]
+    assert "504.0 TFLOP/s" in lines[0]
+    assert any("max-autotune: +5.0%" in line for line in lines)
+    assert any("12.0x tokens/s" in line for line in lines)
+    assert lines[-1].startswith("skipped for the budget")
+    assert "\nb | 32 | 95.0 | 180,000 | 504.0 | 64.0% |" in probe.table(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_probe_dry_run_on_cpu(probe: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "probe.json"
+    code = probe.main(
+        [
+            *("--device", "cpu", "--shapes", "d128-hd64-l2-t64", "--backend", "aot_eager"),
+            *("--extras", "student-start", "--budget-s", "600", "--json", str(out), "--keep-cache"),
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    items = [r["item"] for r in report["rows"]]
+    assert items == ["candidate d128-hd64-l2-t64", "student start, shape of d128-hd64-l2-t64"]
+    assert all("error" not in r for r in report["rows"]), report["rows"]
+    assert (
+        report["conclusions"][1]
+        == "notebook 07 at this shape: JUPYTER_GPU_CAPSTONE_SHAPE=d128-hd64-l2-t64"
+    )
