@@ -2,15 +2,16 @@
 
 Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend is opened.
 
-- ``read_once()``: one reading of the GPUs and the host, now (for ``%gpu`` and ``%memsummary``).
-- ``Sampler``: the server's background sampler (one thread, one batched read per tick).
+- ``read_once()``: one reading of the GPUs and the host, now (for ``%gpu`` and ``%memsummary``),
+  each GPU behind a deadline.
+- ``Sampler``: the server's background sampler (one tick thread; each GPU read in its own
+  workers, behind a deadline).
 - The records (``Sample``, ``DeviceSample``, ...): frozen dataclasses with units in their names.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from jupyter_gpu.sampling.attribution import (
     KernelMap,
@@ -24,6 +25,7 @@ from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault, parse_faults
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.sampling.once import read_once
 from jupyter_gpu.sampling.reasons import (
     BACKEND_ENV,
     backend_from_env,
@@ -53,6 +55,7 @@ from jupyter_gpu.sampling.sampler import (
 __all__ = [
     "BACKEND_CHOICES",
     "BACKEND_ENV",
+    "NOT_SCANNED",
     "Backend",
     "BackendInfo",
     "CacheDirSample",
@@ -61,11 +64,13 @@ __all__ = [
     "DeviceSample",
     "Entry",
     "History",
+    "HostReader",
     "HostSample",
     "KernelMap",
     "KernelRef",
     "MigInfo",
     "NoGpuBackend",
+    "ProcessAnnotator",
     "ProcessSample",
     "ProcessScope",
     "Sample",
@@ -81,57 +86,10 @@ __all__ = [
     "read_once",
     "scan_caches",
     "simulated_devices_from_env",
+    "with_gpm_readings",
+    "with_slow_readings",
 ]
-
-_CPU_WINDOW_S = 0.1
 
 # A library stays quiet unless the application configures logging (the server passes its own
 # logger): without this, a warning would reach a notebook's stderr through logging.lastResort.
 logging.getLogger("jupyter_gpu").addHandler(logging.NullHandler())
-
-
-def read_once(backend: str = "auto", *, scan_cache: bool = False, slow: bool = False) -> Sample:
-    """One reading of the GPUs and the host, now, in the calling thread; no background thread.
-
-    NVML is initialised for this call and shut down after it (NVML counts inits, so a sampler
-    in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
-    ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
-    ``None`` (kernel attribution needs the server); other users' processes are hidden as in the
-    server (``ProcessAnnotator``). Takes about 0.1 s: host CPU % and the GPM
-    metrics (SM/tensor activity, Hopper and newer) are measured over that window.
-
-    Args:
-        backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
-        scan_cache: also walk the torch.compile caches (can take a second on a big cache).
-        slow: also read PCIe throughput (about 21 ms per GPU with NVML).
-
-    Raises:
-        ValueError: for an unknown ``backend``.
-    """
-    host = HostReader()
-    host.read()  # the first CPU reading only sets the baseline
-    started = time.monotonic()
-    opened = open_backend(backend, simulated_devices=simulated_devices_from_env())
-    try:
-        info = opened.info()
-        opened.read_gpm()  # opens the GPM window
-        devices = opened.read()
-        if slow:
-            devices = with_slow_readings(devices, opened.read_slow())
-        cache = scan_caches() if scan_cache else NOT_SCANNED
-        time.sleep(max(0.0, _CPU_WINDOW_S - (time.monotonic() - started)))
-        devices = with_gpm_readings(devices, opened.read_gpm())
-    finally:
-        opened.close()
-    # In a kernel, "this server" is the Jupyter server that started it (JPY_PARENT_PID).
-    devices = ProcessAnnotator().annotate(devices)
-    return Sample(
-        seq=0,
-        ts=time.time(),
-        backend=info.backend,
-        simulated=info.simulated,
-        reason=info.reason,
-        devices=devices,
-        host=host.read(),
-        compile_cache=cache,
-    )
