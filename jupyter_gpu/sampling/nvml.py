@@ -280,6 +280,7 @@ class NvmlBackend(Backend):
             except _Stuck as stuck:
                 return stuck
 
+        self._open_started = time.monotonic()
         reader: DeadlineReader[list[tuple[Any, Any, DeviceInfo]] | Exception] = DeadlineReader(
             "jupyter-gpu-open",
             range(count),
@@ -288,6 +289,7 @@ class NvmlBackend(Backend):
             self._log,
             what="opening it in NVML",
         )
+        self._opener = reader  # its worker of a GPU that did not answer is still in the call
         try:
             reader.read(self._deadline_s)
             answers = reader.answers()
@@ -420,6 +422,9 @@ class NvmlBackend(Backend):
     def _read_device(self, info: DeviceInfo) -> DeviceSample:
         nvml, h, i = self._nvml, self._handles[info.index], info.index
         if h is None:  # NVML could not open it when the backend started
+            if self._physical[i] in self._opener.in_call():  # its open is still out
+                stale = time.monotonic() - self._open_started
+                return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
             err = self._open_errors.get(i)
             if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
                 return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)

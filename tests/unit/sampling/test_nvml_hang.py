@@ -1,8 +1,11 @@
 """A hung NVML call: the device turns "not responding", the others and the tick carry on.
 
-Over the fake NVML, whose ``hang(gpu)`` makes every call on that GPU block until ``release``.
-No assertion depends on how fast the machine is: each waits for a state, with a generous
-timeout, and thread counts are checked while the hang lasts.
+Every reading is behind the per-GPU deadline (the fast tick, GPM, PCIe) and carries its age; a
+stale one is null and named in ``stale``; ``stop`` keeps to its timeout. Over the fake NVML,
+whose ``hang(gpu)`` makes every call on that GPU block until ``release`` (``hang(gpu, calls=)``
+only some). No assertion depends on how fast the machine is: each waits for a state, with a
+generous timeout, thread counts are checked while the hang lasts, and what is checked of ages
+holds whatever the delays.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,12 +48,15 @@ def readers(sampler: Sampler) -> list[str]:
 
 
 @pytest.fixture
-def started(tmp_path: Path) -> Iterator[Callable[[FakeNvml], Sampler]]:
+def started(tmp_path: Path) -> Iterator[Callable[..., Sampler]]:
+    """Start a sampler over a fake NVML (more ``SamplerOptions`` by name); stopped after."""
     made: list[tuple[Sampler, FakeNvml]] = []
 
-    def start(fake: FakeNvml) -> Sampler:
+    def start(fake: FakeNvml, **options: Any) -> Sampler:
         sampler = Sampler(
-            SamplerOptions(interval_s=0.1, read_deadline_s=DEADLINE, gpm_metrics=False),
+            SamplerOptions(
+                **{"interval_s": 0.1, "read_deadline_s": DEADLINE, "gpm_metrics": False, **options}
+            ),
             encode=lambda s: "",
             backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log),
             caches=(("inductor", str(tmp_path / "i")),),
@@ -224,6 +231,184 @@ def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> Non
         power = {device(sampler, 0).power_w}
         wait_for(lambda: power.add(device(sampler, 0).power_w) or len(power) > 2)  # type: ignore[func-returns-value]
         wait_for(lambda: device(sampler, 1).state == "ok")
+    finally:
+        sampler.stop()
+    assert sampler.threads_alive() == []
+
+
+# -- GPM and PCIe behind the deadline; ages and staleness; stop's timeout
+
+GPM_S = 0.1  # gpm_interval_s and slow_interval_s of these samplers: stale after 0.2 s
+EVERY_READING = {"gpm_metrics": True, "gpm_interval_s": GPM_S}
+EVERY_READING_SLOW = {**EVERY_READING, "slow_metrics": True, "slow_interval_s": GPM_S}
+
+
+def sampled_after(sampler: Sampler, wall: float) -> list[DeviceSample]:
+    """GPU 0's and 2's records in every sample whose readings were all taken after ``wall``."""
+    out = []
+    for entry in sampler.history.since(wall):
+        for d in entry.sample.devices:
+            ages = (d.gpm_age_s, d.pcie_age_s)
+            if d.index != 1 and all(a is None or entry.sample.ts - a > wall for a in ages):
+                out.append(d)
+    return out
+
+
+def test_one_hung_gpu_never_freezes_the_others_gpm_and_pcie(
+    started: Callable[..., Sampler],
+) -> None:
+    fake = FakeNvml(devices=3)
+    sampler = started(fake, **EVERY_READING_SLOW)
+    wait_for(lambda: device(sampler, 2).sm_active_pct == 78.0)
+    wait_for(lambda: device(sampler, 2).pcie_tx_bytes_per_s == 1000 * 1024.0)
+    fake.hang(1)
+    wait_for(lambda: device(sampler, 1).state == "not_responding")
+    for gpu in (0, 2):  # their load falls, as in issue 19 (78 % -> 5 %)
+        fake.devices[gpu].gpm_values["sm_active_pct"] = 5.0
+        fake.devices[gpu].pcie_tx_kib = 10
+    changed = time.time()
+    for gpu in (0, 2):  # they follow it, while GPU 1 stays hung
+        wait_for(lambda g=gpu: device(sampler, g).sm_active_pct == 5.0)  # type: ignore[misc]
+        wait_for(lambda g=gpu: device(sampler, g).pcie_tx_bytes_per_s == 10 * 1024.0)  # type: ignore[misc]
+        assert device(sampler, gpu).stale == ()
+    assert device(sampler, 1).state == "not_responding"
+    # No sample ever showed the old value as a live one: a reading taken since the change (by its
+    # age) has the new value; the only other way is to be flagged stale, its value null.
+    wait_for(lambda: len(sampled_after(sampler, changed + 0.5)) >= 4)
+    for d in sampled_after(sampler, changed + 0.5):
+        assert d.sm_active_pct == 5.0 or (d.sm_active_pct is None and "gpm" in d.stale), d
+        assert d.pcie_tx_bytes_per_s == 10240.0 or "pcie" in d.stale, d
+    # The hung GPU's GPM and PCIe readings age and go stale: null, named, with their age.
+    wait_for(lambda: {"fast", "gpm", "pcie"} <= set(device(sampler, 1).stale))
+    hung = device(sampler, 1)
+    assert hung.sm_active_pct is None
+    assert hung.pcie_rx_bytes_per_s is None
+    assert hung.gpm_age_s is not None
+    assert hung.gpm_age_s > 2 * GPM_S
+    assert hung.read_age_s is not None
+    assert hung.read_age_s >= DEADLINE
+    # One worker per reader and GPU, the hung GPU's three stuck in their calls.
+    names = sampler.threads_alive()
+    for prefix in ("jupyter-gpu-read", "jupyter-gpu-gpm-read", "jupyter-gpu-slow-read"):
+        assert sorted(n for n in names if n.rsplit("-", 1)[0] == prefix) == [
+            f"{prefix}-{i}" for i in range(3)
+        ]
+    assert fake.hung_calls == 3  # one per reader: the hung GPU is not asked again
+    fake.release(1)
+    wait_for(lambda: device(sampler, 1).state == "ok" and device(sampler, 1).stale == ())
+
+
+def test_each_reading_says_its_age_and_a_stale_one_is_null(
+    started: Callable[..., Sampler],
+) -> None:
+    fake = FakeNvml(devices=2)
+    sampler = started(fake, **EVERY_READING_SLOW)
+    wait_for(lambda: device(sampler, 0).sm_active_pct is not None)
+    wait_for(lambda: device(sampler, 0).pcie_tx_bytes_per_s is not None)
+    live = device(sampler, 0)
+    for age in (live.read_age_s, live.gpm_age_s, live.pcie_age_s):
+        assert age is not None
+        assert age >= 0
+    assert live.stale == ()
+    # Only GPU 0's GPM and PCIe calls hang: its fast readings stay live, the rest go stale.
+    fake.hang(0, calls={"nvmlGpmSampleGet", "nvmlDeviceGetPcieThroughput"})
+    wait_for(lambda: set(device(sampler, 0).stale) == {"gpm", "pcie"})
+    d = device(sampler, 0)
+    assert d.state == "ok"
+    assert d.util_pct == 50.0
+    assert (d.sm_active_pct, d.tensor_active_pct, d.pcie_tx_bytes_per_s) == (None, None, None)
+    assert d.gpm_age_s is not None
+    assert d.gpm_age_s > 2 * GPM_S
+    assert d.pcie_age_s is not None
+    assert d.pcie_age_s > 2 * GPM_S
+    json = d.to_dict()
+    assert json["stale"] == ["gpm", "pcie"]
+    assert json["sm_active_pct"] is None
+    assert json["gpm_age_s"] == d.gpm_age_s
+    other = device(sampler, 1)
+    assert other.stale == ()
+    assert other.sm_active_pct == 78.0
+    fake.release(0)
+    wait_for(lambda: device(sampler, 0).stale == ())
+    assert device(sampler, 0).sm_active_pct == 78.0
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [None, {"nvmlGpmSampleGet"}],
+    ids=["every-call", "only-gpm"],
+)
+def test_stop_keeps_to_its_timeout_with_a_hung_gpu(
+    tmp_path: Path, calls: set[str] | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeNvml(devices=3)
+    sampler = Sampler(
+        SamplerOptions(interval_s=0.1, read_deadline_s=DEADLINE, **EVERY_READING_SLOW),
+        backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log),
+        caches=(("inductor", str(tmp_path / "i")),),
+    )
+    sampler.start()
+    try:
+        wait_for(lambda: sampler.latest() is not None and device(sampler, 2).sm_active_pct == 78)
+        fake.hang(1, calls=calls)
+        wait_for(lambda: fake.hung_calls == (3 if calls is None else 1))  # fast, GPM, PCIe
+        start = time.monotonic()
+        sampler.stop(timeout=1)
+        took = time.monotonic() - start
+        assert took < 1.5
+        # Every thread ended, but the workers still in GPU 1's hung calls.
+        stuck = {"jupyter-gpu-read-1", "jupyter-gpu-gpm-read-1", "jupyter-gpu-slow-read-1"}
+        assert set(sampler.threads_alive()) <= stuck
+        assert "jupyter-gpu-gpm-read-1" in sampler.threads_alive()
+        # A hung GPM read does not hold up the other GPUs: their GPM buffers are freed now;
+        # nvmlShutdown waits for the hung call (it could block on it), and runs when it returns.
+        others = [g for g in fake.gpm_samples if g.device in (0, 2)]
+        assert others
+        assert all(g.freed for g in others)
+        assert fake.shutdowns == 0
+        assert any("NVML left open" in r.getMessage() for r in caplog.records)
+    finally:
+        fake.release(1)
+    wait_for(lambda: fake.shutdowns == 1)
+    assert all(g.freed for g in fake.gpm_samples)
+    wait_for(lambda: sampler.threads_alive() == [])
+
+
+def test_the_simulated_hang_covers_gpm_and_pcie(tmp_path: Path) -> None:
+    sampler = Sampler(
+        SamplerOptions(
+            backend="simulated",
+            simulated_devices=2,
+            interval_s=0.1,
+            read_deadline_s=DEADLINE,
+            simulated_faults=(parse_fault("hang:1@0.5"),),
+            **EVERY_READING_SLOW,
+        ),
+        encode=lambda s: "",
+        caches=(),
+    )
+    sampler.start()
+    try:
+        wait_for(lambda: sampler.latest() is not None)
+
+        def hung_and_stale() -> bool:
+            d = device(sampler, 1)
+            return d.state == "not_responding" and {"fast", "gpm", "pcie"} <= set(d.stale)
+
+        wait_for(hung_and_stale)
+        hung = device(sampler, 1)
+        assert (hung.sm_active_pct, hung.pcie_rx_bytes_per_s) == (None, None)
+        assert hung.gpm_age_s is not None
+        assert hung.pcie_age_s is not None
+        live = device(sampler, 0)
+        assert live.stale == ()
+        assert live.sm_active_pct is not None
+        assert live.pcie_rx_bytes_per_s is not None
+        backend = SimulatedBackend(2, faults=[parse_fault("hang:1@0-0.3")])
+        start = time.monotonic()
+        assert backend.read_gpm_device(1) is not None
+        assert backend.read_slow_device(1) is not None
+        assert time.monotonic() - start >= 0.25  # each blocked until the fault ended
     finally:
         sampler.stop()
     assert sampler.threads_alive() == []
