@@ -196,12 +196,20 @@ class DeadlineReader(Generic[T]):
             self.closed = True
             self.cond.notify_all()
 
-    def join(self, until: float) -> None:
-        """Wait for the workers that are not in a call to end, until monotonic time ``until``."""
+    def join(self, until: float, grace_s: float = 0.2) -> None:
+        """Wait for the workers to end, until monotonic time ``until``.
+
+        A worker in a call gets ``grace_s`` at most (a call that ends as the backend closes
+        returns by then; a hung one would only use up the caller's timeout).
+        """
         with self.cond:
             idle = [w for w in self._workers.values() if w.since is None]
+            busy = [w for w in self._workers.values() if w.since is not None]
         for w in idle:
             w.thread.join(max(0.0, until - time.monotonic()))
+        grace_until = min(until, time.monotonic() + grace_s)
+        for w in busy:
+            w.thread.join(max(0.0, grace_until - time.monotonic()))
 
 
 def not_responding(info: DeviceInfo, stale_s: float, message: str) -> DeviceSample:

@@ -5,9 +5,10 @@ A device's readings come in three groups, each read on its own cadence by its ow
 clocks, processes), the GPM metrics every ``gpm_interval_s``, PCIe throughput every
 ``slow_interval_s``. A sample merges the latest of each and says how old each is
 (``read_age_s``, ``gpm_age_s``, ``pcie_age_s``: seconds from the read to the sample's ``ts``).
-A group older than two of its own intervals is stale: its name is in ``stale`` and its fields
-are ``None`` in that sample, so no client (nor Prometheus, which leaves ``None`` out) can take
-an old value for a live one. A not-responding GPU's fast group is always stale.
+A group older than two of its own intervals (and than ``MIN_STALE_S``) is stale: its name is
+in ``stale`` and its fields are ``None`` in that sample, so no client (nor Prometheus, which
+leaves ``None`` out) can take an old value for a live one. A not-responding GPU's fast group is
+always stale.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ FAST_FIELDS = (
     "processes",
 )
 PCIE_FIELDS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+MIN_STALE_S = 1.0
+"""No reading is stale younger than this. At the fastest cadences (0.1 s) two intervals are
+0.2 s, which a busy machine's scheduling alone exceeds: readings flickered to null in tests on
+two busy cores while nothing hung. At the default 1 s cadence two intervals (2 s) apply."""
+
 GROUP_FIELDS: Mapping[ReadingGroup, tuple[str, ...]] = MappingProxyType(
     {"fast": FAST_FIELDS, "gpm": GPM_FIELDS, "pcie": PCIE_FIELDS}
 )
@@ -52,8 +58,12 @@ class StaleAfter:
 
     @classmethod
     def two_intervals(cls, fast_s: float, gpm_s: float, pcie_s: float) -> StaleAfter:
-        """Stale after two of each group's own intervals."""
-        return cls(2.0 * fast_s, 2.0 * gpm_s, 2.0 * pcie_s)
+        """Stale after two of each group's own intervals, and ``MIN_STALE_S`` at least."""
+
+        def limit(interval_s: float) -> float:
+            return max(2.0 * interval_s, MIN_STALE_S)
+
+        return cls(limit(fast_s), limit(gpm_s), limit(pcie_s))
 
 
 def with_slow_readings(

@@ -22,6 +22,7 @@ import pytest
 from jupyter_gpu.sampling import Sampler, SamplerOptions, open_backend
 from jupyter_gpu.sampling.deadline import DeviceReader
 from jupyter_gpu.sampling.faults import parse_fault
+from jupyter_gpu.sampling.freshness import StaleAfter
 from jupyter_gpu.sampling.records import DeviceInfo, DeviceSample
 from jupyter_gpu.sampling.simulated import SimulatedBackend
 from tests.fakes.fake_nvml import FakeNvml
@@ -238,20 +239,20 @@ def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> Non
 
 # -- GPM and PCIe behind the deadline; ages and staleness; stop's timeout
 
-GPM_S = 0.1  # gpm_interval_s and slow_interval_s of these samplers: stale after 0.2 s
+GPM_S = 0.1  # gpm_interval_s and slow_interval_s of these samplers
+STALE_S = StaleAfter.two_intervals(0.1, GPM_S, GPM_S).gpm_s  # MIN_STALE_S: 1 s
 EVERY_READING = {"gpm_metrics": True, "gpm_interval_s": GPM_S}
 EVERY_READING_SLOW = {**EVERY_READING, "slow_metrics": True, "slow_interval_s": GPM_S}
 
 
 def sampled_after(sampler: Sampler, wall: float) -> list[DeviceSample]:
-    """GPU 0's and 2's records in every sample whose readings were all taken after ``wall``."""
-    out = []
-    for entry in sampler.history.since(wall):
-        for d in entry.sample.devices:
-            ages = (d.gpm_age_s, d.pcie_age_s)
-            if d.index != 1 and all(a is None or entry.sample.ts - a > wall for a in ages):
-                out.append(d)
-    return out
+    """GPU 0's and 2's records in every sample taken after ``wall`` (Unix time)."""
+    return [
+        d
+        for entry in sampler.history.since(wall)
+        for d in entry.sample.devices
+        if d.index != 1 and entry.sample.ts > wall
+    ]
 
 
 def test_one_hung_gpu_never_freezes_the_others_gpm_and_pcie(
@@ -272,10 +273,12 @@ def test_one_hung_gpu_never_freezes_the_others_gpm_and_pcie(
         wait_for(lambda g=gpu: device(sampler, g).pcie_tx_bytes_per_s == 10 * 1024.0)  # type: ignore[misc]
         assert device(sampler, gpu).stale == ()
     assert device(sampler, 1).state == "not_responding"
-    # No sample ever showed the old value as a live one: a reading taken since the change (by its
-    # age) has the new value; the only other way is to be flagged stale, its value null.
-    wait_for(lambda: len(sampled_after(sampler, changed + 0.5)) >= 4)
-    for d in sampled_after(sampler, changed + 0.5):
+    # No sample showed the old value as a live one once it was older than the stale limit:
+    # each has the new value, or is flagged stale with its value null (0.5 s of room for a
+    # reading whose worker was descheduled between reading and recording it).
+    after = changed + STALE_S + 0.5
+    wait_for(lambda: len(sampled_after(sampler, after)) >= 4)
+    for d in sampled_after(sampler, after):
         assert d.sm_active_pct == 5.0 or (d.sm_active_pct is None and "gpm" in d.stale), d
         assert d.pcie_tx_bytes_per_s == 10240.0 or "pcie" in d.stale, d
     # The hung GPU's GPM and PCIe readings age and go stale: null, named, with their age.
@@ -284,7 +287,7 @@ def test_one_hung_gpu_never_freezes_the_others_gpm_and_pcie(
     assert hung.sm_active_pct is None
     assert hung.pcie_rx_bytes_per_s is None
     assert hung.gpm_age_s is not None
-    assert hung.gpm_age_s > 2 * GPM_S
+    assert hung.gpm_age_s > STALE_S
     assert hung.read_age_s is not None
     assert hung.read_age_s >= DEADLINE
     # One worker per reader and GPU, the hung GPU's three stuck in their calls.
@@ -318,9 +321,9 @@ def test_each_reading_says_its_age_and_a_stale_one_is_null(
     assert d.util_pct == 50.0
     assert (d.sm_active_pct, d.tensor_active_pct, d.pcie_tx_bytes_per_s) == (None, None, None)
     assert d.gpm_age_s is not None
-    assert d.gpm_age_s > 2 * GPM_S
+    assert d.gpm_age_s > STALE_S
     assert d.pcie_age_s is not None
-    assert d.pcie_age_s > 2 * GPM_S
+    assert d.pcie_age_s > STALE_S
     json = d.to_dict()
     assert json["stale"] == ["gpm", "pcie"]
     assert json["sm_active_pct"] is None
