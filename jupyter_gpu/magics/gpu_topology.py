@@ -79,7 +79,12 @@ def show_topology(topology: Any) -> None:
                 p2p_row.append("yes" if pair.p2p else "no")
         matrix.rows.append(row)
         p2p.rows.append(p2p_row)
-    links = [f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}" for g in topology.gpus]
+    links = [
+        f"GPU{g.index}: {g.error}"
+        if g.error
+        else f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}"
+        for g in topology.gpus
+    ]
     reasons = [
         f"GPU{p.a}-GPU{p.b}: no P2P, {p.p2p_reason}" for p in topology.pairs if p.p2p is False
     ]

@@ -25,9 +25,7 @@ own; NVML gives no utilization (nor power or temperature) for an instance, so th
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,6 +39,7 @@ from jupyter_gpu.sampling.deadline import (
     not_responding,
 )
 from jupyter_gpu.sampling.gpm import GpmReader
+from jupyter_gpu.sampling.nvml_calls import Closed, NvmlSession, Stuck
 from jupyter_gpu.sampling.records import (
     BackendInfo,
     BackendName,
@@ -69,50 +68,6 @@ class NvmlUnavailable(Exception):
 
 class _Lost(Exception):
     """A read met NVML_ERROR_GPU_IS_LOST: the rest of this device's reads are pointless."""
-
-
-class _Stuck(Exception):
-    """A call on this GPU has been out past the deadline: another would only hang as well."""
-
-    def __init__(self, since: float) -> None:
-        super().__init__(since)
-        self.since = since
-
-
-class _Closed(Exception):
-    """The backend is closed: no new NVML call."""
-
-
-class _CallsOut:
-    """The NVML calls in flight in this process, by physical GPU (every backend's).
-
-    A GPU with a call out past the deadline is not asked again, by any backend of this process
-    (the sampler of ``%gpu --watch``, ``read_once`` behind ``%gpu``), until that call returns:
-    so a hung GPU holds at most one stuck thread per reader, not one more per ``%gpu``.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._next = 0
-        self._out: dict[int, tuple[int, float]] = {}  # token -> (physical GPU, monotonic start)
-
-    def begin(self, gpu: int, deadline_s: float) -> int:
-        """Register a call on ``gpu``; raises ``_Stuck`` if one is out past ``deadline_s``."""
-        now = time.monotonic()
-        with self._lock:
-            stuck = [t for g, t in self._out.values() if g == gpu and now - t >= deadline_s]
-            if stuck:
-                raise _Stuck(min(stuck))
-            self._next += 1
-            self._out[self._next] = (gpu, now)
-            return self._next
-
-    def end(self, token: int) -> None:
-        with self._lock:
-            self._out.pop(token, None)
-
-
-_CALLS_OUT = _CallsOut()
 
 
 def _text(value: Any) -> str:
@@ -178,18 +133,12 @@ class NvmlBackend(Backend):
         self._log = log or logging.getLogger("jupyter_gpu")
         self._error = nvml.NVMLError
         self._deadline_s = deadline_s
-        self._lock = threading.Lock()
-        self._in_flight: dict[int, int] = {}  # physical GPU -> this backend's calls out on it
-        self._closing = False
-        self._shut = False
-        self._open = False
         self._physical: list[int] = []  # device index -> physical GPU index
         self._gpm: GpmReader | None = None
         try:
-            nvml.nvmlInit()
+            self._session = NvmlSession(nvml, deadline_s, self._log, release=self._release)
         except nvml.NVMLError as err:
             raise NvmlUnavailable(_init_failure_reason(nvml, err)) from err
-        self._open = True
         try:
             count = int(nvml.nvmlDeviceGetCount())
         except nvml.NVMLError as err:
@@ -234,37 +183,6 @@ class NvmlBackend(Backend):
             devices=self._devices,
         )
 
-    # -- every call on a GPU
-
-    def _call(self, gpu: int, fn: Callable[[], T]) -> T:
-        """``fn()``, counted as a call out on physical GPU ``gpu``.
-
-        Raises:
-            _Stuck: a call on ``gpu`` is out past the deadline (not asked again).
-            _Closed: the backend is closed.
-        """
-        self._count_in(gpu)
-        try:
-            token = _CALLS_OUT.begin(gpu, self._deadline_s)
-            try:
-                return fn()
-            finally:
-                _CALLS_OUT.end(token)
-        finally:
-            with self._lock:
-                self._in_flight[gpu] -= 1
-                if not self._in_flight[gpu]:
-                    del self._in_flight[gpu]
-                last = self._closing and not self._in_flight
-            if last:  # the last call out of a closed backend: NVML can be shut down now
-                self._shutdown()
-
-    def _count_in(self, gpu: int) -> None:
-        with self._lock:
-            if self._closing:
-                raise _Closed
-            self._in_flight[gpu] = self._in_flight.get(gpu, 0) + 1
-
     def _open_gpus(self, count: int) -> list[list[tuple[Any, Any, DeviceInfo]] | Exception | None]:
         """Each GPU's devices (one, or its MIG instances), opened in parallel with the deadline.
 
@@ -273,11 +191,11 @@ class NvmlBackend(Backend):
 
         def open_gpu(i: int) -> list[tuple[Any, Any, DeviceInfo]] | Exception:
             try:
-                return self._call(i, lambda: self._open_gpu(i))
+                return self._session.call(i, lambda: self._open_gpu(i))
             except self._error as err:
                 failed: Exception = err
                 return failed
-            except _Stuck as stuck:
+            except Stuck as stuck:
                 return stuck
 
         self._open_started = time.monotonic()
@@ -299,7 +217,7 @@ class NvmlBackend(Backend):
         for i in range(count):
             answer = answers.get(i)
             value = answer.value if answer is not None else None
-            out.append(None if isinstance(value, _Stuck) else value)
+            out.append(None if isinstance(value, Stuck) else value)
         return out
 
     def _open_gpu(self, i: int) -> list[tuple[Any, Any, DeviceInfo]]:
@@ -528,20 +446,20 @@ class NvmlBackend(Backend):
 
     _memory_info.__name__ = "nvmlDeviceGetMemoryInfo"  # what the once-only log says
 
-    def _guarded(self, index: int, fn: Callable[[], T]) -> T | _Stuck | _Closed:
+    def _guarded(self, index: int, fn: Callable[[], T]) -> T | Stuck | Closed:
         """``fn()`` as a call out on device ``index``'s GPU, or why it was not made."""
         try:
-            return self._call(self._physical[index], fn)
-        except (_Stuck, _Closed) as why:
+            return self._session.call(self._physical[index], fn)
+        except (Stuck, Closed) as why:
             return why
 
     def read_device(self, index: int) -> DeviceSample:
         info = self._devices[index]
         sample = self._guarded(index, lambda: self._read_device(info))
-        if isinstance(sample, _Stuck):  # answered at once: no second thread into a hung GPU
+        if isinstance(sample, Stuck):  # answered at once: no second thread into a hung GPU
             stale = time.monotonic() - sample.since
             return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
-        if isinstance(sample, _Closed):
+        if isinstance(sample, Closed):
             return DeviceSample(
                 index, info.uuid, info.name, state="error", error="the NVML backend is closed"
             )
@@ -553,7 +471,7 @@ class NvmlBackend(Backend):
         if gpm is None:
             return None
         reading = self._guarded(index, lambda: gpm.read(index))
-        return None if isinstance(reading, (_Stuck, _Closed)) else reading
+        return None if isinstance(reading, (Stuck, Closed)) else reading
 
     def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
         """PCIe throughput of one GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
@@ -561,7 +479,7 @@ class NvmlBackend(Backend):
         if h is None:
             return (None, None)
         reading = self._guarded(index, lambda: self._pcie(index, h))
-        return None if isinstance(reading, (_Stuck, _Closed)) else reading
+        return None if isinstance(reading, (Stuck, Closed)) else reading
 
     def _pcie(self, index: int, h: Any) -> tuple[float | None, float | None]:
         nvml = self._nvml
@@ -578,33 +496,15 @@ class NvmlBackend(Backend):
         """Free what every GPU holds and ``nvmlShutdown``, without waiting for any call.
 
         With a call still out (a hung GPU), ``nvmlShutdown`` waits for it: the last call out
-        runs it when it returns. NVML counts inits, so other users in this process are
+        runs it when it returns (``nvml_calls.py``). The GPM buffers of the GPUs with no read
+        in a call are freed now. NVML counts inits, so other users in this process are
         unaffected. Safe to call twice.
         """
-        with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-            out = sorted(self._in_flight)
-        if self._gpm is not None:
-            self._gpm.close()  # the buffers of GPUs with no read in a call: freed now
-        if out:
-            self._log.warning(
-                "jupyter_gpu: NVML left open until the call out on GPU %s returns (nvmlShutdown "
-                "could wait on it)",
-                ", ".join(str(g) for g in out),
-            )
-            return
-        self._shutdown()
-
-    def _shutdown(self) -> None:
-        with self._lock:
-            if self._shut:
-                return
-            self._shut = True
         if self._gpm is not None:
             self._gpm.close()
-        if self._open:
-            self._open = False
-            with contextlib.suppress(self._error):
-                self._nvml.nvmlShutdown()
+        self._session.close()
+
+    def _release(self) -> None:
+        """What the session runs just before ``nvmlShutdown``: the rest of the GPM buffers."""
+        if self._gpm is not None:
+            self._gpm.close()
