@@ -13,6 +13,7 @@ always stale.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -50,11 +51,11 @@ GROUP_FIELDS: Mapping[ReadingGroup, tuple[str, ...]] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class StaleAfter:
-    """Seconds after which each group's reading is stale (``None``: never by age)."""
+    """Seconds after which each group's reading is stale (by default: never by age)."""
 
-    fast_s: float | None = None
-    gpm_s: float | None = None
-    pcie_s: float | None = None
+    fast_s: float = math.inf
+    gpm_s: float = math.inf
+    pcie_s: float = math.inf
 
     @classmethod
     def two_intervals(cls, fast_s: float, gpm_s: float, pcie_s: float) -> StaleAfter:
@@ -133,7 +134,7 @@ def with_ages(
     stale_after: StaleAfter,
 ) -> DeviceSample:
     """``device`` with each group's age, ``stale`` named and the stale groups' fields ``None``."""
-    limits: dict[ReadingGroup, float | None] = {
+    limits: dict[ReadingGroup, float] = {
         "fast": stale_after.fast_s,
         "gpm": stale_after.gpm_s,
         "pcie": stale_after.pcie_s,
@@ -141,7 +142,7 @@ def with_ages(
     stale: list[ReadingGroup] = []
     for group in ("fast", "gpm", "pcie"):
         age, limit = ages.get(group), limits[group]
-        old = age is not None and limit is not None and age > limit
+        old = age is not None and age > limit
         if old or (group == "fast" and device.state == "not_responding"):
             stale.append(group)
     cleared: dict[str, Any] = {}

@@ -11,8 +11,9 @@ as in dcgm-exporter, has its physical GPU's ``gpu`` and ``UUID``), so existing D
 work on them. Host, per-kernel and compile-cache series are ``jupyter_gpu_*``. A value that could
 not be read is left out (Prometheus has no null), and so is a stale one: the sampler makes the
 fields of a stale group of readings ``None`` (``sampling/freshness.py``), so a GPU whose GPM
-call hangs loses its ``DCGM_FI_PROF_*`` series and keeps the others. Per-kernel memory is labelled by notebook and
-user only: never a pid, so the series stay few, and end when the kernel does.
+call hangs loses its ``DCGM_FI_PROF_*`` series and keeps the others. Per-kernel memory is
+labelled by notebook and user only: never a pid, so the series stay few, and end when the
+kernel does.
 """
 
 from __future__ import annotations

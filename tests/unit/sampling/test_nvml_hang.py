@@ -241,8 +241,12 @@ def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> Non
 
 GPM_S = 0.1  # gpm_interval_s and slow_interval_s of these samplers
 STALE_S = StaleAfter.two_intervals(0.1, GPM_S, GPM_S).gpm_s  # MIN_STALE_S: 1 s
-EVERY_READING = {"gpm_metrics": True, "gpm_interval_s": GPM_S}
-EVERY_READING_SLOW = {**EVERY_READING, "slow_metrics": True, "slow_interval_s": GPM_S}
+EVERY_READING: dict[str, Any] = {"gpm_metrics": True, "gpm_interval_s": GPM_S}
+EVERY_READING_SLOW: dict[str, Any] = {
+    **EVERY_READING,
+    "slow_metrics": True,
+    "slow_interval_s": GPM_S,
+}
 
 
 def sampled_after(sampler: Sampler, wall: float) -> list[DeviceSample]:
