@@ -39,7 +39,7 @@ from jupyter_gpu.sampling.deadline import (
     not_responding,
 )
 from jupyter_gpu.sampling.gpm import GpmReader
-from jupyter_gpu.sampling.nvml_calls import Closed, NvmlSession, Stuck
+from jupyter_gpu.sampling.nvml_calls import CALLS_OUT, Closed, NvmlSession, Stuck
 from jupyter_gpu.sampling.records import (
     BackendInfo,
     BackendName,
@@ -90,13 +90,14 @@ def _init_failure_reason(nvml: Any, err: Exception) -> str:
 class NvmlBackend(Backend):
     """Reads every GPU NVML sees, one device per call (the sampler reads each in its own thread).
 
-    Every call on a GPU is counted while it is out (``_call``): a GPU whose call has been out
-    past ``deadline_s`` is not asked again until it returns (it reads as not responding), and
-    ``close`` never waits for a call. NVML has one ``nvmlShutdown`` for every GPU, and calling
-    it while a call is out could wait on that call or pull the library from under it: so
-    ``close`` frees what the other GPUs hold (their GPM buffers) at once, and ``nvmlShutdown``
-    runs when the last call out returns (at once when none is out). A call that never returns
-    leaves NVML to the process's exit.
+    Every call on a GPU goes through the session (``nvml_calls.py``) and is counted while it is
+    out: a GPU whose call of one kind (fast, GPM, PCIe, open) has been out past ``deadline_s``
+    is not asked for that kind again until it returns (a fast read then answers "not
+    responding" at once), and ``close`` never waits for a call. NVML has one ``nvmlShutdown``
+    for every GPU, and calling it while a call is out could wait on that call or pull the
+    library from under it: so ``close`` frees what the other GPUs hold (their GPM buffers) at
+    once, and ``nvmlShutdown`` runs when the last call out returns (at once when none is out).
+    A call that never returns leaves NVML to the process's exit.
 
     Opening reads each GPU (its handle, MIG instances, identity) in its own thread too: a GPU
     that does not answer within ``deadline_s`` is a device of its own, unnamed, that reads as
@@ -191,7 +192,7 @@ class NvmlBackend(Backend):
 
         def open_gpu(i: int) -> list[tuple[Any, Any, DeviceInfo]] | Exception:
             try:
-                return self._session.call(i, lambda: self._open_gpu(i))
+                return self._session.call(i, "open", lambda: self._open_gpu(i))
             except self._error as err:
                 failed: Exception = err
                 return failed
@@ -340,8 +341,12 @@ class NvmlBackend(Backend):
     def _read_device(self, info: DeviceInfo) -> DeviceSample:
         nvml, h, i = self._nvml, self._handles[info.index], info.index
         if h is None:  # NVML could not open it when the backend started
-            if self._physical[i] in self._opener.in_call():  # its open is still out
-                stale = time.monotonic() - self._open_started
+            gpu = self._physical[i]
+            since = CALLS_OUT.stuck_since(gpu, "open", self._deadline_s)  # any session's open
+            if since is None and gpu in self._opener.in_call():  # this one's, not yet late
+                since = self._open_started
+            if since is not None:  # its open is still out
+                stale = time.monotonic() - since
                 return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
             err = self._open_errors.get(i)
             if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
@@ -446,16 +451,16 @@ class NvmlBackend(Backend):
 
     _memory_info.__name__ = "nvmlDeviceGetMemoryInfo"  # what the once-only log says
 
-    def _guarded(self, index: int, fn: Callable[[], T]) -> T | Stuck | Closed:
-        """``fn()`` as a call out on device ``index``'s GPU, or why it was not made."""
+    def _guarded(self, index: int, kind: str, fn: Callable[[], T]) -> T | Stuck | Closed:
+        """``fn()`` as a call of ``kind`` on device ``index``'s GPU, or why it was not made."""
         try:
-            return self._session.call(self._physical[index], fn)
+            return self._session.call(self._physical[index], kind, fn)
         except (Stuck, Closed) as why:
             return why
 
     def read_device(self, index: int) -> DeviceSample:
         info = self._devices[index]
-        sample = self._guarded(index, lambda: self._read_device(info))
+        sample = self._guarded(index, "fast", lambda: self._read_device(info))
         if isinstance(sample, Stuck):  # answered at once: no second thread into a hung GPU
             stale = time.monotonic() - sample.since
             return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
@@ -470,7 +475,7 @@ class NvmlBackend(Backend):
         gpm = self._gpm
         if gpm is None:
             return None
-        reading = self._guarded(index, lambda: gpm.read(index))
+        reading = self._guarded(index, "gpm", lambda: gpm.read(index))
         return None if isinstance(reading, (Stuck, Closed)) else reading
 
     def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
@@ -478,7 +483,7 @@ class NvmlBackend(Backend):
         h = self._handles[index]
         if h is None:
             return (None, None)
-        reading = self._guarded(index, lambda: self._pcie(index, h))
+        reading = self._guarded(index, "pcie", lambda: self._pcie(index, h))
         return None if isinstance(reading, (Stuck, Closed)) else reading
 
     def _pcie(self, index: int, h: Any) -> tuple[float | None, float | None]:

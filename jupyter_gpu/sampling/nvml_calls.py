@@ -4,9 +4,11 @@ NVML has one ``nvmlShutdown`` for every GPU, and calling it while a call is out 
 could wait on that call or pull the library from under it. So a session counts the calls out
 on each GPU: ``close`` never waits, and shuts NVML down at once when no call is out, or else
 when the last call out returns (a call that never returns leaves NVML to the process's exit).
-A GPU with a call out past the deadline, in any session of this process (the server's sampler,
-``%gpu --watch``'s, ``read_once``), is not asked again until that call returns: each reader
-holds at most one thread stuck in a hung GPU, never one more per ``%gpu``.
+A GPU with a call of one kind (its fast reads, GPM, PCIe, opening it, its topology) out past
+the deadline, in any session of this process (the server's sampler, ``%gpu --watch``'s,
+``read_once``), is not asked for that kind again until the call returns: a hung GPU holds at
+most one stuck thread per kind of read in the whole process, never one more per ``%gpu``, and
+a GPU whose GPM calls hang still gives its fast readings.
 """
 
 from __future__ import annotations
@@ -35,22 +37,30 @@ class Closed(Exception):
 
 
 class _CallsOut:
-    """The NVML calls in flight in this process, by physical GPU (every session's)."""
+    """The NVML calls in flight in this process, by physical GPU and kind (every session's)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
-        self._out: dict[int, tuple[int, float]] = {}  # token -> (physical GPU, monotonic start)
+        # token -> (physical GPU, kind, monotonic start)
+        self._out: dict[int, tuple[int, str, float]] = {}
 
-    def begin(self, gpu: int, deadline_s: float) -> int:
-        """Register a call on ``gpu``; raises ``Stuck`` if one is out past ``deadline_s``."""
+    def stuck_since(self, gpu: int, kind: str, deadline_s: float) -> float | None:
+        """When the oldest call of ``kind`` on ``gpu`` out past ``deadline_s`` began."""
         now = time.monotonic()
         with self._lock:
-            stuck = [t for g, t in self._out.values() if g == gpu and now - t >= deadline_s]
-            if stuck:
-                raise Stuck(min(stuck))
+            out = [t for g, k, t in self._out.values() if (g, k) == (gpu, kind)]
+        stuck = [t for t in out if now - t >= deadline_s]
+        return min(stuck) if stuck else None
+
+    def begin(self, gpu: int, kind: str, deadline_s: float) -> int:
+        """Register a call; raises ``Stuck`` if one of its kind is out past ``deadline_s``."""
+        since = self.stuck_since(gpu, kind, deadline_s)
+        if since is not None:
+            raise Stuck(since)
+        with self._lock:
             self._next += 1
-            self._out[self._next] = (gpu, now)
+            self._out[self._next] = (gpu, kind, time.monotonic())
             return self._next
 
     def end(self, token: int) -> None:
@@ -91,16 +101,16 @@ class NvmlSession:
         self._shut = False
         nvml.nvmlInit()
 
-    def call(self, gpu: int, fn: Callable[[], T]) -> T:
-        """``fn()``, counted as a call out on physical GPU ``gpu``.
+    def call(self, gpu: int, kind: str, fn: Callable[[], T]) -> T:
+        """``fn()``, counted as a call of ``kind`` (``"fast"``, ``"gpm"``...) on GPU ``gpu``.
 
         Raises:
-            Stuck: a call on ``gpu`` is out past the deadline (it is not asked again).
+            Stuck: a call of this kind on ``gpu`` is out past the deadline (not asked again).
             Closed: the session is closed.
         """
         self._count_in(gpu)
         try:
-            token = CALLS_OUT.begin(gpu, self.deadline_s)
+            token = CALLS_OUT.begin(gpu, kind, self.deadline_s)
             try:
                 return fn()
             finally:

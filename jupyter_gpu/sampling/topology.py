@@ -230,7 +230,7 @@ def _read(nvml: Any, session: NvmlSession) -> Topology:
         session,
         "jupyter-gpu-topology",
         list(range(count)),
-        lambda i: session.call(i, lambda: _read_gpu(nvml, i)),
+        lambda i: session.call(i, "topology", lambda: _read_gpu(nvml, i)),
     )
     gpus: list[_Gpu] = []
     for i in range(count):
@@ -247,8 +247,9 @@ def _read(nvml: Any, session: NvmlSession) -> Topology:
         list(range(len(keys))),
         lambda k: session.call(
             keys[k][0],
+            "topology",
             lambda: session.call(
-                keys[k][1], lambda: _read_pair(nvml, keys[k][0], keys[k][1], gpus)
+                keys[k][1], "topology", lambda: _read_pair(nvml, keys[k][0], keys[k][1], gpus)
             ),
         ),
     )
