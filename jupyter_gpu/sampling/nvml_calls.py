@@ -76,7 +76,8 @@ class NvmlSession:
 
     Args:
         nvml: pynvml (or a fake with its interface).
-        deadline_s: a GPU with a call out this long is not asked again until it returns.
+        deadline_s: a GPU with a call out this long is not asked for that kind again until
+            it returns.
         log: where a shutdown left for a hung call is reported.
         release: runs just before ``nvmlShutdown`` (frees what the session's GPUs hold).
 
