@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 MIN_INTERVAL_S = 0.01
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -366,41 +368,39 @@ class Sampler:
         opts = self.options
         indices = [d.index for d in info.devices]
         if opts.slow_metrics and indices:
-            slow: DeadlineReader[PcieReading] = DeadlineReader(
-                "jupyter-gpu-slow-read",
-                indices,
-                backend.read_slow_device,
-                opts.read_deadline_s,
-                self.log,
-                what="an NVML PCIe throughput call",
-            )
-            self._slow_reader = slow
-            self._slow = Periodic(
+            self._slow_reader, self._slow = self._rounds(
                 "jupyter-gpu-slow",
                 opts.slow_interval_s,
-                lambda _stop: slow.read(opts.slow_interval_s / 2),
-                None,
-                self.log,
-            )
-            self._slow.start()
-        if opts.gpm_metrics and indices:
-            gpm: DeadlineReader[GpmReading] = DeadlineReader(
-                "jupyter-gpu-gpm-read",
+                backend.read_slow_device,
                 indices,
-                backend.read_gpm_device,
-                opts.read_deadline_s,
-                self.log,
-                what="an NVML GPM call",
+                "an NVML PCIe throughput call",
             )
-            self._gpm_reader = gpm
-            self._gpm = Periodic(
+        if opts.gpm_metrics and indices:
+            self._gpm_reader, self._gpm = self._rounds(
                 "jupyter-gpu-gpm",
                 opts.gpm_interval_s,
-                lambda _stop: gpm.read(opts.gpm_interval_s / 2),
-                None,
-                self.log,
+                backend.read_gpm_device,
+                indices,
+                "an NVML GPM call",
             )
-            self._gpm.start()
+
+    def _rounds(
+        self,
+        name: str,
+        interval_s: float,
+        read: Callable[[int], T | None],
+        indices: list[int],
+        what: str,
+    ) -> tuple[DeadlineReader[T], Periodic[None]]:
+        """A reader of ``read`` for every GPU, and the started thread that asks it each round."""
+        reader: DeadlineReader[T] = DeadlineReader(
+            f"{name}-read", indices, read, self.options.read_deadline_s, self.log, what=what
+        )
+        rounds: Periodic[None] = Periodic(
+            name, interval_s, lambda _stop: reader.read(interval_s / 2), None, self.log
+        )
+        rounds.start()
+        return reader, rounds
 
     def _seed_history(self) -> None:
         """Fill the past ``seed_history_s`` with synthetic samples (simulated backend only).
