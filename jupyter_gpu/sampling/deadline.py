@@ -55,6 +55,7 @@ class _Worker:
         self.index = index
         self.asked = False
         self.since: float | None = None  # monotonic start of the call in flight
+        self.wake = threading.Event()  # its own: asking one worker wakes no other thread
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -67,18 +68,22 @@ class _Worker:
         reader = self.reader
         cond = reader.cond
         while True:
+            self.wake.wait()
             with cond:
-                while not self.asked and not reader.closed:
-                    cond.wait()
+                self.wake.clear()
                 if reader.closed:
                     return
+                if not self.asked:
+                    continue
                 self.asked = False
                 self.since = time.monotonic()
             value = reader.call(self.index)
             with cond:
                 reader.record(self.index, value)
                 self.since = None
-                cond.notify_all()
+                reader.waiting.discard(self.index)
+                if not reader.waiting:  # the last answer the caller waits for: wake it once
+                    cond.notify_all()
 
 
 class DeadlineReader(Generic[T]):
@@ -112,6 +117,8 @@ class DeadlineReader(Generic[T]):
         self._what = what
         self._answers: dict[int, Timed[T]] = {}
         self._reported: set[int] = set()
+        self.waiting: set[int] = set()
+        """The devices whose answer the caller of ``read`` waits for (under ``cond``)."""
         self._workers = {i: _Worker(self, i, f"{name}-{i}") for i in indices}
 
     # -- the workers' side
@@ -141,14 +148,16 @@ class DeadlineReader(Generic[T]):
             if self.closed:
                 return
             asked = [w for w in self._workers.values() if w.free]
+            self.waiting = {w.index for w in asked}
             for w in asked:
                 w.asked = True
-            self.cond.notify_all()
-            while not self.closed and any(not w.free for w in asked):
+                w.wake.set()
+            while not self.closed and self.waiting:
                 left = end - time.monotonic()
                 if left <= 0:
                     break
                 self.cond.wait(left)
+            self.waiting = set()
         self._report_changes()
 
     def answers(self) -> dict[int, Timed[T]]:
@@ -195,6 +204,9 @@ class DeadlineReader(Generic[T]):
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+            workers = list(self._workers.values())
+        for w in workers:
+            w.wake.set()
 
     def join(self, until: float, grace_s: float = 0.2) -> None:
         """Wait for the workers to end, until monotonic time ``until``.
