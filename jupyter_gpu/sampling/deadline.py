@@ -8,9 +8,9 @@ then uses what it has. A call that has not returned ``deadline_s`` after it bega
 device "not responding"; its worker is left in the call and the device is not asked again until
 the call returns, when it records the answer and serves the next request. So each reader holds
 exactly one thread per device, whatever happens, and a round of reads never waits for one
-hung device longer than the caller's wait, however many devices hang. (One worker for all the
-devices, as before, made the devices after a hung one wait the whole deadline, long enough for
-their readings to go stale, and a ``read_once`` over several hung GPUs wait one deadline each.)
+hung device longer than the caller's wait, however many devices hang. (A single worker for all
+the devices made the devices after a hung one wait the whole deadline, long enough for their
+readings to go stale, and a ``read_once`` over several hung GPUs wait one deadline each.)
 
 ``DeviceReader`` is the fast tick's reader: a device that is not responding is served as
 ``state="not_responding"``, readings ``None``, and ``stale_s``: seconds since its last answer
@@ -247,8 +247,9 @@ class DeviceReader:
     Args:
         devices: the devices (their identity fills the not-responding records).
         read_one: reads one device by index (a backend's ``read_device``). A backend that knows
-            a device is not responding (its open did not return) answers ``not_responding``
-            itself: that is not an answer, and the device's earlier readings keep their age.
+            a device is not responding (its open, or an earlier read by another reader of this
+            process, has not returned) answers ``not_responding`` itself: that is not an
+            answer, and the device's earlier readings keep their age.
         deadline_s: a read that has not returned after this long makes its device not
             responding.
         log: where a device that stops or starts answering is reported (once per change).
