@@ -170,10 +170,15 @@ def measure_gpt(
     slow = precision in ("fp32", "tf32")
     runs = max(2, args.runs // 3) if slow else args.runs
     # The GPU's clocks and power meanwhile: a power-capped or hot GPU clocks down, which tells
-    # a slower GPU from a slower program when two runs' figures differ.
-    with GpuWatch() as watch, watch.window("timed"):
+    # a slower GPU from a slower program when two runs' figures differ. Only when the step runs
+    # on the GPU: its clocks say nothing about a run on the CPU.
+    clocks = None
+    if device == "cuda":
+        with GpuWatch() as watch, watch.window("timed"):
+            timing = time_calls(step, runs=runs, warmup=args.warmup, device=device)
+        clocks = watch.stats("timed")
+    else:
         timing = time_calls(step, runs=runs, warmup=args.warmup, device=device)
-    clocks = watch.stats("timed")
     loss = float(step().detach())
     tokens_per_step = size.batch * size.config.context
     flops = gpt_train_flops_per_token(size.config) * tokens_per_step
@@ -192,10 +197,10 @@ def measure_gpt(
         "tflops": tflops(flops, timing.median_s),
         "peak_gib": peak / 2**30 if peak is not None else None,
         "loss": loss,
-        "sm_clock_mhz_min": clocks.sm_clock_mhz_min,
-        "sm_clock_mhz_max": clocks.sm_clock_mhz_max,
-        "power_w_mean": clocks.power_w_mean,
-        "temperature_c_max": clocks.temperature_c_max,
+        "sm_clock_mhz_min": clocks.sm_clock_mhz_min if clocks else None,
+        "sm_clock_mhz_max": clocks.sm_clock_mhz_max if clocks else None,
+        "power_w_mean": clocks.power_w_mean if clocks else None,
+        "temperature_c_max": clocks.temperature_c_max if clocks else None,
     }
 
 

@@ -177,9 +177,9 @@ class JupyterGpu(Configurable):
         max=600.0,
         help=(
             "Seconds an NVML read of a GPU may take before that GPU is shown as "
-            "'not responding' (a hung driver). Reads run in a worker thread: a hung one never "
-            "blocks the other GPUs, the sampler or the server; the GPU answers again by itself "
-            "when the call returns (0.1 to 600)."
+            "'not responding' (a hung driver). Every read (fast, GPM, PCIe) runs in that GPU's "
+            "own worker thread: a hung one never blocks the other GPUs, the sampler or the "
+            "server; the GPU answers again by itself when the call returns (0.1 to 600)."
         ),
     ).tag(config=True)
 

@@ -82,7 +82,9 @@ def show_topology(topology: Any) -> None:
         matrix.rows.append(row)
         p2p.rows.append(p2p_row)
     links = [
-        f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}{label}"
+        f"GPU{g.index}: {g.error}"
+        if g.error
+        else f"GPU{g.index} {g.name or 'unknown'}: {_nvlink(g)}; {_pcie(g)}{label}"
         for g in topology.gpus
     ]
     reasons = [

@@ -1,17 +1,20 @@
-"""Device reads with a deadline: a hung NVML call never blocks the sampler's tick.
+"""Reads with a deadline, one worker thread per device: a hung NVML call never stops another GPU.
 
 A driver can stop answering: an NVML call then blocks (for seconds, or until the GPU is reset).
-The reads of every device therefore run in a worker thread, one device after another; the
-sampler's tick waits for them only a short while (``wait_s``) and serves what it has. A device
-whose read has not returned ``deadline_s`` after it began is "not responding": the worker stuck
-in that call is abandoned (it is left to finish the call, then it records the answer and ends)
-and a new worker reads the other devices. The hung device is not read again until its call
-returns, so each device costs at most one abandoned thread, whatever happens: the threads are
-one worker plus one per hung device. When the call returns, the device answers again on the
-next tick, without a restart.
+Every per-device NVML read therefore runs in that device's own worker thread (a
+``DeadlineReader`` per kind of read: the fast tick, GPM, PCIe, opening the GPUs, topology,
+``read_once``), and the caller waits for the workers only as long as it chooses (``wait_s``),
+then uses what it has. A call that has not returned ``deadline_s`` after it began makes its
+device "not responding"; its worker is left in the call and the device is not asked again until
+the call returns, when it records the answer and serves the next request. So each reader holds
+exactly one thread per device, whatever happens, and a round of reads never waits for one
+hung device longer than the caller's wait, however many devices hang. (A single worker for all
+the devices made the devices after a hung one wait the whole deadline, long enough for their
+readings to go stale, and a ``read_once`` over several hung GPUs wait one deadline each.)
 
-A device that is not responding is served as ``state="not_responding"``, readings ``None``, and
-``stale_s``: seconds since its last answer (or since it was first asked, if it never answered).
+``DeviceReader`` is the fast tick's reader: a device that is not responding is served as
+``state="not_responding"``, readings ``None``, and ``stale_s``: seconds since its last answer
+(or since it was first asked, if it never answered).
 """
 
 from __future__ import annotations
@@ -21,8 +24,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from jupyter_gpu.sampling.records import DeviceInfo, DeviceSample
+
+T = TypeVar("T")
+
+READ_DEADLINE_S = 2.0
+"""The default deadline of one NVML read (the server's ``read_deadline_s``, ``read_once``'s)."""
 
 NOT_RESPONDING_MESSAGE = (
     "NVML has not answered for {stale:.0f} s (a call on this GPU is hung: the driver or the GPU "
@@ -30,72 +39,217 @@ NOT_RESPONDING_MESSAGE = (
 )
 
 
-@dataclass
-class _Answer:
-    sample: DeviceSample
-    at: float  # monotonic seconds when the read returned
+@dataclass(frozen=True, slots=True)
+class Timed(Generic[T]):
+    """A device's answer and when it came (monotonic seconds)."""
+
+    value: T
+    at: float
 
 
 class _Worker:
-    """One thread that reads the devices of a job, one after another."""
+    """One device's thread: runs that device's reads one at a time, when the reader asks."""
 
-    def __init__(self, reader: DeviceReader, number: int) -> None:
+    def __init__(self, reader: DeadlineReader[Any], index: int, name: str) -> None:
         self.reader = reader
-        self.jobs: list[list[int]] = []
-        self.wake = threading.Event()
-        self.idle = threading.Event()
-        self.idle.set()
-        self.current: int | None = None
-        self.current_since = 0.0
-        self.remaining: list[int] = []
-        self.abandoned = False
-        self.thread = threading.Thread(
-            target=self._run, name=f"jupyter-gpu-read-{number}", daemon=True
-        )
+        self.index = index
+        self.asked = False
+        self.since: float | None = None  # monotonic start of the call in flight
+        self.wake = threading.Event()  # its own: asking one worker wakes no other thread
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
-    def given_up(self) -> bool:
-        """Whether the reader abandoned this worker (set by the sampler's thread)."""
-        return self.abandoned
-
-    def submit(self, devices: list[int]) -> None:
-        self.idle.clear()
-        self.jobs.append(devices)
-        self.wake.set()
+    @property
+    def free(self) -> bool:
+        """Neither asked nor in a call (under the reader's lock)."""
+        return not self.asked and self.since is None
 
     def _run(self) -> None:
         reader = self.reader
+        cond = reader.cond
         while True:
             self.wake.wait()
-            self.wake.clear()
-            if reader.closed.is_set():
+            with cond:
+                self.wake.clear()
+                if reader.closed:
+                    return
+                if not self.asked:
+                    continue
+                self.asked = False
+                self.since = time.monotonic()
+            value = reader.call(self.index)
+            with cond:
+                reader.record(self.index, value)
+                self.since = None
+                reader.waiting.discard(self.index)
+                if not reader.waiting:  # the last answer the caller waits for: wake it once
+                    cond.notify_all()
+
+
+class DeadlineReader(Generic[T]):
+    """Reads devices through ``read_one``, one worker thread per device, with a deadline per call.
+
+    Args:
+        name: the workers' thread name prefix (``<name>-<index>``).
+        indices: the devices' indices.
+        read_one: reads one device. ``None`` means "nothing to record this time" (a GPM window
+            that only began): the device's earlier answer stays, with its own age.
+        deadline_s: a call out for this long makes its device not responding (``hung``).
+        log: where a device that stops or starts answering is reported (once per change).
+        what: what the reads are, for the log ("an NVML call", "an NVML GPM call", ...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        indices: Sequence[int],
+        read_one: Callable[[int], T | None],
+        deadline_s: float,
+        log: logging.Logger,
+        *,
+        what: str = "an NVML call",
+    ) -> None:
+        self.deadline_s = deadline_s
+        self.cond = threading.Condition()
+        self.closed = False
+        self._read_one = read_one
+        self._log = log
+        self._what = what
+        self._answers: dict[int, Timed[T]] = {}
+        self._reported: set[int] = set()
+        self.waiting: set[int] = set()
+        """The devices whose answer the caller of ``read`` waits for (under ``cond``)."""
+        self._workers = {i: _Worker(self, i, f"{name}-{i}") for i in indices}
+
+    # -- the workers' side
+
+    def call(self, index: int) -> T | None:
+        try:
+            return self._read_one(index)
+        except Exception:  # noqa: BLE001 (a backend bug must not end the worker: logged)
+            self._log.exception("jupyter_gpu: GPU %d: %s failed", index, self._what)
+            return None
+
+    def record(self, index: int, value: T | None) -> None:
+        """Keep a device's answer (under ``cond``)."""
+        if value is not None:
+            self._answers[index] = Timed(value, time.monotonic())
+
+    # -- the caller's side
+
+    def read(self, wait_s: float) -> None:
+        """Ask every free device for a new reading and wait up to ``wait_s`` for those answers.
+
+        A device still in an earlier call (hung, or only slow) is not asked again and not
+        waited for. Returns early once every device asked has answered, or the reader closes.
+        """
+        end = time.monotonic() + wait_s
+        with self.cond:
+            if self.closed:
                 return
-            while self.jobs:
-                job = self.jobs.pop(0)
-                for k, index in enumerate(job):
-                    with reader.lock:
-                        if self.abandoned or reader.closed.is_set():
-                            return
-                        self.current, self.current_since = index, time.monotonic()
-                        self.remaining = job[k + 1 :]
-                    sample = reader.read_one(index)
-                    with reader.lock:
-                        reader.record(index, sample)
-                        self.current = None
-                        if self.given_up():  # answered at last: the device is free again
-                            reader.hung.pop(index, None)
-                            return
-                with reader.lock:
-                    self.remaining = []
-            self.idle.set()
+            asked = [w for w in self._workers.values() if w.free]
+            self.waiting = {w.index for w in asked}
+            for w in asked:
+                w.asked = True
+                w.wake.set()
+            while not self.closed and self.waiting:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            self.waiting = set()
+        self._report_changes()
+
+    def answers(self) -> dict[int, Timed[T]]:
+        """Each device's latest answer and when it came (devices that never answered: absent)."""
+        with self.cond:
+            return dict(self._answers)
+
+    def hung(self) -> dict[int, float]:
+        """Devices whose call has been out for ``deadline_s`` or more -> when it began."""
+        now = time.monotonic()
+        with self.cond:
+            return {
+                i: w.since
+                for i, w in self._workers.items()
+                if w.since is not None and now - w.since >= self.deadline_s
+            }
+
+    def in_call(self) -> set[int]:
+        """Devices whose worker is in a call now (hung or not)."""
+        with self.cond:
+            return {i for i, w in self._workers.items() if w.since is not None}
+
+    def _report_changes(self) -> None:
+        hung = self.hung()
+        for index in sorted(set(hung) - self._reported):
+            self._reported.add(index)
+            self._log.warning(
+                "jupyter_gpu: GPU %d: %s has not returned after %.1f s; the GPU is shown as not "
+                "responding until it does",
+                index,
+                self._what,
+                time.monotonic() - hung[index],
+            )
+        for index in sorted(self._reported - set(hung)):
+            self._reported.discard(index)
+            self._log.warning("jupyter_gpu: GPU %d answers again (%s returned)", index, self._what)
+
+    def thread_names(self) -> list[str]:
+        """The workers that are alive (after ``close``: those still in a call)."""
+        return [w.thread.name for w in self._workers.values() if w.thread.is_alive()]
+
+    def close(self) -> None:
+        """Stop the workers: free ones end now, one in a call when it returns. Never waits."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+            workers = list(self._workers.values())
+        for w in workers:
+            w.wake.set()
+
+    def join(self, until: float, grace_s: float = 0.2) -> None:
+        """Wait for the workers to end, until monotonic time ``until``.
+
+        A worker in a call gets ``grace_s`` at most (a call that ends as the backend closes
+        returns by then; a hung one would only use up the caller's timeout).
+        """
+        with self.cond:
+            idle = [w for w in self._workers.values() if w.since is None]
+            busy = [w for w in self._workers.values() if w.since is not None]
+        for w in idle:
+            w.thread.join(max(0.0, until - time.monotonic()))
+        grace_until = min(until, time.monotonic() + grace_s)
+        for w in busy:
+            w.thread.join(max(0.0, grace_until - time.monotonic()))
+
+
+def not_responding(info: DeviceInfo, stale_s: float, message: str) -> DeviceSample:
+    """The record of a device whose NVML call has not returned (its readings ``None``)."""
+    return DeviceSample(
+        info.index,
+        info.uuid,
+        info.name,
+        state="not_responding",
+        error=message,
+        mem_total_bytes=info.mem_total_bytes,
+        stale_s=round(max(0.0, stale_s), 3),
+    )
+
+
+FastReading = tuple[DeviceSample, float | None]
+"""A device's sample and when its readings were taken (monotonic; ``None``: never)."""
 
 
 class DeviceReader:
-    """Reads devices through ``read_one`` in worker threads, with a deadline per read.
+    """The fast tick's reads: every device's sample, its last one, or not responding.
 
     Args:
         devices: the devices (their identity fills the not-responding records).
-        read_one: reads one device by index; never raises (a backend's ``read_device``).
+        read_one: reads one device by index (a backend's ``read_device``). A backend that knows
+            a device is not responding (its open, or an earlier read by another reader of this
+            process, has not returned) answers ``not_responding`` itself: that is not an
+            answer, and the device's earlier readings keep their age.
         deadline_s: a read that has not returned after this long makes its device not
             responding.
         log: where a device that stops or starts answering is reported (once per change).
@@ -109,123 +263,78 @@ class DeviceReader:
         log: logging.Logger,
     ) -> None:
         self.devices = tuple(devices)
-        self.deadline_s = deadline_s
-        self.lock = threading.Lock()
-        self.closed = threading.Event()
-        self.hung: dict[int, float] = {}
-        """Device index -> monotonic time its hung call began (its worker is abandoned)."""
-        self.answers: dict[int, _Answer] = {}
-        self.workers_started = 0
+        self._by_index = {d.index: d for d in self.devices}
         self._read_one = read_one
-        self._log = log
+        self._told: dict[int, DeviceSample] = {}  # the backend's own "not responding" records
         self._first_asked: float | None = None
-        self._reported_hung: set[int] = set()
-        self._abandoned: list[_Worker] = []
-        self._worker = self._new_worker()
+        self._reader: DeadlineReader[DeviceSample] = DeadlineReader(
+            "jupyter-gpu-read", list(self._by_index), self._read, deadline_s, log
+        )
 
-    # -- used by the workers (under ``lock`` where it says so)
-
-    def read_one(self, index: int) -> DeviceSample:
+    def _read(self, index: int) -> DeviceSample | None:
         try:
-            return self._read_one(index)
-        except Exception as err:  # noqa: BLE001 (a backend bug must not end the worker)
-            info = self.devices[[d.index for d in self.devices].index(index)]
+            sample = self._read_one(index)
+        except Exception as err:  # noqa: BLE001 (a backend bug is an error state, not a dead worker)
+            info = self._by_index[index]
             return DeviceSample(
                 index, info.uuid, info.name, state="error", error=f"reading failed: {err}"
             )
+        if sample.state == "not_responding":
+            self._told[index] = sample
+            return None
+        self._told.pop(index, None)
+        return sample
 
-    def record(self, index: int, sample: DeviceSample) -> None:
-        """Keep a device's answer (under ``lock``)."""
-        self.answers[index] = _Answer(sample, time.monotonic())
+    def read(self, wait_s: float) -> tuple[FastReading, ...]:
+        """Every device: its fresh reading, its last one, or not responding; with its time.
 
-    def _new_worker(self) -> _Worker:
-        self.workers_started += 1
-        return _Worker(self, self.workers_started)
-
-    # -- the sampler's side
-
-    def read(self, wait_s: float) -> tuple[DeviceSample, ...]:
-        """Every device: its fresh reading, its last one, or not responding.
-
-        Starts a read of every device that is not hung (unless the previous one is still
-        going), waits up to ``wait_s`` for it, abandons a worker stuck past the deadline.
+        Asks every device that is not in a call for a new reading and waits up to ``wait_s``.
         """
         now = time.monotonic()
         if self._first_asked is None:
             self._first_asked = now
-        worker = self._worker
-        with self.lock:
-            if worker.idle.is_set():
-                worker.submit([d.index for d in self.devices if d.index not in self.hung])
-        worker.idle.wait(wait_s)
+        self._reader.read(wait_s)
+        answers = self._reader.answers()
+        hung = self._reader.hung()
         now = time.monotonic()
-        with self.lock:
-            if worker.current is not None and now - worker.current_since >= self.deadline_s:
-                self.hung[worker.current] = worker.current_since
-                worker.abandoned = True
-                self._abandoned.append(worker)
-                self._worker = self._new_worker()
-                if worker.remaining:
-                    self._worker.submit(list(worker.remaining))
-            self._abandoned = [w for w in self._abandoned if w.thread.is_alive()]
-            return tuple(self._device(info, now) for info in self.devices)
-
-    def _device(self, info: DeviceInfo, now: float) -> DeviceSample:
-        index = info.index
-        answer = self.answers.get(index)
-        hung_since = self.hung.get(index)
-        if hung_since is None and answer is not None:
-            if index in self._reported_hung:
-                self._reported_hung.discard(index)
-                self._log.warning("jupyter_gpu: GPU %d answers again", index)
-            return answer.sample
-        since = answer.at if answer is not None else (hung_since or self._first_asked or now)
-        stale = max(0.0, now - since)
-        if hung_since is not None and index not in self._reported_hung:
-            self._reported_hung.add(index)
-            self._log.warning(
-                "jupyter_gpu: GPU %d: an NVML call has not returned after %.1f s; the GPU is "
-                "shown as not responding until it does",
-                index,
-                now - hung_since,
-            )
-        return DeviceSample(
-            index,
-            info.uuid,
-            info.name,
-            state="not_responding",
-            error=NOT_RESPONDING_MESSAGE.format(stale=stale),
-            mem_total_bytes=info.mem_total_bytes,
-            stale_s=round(stale, 3),
-        )
+        out: list[FastReading] = []
+        for info in self.devices:
+            answer = answers.get(info.index)
+            at = answer.at if answer is not None else None
+            told = self._told.get(info.index)
+            if info.index in hung or (answer is None and told is None):
+                since = at if at is not None else hung.get(info.index, self._first_asked)
+                stale = now - since
+                message = NOT_RESPONDING_MESSAGE.format(stale=stale)
+                out.append((not_responding(info, stale, message), at))
+            elif told is not None:
+                out.append((told, at))
+            else:
+                assert answer is not None
+                out.append((answer.value, at))
+        return tuple(out)
 
     def last_answer_age_s(self) -> dict[int, float | None]:
         """Seconds since each device last answered (``None``: never), by index."""
         now = time.monotonic()
-        with self.lock:
-            return {
-                d.index: (now - a.at) if (a := self.answers.get(d.index)) else None
-                for d in self.devices
-            }
+        answers = self._reader.answers()
+        return {
+            d.index: (now - a.at) if (a := answers.get(d.index)) else None for d in self.devices
+        }
 
     @property
     def any_hung(self) -> bool:
-        """Whether some device's call has not returned (closing NVML could block on it)."""
-        return bool(self.hung)
+        """Whether some device's call has been out past the deadline."""
+        return bool(self._reader.hung())
 
     def thread_names(self) -> list[str]:
-        """The reader's threads that are alive (the worker and the abandoned ones)."""
-        with self.lock:
-            workers = [self._worker, *self._abandoned]
-        return [w.thread.name for w in workers if w.thread.is_alive()]
+        """The reader's threads that are alive."""
+        return self._reader.thread_names()
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Stop the workers; a worker stuck in a call is left to it (it is a daemon)."""
-        self.closed.set()
-        with self.lock:
-            workers = [self._worker, *self._abandoned]
-        for w in workers:
-            w.wake.set()
-        deadline = time.monotonic() + timeout
-        for w in workers:
-            w.thread.join(max(0.0, deadline - time.monotonic()))
+    def close(self) -> None:
+        """Stop the workers (one in a call ends when it returns). Never waits."""
+        self._reader.close()
+
+    def join(self, until: float) -> None:
+        """Wait, until monotonic ``until``, for the workers that are not in a call."""
+        self._reader.join(until)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
+from jupyter_gpu.sampling.deadline import READ_DEADLINE_S
 from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.simulated import SimulatedBackend
 
@@ -24,6 +25,7 @@ def open_backend(
     simulated_epoch: float | None = None,
     nvml: Any = None,
     log: logging.Logger | None = None,
+    deadline_s: float = READ_DEADLINE_S,
 ) -> Backend:
     """Open a backend. Never raises for a missing GPU: that is a ``NoGpuBackend`` with a reason.
 
@@ -38,6 +40,8 @@ def open_backend(
         nvml: an object with pynvml's interface to use instead of ``pynvml`` (tests inject a
             fake NVML here).
         log: where to say which backend was chosen and why.
+        deadline_s: for NVML, how long a call on a GPU may be out before that GPU is not
+            responding (opening included: ``NvmlBackend``).
 
     Raises:
         ValueError: for an unknown ``choice``, or simulated options out of bounds.
@@ -55,7 +59,7 @@ def open_backend(
     from jupyter_gpu.sampling.nvml import NvmlBackend, NvmlUnavailable
 
     try:
-        return NvmlBackend(nvml=nvml, log=log)
+        return NvmlBackend(nvml=nvml, log=log, deadline_s=deadline_s)
     except NvmlUnavailable as err:
         level = logging.WARNING if choice == "nvml" else logging.INFO
         log.log(level, "jupyter_gpu: no GPU to monitor: %s", err.reason)

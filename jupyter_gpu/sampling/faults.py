@@ -5,8 +5,9 @@ Each is a short text spec (``JupyterGpu.simulated_faults``):
 
 - ``lost:<gpu>``: the GPU is lost (as NVML's ``GPU_IS_LOST``): ``state "lost"``, no readings.
 - ``error:<gpu>``: every read of the GPU fails: ``state "error"``.
-- ``hang:<gpu>``: every read of the GPU blocks, as a hung NVML call does, until the fault ends:
-  the sampler's deadline makes it ``state "not_responding"`` while the other GPUs keep updating.
+- ``hang:<gpu>``: every read of the GPU blocks (the fast ones, GPM and PCIe), as a hung NVML
+  call does, until the fault ends: the sampler's deadline makes it ``state "not_responding"``,
+  and its GPM and PCIe readings age and turn stale, while the other GPUs keep updating.
 - ``unsupported:<gpu>:<field>``: one field reads ``null`` with ``unavailable[field]`` set to
   ``"Not Supported (simulated)"``, as NVML's ``NOT_SUPPORTED`` does on some GPUs.
 

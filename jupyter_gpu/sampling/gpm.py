@@ -2,9 +2,9 @@
 
 NVML's ``utilization`` says only that *a* kernel ran during the window: a GPU at 100 % can be
 doing little. GPM counts what the SMs did. It needs two samples taken some time apart: each
-``read`` takes a new GPM sample per GPU (``nvmlGpmSampleGet``) and asks
-NVML for the metrics between it and the previous one (``nvmlGpmMetricsGet``), so the values
-are averages over the time between two reads. The first read of a GPU only primes it.
+``read`` takes a new GPM sample of one GPU (``nvmlGpmSampleGet``) and asks NVML for the metrics
+between it and that GPU's previous one (``nvmlGpmMetricsGet``), so the values are averages over
+the time between two reads. The first read of a GPU only primes it.
 
 GPUs before Hopper (and vGPUs) answer ``nvmlGpmQueryDeviceSupport`` with "not supported": their
 fields are ``None`` with ``"Not Supported"`` in ``unavailable``, as other fields NVML refuses.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -40,7 +40,11 @@ def unsupported(reason: str = NOT_SUPPORTED) -> GpmReading:
 
 
 class GpmReader:
-    """Reads the GPM metrics of a fixed list of NVML device handles. Not thread-safe: one caller.
+    """Reads the GPM metrics of a fixed list of NVML device handles, one device per call.
+
+    Calls for different devices may run at once (each device has its own lock): the sampler
+    reads every GPU in its own worker thread (``deadline.py``), so that a GPM call hung on one
+    GPU never holds up another's.
 
     Args:
         nvml: pynvml (or a fake with its interface).
@@ -54,7 +58,7 @@ class GpmReader:
         self._nvml = nvml
         self._handles = list(handles)
         self._log = log or logging.getLogger("jupyter_gpu")
-        self._lock = threading.Lock()
+        self._locks = [threading.Lock() for _ in self._handles]
         self._closed = False
         self._reported: set[tuple[int, str]] = set()
         self._ids = tuple(getattr(nvml, const, None) for _, const in _METRICS)
@@ -124,48 +128,45 @@ class GpmReader:
             values[name] = round(min(100.0, max(0.0, value)), 2)
         return GpmReading(MappingProxyType(values), MappingProxyType(unavailable))
 
-    def read(self) -> Mapping[int, GpmReading]:
-        """A new GPM sample per GPU and the metrics since the previous one, by device index.
+    def read(self, index: int) -> GpmReading | None:
+        """A new GPM sample of GPU ``index`` and the metrics since its previous one.
 
         A GPU without GPM has every field unavailable; a GPU read for the first time (or after
-        a failed read) is left out: its window has not begun. Never raises ``NVMLError``.
+        a failed read) gives ``None``: its window has only begun. Never raises ``NVMLError``.
         """
         nvml = self._nvml
-        out: dict[int, GpmReading] = {}
-        with self._lock:
+        with self._locks[index]:
             if self._closed:
-                return out
-            for index, handle in enumerate(self._handles):
-                reason = self._support(index, handle)
-                if reason is not None:
-                    out[index] = unsupported(reason)
-                    continue
-                sample = self._spare.pop(index, None)
-                try:
-                    if sample is None:
-                        sample = nvml.nvmlGpmSampleAlloc()
-                    nvml.nvmlGpmSampleGet(handle, sample)
-                except nvml.NVMLError as err:
-                    self._report(index, err)
-                    if sample is not None:
-                        self._spare[index] = sample
-                    self._drop_previous(index)
-                    if getattr(err, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
-                        self._supported.discard(index)
-                        self._refused[index] = str(err)
-                        out[index] = unsupported(str(err))
-                    continue
-                previous = self._previous.get(index)
-                self._previous[index] = sample
-                if previous is None:
-                    continue
-                self._spare[index] = previous
-                try:
-                    out[index] = self._metrics(previous, sample)
-                except nvml.NVMLError as err:
-                    self._report(index, err)
-                    out[index] = unsupported(str(err))
-        return out
+                return None
+            handle = self._handles[index]
+            reason = self._support(index, handle)
+            if reason is not None:
+                return unsupported(reason)
+            sample = self._spare.pop(index, None)
+            try:
+                if sample is None:
+                    sample = nvml.nvmlGpmSampleAlloc()
+                nvml.nvmlGpmSampleGet(handle, sample)
+            except nvml.NVMLError as err:
+                self._report(index, err)
+                if sample is not None:
+                    self._spare[index] = sample
+                self._drop_previous(index)
+                if getattr(err, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
+                    self._supported.discard(index)
+                    self._refused[index] = str(err)
+                    return unsupported(str(err))
+                return None
+            previous = self._previous.get(index)
+            self._previous[index] = sample
+            if previous is None:
+                return None
+            self._spare[index] = previous
+            try:
+                return self._metrics(previous, sample)
+            except nvml.NVMLError as err:
+                self._report(index, err)
+                return unsupported(str(err))
 
     def _drop_previous(self, index: int) -> None:
         previous = self._previous.pop(index, None)
@@ -173,12 +174,25 @@ class GpmReader:
             with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlGpmSampleFree(previous)
 
-    def close(self) -> None:
-        """Free NVML's GPM sample buffers (before ``nvmlShutdown``). Safe to call twice."""
-        with self._lock:
-            self._closed = True
+    def close(self) -> set[int]:
+        """Free NVML's GPM sample buffers (before ``nvmlShutdown``); no read after this.
+
+        Never waits for a read: the buffers of a GPU whose read is in a call (hung, perhaps)
+        are left, and their GPUs returned; call again once those calls are out. Safe to call
+        twice.
+        """
+        self._closed = True
+        return {i for i in range(len(self._handles)) if not self._free(i)}
+
+    def _free(self, index: int) -> bool:
+        if not self._locks[index].acquire(blocking=False):
+            return False  # a read is in a call with them
+        try:
             for samples in (self._previous, self._spare):
-                for sample in samples.values():
+                sample = samples.pop(index, None)
+                if sample is not None:
                     with contextlib.suppress(self._nvml.NVMLError):
                         self._nvml.nvmlGpmSampleFree(sample)
-                samples.clear()
+        finally:
+            self._locks[index].release()
+        return True

@@ -9,8 +9,9 @@ no-GPU state). Problems are logged once when they start, not every tick.
 Per tick and device it reads (each 1 to 6 us on an H200 with driver 580, except the process
 list): utilization, memory, power, enforced power limit, temperature, SM clock and the compute
 and graphics processes. PCIe throughput (about 21 ms per call: NVML samples a 20 ms window) is in
-``read_slow``; SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU) in
-``read_gpm``.
+``read_slow_device``; SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU) in
+``read_gpm_device``. Every read is of one device, so that the sampler can give each device its
+own thread and deadline (``deadline.py``): a call hung on one GPU never holds up another's.
 
 Memory is NVML's v2 memory info (``nvmlDeviceGetMemoryInfo_v2``), whose ``used`` is what
 ``nvidia-smi`` shows: v1's ``used`` also counts memory the driver reserves (11,382 MiB where
@@ -24,13 +25,21 @@ own; NVML gives no utilization (nor power or temperature) for an instance, so th
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from jupyter_gpu.sampling.backend import Backend
+from jupyter_gpu.sampling.deadline import (
+    NOT_RESPONDING_MESSAGE,
+    READ_DEADLINE_S,
+    DeadlineReader,
+    not_responding,
+)
 from jupyter_gpu.sampling.gpm import GpmReader
+from jupyter_gpu.sampling.nvml_calls import CALLS_OUT, Closed, NvmlSession, Stuck
 from jupyter_gpu.sampling.records import (
     BackendInfo,
     BackendName,
@@ -79,12 +88,27 @@ def _init_failure_reason(nvml: Any, err: Exception) -> str:
 
 
 class NvmlBackend(Backend):
-    """Reads every GPU NVML sees, with one batch of calls per tick.
+    """Reads every GPU NVML sees, one device per call (the sampler reads each in its own thread).
+
+    Every call on a GPU goes through the session (``nvml_calls.py``) and is counted while it is
+    out: a GPU whose call of one kind (fast, GPM, PCIe, open) has been out past ``deadline_s``
+    is not asked for that kind again until it returns (a fast read then answers "not
+    responding" at once), and ``close`` never waits for a call. NVML has one ``nvmlShutdown``
+    for every GPU, and calling it while a call is out could wait on that call or pull the
+    library from under it: so ``close`` frees what the other GPUs hold (their GPM buffers) at
+    once, and ``nvmlShutdown`` runs when the last call out returns (at once when none is out).
+    A call that never returns leaves NVML to the process's exit.
+
+    Opening reads each GPU (its handle, MIG instances, identity) in its own thread too: a GPU
+    that does not answer within ``deadline_s`` is a device of its own, unnamed, that reads as
+    not responding and then as an error ("it did not answer when the backend opened"), until
+    the backend is opened again.
 
     Args:
         nvml: an object with pynvml's interface (default: ``pynvml`` itself); tests pass a fake
             that raises real ``pynvml.NVMLError`` instances.
         log: where state changes (a GPU lost, a field not supported) are reported once.
+        deadline_s: how long a call on a GPU may be out before that GPU is not responding.
 
     Raises:
         NvmlUnavailable: nvidia-ml-py missing, ``nvmlInit`` failed, or no GPU.
@@ -92,7 +116,12 @@ class NvmlBackend(Backend):
 
     name: BackendName = "nvml"
 
-    def __init__(self, nvml: Any = None, log: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        nvml: Any = None,
+        log: logging.Logger | None = None,
+        deadline_s: float = READ_DEADLINE_S,
+    ) -> None:
         if nvml is None:
             try:
                 import pynvml
@@ -104,13 +133,13 @@ class NvmlBackend(Backend):
         self._nvml = nvml
         self._log = log or logging.getLogger("jupyter_gpu")
         self._error = nvml.NVMLError
-        self._open = False
+        self._deadline_s = deadline_s
+        self._physical: list[int] = []  # device index -> physical GPU index
         self._gpm: GpmReader | None = None
         try:
-            nvml.nvmlInit()
+            self._session = NvmlSession(nvml, deadline_s, self._log, release=self._release)
         except nvml.NVMLError as err:
             raise NvmlUnavailable(_init_failure_reason(nvml, err)) from err
-        self._open = True
         try:
             count = int(nvml.nvmlDeviceGetCount())
         except nvml.NVMLError as err:
@@ -119,26 +148,33 @@ class NvmlBackend(Backend):
         if count == 0:
             self.close()
             raise NvmlUnavailable("No NVIDIA GPU found")
-        # One entry per device we show: a whole GPU, or each MIG instance of a GPU in MIG mode.
-        self._handles: list[Any] = []
-        self._migs: list[tuple[int, Any] | None] = []  # (physical index, parent handle)
-        self._open_errors: dict[int, Exception] = {}
-        for i in range(count):
-            try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            except nvml.NVMLError as err:
-                self._open_errors[len(self._handles)] = err
-                self._handles.append(None)
-                self._migs.append(None)
-                self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, err)
-                continue
-            instances = self._mig_instances(i, handle)
-            self._handles.extend(instances or [handle])
-            self._migs.extend([(i, handle)] * len(instances) if instances else [None])
         self._reported: set[tuple[int, str, str]] = set()
         self._state: dict[int, str] = {}
         self._memory_v1: set[int] = set()  # GPUs where v2 memory info is missing
-        self._devices = tuple(self._describe(i) for i in range(len(self._handles)))
+        # One entry per device we show: a whole GPU, or each MIG instance of a GPU in MIG mode.
+        self._handles: list[Any] = []
+        self._migs: list[tuple[int, Any] | None] = []  # (physical index, parent handle)
+        self._open_errors: dict[int, Exception | str] = {}
+        devices: list[DeviceInfo] = []
+        for i, opened in enumerate(self._open_gpus(count)):
+            if isinstance(opened, list):
+                entries = opened
+            else:  # one unnamed device that reads as why
+                unnamed = DeviceInfo(len(devices), None, None, None, None, None)
+                entries = [(None, None, unnamed)]
+                self._open_errors[len(self._handles)] = opened or (
+                    f"it did not answer within {deadline_s:g} s when the backend opened; it is "
+                    "read again when the backend opens again (a server restart)"
+                )
+                if opened is not None:
+                    self._log.warning("jupyter_gpu: NVML cannot open GPU %d: %s", i, opened)
+            for handle, mig, info in entries:
+                self._handles.append(handle)
+                self._migs.append(mig)
+                self._physical.append(i)
+                devices.append(replace(info, index=len(devices)))
+        self._devices = tuple(devices)
+        self._gpm = GpmReader(self._nvml, self._handles, self._log)
         self._info = BackendInfo(
             backend="nvml",
             simulated=False,
@@ -147,6 +183,51 @@ class NvmlBackend(Backend):
             cuda_driver_version=self._cuda_version(),
             devices=self._devices,
         )
+
+    def _open_gpus(self, count: int) -> list[list[tuple[Any, Any, DeviceInfo]] | Exception | None]:
+        """Each GPU's devices (one, or its MIG instances), opened in parallel with the deadline.
+
+        ``None`` for a GPU that did not answer in time, the ``NVMLError`` for one that failed.
+        """
+
+        def open_gpu(i: int) -> list[tuple[Any, Any, DeviceInfo]] | Exception:
+            try:
+                return self._session.call(i, "open", lambda: self._open_gpu(i))
+            except self._error as err:
+                failed: Exception = err
+                return failed
+            except Stuck as stuck:
+                return stuck
+
+        self._open_started = time.monotonic()
+        reader: DeadlineReader[list[tuple[Any, Any, DeviceInfo]] | Exception] = DeadlineReader(
+            "jupyter-gpu-open",
+            range(count),
+            open_gpu,
+            self._deadline_s,
+            self._log,
+            what="opening it in NVML",
+        )
+        self._opener = reader  # its worker of a GPU that did not answer is still in the call
+        try:
+            reader.read(self._deadline_s)
+            answers = reader.answers()
+        finally:
+            reader.close()
+        out: list[list[tuple[Any, Any, DeviceInfo]] | Exception | None] = []
+        for i in range(count):
+            answer = answers.get(i)
+            value = answer.value if answer is not None else None
+            out.append(None if isinstance(value, Stuck) else value)
+        return out
+
+    def _open_gpu(self, i: int) -> list[tuple[Any, Any, DeviceInfo]]:
+        nvml = self._nvml
+        handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        instances = self._mig_instances(i, handle)
+        if not instances:
+            return [(handle, None, self._describe(i, handle, None))]
+        return [(h, (i, handle), self._describe(i, h, (i, handle))) for h in instances]
 
     # -- static facts
 
@@ -199,8 +280,9 @@ class NvmlBackend(Backend):
             self._log.info("jupyter_gpu: GPU %d is in MIG mode with no instance", index)
         return instances
 
-    def _describe(self, index: int) -> DeviceInfo:
-        nvml, h = self._nvml, self._handles[index]
+    def _describe(self, index: int, h: Any, slot: tuple[int, Any] | None) -> DeviceInfo:
+        """A device's identity (``index`` is set by the caller, once every GPU is open)."""
+        nvml = self._nvml
         uuid = self._static(h, nvml.nvmlDeviceGetUUID)
         name = self._static(h, nvml.nvmlDeviceGetName)
         memory = self._static(h, nvml.nvmlDeviceGetMemoryInfo)
@@ -208,7 +290,6 @@ class NvmlBackend(Backend):
         pci = self._static(h, nvml.nvmlDeviceGetPciInfo)
         name_text = _text(name) if name is not None else None
         mig = None
-        slot = self._migs[index]
         if slot is not None:
             parent_index, parent = slot
             parent_uuid = self._static(parent, nvml.nvmlDeviceGetUUID)
@@ -260,6 +341,13 @@ class NvmlBackend(Backend):
     def _read_device(self, info: DeviceInfo) -> DeviceSample:
         nvml, h, i = self._nvml, self._handles[info.index], info.index
         if h is None:  # NVML could not open it when the backend started
+            gpu = self._physical[i]
+            since = CALLS_OUT.stuck_since(gpu, "open", self._deadline_s)  # any session's open
+            if since is None and gpu in self._opener.in_call():  # this one's, not yet late
+                since = self._open_started
+            if since is not None:  # its open is still out
+                stale = time.monotonic() - since
+                return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
             err = self._open_errors.get(i)
             if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
                 return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
@@ -363,42 +451,65 @@ class NvmlBackend(Backend):
 
     _memory_info.__name__ = "nvmlDeviceGetMemoryInfo"  # what the once-only log says
 
+    def _guarded(self, index: int, kind: str, fn: Callable[[], T]) -> T | Stuck | Closed:
+        """``fn()`` as a call of ``kind`` on device ``index``'s GPU, or why it was not made."""
+        try:
+            return self._session.call(self._physical[index], kind, fn)
+        except (Stuck, Closed) as why:
+            return why
+
     def read_device(self, index: int) -> DeviceSample:
-        return self._read_device(self._devices[index])
+        info = self._devices[index]
+        sample = self._guarded(index, "fast", lambda: self._read_device(info))
+        if isinstance(sample, Stuck):  # answered at once: no second thread into a hung GPU
+            stale = time.monotonic() - sample.since
+            return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
+        if isinstance(sample, Closed):
+            return DeviceSample(
+                index, info.uuid, info.name, state="error", error="the NVML backend is closed"
+            )
+        return sample
 
-    def read_gpm(self) -> Mapping[int, GpmReading]:
-        """SM/tensor/DRAM activity since the previous call (``gpm.py``)."""
-        if self._gpm is None:
-            if not self._open:
-                return {}
-            self._gpm = GpmReader(self._nvml, self._handles, self._log)
-        return self._gpm.read()
+    def read_gpm_device(self, index: int) -> GpmReading | None:
+        """SM/tensor/DRAM activity of one device since its previous call (``gpm.py``)."""
+        gpm = self._gpm
+        if gpm is None:
+            return None
+        reading = self._guarded(index, "gpm", lambda: gpm.read(index))
+        return None if isinstance(reading, (Stuck, Closed)) else reading
 
-    def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
-        """PCIe throughput of each GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
+    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
+        """PCIe throughput of one GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
+        h = self._handles[index]
+        if h is None:
+            return (None, None)
+        reading = self._guarded(index, "pcie", lambda: self._pcie(index, h))
+        return None if isinstance(reading, (Stuck, Closed)) else reading
+
+    def _pcie(self, index: int, h: Any) -> tuple[float | None, float | None]:
         nvml = self._nvml
-        out: dict[int, tuple[float | None, float | None]] = {}
-        for info in self._devices:
-            h = self._handles[info.index]
-            values: list[float | None] = []
-            for counter in (nvml.NVML_PCIE_UTIL_TX_BYTES, nvml.NVML_PCIE_UTIL_RX_BYTES):
-                try:
-                    values.append(
-                        float(nvml.nvmlDeviceGetPcieThroughput(h, counter)) * 1024.0
-                        if h is not None
-                        else None
-                    )
-                except self._error as err:
-                    self._report(info.index, "PCIe throughput", err)
-                    values.append(None)
-            out[info.index] = (values[0], values[1])
-        return out
+        values: list[float | None] = []
+        for counter in (nvml.NVML_PCIE_UTIL_TX_BYTES, nvml.NVML_PCIE_UTIL_RX_BYTES):
+            try:
+                values.append(float(nvml.nvmlDeviceGetPcieThroughput(h, counter)) * 1024.0)
+            except self._error as err:
+                self._report(index, "PCIe throughput", err)
+                values.append(None)
+        return (values[0], values[1])
 
     def close(self) -> None:
-        """``nvmlShutdown`` (NVML counts inits, so other users in this process are unaffected)."""
+        """Free what every GPU holds and ``nvmlShutdown``, without waiting for any call.
+
+        With a call still out (a hung GPU), ``nvmlShutdown`` waits for it: the last call out
+        runs it when it returns (``nvml_calls.py``). The GPM buffers of the GPUs with no read
+        in a call are freed now. NVML counts inits, so other users in this process are
+        unaffected. Safe to call twice.
+        """
         if self._gpm is not None:
             self._gpm.close()
-        if self._open:
-            self._open = False
-            with contextlib.suppress(self._error):
-                self._nvml.nvmlShutdown()
+        self._session.close()
+
+    def _release(self) -> None:
+        """What the session runs just before ``nvmlShutdown``: the rest of the GPM buffers."""
+        if self._gpm is not None:
+            self._gpm.close()

@@ -14,9 +14,10 @@ T = TypeVar("T")
 class Periodic(Generic[T]):
     """Runs ``fn(stop)`` every ``interval_s`` seconds in a daemon thread; ``latest`` is its result.
 
-    Used for the work that must never delay the sampler's tick: the compile-cache scan and the
-    slow NVML reads. ``fn`` gets the stop event so that a long run can end early. An exception in
-    ``fn`` is logged once (with its traceback) and the thread carries on.
+    Used for the work that must never delay the sampler's tick: the compile-cache scan, and the
+    rounds of GPM and PCIe reads (each device read in its own worker, ``deadline.py``). ``fn``
+    gets the stop event so that a long run can end early. An exception in ``fn`` is logged once
+    (with its traceback) and the thread carries on.
     """
 
     def __init__(
@@ -41,10 +42,14 @@ class Periodic(Generic[T]):
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the thread to end and wait for it (up to ``timeout`` seconds)."""
+        """Ask the thread to end and wait for it (up to ``timeout`` seconds; 0: do not wait)."""
         self._stop.set()
+        self.join(time.monotonic() + timeout)
+
+    def join(self, until: float) -> None:
+        """Wait for the thread to end, until monotonic time ``until``."""
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, until - time.monotonic()))
 
     @property
     def name(self) -> str:

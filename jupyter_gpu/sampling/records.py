@@ -21,6 +21,8 @@ from jupyter_gpu.compile_cache.records import CompileCacheSample as CompileCache
 
 BackendName = Literal["nvml", "simulated", "none"]
 DeviceState = Literal["ok", "lost", "error", "not_responding"]
+ReadingGroup = Literal["fast", "gpm", "pcie"]
+"""The groups of a device's readings, each read on its own cadence (``freshness.py``)."""
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -140,6 +142,13 @@ class DeviceSample:
     ``dram_bw_pct`` come from NVML's GPU Performance Monitoring (GPM, Hopper and newer; ``dcgmi
     dmon -e 1002,1003,1004,1005`` reads the same): averages over the last GPM window, ``None``
     (with "Not Supported" in ``unavailable``) on older GPUs and before the first window ends.
+
+    Each group of readings carries its age: seconds from when it was read to the sample's
+    ``ts`` (``read_age_s`` for the fast readings: utilization, memory, power, temperature,
+    clocks and processes; ``gpm_age_s`` for the GPM fields; ``pcie_age_s`` for ``pcie_*``;
+    ``None`` without such a reading). ``stale`` names the groups (``"fast"``, ``"gpm"``,
+    ``"pcie"``) older than two of their own intervals (and ``"fast"`` for a not-responding GPU);
+    their fields are ``None`` in this sample (``freshness.py``).
     """
 
     index: int
@@ -164,6 +173,10 @@ class DeviceSample:
     processes: tuple[ProcessSample, ...] = ()
     unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     stale_s: float | None = None
+    read_age_s: float | None = None
+    gpm_age_s: float | None = None
+    pcie_age_s: float | None = None
+    stale: tuple[ReadingGroup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -189,6 +202,10 @@ class DeviceSample:
             "processes": [p.to_dict() for p in self.processes],
             "unavailable": dict(self.unavailable),
             "stale_s": self.stale_s,
+            "read_age_s": self.read_age_s,
+            "gpm_age_s": self.gpm_age_s,
+            "pcie_age_s": self.pcie_age_s,
+            "stale": list(self.stale),
         }
 
 

@@ -1,22 +1,27 @@
 """The one background sampler of a server: one batched read per tick, for every client.
 
-Threads (all daemons, all stopped by ``stop``):
+Threads (all daemons, all stopped by ``stop``, which never waits for an NVML call):
 
 - ``jupyter-gpu-sampler``: opens the backend (so NVML initialises here, never on the event
-  loop), then every ``interval_s`` reads the GPUs and the host, attributes GPU processes to
-  kernels, stamps a ``Sample``, encodes it once and appends it to the history, then calls
-  ``on_sample`` (the server hands it to its event loop from there).
+  loop), then every ``interval_s`` reads the GPUs and the host, merges the latest GPM and PCIe
+  readings with each group's age (``freshness.py``: a group older than two of its intervals is
+  stale and left out), attributes GPU processes to kernels, stamps a ``Sample``, encodes it
+  once and appends it to the history, then calls ``on_sample`` (the server hands it to its
+  event loop from there).
 - ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
-- ``jupyter-gpu-read-N``: the device reads (``deadline.py``): the tick waits for them at most
-  half an interval, and a read that hangs past ``read_deadline_s`` makes its device "not
-  responding" while the others keep updating.
-- ``jupyter-gpu-slow``: the slow NVML reads (PCIe throughput, about 21 ms per call per GPU),
-  only with ``slow_metrics`` on, every ``slow_interval_s``.
-- ``jupyter-gpu-gpm``: NVML's GPM metrics (SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU), only
-  with ``gpm_metrics`` on and a backend that has them, every ``gpm_interval_s``.
+- ``jupyter-gpu-read-<gpu>``: each GPU's fast reads, in its own worker (``deadline.py``): the
+  tick waits for them at most half an interval, and a read that hangs past
+  ``read_deadline_s`` makes that GPU "not responding" while the others keep updating.
+- ``jupyter-gpu-gpm`` and its ``jupyter-gpu-gpm-read-<gpu>`` workers: NVML's GPM metrics
+  (SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU), only with ``gpm_metrics`` on and a backend
+  that has devices, a round every ``gpm_interval_s``, each GPU behind the same deadline.
+- ``jupyter-gpu-slow`` and its ``jupyter-gpu-slow-read-<gpu>`` workers: the slow NVML reads
+  (PCIe throughput, about 21 ms per call per GPU), only with ``slow_metrics`` on, a round every
+  ``slow_interval_s``, each GPU behind the same deadline.
 
-The tick only merges the latest results of the others, so a 100,000-file cache or a slow
-NVML call never delays it.
+A GPU whose call hangs holds its worker in each of these readers (at most one thread per reader
+and GPU); the tick only merges the latest answers, so a 100,000-file cache or a hung NVML call
+never delays it, and one GPU never stops another's readings.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from types import MappingProxyType
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
 from jupyter_gpu.compile_cache import (
     CacheKind,
@@ -40,27 +45,42 @@ from jupyter_gpu.compile_cache import (
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.deadline import DeviceReader
+from jupyter_gpu.sampling.deadline import DeadlineReader, DeviceReader, FastReading
 from jupyter_gpu.sampling.factory import open_backend
 from jupyter_gpu.sampling.faults import SimulatedFault
+from jupyter_gpu.sampling.freshness import (
+    GpmReadings,
+    PcieReading,
+    SlowReadings,
+    StaleAfter,
+    merge_readings,
+    with_gpm_readings,
+    with_slow_readings,
+)
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
 from jupyter_gpu.sampling.reasons import simulated_epoch_from_env
 from jupyter_gpu.sampling.records import (
-    GPM_FIELDS,
     NOT_SCANNED,
     BackendInfo,
     CompileCacheSample,
-    DeviceSample,
     GpmReading,
     Sample,
 )
 from jupyter_gpu.sampling.simulated import SimulatedBackend
 
-GpmReadings = Mapping[int, GpmReading]
-SlowReadings = Mapping[int, tuple[float | None, float | None]]
+__all__ = [
+    "GpmReadings",
+    "Sampler",
+    "SamplerOptions",
+    "SlowReadings",
+    "with_gpm_readings",
+    "with_slow_readings",
+]
+
 MIN_INTERVAL_S = 0.01
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -115,63 +135,6 @@ class SamplerOptions:
     def history_capacity(self) -> int:
         """Samples the ring buffer keeps."""
         return max(1, math.ceil(self.history_s / self.interval_s))
-
-
-def with_slow_readings(
-    devices: tuple[DeviceSample, ...], slow: SlowReadings
-) -> tuple[DeviceSample, ...]:
-    """The devices with the PCIe throughput of ``slow`` (bytes/s, by device index) filled in.
-
-    The slow reading can be older than the devices' reading: a GPU lost since, or a field this
-    reading found unavailable, keeps what this reading saw.
-    """
-    out = []
-    for d in devices:
-        if d.state != "ok":
-            out.append(d)
-            continue
-        tx, rx = slow.get(d.index, (None, None))
-        if "pcie_tx_bytes_per_s" in d.unavailable:
-            tx = None
-        if "pcie_rx_bytes_per_s" in d.unavailable:
-            rx = None
-        out.append(replace(d, pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx))
-    return tuple(out)
-
-
-def with_gpm_readings(
-    devices: tuple[DeviceSample, ...], gpm: GpmReadings
-) -> tuple[DeviceSample, ...]:
-    """The devices with their GPM metrics (``GpmReading`` by device index) filled in.
-
-    A device without a reading yet keeps ``None`` (its first GPM window has not ended); a
-    device that is not ``ok`` is left as it is.
-    """
-    out = []
-    for d in devices:
-        reading = gpm.get(d.index)
-        if d.state != "ok" or reading is None:
-            out.append(d)
-            continue
-        values = {f: reading.values.get(f) for f in GPM_FIELDS}
-        for f in GPM_FIELDS:  # a fault or refusal seen by this tick wins over an older reading
-            if f in d.unavailable:
-                values[f] = None
-        unavailable = d.unavailable
-        extra = {f: r for f, r in reading.unavailable.items() if f not in d.unavailable}
-        if extra:
-            unavailable = MappingProxyType({**d.unavailable, **extra})
-        out.append(
-            replace(
-                d,
-                sm_active_pct=values["sm_active_pct"],
-                sm_occupancy_pct=values["sm_occupancy_pct"],
-                tensor_active_pct=values["tensor_active_pct"],
-                dram_bw_pct=values["dram_bw_pct"],
-                unavailable=unavailable,
-            )
-        )
-    return tuple(out)
 
 
 class Sampler:
@@ -261,8 +224,10 @@ class Sampler:
             NOT_SCANNED,
             self.log,
         )
-        self._slow: Periodic[SlowReadings] | None = None
-        self._gpm: Periodic[GpmReadings] | None = None
+        self._slow: Periodic[None] | None = None
+        self._gpm: Periodic[None] | None = None
+        self._slow_reader: DeadlineReader[PcieReading] | None = None
+        self._gpm_reader: DeadlineReader[GpmReading] | None = None
 
     # -- readers (any thread)
 
@@ -325,22 +290,48 @@ class Sampler:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop every thread and close the backend; waits up to ``timeout`` seconds per thread."""
+        """Stop every thread and close the backend, within ``timeout`` seconds in all.
+
+        Never waits for an NVML call: a worker in a hung call is left in it (it ends when the
+        call returns, and NVML is shut down then: ``nvml.py``), and ``threads_alive`` names it.
+        It joins threads: call it off the event loop.
+        """
+        until = time.monotonic() + timeout
         self._stop.set()
-        self._cache_scan.stop(timeout)
+        self._signal_stop()
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, until - time.monotonic()))
         elif self._backend is not None:  # never started a loop: still release the backend
             self._close_backend()
+        self._signal_stop()  # what the sampler thread started meanwhile
+        for periodic in (self._cache_scan, self._slow, self._gpm):
+            if periodic is not None:
+                periodic.join(until)
+        for reader in (self._reader, self._gpm_reader, self._slow_reader):
+            if reader is not None:
+                reader.join(until)
+
+    def _signal_stop(self) -> None:
+        """Tell every thread to end, waiting for none (the readers' waits end at once)."""
+        for periodic in (self._cache_scan, self._slow, self._gpm):
+            if periodic is not None:
+                periodic.stop(0)
+        for reader in (self._reader, self._gpm_reader, self._slow_reader):
+            if reader is not None:
+                reader.close()
 
     def threads_alive(self) -> list[str]:
-        """Names of this sampler's threads that are still running (empty after ``stop``)."""
+        """Names of this sampler's threads that are still running.
+
+        Empty after ``stop``, but for workers still in a hung NVML call.
+        """
         alive = [self._thread.name] if self._thread.is_alive() else []
         for periodic in (self._cache_scan, self._slow, self._gpm):
             if periodic is not None and periodic.alive:
                 alive.append(periodic.name)
-        if self._reader is not None:
-            alive.extend(self._reader.thread_names())
+        for reader in (self._reader, self._gpm_reader, self._slow_reader):
+            if reader is not None:
+                alive.extend(reader.thread_names())
         return alive
 
     # -- the sampler thread
@@ -352,26 +343,7 @@ class Sampler:
         except Exception:  # a bug, not a missing GPU (that is a NoGpuBackend): say so, stop
             self.log.exception("jupyter_gpu: could not open the GPU backend")
             return
-        if self.options.slow_metrics and self._info.devices:
-            backend = self._backend
-            self._slow = Periodic(
-                "jupyter-gpu-slow",
-                self.options.slow_interval_s,
-                lambda _stop: backend.read_slow(),
-                {},
-                self.log,
-            )
-            self._slow.start()
-        if self.options.gpm_metrics and self._info.devices:
-            backend = self._backend
-            self._gpm = Periodic(
-                "jupyter-gpu-gpm",
-                self.options.gpm_interval_s,
-                lambda _stop: backend.read_gpm(),
-                {},
-                self.log,
-            )
-            self._gpm.start()
+        self._start_rounds(self._backend, self._info)
         if self._host is None:
             self._host = HostReader()
         if self.options.seed_history_s > 0 and self._info.simulated:
@@ -385,10 +357,51 @@ class Sampler:
             if deadline < now:  # fell behind (a suspended VM, a stalled read): skip, don't burst
                 deadline = now + interval
             self._stop.wait(deadline - now)
-        for periodic in (self._slow, self._gpm):
-            if periodic is not None:
-                periodic.stop()
+        self._signal_stop()
         self._close_backend()
+
+    def _start_rounds(self, backend: Backend, info: BackendInfo) -> None:
+        """The GPM and PCIe readers (a worker per GPU) and the threads that time their rounds.
+
+        Each round asks every GPU that is not still in a call, and waits half an interval at
+        most, so a hung GPU never delays the next round of the others.
+        """
+        opts = self.options
+        indices = [d.index for d in info.devices]
+        if opts.slow_metrics and indices:
+            self._slow_reader, self._slow = self._rounds(
+                "jupyter-gpu-slow",
+                opts.slow_interval_s,
+                backend.read_slow_device,
+                indices,
+                "an NVML PCIe throughput call",
+            )
+        if opts.gpm_metrics and indices:
+            self._gpm_reader, self._gpm = self._rounds(
+                "jupyter-gpu-gpm",
+                opts.gpm_interval_s,
+                backend.read_gpm_device,
+                indices,
+                "an NVML GPM call",
+            )
+
+    def _rounds(
+        self,
+        name: str,
+        interval_s: float,
+        read: Callable[[int], T | None],
+        indices: list[int],
+        what: str,
+    ) -> tuple[DeadlineReader[T], Periodic[None]]:
+        """A reader of ``read`` for every GPU, and the started thread that asks it each round."""
+        reader: DeadlineReader[T] = DeadlineReader(
+            f"{name}-read", indices, read, self.options.read_deadline_s, self.log, what=what
+        )
+        rounds: Periodic[None] = Periodic(
+            name, interval_s, lambda _stop: reader.read(interval_s / 2), None, self.log
+        )
+        rounds.start()
+        return reader, rounds
 
     def _seed_history(self) -> None:
         """Fill the past ``seed_history_s`` with synthetic samples (simulated backend only).
@@ -438,26 +451,20 @@ class Sampler:
         )
 
     def _close_backend(self) -> None:
+        """Close the readers, then the backend: neither waits for a call (``nvml.py``)."""
+        for reader in (self._reader, self._gpm_reader, self._slow_reader):
+            if reader is not None:
+                reader.close()
         backend, self._backend = self._backend, None
-        reader = self._reader
         if backend is not None:
-            if reader is not None and reader.any_hung and backend.name == "nvml":
-                # nvmlShutdown could wait on the hung call: leave NVML to the process's exit.
-                self.log.warning("jupyter_gpu: NVML left open: a call on a GPU has not returned")
-            else:
-                try:
-                    backend.close()  # the simulated backend's close also ends its hung reads
-                except Exception:  # closing is best effort: the process is going away
-                    self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
-        if reader is not None:
-            reader.close()
+            try:
+                backend.close()  # the simulated backend's close also ends its hung reads
+            except Exception:  # closing is best effort: the process is going away
+                self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
 
-    def _merge_slow(self, devices: tuple[DeviceSample, ...]) -> tuple[DeviceSample, ...]:
-        if self._gpm is not None and self._gpm.latest:
-            devices = with_gpm_readings(devices, self._gpm.latest)
-        if self._slow is None or not self._slow.latest:
-            return devices
-        return with_slow_readings(devices, self._slow.latest)
+    def _stale_after(self) -> StaleAfter:
+        o = self.options
+        return StaleAfter.two_intervals(o.interval_s, o.gpm_interval_s, o.slow_interval_s)
 
     def tick(self) -> Entry | None:
         """One tick: read, stamp, encode, store, hand off. Errors are logged once, not raised."""
@@ -466,12 +473,22 @@ class Sampler:
         if backend is None or info is None or host is None:
             return None
         try:
-            devices = self.annotator.annotate(self._merge_slow(self._read_devices(backend, info)))
+            fast = self._read_devices(backend, info)
+            gpm, slow = self._gpm_reader, self._slow_reader
+            now = time.monotonic()  # the ages are to this moment, which is the sample's ts
+            # Never let ts go backwards (the wall clock can): history queries rely on order.
+            ts = max(time.time(), self._last_ts + 1e-6)
+            devices = merge_readings(
+                fast,
+                gpm.answers() if gpm is not None else {},
+                slow.answers() if slow is not None else {},
+                now,
+                self._stale_after(),
+            )
+            devices = self.annotator.annotate(devices)
             # seq and ts are committed only once the sample is stored, so a failed tick leaves
             # no gap: seq goes up by exactly 1 per sample (the frontend detects gaps with it).
             seq = self._seq + 1
-            # Never let ts go backwards (the wall clock can): history queries rely on order.
-            ts = max(time.time(), self._last_ts + 1e-6)
             sample = Sample(
                 seq=seq,
                 ts=round(ts, 6),
@@ -500,10 +517,11 @@ class Sampler:
             self.last_tick_s = time.perf_counter() - start
         return entry
 
-    def _read_devices(self, backend: Backend, info: BackendInfo) -> tuple[DeviceSample, ...]:
+    def _read_devices(self, backend: Backend, info: BackendInfo) -> tuple[FastReading, ...]:
         """Every device, through the deadline reader (a hung read never blocks the tick)."""
         if not info.devices:
-            return backend.read()
+            now = time.monotonic()
+            return tuple((d, now) for d in backend.read())
         first = self._reader is None
         if self._reader is None:
             self._reader = DeviceReader(
@@ -526,4 +544,5 @@ def _default_factory(sampler: Sampler) -> Backend:
         simulated_epoch=simulated_epoch_from_env(),  # a server's kernels share its timeline
         pids=lambda: sorted(annotator.kernel_map),
         log=sampler.log,
+        deadline_s=sampler.options.read_deadline_s,
     )

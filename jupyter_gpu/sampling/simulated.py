@@ -18,7 +18,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -255,44 +255,48 @@ class SimulatedBackend(Backend):
         reasons = MappingProxyType(dict.fromkeys(fields, SIMULATED_NOT_SUPPORTED))
         return replace(device, **missing, unavailable=reasons)
 
-    def read_gpm(self) -> Mapping[int, GpmReading]:
-        """SM/tensor/DRAM activity that goes with each device's job, as on an H200.
+    def read_gpm_device(self, index: int) -> GpmReading | None:
+        """SM/tensor/DRAM activity that goes with the device's job, as on an H200.
 
         Training: SM active about 83 % of utilization, tensor active about 77 % (bf16 matrix
         products), occupancy in the teens, DRAM 15 to 25 %; loading keeps the SMs busy without
         tensor cores; idle is near 0. (One H200 running bf16 matmuls read util 100 %, SM 78 %,
-        occupancy 14 %, tensor 72 %, DRAM 18 %.)
+        occupancy 14 %, tensor 72 %, DRAM 18 %.) A ``hang`` fault blocks it as it does the fast
+        reads.
         """
-        t = self._clock() - self._start
-        out: dict[int, GpmReading] = {}
-        for info in self._devices:
-            util = self._last_util.get(info.index)
+        if self._hangs(index):
+            self._hang(index)
+        with self._lock:
+            t = self._clock() - self._start
+            util = self._last_util.get(index)
             if util is None:
-                util = min(100.0, max(0.0, self._load(info.index, t)[0]))
-            phase, _ = self._phase(info.index, t)
+                util = min(100.0, max(0.0, self._load(index, t)[0]))
+            phase, _ = self._phase(index, t)
             tensor_share = 0.77 if phase == "training" and util > 50 else 0.05
+            busy = util > 5
             values = {
                 "sm_active_pct": util * 0.83,
-                "sm_occupancy_pct": util * 0.15 + self._rng.uniform(0.0, 1.5) if util > 5 else 0.0,
+                "sm_occupancy_pct": util * 0.15 + self._rng.uniform(0.0, 1.5) if busy else 0.0,
                 "tensor_active_pct": util * tensor_share,
-                "dram_bw_pct": util * 0.19 + self._rng.uniform(0.0, 3.0) if util > 5 else 0.2,
+                "dram_bw_pct": util * 0.19 + self._rng.uniform(0.0, 3.0) if busy else 0.2,
             }
-            rounded = {k: round(min(100.0, max(0.0, v)), 1) for k, v in values.items()}
-            out[info.index] = GpmReading(MappingProxyType(rounded))
-        return out
+        rounded = {k: round(min(100.0, max(0.0, v)), 1) for k, v in values.items()}
+        return GpmReading(MappingProxyType(rounded))
 
-    def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
+    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
+        """PCIe traffic that goes with the device's job; a ``hang`` fault blocks it too."""
+        if self._hangs(index):
+            self._hang(index)
         t = self._clock() - self._start
-        out: dict[int, tuple[float | None, float | None]] = {}
-        for info in self._devices:
-            with self._lock:
-                _, _, pcie = self._load(info.index, t)
-            tx: float | None = round(pcie * 0.05, 0)
-            rx: float | None = round(pcie, 0)
-            for fault in self._active_faults(info.index, t):
-                if fault.kind != "unsupported" or fault.field == "pcie_tx_bytes_per_s":
-                    tx = None
-                if fault.kind != "unsupported" or fault.field == "pcie_rx_bytes_per_s":
-                    rx = None
-            out[info.index] = (tx, rx)
-        return out
+        with self._lock:
+            _, _, pcie = self._load(index, t)
+        tx: float | None = round(pcie * 0.05, 0)
+        rx: float | None = round(pcie, 0)
+        for fault in self._active_faults(index, t):
+            if fault.kind == "hang":  # it ended while this read waited: the read answers
+                continue
+            if fault.kind != "unsupported" or fault.field == "pcie_tx_bytes_per_s":
+                tx = None
+            if fault.kind != "unsupported" or fault.field == "pcie_rx_bytes_per_s":
+                rx = None
+        return (tx, rx)

@@ -2,7 +2,9 @@
 
 What ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p r`` show, read once on demand (for
 ``%gpu --topology`` and ``%%torchrun``), never on the sampler's tick. Every NVML error becomes
-a value (``None``), as in ``nvml.py``.
+a value (``None``), as in ``nvml.py``. Each GPU, then each pair, is read in its own thread
+behind the per-GPU deadline (``deadline.py``): a GPU that does not answer has an ``error``
+saying so, its pairs a path of ``"?"``, and the others are read as usual.
 
 Path labels follow ``nvidia-smi topo -m``: ``NV<n>`` (n NVLinks, direct or through NVSwitch),
 ``PIX`` (one PCIe switch), ``PXB`` (several PCIe switches), ``PHB`` (a PCIe host bridge, the
@@ -13,11 +15,16 @@ interconnect).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from jupyter_gpu.sampling.deadline import READ_DEADLINE_S, DeadlineReader
+from jupyter_gpu.sampling.nvml_calls import NvmlSession, Stuck
+
 T = TypeVar("T")
+_log = logging.getLogger("jupyter_gpu")
 
 _LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 _P2P_STATUS = {
@@ -42,6 +49,7 @@ class GpuLinks:
     pcie_width: int | None
     pcie_max_gen: int | None
     pcie_max_width: int | None
+    error: str | None = None  # why nothing is known of it ("GPU 1 did not answer within 2 s")
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,12 @@ def _text(value: Any) -> str | None:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def read_topology(nvml: Any = None) -> Topology:
+def read_topology(nvml: Any = None, deadline_s: float = READ_DEADLINE_S) -> Topology:
     """Read the GPUs' links and pairwise paths from NVML (initialised and shut down here).
 
     Args:
         nvml: an object with pynvml's interface (default: ``pynvml``); tests pass a fake.
+        deadline_s: how long a GPU (and a pair) may take to answer.
     """
     if nvml is None:
         try:
@@ -138,70 +147,126 @@ def read_topology(nvml: Any = None) -> Topology:
             return Topology((), (), "nvidia-ml-py is not installed, so NVML cannot be used")
         nvml = pynvml
     try:
-        nvml.nvmlInit()
+        session = NvmlSession(nvml, deadline_s, _log)
     except nvml.NVMLError as err:
         return Topology((), (), f"NVML failed to initialise: {err}")
     try:
-        return _read(nvml)
+        return _read(nvml, session)
     finally:
-        with contextlib.suppress(nvml.NVMLError):
-            nvml.nvmlShutdown()
+        session.close()  # nvmlShutdown now, or when a hung call returns
 
 
-def _read(nvml: Any) -> Topology:
+@dataclass(frozen=True)
+class _Gpu:
+    handle: Any
+    links: GpuLinks
+    bus_id: str | None
+    remotes: list[str]
+
+
+def _read_gpu(nvml: Any, i: int) -> _Gpu:
+    h = _call(nvml, nvml.nvmlDeviceGetHandleByIndex, i)
+    if h is None:
+        return _Gpu(None, GpuLinks(i, None, None, 0, None, None, None, None), None, [])
+    active, switch, remote = _links(nvml, h)
+    links = GpuLinks(
+        index=i,
+        name=_text(_call(nvml, nvml.nvmlDeviceGetName, h)),
+        nvlinks=active,
+        nvswitch_links=switch,
+        pcie_gen=_call(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        pcie_width=_call(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        pcie_max_gen=_call(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        pcie_max_width=_call(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+    )
+    return _Gpu(h, links, _bus_id(_call(nvml, nvml.nvmlDeviceGetPciInfo, h)), remote)
+
+
+def _read_pair(nvml: Any, a: int, b: int, gpus: list[_Gpu]) -> GpuPair:
+    ga, gb = gpus[a], gpus[b]
+    if ga.handle is None or gb.handle is None:
+        return GpuPair(a, b, "?", 0, None, "NVML cannot open one of the GPUs")
+    direct = sum(1 for r in ga.remotes if r == gb.bus_id) if gb.bus_id else 0
+    via_switch = min(ga.links.nvswitch_links, gb.links.nvswitch_links)
+    nvlinks = direct or via_switch
+    if nvlinks:
+        path = f"NV{nvlinks}"
+    else:
+        level = _call(nvml, nvml.nvmlDeviceGetTopologyCommonAncestor, ga.handle, gb.handle)
+        path = _LEVELS.get(int(level), "?") if level is not None else "?"
+    read_index = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+    status = _call(nvml, nvml.nvmlDeviceGetP2PStatus, ga.handle, gb.handle, read_index)
+    p2p = None if status is None else status == 0
+    if status is None:
+        reason: str | None = "NVML cannot tell"
+    else:
+        reason = _P2P_STATUS.get(int(status), f"P2P status {status}")
+    return GpuPair(a, b, path, nvlinks, p2p, reason)
+
+
+def _within(
+    session: NvmlSession, name: str, keys: list[int], read: Callable[[int], T]
+) -> dict[int, T]:
+    """``read(key)`` of every key, each in its own thread; those that answered in time."""
+
+    def guarded(key: int) -> T | None:
+        try:
+            return read(key)
+        except Stuck:
+            return None
+
+    reader: DeadlineReader[T] = DeadlineReader(
+        name, keys, guarded, session.deadline_s, _log, what="a topology call"
+    )
+    try:
+        reader.read(session.deadline_s)
+        return {k: a.value for k, a in reader.answers().items()}
+    finally:
+        reader.close()
+
+
+def _read(nvml: Any, session: NvmlSession) -> Topology:
     count = _call(nvml, nvml.nvmlDeviceGetCount) or 0
     if not count:
         return Topology((), (), "No NVIDIA GPU found")
-    handles = [_call(nvml, nvml.nvmlDeviceGetHandleByIndex, i) for i in range(count)]
-    gpus = []
-    bus_ids: list[str | None] = []
-    remotes: list[list[str]] = []
-    for i, h in enumerate(handles):
-        if h is None:
-            gpus.append(GpuLinks(i, None, None, 0, None, None, None, None))
-            bus_ids.append(None)
-            remotes.append([])
-            continue
-        active, switch, remote = _links(nvml, h)
-        remotes.append(remote)
-        bus_ids.append(_bus_id(_call(nvml, nvml.nvmlDeviceGetPciInfo, h)))
-        gpus.append(
-            GpuLinks(
-                index=i,
-                name=_text(_call(nvml, nvml.nvmlDeviceGetName, h)),
-                nvlinks=active,
-                nvswitch_links=switch,
-                pcie_gen=_call(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                pcie_width=_call(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-                pcie_max_gen=_call(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-                pcie_max_width=_call(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-            )
-        )
+    deadline = session.deadline_s
+    answered = _within(
+        session,
+        "jupyter-gpu-topology",
+        list(range(count)),
+        lambda i: session.call(i, "topology", lambda: _read_gpu(nvml, i)),
+    )
+    gpus: list[_Gpu] = []
+    for i in range(count):
+        gpu = answered.get(i)
+        if gpu is None:
+            late = f"GPU {i} did not answer within {deadline:g} s (an NVML call on it is hung)"
+            gpu = _Gpu(None, GpuLinks(i, None, None, 0, None, None, None, None, late), None, [])
+        gpus.append(gpu)
+    keys = [(a, b) for a in range(count) for b in range(a + 1, count)]
+    # A pair's calls touch both GPUs: counted on both, so a hung one is never asked again.
+    pairs_read = _within(
+        session,
+        "jupyter-gpu-topology-pair",
+        list(range(len(keys))),
+        lambda k: session.call(
+            keys[k][0],
+            "topology",
+            lambda: session.call(
+                keys[k][1], "topology", lambda: _read_pair(nvml, keys[k][0], keys[k][1], gpus)
+            ),
+        ),
+    )
     pairs = []
-    for a in range(count):
-        for b in range(a + 1, count):
-            ha, hb = handles[a], handles[b]
-            if ha is None or hb is None:
-                pairs.append(GpuPair(a, b, "?", 0, None, "NVML cannot open one of the GPUs"))
-                continue
-            direct = sum(1 for r in remotes[a] if r == bus_ids[b]) if bus_ids[b] else 0
-            via_switch = min(gpus[a].nvswitch_links, gpus[b].nvswitch_links)
-            nvlinks = direct or via_switch
-            if nvlinks:
-                path = f"NV{nvlinks}"
-            else:
-                level = _call(nvml, nvml.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
-                path = _LEVELS.get(int(level), "?") if level is not None else "?"
-            read_index = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
-            status = _call(nvml, nvml.nvmlDeviceGetP2PStatus, ha, hb, read_index)
-            p2p = None if status is None else status == 0
-            reason = (
-                "NVML cannot tell"
-                if status is None
-                else _P2P_STATUS.get(int(status), f"P2P status {status}")
-            )
-            pairs.append(GpuPair(a, b, path, nvlinks, p2p, reason))
-    return Topology(tuple(gpus), tuple(pairs))
+    for k, (a, b) in enumerate(keys):
+        pair = pairs_read.get(k)
+        if pair is None:
+            errors = [g.links.error for g in (gpus[a], gpus[b]) if g.links.error]
+            late = f"GPU {a} or GPU {b} did not answer within {deadline:g} s"
+            why = errors[0] if errors else late
+            pair = GpuPair(a, b, "?", 0, None, why)
+        pairs.append(pair)
+    return Topology(tuple(g.links for g in gpus), tuple(pairs))
 
 
 def gpu_count() -> tuple[int, str | None]:

@@ -154,6 +154,6 @@ class JupyterGpuApp(ExtensionApp):
                     os.environ[key] = value
             self._env_before = None
         if self.service is not None:
-            self.service.stop()
+            await self.service.stop()
             if self.serverapp is not None:
                 self.serverapp.log.debug("jupyter_gpu: the sampler stopped")

@@ -9,8 +9,11 @@ GPU series carry dcgm-exporter's names and labels (``gpu``, ``UUID``, ``modelNam
 ``Hostname``, plus ``pci_bus_id``; a MIG instance adds ``GPU_I_ID`` and ``GPU_I_PROFILE`` and,
 as in dcgm-exporter, has its physical GPU's ``gpu`` and ``UUID``), so existing DCGM dashboards
 work on them. Host, per-kernel and compile-cache series are ``jupyter_gpu_*``. A value that could
-not be read is left out (Prometheus has no null). Per-kernel memory is labelled by notebook and
-user only: never a pid, so the series stay few, and end when the kernel does.
+not be read is left out (Prometheus has no null), and so is a stale one: the sampler makes the
+fields of a stale group of readings ``None`` (``sampling/freshness.py``), so a GPU whose GPM
+call hangs loses its ``DCGM_FI_PROF_*`` series and keeps the others. Per-kernel memory is
+labelled by notebook and user only: never a pid, so the series stay few, and end when the
+kernel does.
 """
 
 from __future__ import annotations

@@ -135,17 +135,20 @@ class GpuService:
             self._kernel_refresh.start()
             self._io_loop.add_callback(self._refresh_kernels)
 
-    def stop(self) -> None:
-        """Stop the sampler (joining its threads) and the refresh; close every socket."""
+    async def stop(self) -> None:
+        """Stop the refresh and close every socket, then stop the sampler in a worker thread.
+
+        ``Sampler.stop`` joins threads (within its timeout), so it never runs on the event loop.
+        """
         if self._stopped:
             return
         self._stopped = True
         if self._kernel_refresh is not None:
             self._kernel_refresh.stop()
-        self.sampler.stop()
         for client in list(self._clients):
             client.close()
         self._clients.clear()
+        await asyncio.to_thread(self.sampler.stop)
 
     async def _refresh_kernels(self) -> None:
         if self._stopped or self._kernel_manager is None:

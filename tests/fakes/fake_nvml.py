@@ -11,6 +11,7 @@ patched. Labelled fake everywhere: device names start with "Fake".
     fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     fake.hang(1)            # every call on GPU 1 blocks (a hung driver) ...
     fake.release(1)         # ... until released: the blocked calls return
+    fake.hang(0, calls={"nvmlGpmSampleGet"})  # only these calls on GPU 0 block
 
 Memory: ``mem_used`` is v2's ``used`` (what ``nvidia-smi`` shows); v1 adds ``mem_reserved``, as
 real NVML does. ``memory_v2=False`` models a driver without ``nvmlDeviceGetMemoryInfo_v2``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -155,7 +157,7 @@ class FakeNvml:
         self.shutdowns = 0
         self._faults: dict[tuple[str, int | None], int] = {}
         self._lost: set[int] = set()
-        self._hangs: dict[int, threading.Event] = {}
+        self._hangs: dict[int, tuple[threading.Event, frozenset[str] | None]] = {}
         self.hung_calls = 0
         """Calls that blocked in a hang (released or not)."""
         self._lock = threading.Lock()
@@ -176,17 +178,21 @@ class FakeNvml:
         """The GPU falls off the bus: every call on it raises NVML_ERROR_GPU_IS_LOST."""
         self._lost.add(device)
 
-    def hang(self, device: int) -> None:
-        """Every call on ``device`` blocks, as NVML's do when a driver stops answering."""
+    def hang(self, device: int, calls: Collection[str] | None = None) -> None:
+        """Every call on ``device`` blocks, as NVML's do when a driver stops answering.
+
+        ``calls``: only these functions block (e.g. ``{"nvmlGpmSampleGet"}``); default all.
+        """
         with self._lock:
-            self._hangs.setdefault(device, threading.Event())
+            only = frozenset(calls) if calls is not None else None
+            self._hangs.setdefault(device, (threading.Event(), only))
 
     def release(self, device: int) -> None:
         """The GPU answers again: calls blocked by ``hang`` return, new ones do not block."""
         with self._lock:
-            event = self._hangs.pop(device, None)
-        if event is not None:
-            event.set()
+            hang = self._hangs.pop(device, None)
+        if hang is not None:
+            hang[0].set()
 
     def enable_mig(self, device: int, profiles: list[tuple[str, int] | None]) -> list[FakeDevice]:
         """Put GPU ``device`` in MIG mode with one instance per ``(profile, memory bytes)``.
@@ -214,8 +220,10 @@ class FakeNvml:
             self.calls[function] += 1
         index = handle.index if handle is not None else None
         with self._lock:
-            blocked = self._hangs.get(index) if index is not None else None
-            if blocked is not None:
+            hang = self._hangs.get(index) if index is not None else None
+            blocked = None
+            if hang is not None and (hang[1] is None or function in hang[1]):
+                blocked = hang[0]
                 self.hung_calls += 1
         if blocked is not None:
             blocked.wait()

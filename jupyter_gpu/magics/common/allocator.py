@@ -97,8 +97,9 @@ def match_nvml_device(devices: Any, index: int) -> Any | None:
 def nvml_process_view(device: int) -> NvmlProcessView:
     """NVML's reading of this process on CUDA device ``device`` (matched by UUID).
 
-    Reads through ``jupyter_gpu.sampling.read_once`` (about 0.1 s). NVML's per-process memory
-    is what ``nvidia-smi`` lists for this PID.
+    Reads through ``jupyter_gpu.sampling.read_once`` (about 0.1 s; a GPU that does not answer
+    within its 2 s deadline is named in ``reason``). NVML's per-process memory is what
+    ``nvidia-smi`` lists for this PID.
     """
     from jupyter_gpu.sampling import read_once
 
@@ -107,7 +108,10 @@ def nvml_process_view(device: int) -> NvmlProcessView:
         return NvmlProcessView(None, None, None, sample.reason or "NVML sees no GPU")
     match = match_nvml_device(sample.devices, device)
     if match is None:
-        return NvmlProcessView(None, None, None, "could not match the CUDA device to NVML's")
+        # A GPU that did not answer has no UUID to match by: say which one (read_once's error).
+        hung = [d.error for d in sample.devices if d.state == "not_responding" and d.error]
+        reason = "; ".join(hung) or "could not match the CUDA device to NVML's"
+        return NvmlProcessView(None, None, None, reason)
     if match.state != "ok":
         return NvmlProcessView(None, match.mem_total_bytes, None, match.error or match.state)
     pid = os.getpid()

@@ -1,9 +1,16 @@
-"""%gpu in a real IPython shell: no GPU here, and the labelled simulated backend."""
+"""%gpu in a real IPython shell: no GPU here, the labelled simulated backend, a hung fake GPU."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
+
+import pytest
+
+from jupyter_gpu.sampling.deadline import READ_DEADLINE_S
+from tests.fakes.fake_nvml import FakeNvml
 
 from .conftest import Shell
 
@@ -66,3 +73,30 @@ def test_the_no_gpu_message_keeps_the_option_on_one_line(shell: Shell) -> None:
     assert option in html  # a browser breaks a line after a hyphen, but not inside this
     no_driver = replace(read_once("none"), reason="NVML Shared Library Not Found")
     assert option in render_html(no_driver)  # %gpu --watch's view
+
+
+def test_a_hung_gpu_is_named_within_the_deadline(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeNvml(devices=3)
+    fake.hang(1)  # every NVML call on GPU 1 blocks, as with a hung driver
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    # Without a deadline %gpu would block for good: the fake answers after 30 s at the latest.
+    release = threading.Timer(30.0, fake.release, [1])
+    release.start()
+    try:
+        start = time.monotonic()
+        ran = shell.ok("%gpu --backend nvml")
+        took = time.monotonic() - start
+    finally:
+        release.cancel()
+        fake.release(1)
+    for thread in threading.enumerate():  # the worker that was stuck in GPU 1's call
+        if thread.name.startswith("jupyter-gpu"):
+            thread.join(10)
+    assert took < READ_DEADLINE_S + 0.1 + 1.5  # the deadline, the 0.1 s reading, busy cores
+    lines = [line for line in ran.text.splitlines() if line.startswith("GPU ")]
+    assert len(lines) == 3
+    assert "util 50%" in lines[0]
+    assert "util 50%" in lines[2]
+    assert f"GPU 1 did not answer within {READ_DEADLINE_S:g} s" in lines[1]

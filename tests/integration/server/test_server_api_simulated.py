@@ -241,5 +241,18 @@ async def test_the_extension_is_an_extension_app(jp_serverapp: ServerApp) -> Non
 async def test_the_sampler_stops_with_the_server(jp_fetch: Fetch, jp_serverapp: ServerApp) -> None:
     await jp_fetch(*API, "snapshot")
     assert [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_gpu"]
+    sampler = app.service.sampler
+    stopped_in: list[threading.Thread] = []
+    stop = sampler.stop
+
+    def recording_stop(timeout: float = 5.0) -> None:
+        stopped_in.append(threading.current_thread())
+        stop(timeout)
+
+    sampler.stop = recording_stop  # type: ignore[method-assign]
     await jp_serverapp.cleanup_extensions()  # awaits JupyterGpuApp.stop_extension
     assert not [t for t in threading.enumerate() if t.name.startswith("jupyter-gpu")]
+    # It joins threads: never on the event loop (this coroutine's thread).
+    assert stopped_in
+    assert stopped_in[0] is not threading.current_thread()

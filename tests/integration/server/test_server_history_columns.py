@@ -12,7 +12,7 @@ import pytest
 import tornado.httpclient
 from traitlets.config import Config
 
-from tests.integration.server.api_helpers import API, gpu_config, validate
+from tests.integration.server.api_helpers import API, gpu_config, validate, wait_for
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
@@ -49,6 +49,12 @@ async def test_resolution_and_limit(api_get: Get) -> None:
 
 
 async def test_a_fine_resolution_comes_from_the_ring(api_get: Get) -> None:
+    # The seeded past is written first, and the routes answer once its first sample is in:
+    # wait for live samples (seeding took 0.2 to 0.7 s on a busy machine).
+    async def live() -> bool:
+        return bool(time.time() - (await api_get("snapshot"))["ts"] < 1.0)
+
+    await wait_for(live, "no live sample after the seeded past", timeout=30.0)
     await asyncio.sleep(0.3)
     body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
     validate(body, "HistoryColumns")

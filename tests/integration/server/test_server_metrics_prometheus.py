@@ -6,7 +6,6 @@ gone after the kernel ends. Prometheus's own scrape token opens this route and n
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ from jupyter_server.serverapp import ServerApp
 from prometheus_client.parser import text_string_to_metric_families
 from traitlets.config import Config
 
-from tests.integration.server.api_helpers import API, gpu_config
+from tests.integration.server.api_helpers import API, gpu_config, wait_for
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -41,16 +40,6 @@ def families(body: bytes) -> dict[str, Any]:
 async def kernel_series(jp_fetch: Fetch) -> list[Any]:
     response = await jp_fetch(*API, "metrics")
     return list(families(response.body)["jupyter_gpu_kernel_memory_bytes"].samples)
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.2)
 
 
 async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(

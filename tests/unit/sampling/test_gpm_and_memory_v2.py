@@ -80,7 +80,8 @@ def test_query_support_failing_says_why() -> None:
     fake = FakeNvml(devices=1)
     fake.fail("nvmlGpmQueryDeviceSupport", pynvml.NVML_ERROR_NO_PERMISSION)
     reader = GpmReader(fake, [pynvml_handle(fake, 0)])
-    reading = reader.read()[0]
+    reading = reader.read(0)
+    assert reading is not None
     assert set(reading.unavailable.values()) == {"Insufficient Permissions"}
 
 

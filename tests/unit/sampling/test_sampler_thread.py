@@ -80,8 +80,10 @@ def test_stop_leaves_no_thread_and_releases_nvml(make_sampler: Callable[..., Sam
         "jupyter-gpu-sampler",
         "jupyter-gpu-cache-scan",
         "jupyter-gpu-slow",
+        "jupyter-gpu-slow-read-0",
         "jupyter-gpu-gpm",
-        "jupyter-gpu-read-1",
+        "jupyter-gpu-gpm-read-0",
+        "jupyter-gpu-read-0",
     }
     sampler.stop()
     assert sampler.threads_alive() == []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pynvml
 import pytest
 from IPython.utils.capture import capture_output
@@ -79,6 +82,28 @@ def test_one_gpu_and_no_gpu_and_errors_are_values() -> None:
     failing = FakeTopologyNvml(devices=2)
     failing.fail("nvmlInit", pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     assert read_topology(failing).reason is not None
+
+
+def test_a_hung_gpu_is_named_and_the_others_read_within_the_deadline() -> None:
+    fake = FakeTopologyNvml(devices=3, nvswitch_links=18)
+    fake.hang(1)  # every call on GPU 1 blocks, as with a hung driver
+    try:
+        start = time.monotonic()
+        topology = read_topology(fake, deadline_s=0.5)
+        took = time.monotonic() - start
+    finally:
+        fake.release(1)
+    assert took < 2 * 0.5 + 1.0  # the GPUs' round, the pairs' round, room for busy cores
+    error = topology.gpus[1].error
+    assert error == "GPU 1 did not answer within 0.5 s (an NVML call on it is hung)"
+    assert [g.nvlinks for g in topology.gpus] == [18, None, 18]
+    assert topology.pair(0, 2).path == "NV18"  # type: ignore[union-attr]
+    assert topology.pair(0, 1).path == "?"  # type: ignore[union-attr]
+    assert "GPU1: GPU 1 did not answer" in shown(topology)
+    for thread in threading.enumerate():  # the worker that was stuck in GPU 1's call
+        if thread.name.startswith("jupyter-gpu"):
+            thread.join(10)
+    assert fake.inits == fake.shutdowns == 1  # shut down once the hung call returned
 
 
 @pytest.mark.parametrize("backend", ["none"])  # simulated: test_simulated_shared.py

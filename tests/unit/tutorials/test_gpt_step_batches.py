@@ -45,6 +45,20 @@ def test_batches_source(gpt_step: ModuleType, monkeypatch, batches: str) -> None
     assert len(draws) == (1 if batches == "fixed" else 1 + 1 + 1 + 2 + 1)
     assert row["runs"] == 2
     assert row["step_ms"] > 0
-    # without a GPU the clock columns are empty, not made up
+    # a step on the CPU has no GPU clock columns (empty, not made up), whether or not a GPU is
+    # there: that GPU's clocks say nothing about this run
     assert row["sm_clock_mhz_min"] is None
     assert row["power_w_mean"] is None
+
+
+def test_a_step_on_the_gpu_has_its_clock_columns(gpt_step: ModuleType) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA (the GPU's clocks are read only for a step on it)")
+    args = argparse.Namespace(device="cuda", runs=2, warmup=1, mode="default")
+    tokens = torch.randint(0, 256, (4096,), dtype=torch.uint8, device="cuda")
+    row = gpt_step.measure_gpt(gpt_step.SIZES["tiny"], "fp32", args, tokens, "fixed")
+    assert row["sm_clock_mhz_min"] is not None
+    assert 0 < row["sm_clock_mhz_min"] <= row["sm_clock_mhz_max"]
+    assert row["power_w_mean"] > 0

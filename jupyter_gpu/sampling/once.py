@@ -1,0 +1,216 @@
+"""``read_once``: one reading of the GPUs and the host, now, behind the per-GPU deadline.
+
+For ``%gpu`` and ``%memsummary``, in the kernel. Each GPU is read in its own thread (its GPM
+window opened, its fast readings and PCIe read, the window closed): a GPU that has not answered
+within ``deadline_s`` is reported as not responding, by its index, and the others are read as
+usual. Opening NVML has the same deadline per GPU (``NvmlBackend``), and the whole open twice
+that, so a hung GPU, or a hung driver, never hangs the kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from jupyter_gpu.compile_cache import scan_caches
+from jupyter_gpu.sampling.attribution import (
+    ProcessAnnotator,
+    default_root_pid,
+    kernel_pids_of_server,
+)
+from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
+from jupyter_gpu.sampling.deadline import READ_DEADLINE_S, DeadlineReader, FastReading, Timed
+from jupyter_gpu.sampling.factory import open_backend
+from jupyter_gpu.sampling.freshness import PcieReading, StaleAfter, merge_readings
+from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.sampling.reasons import simulated_devices_from_env, simulated_epoch_from_env
+from jupyter_gpu.sampling.records import NOT_SCANNED, DeviceSample, GpmReading, Sample
+
+CPU_WINDOW_S = 0.1
+"""The window over which host CPU % and the GPM metrics are measured."""
+
+NOT_ANSWERED_MESSAGE = (
+    "GPU {index} did not answer within {deadline:g} s: an NVML call on it has been out for "
+    "{stale:.0f} s (the driver or the GPU stopped responding)"
+)
+
+_log = logging.getLogger("jupyter_gpu")
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """One GPU's readings, each with the monotonic time it was taken."""
+
+    device: Timed[DeviceSample]
+    gpm: Timed[GpmReading] | None
+    pcie: Timed[PcieReading] | None
+
+
+def _read_gpu(backend: Backend, index: int, slow: bool, window_end: float) -> _Reading:
+    backend.read_gpm_device(index)  # opens this GPU's GPM window
+    device = Timed(backend.read_device(index), time.monotonic())
+    pcie = None
+    if slow:
+        tx_rx = backend.read_slow_device(index)
+        pcie = Timed(tx_rx, time.monotonic()) if tx_rx is not None else None
+    time.sleep(max(0.0, window_end - time.monotonic()))
+    reading = backend.read_gpm_device(index)
+    gpm = Timed(reading, time.monotonic()) if reading is not None else None
+    return _Reading(device, gpm, pcie)
+
+
+def _open_within(choice: str, deadline_s: float) -> Backend:
+    """``open_backend(choice)`` in a thread; a no-GPU backend saying why if it takes too long.
+
+    The open has the deadline per GPU (in parallel); the rest of it (``nvmlInit``, counting the
+    GPUs) gets as long again. A backend that opens after that is closed by its thread.
+    """
+    lock = threading.Lock()
+    result: list[Backend | BaseException] = []
+    gave_up = False
+
+    def run() -> None:
+        try:
+            # The simulated GPUs show this server's kernels, from the moment its own backend
+            # started, as the server's sampler does.
+            pids = kernel_pids_of_server(default_root_pid()) if choice == "simulated" else []
+            opened: Backend | BaseException = open_backend(
+                choice,
+                simulated_devices=simulated_devices_from_env(),
+                simulated_epoch=simulated_epoch_from_env(),
+                pids=lambda: pids,
+                deadline_s=deadline_s,
+            )
+        except BaseException as err:  # noqa: BLE001 (handed to the caller, raised there)
+            opened = err
+        with lock:
+            if not gave_up:
+                result.append(opened)
+                return
+        if isinstance(opened, Backend):
+            opened.close()
+
+    thread = threading.Thread(target=run, name="jupyter-gpu-once-open", daemon=True)
+    thread.start()
+    thread.join(2 * deadline_s)
+    with lock:
+        if not result:
+            gave_up = True
+            return NoGpuBackend(
+                f"NVML did not answer within {2 * deadline_s:g} s while starting (nvmlInit or "
+                "counting the GPUs hung: the driver is not responding)"
+            )
+    opened = result[0]
+    if isinstance(opened, BaseException):
+        raise opened
+    return opened
+
+
+def read_once(
+    backend: str = "auto",
+    *,
+    scan_cache: bool = False,
+    slow: bool = False,
+    deadline_s: float = READ_DEADLINE_S,
+) -> Sample:
+    """One reading of the GPUs and the host, now; no background sampler.
+
+    NVML is initialised for this call and shut down after it (NVML counts inits, so a sampler
+    in the same process is unaffected). Without a GPU the sample has ``backend == "none"`` and a
+    ``reason``; nothing raises for a missing or failing GPU. ``processes[].kernel_id`` is
+    ``None`` (kernel attribution needs the server); other users' processes are hidden as in the
+    server (``ProcessAnnotator``). In a kernel of a simulated server, the simulated GPUs list
+    that server's kernels, this one among them, as the server's own sampler does. Takes about
+    0.1 s: host CPU % and the GPM metrics (SM/tensor activity, Hopper and newer) are measured
+    over that window.
+
+    A GPU that does not answer within ``deadline_s`` is ``state == "not_responding"`` with an
+    ``error`` that names it ("GPU 1 did not answer within 2 s: ..."); the call then takes about
+    ``deadline_s`` more (and at most ``2 * deadline_s`` more for a GPU that hangs while NVML
+    opens, 4 times for a driver that hangs in ``nvmlInit``). The thread stuck in the call is
+    left to it; NVML is shut down when it returns (``nvml.py``), and a later ``read_once`` does
+    not ask that GPU again until then.
+
+    Args:
+        backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
+        scan_cache: also walk the torch.compile caches (can take a second on a big cache).
+        slow: also read PCIe throughput (about 21 ms per GPU with NVML).
+        deadline_s: how long a GPU may take to answer.
+
+    Raises:
+        ValueError: for an unknown ``backend``.
+    """
+    host = HostReader()
+    host.read()  # the first CPU reading only sets the baseline
+    started = time.monotonic()
+    opened = _open_within(backend, deadline_s)
+    try:
+        info = opened.info()
+        indices = [d.index for d in info.devices]
+        window_end = time.monotonic() + CPU_WINDOW_S
+        reader: DeadlineReader[_Reading] = DeadlineReader(
+            "jupyter-gpu-once",
+            indices,
+            lambda i: _read_gpu(opened, i, slow, window_end),
+            deadline_s,
+            _log,
+            what="an NVML call",
+        )
+        asked = time.monotonic()
+        try:
+            reader.read(deadline_s + CPU_WINDOW_S)
+            answers = {i: a.value for i, a in reader.answers().items()}
+        finally:
+            reader.close()
+        cache = scan_caches() if scan_cache else NOT_SCANNED
+        time.sleep(max(0.0, CPU_WINDOW_S - (time.monotonic() - started)))
+    finally:
+        opened.close()
+    now = time.monotonic()
+    ts = time.time()
+    fast: list[FastReading] = []
+    for d in info.devices:
+        got = answers.get(d.index)
+        if got is None:
+            stale = now - asked
+            fast.append(
+                (
+                    DeviceSample(
+                        d.index,
+                        d.uuid,
+                        d.name,
+                        state="not_responding",
+                        mem_total_bytes=d.mem_total_bytes,
+                        stale_s=round(stale, 3),
+                    ),
+                    None,
+                )
+            )
+        else:
+            fast.append((got.device.value, got.device.at))
+    gpm = {i: r.gpm for i, r in answers.items() if r.gpm is not None}
+    pcie = {i: r.pcie for i, r in answers.items() if r.pcie is not None}
+    merged = merge_readings(fast, gpm, pcie, now, StaleAfter())
+    merged = tuple(_named(d, deadline_s) for d in merged)
+    # In a kernel, "this server" is the Jupyter server that started it (JPY_PARENT_PID).
+    return Sample(
+        seq=0,
+        ts=ts,
+        backend=info.backend,
+        simulated=info.simulated,
+        reason=info.reason,
+        devices=ProcessAnnotator().annotate(merged),
+        host=host.read(),
+        compile_cache=cache,
+    )
+
+
+def _named(device: DeviceSample, deadline_s: float) -> DeviceSample:
+    """A not-responding device with the sentence that says which GPU did not answer."""
+    if device.state != "not_responding":
+        return device
+    stale = device.stale_s if device.stale_s is not None else deadline_s
+    message = NOT_ANSWERED_MESSAGE.format(index=device.index, deadline=deadline_s, stale=stale)
+    return replace(device, error=message)
