@@ -17,7 +17,9 @@ not write is not a cache. The names come from the sources of torch 2.4 to 2.14 a
   ``.wrapper.so``, ``.wrapper.pt2``, ``*_metadata.json`` (and ``CMakeLists.txt``).
 - ``torch/_functorch/_aot_autograd/autograd_cache.py`` (2.5+): ``aotautograd/<"a" + hash>/<hash>``.
 - ``torch/_inductor/runtime/autotune_cache.py``: ``<key>.best_config`` beside a Triton kernel's
-  ``.py`` (2.4 to 2.9), ``<sha256 hex>.best_config`` (2.10+).
+  ``.py`` (2.4 to 2.9), ``<sha256 hex>.best_config`` (2.10+); ``codegen/triton.py``'s
+  benchmarked fusions write ``<key>.kernel_perf`` beside the kernel's ``.py`` (seen with
+  max-autotune on an H200, torch 2.11).
 - ``torch/_inductor/runtime/cache_dir_utils.py`` / ``triton_heuristics.py``: Triton's cache is
   ``triton/<device>/`` under the Inductor cache unless ``TRITON_CACHE_DIR`` is set;
   ``utils.fresh_cache`` (``force_disable_caches``) makes a ``tmpXXXXXXXX`` cache inside the
@@ -53,7 +55,7 @@ _ATOMIC_TMP = r"\.\d+\.\d+\.tmp"  # write_atomic's name before the rename
 _ROLES = r"(?:\.(?:main|optimized|wrapper|kernel))?"
 _CODE_EXTS = (
     "py|cpp|h|so|o|json|cubin|ptx|fatbin|hsaco|amdgcn|spv|zebin|ll|cu|hip|S|bin|txt|exe|pt2"
-    "|best_config|picked_kernel"
+    "|best_config|picked_kernel|kernel_perf"
 )
 _CODE_FILE = (
     rf"{_CODE_KEY}{_ROLES}\.(?:{_CODE_EXTS})"

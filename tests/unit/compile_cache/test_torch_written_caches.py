@@ -173,3 +173,18 @@ def test_triton_names_as_its_cache_writes_them(tmp_path: Path) -> None:
     (kernel / "weights.pt").unlink()
     assert clear_cache("triton", str(cache)).files_removed == 11
     assert list(cache.iterdir()) == []
+
+
+def test_the_names_inductor_wrote_with_triton_on_an_h200(tmp_path: Path) -> None:
+    """What max-autotune wrote beside its kernels on the H200 (GPU run 1 of 2026-12-01)."""
+    cache = tmp_path / "torchinductor_user"
+    key = "c63xexmm6lw4owa4ane4bze4ubjsbhzooqol4atsr2g7ubwhiubd"
+    code = cache / key[1:3]
+    code.mkdir(parents=True)
+    for suffix in ("py", "kernel_perf", "best_config"):  # a benchmarked fusion, its config
+        (code / f"{key}.{suffix}").write_text("0.01")
+    assert refusal("inductor", str(cache))[0] is None
+    (code / f"{key}.kernel_perf.bak").write_text("0.01")
+    assert refusal("inductor", str(cache))[0] == (
+        f"`{key[1:3]}/{key}.kernel_perf.bak`: torch does not write this"
+    )
