@@ -217,8 +217,14 @@ def _dtype_of(dtypes: list[str]) -> str:
 
 
 def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallProfile:
-    """The figures of a stopped ``torch.profiler.profile`` (see :class:`CallProfile`)."""
+    """The figures of a stopped ``torch.profiler.profile`` (see :class:`CallProfile`).
+
+    ``cuda``: the profile asked for CUDA activity. The call counts as a GPU call only if some
+    work ran on the device: a CPU function profiled in a process that has used CUDA before has
+    no GPU time to speak of (its ops' CPU time is what it costs).
+    """
     events = list(prof.events())
+    cuda = cuda and any(_on_device(evt) for evt in events)
     dtypes = _kineto_dtypes(prof)
     kernels: list[tuple[float, float]] = []
     guard = region = graph = work = casts = 0.0
@@ -227,7 +233,7 @@ def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallPro
     for evt in events:
         name = evt.name
         elapsed = evt.time_range.elapsed_us() * _US
-        if str(evt.device_type).endswith(("CUDA", "PrivateUse1")):
+        if _on_device(evt):
             lowered = name.lower()
             if not evt.is_user_annotation and "memcpy" not in lowered and "memset" not in lowered:
                 kernels.append((evt.time_range.start * _US, evt.time_range.end * _US))
@@ -269,6 +275,10 @@ def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallPro
             for (name, dtype), (n, t) in sorted(ops.items(), key=lambda kv: -kv[1][1])
         ],
     )
+
+
+def _on_device(evt: Any) -> bool:
+    return str(evt.device_type).endswith(("CUDA", "PrivateUse1"))
 
 
 def _kineto_dtypes(prof: Any) -> dict[tuple[str, float], list[str]]:

@@ -146,7 +146,10 @@ class CapstoneGPT(nn.Module):
         runs = self._compiled_blocks if self._compiled_blocks is not None else self.blocks
         for block in runs:
             if self.checkpointing and torch.is_grad_enabled():
-                x = checkpoint(block, x, self.rope, use_reentrant=False)
+                # The blocks draw no random numbers (no dropout): there is no RNG state to
+                # replay, and saving it would make a first CUDA use inside the checkpointed
+                # forward an error (a CPU model on a GPU machine, GPU run 3 of 2026-12-01).
+                x = checkpoint(block, x, self.rope, use_reentrant=False, preserve_rng_state=False)
             else:
                 x = block(x, self.rope)
         logits: torch.Tensor = self.lm_head(self.ln_f(x))

@@ -112,6 +112,21 @@ def test_fp32_mlp_on_cpu_counts_float32_matmuls_and_names_no_tf32(dynamo: None) 
     assert "the CPU's BLAS" in texts(ev)
 
 
+def test_a_cpu_call_in_a_process_that_used_cuda_is_measured_as_a_cpu_call() -> None:
+    # On a GPU machine CUDA is often initialised before a CPU function is benched: the profile
+    # then asks for CUDA activity too, but nothing ran there (GPU run 3 of 2026-12-01: "the GPU
+    # was busy 0 µs" for a CPU function). What the call costs is its CPU time.
+    from jupyter_gpu.magics.common.evidence import read_profile
+
+    net, x = mlp(), torch.randn(64, 512)
+    with torch.no_grad(), torch.profiler.profile(record_shapes=True, acc_events=True) as prof:
+        net(x)
+    figures = read_profile(prof, calls=1, cuda=True, wall_s=1e-3)
+    assert figures.cuda is False
+    assert figures.gpu_busy_s is None
+    assert figures.matmul_s() > 0
+
+
 def test_bf16_mlp_counts_bfloat16_matmuls(dynamo: None) -> None:
     model = mlp(width=256, depth=2)
     x = torch.randn(64, 256)
