@@ -15,6 +15,8 @@ CUDA is hidden so that the compiles are CPU compiles on any machine (the GPU che
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -96,4 +98,30 @@ def build(root: Path) -> Reference:
         configured=configured,
         configured_headers=_default_dir(tmp_configured),
         seconds=time.monotonic() - started,
+    )
+
+
+def shared(root: Path) -> Reference:
+    """``build`` once for every process of a test run that passes the same ``root``.
+
+    Under pytest-xdist each worker is a process of its own with its own session fixtures: 15
+    workers made 30 compiles at once on the GPU machine (188 s of set-up). The first process to
+    take the lock builds; the others wait for it and read what it made (tests only read these
+    caches, or copy them).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    done = root / "reference.json"
+    with (root / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            made = build(root / "made")
+            fields = {k: str(v) if isinstance(v, Path) else v for k, v in vars(made).items()}
+            done.write_text(json.dumps(fields))
+    fields = json.loads(done.read_text())
+    headers = fields["configured_headers"]
+    return Reference(
+        default=Path(fields["default"]),
+        configured=Path(fields["configured"]),
+        configured_headers=None if headers is None else Path(headers),
+        seconds=float(fields["seconds"]),
     )

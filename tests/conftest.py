@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pytest
 
-from tests.compile_cache_reference import Reference, build
+from tests.compile_cache_reference import Reference, shared
 
 # pytest-jupyter's fixtures (jp_fetch, jp_ws_fetch, jp_serverapp, ...) for the integration tests
 # against a real Jupyter server. pytest only honours pytest_plugins in the top-level conftest.
@@ -21,4 +21,7 @@ def torch_caches(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     that delete work on copies.
     """
     pytest.importorskip("torch")
-    return build(Path(tmp_path_factory.mktemp("torch-caches")))
+    # Under pytest-xdist each worker has a base temp of its own inside the run's: share that.
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return shared(run / "torch-caches")
