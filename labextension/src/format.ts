@@ -273,11 +273,8 @@ export function simulatedDemo(): string {
   );
 }
 
-/**
- * What a no-GPU reason means in plain words, and where the simulated demo is (the same
- * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
- */
-export function plainNoGpu(reason: string | null): string {
+/** What a no-GPU reason means in plain words. */
+export function plainNoGpuReason(reason: string | null): string {
   const r = reason ?? '';
   if (r.includes('switched off')) {
     return trans.__(
@@ -321,12 +318,22 @@ export function plainNoGpu(reason: string | null): string {
     ]
   ];
   const found = plain.find(([key]) => r.includes(key));
-  const text = found
+  return found
     ? found[1]()
     : r
       ? trans.__('No NVIDIA GPU can be used here (%1).', r)
       : trans.__('No NVIDIA GPU can be used here.');
-  return `${text} ${simulatedDemo()}`;
+}
+
+/**
+ * What a no-GPU reason means in plain words, and where the simulated demo is (the same
+ * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
+ */
+export function plainNoGpu(reason: string | null): string {
+  if ((reason ?? '').includes('switched off')) {
+    return plainNoGpuReason(reason);
+  }
+  return `${plainNoGpuReason(reason)} ${simulatedDemo()}`;
 }
 
 /** "torch.compile cache: +12.0 MiB in 5 min", from the buffer's first and last known sizes. */

@@ -8,7 +8,11 @@
  *     table.update(model.latest);   // cheap when nothing changed
  *
  * Actions come from outside (`kernelactions.ts` in JupyterLab: confirmation dialogs and the
- * normal kernel API); without them the table only shows. Idle holders (kernels idle for long
+ * normal kernel API); without them the table only shows. In a narrow panel each row is a small
+ * card (the notebook and its memory, then GPU, pid and idle time, then the actions: CSS
+ * container queries on the table's own width), so that it never gets wider than the panel and
+ * every row keeps its actions in reach. A GPU whose readings are stale lists the processes it
+ * last reported, greyed. Idle holders (kernels idle for long
  * while holding GPU memory, flagged by the server) are marked; memory on a simulated server is
  * labelled simulated, since the simulated backend puts made-up memory on real kernels.
  */
@@ -16,6 +20,7 @@ import { el, setText } from './dom';
 import { formatBytes, formatDuration, notebookLabel } from './format';
 import { summaryLabel } from './processes';
 import { trans } from './i18n';
+import type { GpuMonitorModel } from './model';
 import { IGpuProcess, ISample } from './types';
 
 /** What the table's buttons do; each returns when done (or the person said no). */
@@ -29,14 +34,29 @@ export interface IProcessActions {
 export interface IProcessRow {
   gpu: number;
   process: IGpuProcess;
+  /** From the last live reading of a GPU whose readings are stale now. */
+  stale?: boolean;
 }
 
-/** Every process of every GPU, biggest memory first. */
-export function processRows(sample: ISample | null): IProcessRow[] {
+/** What the table asks the model about a GPU whose readings are stale. */
+export type IProcessReadings = Pick<GpuMonitorModel, 'freshness' | 'lastLive'>;
+
+/**
+ * Every process of every GPU, biggest memory first; for a GPU whose readings are stale (with
+ * `readings`), the processes it last reported, marked `stale`.
+ */
+export function processRows(
+  sample: ISample | null,
+  readings?: IProcessReadings
+): IProcessRow[] {
   const rows: IProcessRow[] = [];
   for (const device of sample?.devices ?? []) {
-    for (const process of device.processes ?? []) {
-      rows.push({ gpu: device.index, process });
+    const stale = readings?.freshness(device.index).fast.stale ?? false;
+    const processes = stale
+      ? readings?.lastLive(device.index)?.device.processes
+      : device.processes;
+    for (const process of processes ?? []) {
+      rows.push({ gpu: device.index, process, stale });
     }
   }
   return rows.sort(
@@ -93,15 +113,18 @@ export class ProcessTable {
 
   readonly node: HTMLDivElement;
 
-  /** Show the processes of `sample`; rebuilds the rows only when one of them changed. */
-  update(sample: ISample | null): void {
-    const rows = processRows(sample);
+  /**
+   * Show the processes of `sample` (those last read of a stale GPU, with `readings`); rebuilds
+   * the rows only when one of them changed.
+   */
+  update(sample: ISample | null, readings?: IProcessReadings): void {
+    const rows = processRows(sample, readings);
     const simulated = !!sample?.simulated;
     let key = simulated ? 's' : 'r';
-    for (const { gpu, process: p } of rows) {
+    for (const { gpu, process: p, stale } of rows) {
       // The idle time as shown: past 90 s it changes once a minute, not every second.
       const idle = idleText(p);
-      key += `\0${gpu}\0${p.pid}\0${p.used_mem_bytes}\0${p.kernel_id}\0${p.notebook}\0${idle}\0${p.idle_holder}\0${p.name}`;
+      key += `\0${gpu}\0${p.pid}\0${p.used_mem_bytes}\0${p.kernel_id}\0${p.notebook}\0${idle}\0${p.idle_holder}\0${p.name}\0${stale}`;
     }
     if (key === this._key) {
       return;
@@ -121,6 +144,13 @@ export class ProcessTable {
     }
     if (p.idle_holder) {
       tr.classList.add('jp-gpu-idle-holder');
+    }
+    if (row.stale) {
+      tr.classList.add('jp-gpu-mod-stale');
+      tr.title = trans.__(
+        'GPU %1 has stopped reporting: its processes as it last read them.',
+        row.gpu
+      );
     }
     const memory =
       p.used_mem_bytes === null
@@ -187,15 +217,17 @@ export class ProcessTable {
         );
       }
     }
-    tr.append(
-      el('td', 'jp-gpu-proc-gpu', String(row.gpu)),
-      // A row that stands for processes nobody here may name has no pid (not "null").
-      el('td', 'jp-gpu-proc-pid', p.pid === null ? '–' : String(p.pid)),
-      memCell,
-      nbCell,
-      idleCell,
-      actions
+    // As a card (a narrow panel), the GPU and the pid say what they are (CSS shows the label).
+    const gpuCell = el('td', 'jp-gpu-proc-gpu', String(row.gpu));
+    gpuCell.dataset.label = trans.__('GPU');
+    // A row that stands for processes nobody here may name has no pid (not "null").
+    const pidCell = el(
+      'td',
+      'jp-gpu-proc-pid',
+      p.pid === null ? '–' : String(p.pid)
     );
+    pidCell.dataset.label = trans.__('pid');
+    tr.append(gpuCell, pidCell, memCell, nbCell, idleCell, actions);
     return tr;
   }
 

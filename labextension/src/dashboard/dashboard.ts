@@ -6,18 +6,23 @@
  *
  * 5 min draws the model's live buffer; 1 h and 24 h read the server's long history
  * (`GET history?points=…`: min/mean/max rows) and refresh it every row's width.
+ *
+ * Without a GPU it says why (the server's reason, in NVML's words and plain ones) and what to
+ * do (the driver; the simulated backend), with no controls that would act on nothing.
  */
 import { Message } from '@lumino/messaging';
 import { Metric } from '../buffer';
 import { Palette } from '../chart';
 import { fitRange, pctRange } from '../cards/common';
-import { el, setData, setHidden, setText } from '../dom';
+import { el, setData, setHidden, setText, setTextWithOptions } from '../dom';
 import {
   formatBytes,
   formatBytesOf,
   formatCelsius,
   formatPct,
-  formatWatts
+  formatWatts,
+  noGpuMessage,
+  plainNoGpuReason
 } from '../format';
 import { trans } from '../i18n';
 import { ICellMarker, meanUtil, peakMem } from '../markers';
@@ -394,6 +399,62 @@ export function bandText(
   return `${name} ${count}${failed}: ${marker.firstLine} — ${per}`;
 }
 
+/** What the dashboard says without a GPU: why, and what to do about it. */
+class EmptyState {
+  constructor() {
+    this.node = el('section', 'jp-gpu-dash-empty');
+    this.node.setAttribute('role', 'status');
+    this.node.hidden = true;
+    this._why = el('p', 'jp-gpu-dash-empty-why');
+    this._todo = el('ul', 'jp-gpu-dash-empty-todo');
+    this.node.append(
+      el('h3', 'jp-gpu-dash-empty-title', trans.__('No GPU to show')),
+      this._why,
+      el('p', 'jp-gpu-dash-empty-lead', trans.__('What you can do:')),
+      this._todo
+    );
+  }
+
+  readonly node: HTMLElement;
+
+  /** Show why there is no GPU (`reason`: the server's words); `undefined`: hide. */
+  show(reason: string | null | undefined): void {
+    setHidden(this.node, reason === undefined);
+    if (reason === undefined || reason === this._reason) {
+      return;
+    }
+    this._reason = reason;
+    setText(
+      this._why,
+      trans.__('%1. %2', noGpuMessage(reason), plainNoGpuReason(reason))
+    );
+    const off = (reason ?? '').includes('switched off');
+    const steps = [
+      off
+        ? trans.__(
+            'Read the GPUs: start JupyterLab with --JupyterGpu.backend=auto (or remove the setting that says none).'
+          )
+        : trans.__(
+            'On a machine with an NVIDIA GPU: check that nvidia-smi lists it (install or load the NVIDIA driver if not), then restart JupyterLab.'
+          ),
+      trans.__(
+        'Without a GPU: start JupyterLab with --JupyterGpu.backend=simulated to see the dashboard with simulated GPUs (labelled as such).'
+      )
+    ];
+    this._todo.replaceChildren(
+      ...steps.map(step => {
+        const item = el('li', '');
+        setTextWithOptions(item, step);
+        return item;
+      })
+    );
+  }
+
+  private _why: HTMLParagraphElement;
+  private _todo: HTMLUListElement;
+  private _reason: string | null | undefined = undefined;
+}
+
 export class GpuDashboard extends ModelView {
   constructor(model: GpuMonitorModel) {
     super(model, 'dashboard');
@@ -437,8 +498,11 @@ export class GpuDashboard extends ModelView {
     this._state.setAttribute('role', 'status');
     const hint = el('span', 'jp-gpu-dash-hint', zoomHint());
     bar.append(ranges, this._pause, this._resetZoom, this._state, hint);
+    // Controls that act on charts: hidden while there is no GPU to chart.
+    this._controls = [ranges, this._pause, hint];
     this._rows = el('div', 'jp-gpu-dash-rows');
-    this.node.append(bar, this._rows);
+    this._empty = new EmptyState();
+    this.node.append(bar, this._empty.node, this._rows);
     model.changed.connect(this._onChanged, this);
   }
 
@@ -644,12 +708,23 @@ export class GpuDashboard extends ModelView {
             boolean
           ]
       );
+    const noGpu = !!info && !gpus.length;
+    for (const control of this._controls) {
+      setHidden(control, noGpu);
+    }
+    if (noGpu) {
+      setHidden(this._resetZoom, true);
+    }
+    this._empty.show(
+      noGpu ? (this.model.latest?.reason ?? info.reason) : undefined
+    );
+    setData(this.node, 'empty', String(noGpu));
     setText(
       this._state,
       !info
         ? trans.__('Connecting…')
-        : !gpus.length
-          ? trans.__('No GPU to show.')
+        : noGpu
+          ? ''
           : this._paused
             ? trans.__('Paused')
             : source
@@ -772,6 +847,8 @@ export class GpuDashboard extends ModelView {
   private _resetZoom: HTMLButtonElement;
   private _state: HTMLSpanElement;
   private _rows: HTMLDivElement;
+  private _empty: EmptyState;
+  private _controls: HTMLElement[];
   private _rowsByGpu = new Map<number, GpuRow>();
   private _infoShown: unknown = null;
   private _bands: readonly [number, number, boolean][] = [];
