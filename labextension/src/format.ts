@@ -96,6 +96,13 @@ export function formatDuration(seconds: number): string {
   return `${digits(seconds / 3600)} h`;
 }
 
+/** A stale reading's age: "last read 12 s ago" (`null`: no reading within the window). */
+export function ageText(ageS: number | null): string {
+  return ageS === null
+    ? trans.__('no reading in this window')
+    : trans.__('last read %1 ago', formatDuration(ageS));
+}
+
 /** A notebook path as a short label: its file name without `.ipynb`. */
 export function notebookLabel(path: string): string {
   const name = path.split('/').pop() ?? path;

@@ -89,22 +89,24 @@ export function lastKnown(
 }
 
 /**
- * The age to show for a stale group: the server's, else the time since the newest of its
- * last known values (`now`: the newest sample's time); `null` when there was never one.
+ * The age to show for a stale group whose last known values are `known`: the server's, else
+ * the time since the newest of them (`now`: the newest sample's time). `null` when none of
+ * them is known: there is no value to give an age to (a GPU that never answered, or whose last
+ * answer is older than the window; the server's `stale_s` cannot tell these apart).
  */
 export function staleAgeS(
   freshness: IGroupFreshness,
   known: readonly (ILastKnown | null)[],
   now: number
 ): number | null {
-  if (freshness.ageS !== null) {
-    return freshness.ageS;
-  }
   let newest: number | null = null;
   for (const k of known) {
     if (k && (newest === null || k.ts > newest)) {
       newest = k.ts;
     }
   }
-  return newest === null ? null : Math.max(0, now - newest);
+  if (newest === null) {
+    return null;
+  }
+  return freshness.ageS ?? Math.max(0, now - newest);
 }

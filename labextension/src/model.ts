@@ -164,7 +164,7 @@ export class GpuMonitorModel {
   /**
    * Seconds since GPU `index`'s `group` of readings was last read, at the newest sample's
    * time: the server's figure, else the time since its newest value in the buffer; `null`
-   * when it was never read within the window.
+   * when the buffer holds none of its values (nothing to give an age to; PCIe is not kept).
    */
   readAgeS(index: number, group: ReadingGroup): number | null {
     const known = GROUP_METRICS[group].map(m => this.lastKnown(index, m));

@@ -247,6 +247,8 @@ export class GpuPanel extends ModelView {
     ctx.compact =
       layout === 'compact' || (layout === 'auto' && order.length > 4);
     setData(this.node, 'devices', String(order.length));
+    // No GPU: no process table either (the notice says why).
+    setHidden(this._procTable.node, order.length === 0);
     for (const index of order) {
       const card = this._deviceCards.get(index);
       // A card scrolled out of view keeps its numbers current but skips its charts; they are

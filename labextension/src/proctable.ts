@@ -16,7 +16,7 @@
  * while holding GPU memory, flagged by the server) are marked; memory on a simulated server is
  * labelled simulated, since the simulated backend puts made-up memory on real kernels.
  */
-import { el, setText } from './dom';
+import { el, setHidden, setText, setTitle } from './dom';
 import { formatBytes, formatDuration, notebookLabel } from './format';
 import { summaryLabel } from './processes';
 import { trans } from './i18n';
@@ -114,51 +114,87 @@ export class ProcessTable {
   readonly node: HTMLDivElement;
 
   /**
-   * Show the processes of `sample` (those last read of a stale GPU, with `readings`); rebuilds
-   * the rows only when one of them changed.
+   * Show the processes of `sample` (those last read of a stale GPU, with `readings`). A row
+   * stays the same element while its process does (its memory and idle time change in place),
+   * so a button is never replaced under the pointer or the keyboard's focus.
    */
   update(sample: ISample | null, readings?: IProcessReadings): void {
     const rows = processRows(sample, readings);
     const simulated = !!sample?.simulated;
-    let key = simulated ? 's' : 'r';
-    for (const { gpu, process: p, stale } of rows) {
-      // The idle time as shown: past 90 s it changes once a minute, not every second.
-      const idle = idleText(p);
-      key += `\0${gpu}\0${p.pid}\0${p.used_mem_bytes}\0${p.kernel_id}\0${p.notebook}\0${idle}\0${p.idle_holder}\0${p.name}\0${stale}`;
+    const next = new Map<string, IRowView>();
+    const order: HTMLTableRowElement[] = [];
+    for (const row of rows) {
+      const p = row.process;
+      let id = `${row.gpu}\0${p.pid}\0${p.kernel_id}\0${p.notebook}\0${p.name}\0${p.scope}\0${simulated}`;
+      while (next.has(id)) {
+        id += '+'; // two rows that look alike (summaries): each its own
+      }
+      const view = this._views.get(id) ?? this._row(row, simulated);
+      this._fill(view, row, simulated);
+      next.set(id, view);
+      order.push(view.tr);
     }
-    if (key === this._key) {
-      return;
+    this._views = next;
+    const shown = this._body.children;
+    let same = shown.length === order.length;
+    for (let i = 0; same && i < order.length; i++) {
+      same = shown[i] === order[i];
     }
-    this._key = key;
-    this._empty.hidden = rows.length > 0;
-    this._table.hidden = rows.length === 0;
-    this._body.replaceChildren(...rows.map(r => this._row(r, simulated)));
+    if (!same) {
+      this._body.replaceChildren(...order);
+    }
+    setHidden(this._empty, rows.length > 0);
+    setHidden(this._table, rows.length === 0);
   }
 
-  private _row(row: IProcessRow, simulated: boolean): HTMLTableRowElement {
+  /** What of a row changes while its process lives: memory, idle time, the flags. */
+  private _fill(view: IRowView, row: IProcessRow, simulated: boolean): void {
+    const p = row.process;
+    const idle = idleText(p);
+    const key = `${p.used_mem_bytes}\0${idle}\0${p.idle_holder}\0${row.stale}`;
+    if (key === view.key) {
+      return;
+    }
+    view.key = key;
+    const { tr, memCell, idleCell } = view;
+    tr.classList.toggle('jp-gpu-idle-holder', !!p.idle_holder);
+    tr.classList.toggle('jp-gpu-mod-stale', !!row.stale);
+    setTitle(
+      tr,
+      row.stale
+        ? trans.__(
+            'GPU %1 has stopped reporting: its processes as it last read them.',
+            row.gpu
+          )
+        : ''
+    );
+    setText(
+      memCell,
+      p.used_mem_bytes === null
+        ? trans.__('unknown')
+        : simulated
+          ? trans.__('%1 (simulated)', formatBytes(p.used_mem_bytes))
+          : formatBytes(p.used_mem_bytes)
+    );
+    idleCell.replaceChildren(idle);
+    if (p.idle_holder) {
+      const badge = el('span', 'jp-gpu-idle-badge', trans.__('idle holder'));
+      badge.title = trans.__(
+        'This kernel has been idle for long while holding GPU memory others could use.'
+      );
+      idleCell.append(' ', badge);
+    }
+  }
+
+  /** A new row for a process: what stays while it lives (its cells, its actions). */
+  private _row(row: IProcessRow, simulated: boolean): IRowView {
     const p = row.process;
     const tr = el('tr', 'jp-gpu-proc-row');
     tr.dataset.pid = String(p.pid);
     if (p.kernel_id) {
       tr.dataset.kernelId = p.kernel_id;
     }
-    if (p.idle_holder) {
-      tr.classList.add('jp-gpu-idle-holder');
-    }
-    if (row.stale) {
-      tr.classList.add('jp-gpu-mod-stale');
-      tr.title = trans.__(
-        'GPU %1 has stopped reporting: its processes as it last read them.',
-        row.gpu
-      );
-    }
-    const memory =
-      p.used_mem_bytes === null
-        ? trans.__('unknown')
-        : simulated
-          ? trans.__('%1 (simulated)', formatBytes(p.used_mem_bytes))
-          : formatBytes(p.used_mem_bytes);
-    const memCell = el('td', 'jp-gpu-proc-memory', memory);
+    const memCell = el('td', 'jp-gpu-proc-memory');
     if (simulated) {
       memCell.title = trans.__(
         'Simulated: the simulated backend puts made-up GPU memory on this server’s kernels.'
@@ -183,14 +219,7 @@ export class ProcessTable {
       setText(nbCell, label);
       nbCell.title = p.notebook ?? p.name ?? '';
     }
-    const idleCell = el('td', 'jp-gpu-proc-idle', idleText(p));
-    if (p.idle_holder) {
-      const badge = el('span', 'jp-gpu-idle-badge', trans.__('idle holder'));
-      badge.title = trans.__(
-        'This kernel has been idle for long while holding GPU memory others could use.'
-      );
-      idleCell.append(' ', badge);
-    }
+    const idleCell = el('td', 'jp-gpu-proc-idle');
     const actions = el('td', 'jp-gpu-proc-actions');
     const kernelId = p.kernel_id;
     if (kernelId) {
@@ -228,7 +257,7 @@ export class ProcessTable {
     );
     pidCell.dataset.label = trans.__('pid');
     tr.append(gpuCell, pidCell, memCell, nbCell, idleCell, actions);
-    return tr;
+    return { tr, memCell, idleCell, key: null };
   }
 
   private _button(
@@ -256,5 +285,15 @@ export class ProcessTable {
   private _table: HTMLTableElement;
   private _body: HTMLTableSectionElement;
   private _empty: HTMLDivElement;
-  private _key = '';
+  /** The rows shown, by their process. */
+  private _views = new Map<string, IRowView>();
+}
+
+/** A row of the table and the cells that change while its process lives. */
+interface IRowView {
+  tr: HTMLTableRowElement;
+  memCell: HTMLTableCellElement;
+  idleCell: HTMLTableCellElement;
+  /** What `_fill` last wrote (`null`: nothing yet). */
+  key: string | null;
 }

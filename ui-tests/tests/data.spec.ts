@@ -257,6 +257,50 @@ test('cache clear: refused without XSRF, for paths and for a symlink escape; cle
   });
 });
 
+test('the cache row says why a folder cannot be cleared, beside its greyed button', async ({
+  page
+}) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  const caches = panel.getByRole('region', { name: 'torch.compile caches' });
+  // TRITON_CACHE_DIR is a symlink out of it: the server refuses to clear it, and says why.
+  const row = caches.locator('[data-cache-kind="triton"]');
+  await expect(row).toBeVisible({ timeout: 30000 });
+  const id = await row.getAttribute('data-cache-id');
+  const snapshot = await (
+    await page.request.get(`${BASE}jupyter-gpu/api/v1/snapshot`)
+  ).json();
+  const dir = snapshot.compile_cache.dirs.find(
+    (d: { id: string }) => d.id === id
+  );
+  expect(dir.clearable).toBe(false);
+  expect(dir.refusal).toBeTruthy();
+  const button = row.getByRole('button', { name: /^Clear the triton cache/ });
+  await expect(button).toBeDisabled();
+  // The server's sentence, in the row itself (not only in the button's tooltip), read out
+  // with the button.
+  const reason = row.locator('.jp-gpu-cache-refusal');
+  await expect(reason).toBeVisible();
+  await expect(reason).toHaveText(`Cannot be cleared: ${dir.refusal}`);
+  await expect(button).toHaveAttribute(
+    'aria-describedby',
+    (await reason.getAttribute('id'))!
+  );
+  // Beside the button (after it on its line, or under it), within the panel.
+  const [b, r, p] = [
+    (await button.boundingBox())!,
+    (await reason.boundingBox())!,
+    (await panel.boundingBox())!
+  ];
+  expect(r.x >= b.x + b.width - 0.5 || r.y >= b.y + b.height - 0.5).toBe(true);
+  expect(r.y).toBeLessThan(b.y + b.height + 40);
+  expect(r.x + r.width).toBeLessThanOrEqual(p.x + p.width + 0.5);
+  // A folder that can be cleared has no such line.
+  await expect(
+    caches.locator('[data-cache-kind="inductor"] .jp-gpu-cache-refusal')
+  ).toHaveCount(0);
+});
+
 test('%gpu --watch updates its widget in the notebook output, and stops when cleared', async ({
   page
 }) => {

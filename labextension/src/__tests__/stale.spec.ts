@@ -74,7 +74,11 @@ describe('freshnessOf', () => {
     const stale = { stale: true, ageS: null };
     expect(staleAgeS(stale, [{ value: 6, ts: 11 }, null], 13)).toBe(2);
     expect(staleAgeS(stale, [null], 13)).toBeNull();
-    expect(staleAgeS({ stale: true, ageS: 7 }, [], 13)).toBe(7);
+    expect(
+      staleAgeS({ stale: true, ageS: 7 }, [{ value: 6, ts: 11 }], 13)
+    ).toBe(7);
+    // No value known (never answered, or older than the window): no age to give.
+    expect(staleAgeS({ stale: true, ageS: 7 }, [null], 13)).toBeNull();
   });
 });
 

@@ -14,8 +14,8 @@ import { formatClock } from '../dashboard/series';
 import {
   formatBytes,
   formatBytesOf,
+  ageText,
   formatCelsius,
-  formatDuration,
   formatPct,
   formatWatts,
   unavailableHelp
@@ -419,13 +419,6 @@ export class DeviceCard {
   private _activity: HTMLDivElement;
   private _memTotal: number | null = null;
   private _powerLimit: number | null = null;
-}
-
-/** "last read 12 s ago" (or "not read yet" when it never was, within the window). */
-export function ageText(ageS: number | null): string {
-  return ageS === null
-    ? trans.__('not read yet')
-    : trans.__('last read %1 ago', formatDuration(ageS));
 }
 
 /** "SM active 78% · tensor 72% · DRAM 18%" (GPM), or "" where the GPU has none. */

@@ -16,6 +16,7 @@ import { Palette } from '../chart';
 import { fitRange, pctRange } from '../cards/common';
 import { el, setData, setHidden, setText, setTextWithOptions } from '../dom';
 import {
+  ageText,
   formatBytes,
   formatBytesOf,
   formatCelsius,
@@ -24,6 +25,7 @@ import {
   noGpuMessage,
   plainNoGpuReason
 } from '../format';
+import { GROUP_METRICS } from '../freshness';
 import { trans } from '../i18n';
 import { ICellMarker, meanUtil, peakMem } from '../markers';
 import { GpuMonitorModel } from '../model';
@@ -59,6 +61,9 @@ const COLORS: { [metric in Metric]: string } = {
   temp: '--jp-info-color0'
 };
 
+/** The fast readings' metrics (freshness.ts); the others of a row are GPM readings. */
+const FAST_METRICS: ReadonlySet<Metric> = new Set(GROUP_METRICS.fast);
+
 /** What a row needs of the dashboard. */
 interface IRowContext {
   palette: Palette;
@@ -93,7 +98,9 @@ class GpuRow {
     this._hover = el('div', 'jp-gpu-dash-hover');
     this._time = document.createElement('time');
     this._values = el('span', 'jp-gpu-dash-values');
-    this._hover.append(this._time, this._values);
+    // Stale readings (the GPU stopped answering): their last known values, greyed, and age.
+    this._staleValues = el('span', 'jp-gpu-dash-values jp-gpu-mod-stale');
+    this._hover.append(this._time, this._values, this._staleValues);
     this._band = el('div', 'jp-gpu-dash-band');
     this._charts = el('div', 'jp-gpu-dash-charts');
     this.node.append(head, this._hover, this._band, this._charts);
@@ -289,6 +296,7 @@ class GpuRow {
     const source = this._source;
     if (!source || i < 0 || i >= source.xs.length) {
       setText(this._values, '');
+      setText(this._staleValues, '');
       return;
     }
     const ts = source.xs[i];
@@ -303,17 +311,36 @@ class GpuRow {
       setText(this._time, clock.text);
     }
     const gpu = this.index;
-    const value = (m: Metric) => source.lines(gpu, m)?.[0][i] ?? null;
-    const parts: string[] = [];
+    const { model } = this._ctx;
+    // Now (the newest row): a stale group's fields are null; show its last known values apart.
+    const fresh = latest ? model.freshness(gpu) : null;
+    const live: string[] = [];
+    const stale: string[] = [];
+    const add = (m: Metric, format: (v: number | null) => string) => {
+      const gpm = !FAST_METRICS.has(m);
+      if (fresh && fresh[gpm ? 'gpm' : 'fast'].stale) {
+        stale.push(
+          `${this._label(m)} ${format(model.lastKnown(gpu, m)?.value ?? null)}`
+        );
+      } else {
+        live.push(
+          `${this._label(m)} ${format(source.lines(gpu, m)?.[0][i] ?? null)}`
+        );
+      }
+    };
     for (const m of this._util) {
-      parts.push(`${this._label(m)} ${formatPct(value(m))}`);
+      add(m, formatPct);
     }
-    parts.push(
-      `${this._label('mem')} ${formatBytesOf(value('mem'), this._memTotal)}`,
-      `${this._label('power')} ${formatWatts(value('power'))}`,
-      `${this._label('temp')} ${formatCelsius(value('temp'))}`
-    );
-    setText(this._values, parts.join(' · '));
+    add('mem', v => formatBytesOf(v, this._memTotal));
+    add('power', formatWatts);
+    add('temp', formatCelsius);
+    setText(this._values, live.join(' · '));
+    if (stale.length && fresh) {
+      const group = fresh.fast.stale ? 'fast' : 'gpm';
+      stale.push(ageText(model.readAgeS(gpu, group)));
+    }
+    setText(this._staleValues, stale.join(' · '));
+    setHidden(this._staleValues, !stale.length);
   }
 
   /** A metric's label, translated once (the translator's lookup costs on every update). */
@@ -336,6 +363,7 @@ class GpuRow {
   private _hover: HTMLDivElement;
   private _time: HTMLTimeElement;
   private _values: HTMLSpanElement;
+  private _staleValues: HTMLSpanElement;
   private _band: HTMLDivElement;
   private _charts: HTMLDivElement;
   private _chartsById = new Map<
@@ -498,8 +526,8 @@ export class GpuDashboard extends ModelView {
     this._state.setAttribute('role', 'status');
     const hint = el('span', 'jp-gpu-dash-hint', zoomHint());
     bar.append(ranges, this._pause, this._resetZoom, this._state, hint);
-    // Controls that act on charts: hidden while there is no GPU to chart.
-    this._controls = [ranges, this._pause, hint];
+    // Its controls act on charts: hidden while there is no GPU to chart.
+    this._toolbar = bar;
     this._rows = el('div', 'jp-gpu-dash-rows');
     this._empty = new EmptyState();
     this.node.append(bar, this._empty.node, this._rows);
@@ -709,12 +737,7 @@ export class GpuDashboard extends ModelView {
           ]
       );
     const noGpu = !!info && !gpus.length;
-    for (const control of this._controls) {
-      setHidden(control, noGpu);
-    }
-    if (noGpu) {
-      setHidden(this._resetZoom, true);
-    }
+    setHidden(this._toolbar, noGpu);
     this._empty.show(
       noGpu ? (this.model.latest?.reason ?? info.reason) : undefined
     );
@@ -848,7 +871,7 @@ export class GpuDashboard extends ModelView {
   private _state: HTMLSpanElement;
   private _rows: HTMLDivElement;
   private _empty: EmptyState;
-  private _controls: HTMLElement[];
+  private _toolbar: HTMLDivElement;
   private _rowsByGpu = new Map<number, GpuRow>();
   private _infoShown: unknown = null;
   private _bands: readonly [number, number, boolean][] = [];
