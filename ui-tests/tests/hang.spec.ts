@@ -132,18 +132,39 @@ test.describe('a GPU that hangs after answering', () => {
     await expect(gpu0.locator('.jp-gpu-mod-stale')).toHaveCount(0);
     await expect(gpu0.locator('.jp-gpu-card-age')).toBeHidden();
 
+    if (process.env.UPDATE_SCREENSHOTS) {
+      // The shortest window (30 s): the charts show the moment GPU 1 stopped.
+      await command(page, 'settingeditor:open', { query: 'GPU monitor' });
+      const field = page.locator(
+        '.jp-SettingsPanel input[id$="historyWindowS"]'
+      );
+      await field.fill('30');
+      await field.press('Tab');
+      await expect(panel).toHaveAttribute('data-window-s', '30', {
+        timeout: 10000
+      });
+      await page
+        .locator('.lm-DockPanel-tabBar .lm-TabBar-tab', { hasText: 'Settings' })
+        .locator('.lm-TabBar-tabCloseIcon')
+        .click();
+      await gpu1.scrollIntoViewIfNeeded();
+      await page.mouse.move(700, 500);
+      await page.screenshot({
+        path: '../docs/screenshot-stale.png',
+        clip: { x: 0, y: 0, width: 560, height: 760 }
+      });
+    }
+
     // The dashboard says the same on GPU 1's row.
     await command(page, 'jupyter-gpu:dashboard');
     const row = page.locator('.jp-gpu-dash-row[aria-label="GPU 1"]');
-    const staleValues = row.locator('.jp-gpu-dash-values.jp-gpu-mod-stale');
+    const staleValues = row.locator('.jp-gpu-dash-stale');
     await expect(staleValues).toHaveText(
       /^Util \d+(\.\d)?%.* · Temp \d+ °C · last read \d+ s ago$/
     );
     expect(await looks(staleValues)).toMatch(/italic$/);
     await expect(
-      page.locator(
-        '.jp-gpu-dash-row[aria-label="GPU 0"] .jp-gpu-dash-values.jp-gpu-mod-stale'
-      )
+      page.locator('.jp-gpu-dash-row[aria-label="GPU 0"] .jp-gpu-dash-stale')
     ).toBeHidden();
     await expect(page.locator(PANEL)).toBeVisible();
   });

@@ -159,6 +159,21 @@ for (const height of [700, 1000]) {
         }
         // Narrow: the rows are small cards (no header row), the notebook first.
         await expect(panel.locator('.jp-gpu-proctable thead')).toBeHidden();
+        if (
+          process.env.UPDATE_SCREENSHOTS &&
+          width === 250 &&
+          height === 1000
+        ) {
+          // The process list as cards at the default width, under the GPU cards.
+          await command(page, 'application:close-all');
+          await panel.locator('.jp-gpu-proctable').scrollIntoViewIfNeeded();
+          await page.mouse.move(700, 500);
+          await page.waitForTimeout(1000);
+          await page.screenshot({
+            path: '../docs/screenshot-processes.png',
+            clip: { x: 0, y: 0, width: 520, height: 1000 }
+          });
+        }
       }
     } finally {
       await stopKernels(page, sessions);
