@@ -113,6 +113,16 @@ for (const height of [700, 1000]) {
     try {
       const rows = panel.locator('.jp-gpu-proctable tr.jp-gpu-proc-row');
       await expect(rows).toHaveCount(2, { timeout: 30000 });
+      // Every simulated number says so: the table's memory and each card's notebook rows.
+      const mems = panel.locator(
+        '.jp-gpu-proctable .jp-gpu-proc-memory, .jp-gpu-card .jp-gpu-procs .jp-gpu-proc-mem'
+      );
+      await expect
+        .poll(async () => (await mems.allTextContents()).length)
+        .toBeGreaterThanOrEqual(4);
+      for (const text of await mems.allTextContents()) {
+        expect(text).toMatch(/ \(simulated\)$/);
+      }
       for (const width of PANEL_WIDTHS) {
         await setPanelWidth(page, width);
         const at = `${width} px wide, ${height} px high`;
@@ -181,14 +191,23 @@ for (const height of [700, 1000]) {
   });
 }
 
-/** A row's figures grouped by line (their top), left to right. */
+/**
+ * A row's figures grouped by line (their top), left to right, with where their charts start:
+ * measured at one moment (in one evaluation: a new sample between two reads must not count).
+ */
 async function figureLines(row: Locator) {
-  const boxes = [];
-  for (const figure of await row.locator('.jp-gpu-dash-figure').all()) {
-    const box = (await figure.boundingBox())!;
-    const chart = (await figure.locator('.jp-gpu-dash-chart').boundingBox())!;
-    boxes.push({ ...box, chartTop: chart.y });
-  }
+  const boxes = await row.evaluate(node =>
+    [...node.querySelectorAll('.jp-gpu-dash-figure')].map(figure => {
+      const box = figure.getBoundingClientRect();
+      const chart = figure.querySelector('.jp-gpu-dash-chart');
+      return {
+        x: box.x,
+        y: box.y,
+        width: box.width,
+        chartTop: chart ? chart.getBoundingClientRect().y : NaN
+      };
+    })
+  );
   const lines: (typeof boxes)[] = [];
   for (const box of boxes.sort((a, b) => a.y - b.y || a.x - b.x)) {
     const line = lines.find(l => Math.abs(l[0].y - box.y) < 2);
@@ -223,6 +242,7 @@ for (const [width, perLine] of [
     await expect(first.locator('.jp-gpu-dash-chart canvas')).toHaveCount(4);
     const lines = await figureLines(first);
     expect(lines.map(l => l.length)).toEqual(perLine === 4 ? [4] : [2, 2]);
+    // (Its x and width only: they do not move with a new sample.)
     const grid = (await first.locator('.jp-gpu-dash-charts').boundingBox())!;
     for (const line of lines) {
       // The line is filled: the figures share it evenly, edge to edge.

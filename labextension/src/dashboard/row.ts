@@ -65,9 +65,16 @@ export class GpuRow {
     this.node.setAttribute('aria-label', trans.__('GPU %1', index));
     const head = el('header', 'jp-gpu-dash-row-head');
     this._name = el('span', 'jp-gpu-dash-name');
+    // Simulated numbers say so here too, as on the sidebar's cards.
+    this._badge = el('span', 'jp-gpu-badge', trans.__('simulated'));
+    this._badge.title = trans.__(
+      'A simulated device (backend=simulated): the numbers are synthetic.'
+    );
+    this._badge.hidden = true;
     head.append(
       el('h3', 'jp-gpu-dash-index', trans.__('GPU %1', index)),
-      this._name
+      this._name,
+      this._badge
     );
     this._hover = el('div', 'jp-gpu-dash-hover');
     this._time = document.createElement('time');
@@ -101,6 +108,8 @@ export class GpuRow {
     draw: boolean
   ): void {
     this._source = source;
+    const { info, latest } = this._ctx.model;
+    setHidden(this._badge, !(latest?.simulated || info?.simulated));
     const gpu = this.index;
     const util = utilMetrics(m => source.has(gpu, m));
     if (!sameMetrics(util, this._util)) {
@@ -331,6 +340,7 @@ export class GpuRow {
   private _timeLatest = false;
   private _ctx: IRowContext;
   private _name: HTMLSpanElement;
+  private _badge: HTMLSpanElement;
   private _hover: HTMLDivElement;
   private _time: HTMLTimeElement;
   private _values: HTMLSpanElement;
