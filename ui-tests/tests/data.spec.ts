@@ -2,10 +2,13 @@
  * The process table's kernel actions, the compile-cache "Clear…" action and its safety, and the
  * `%gpu --watch` widget, on a real Jupyter server started here (simulated backend, one GPU).
  *
- * The server's TORCHINDUCTOR_CACHE_DIR is a real Inductor-like cache holding a symlink that
- * points out of it, and its TRITON_CACHE_DIR is itself a symlink to a folder outside: both
- * escapes must leave the outside folder whole. Any idle kernel holding any memory counts as an
- * idle holder here (idle_holder_minutes=0, idle_holder_gib=0), so the flag shows at once.
+ * The server's TORCHINDUCTOR_CACHE_DIR holds files named and placed as torch writes them (a
+ * generated module `<key[1:3]>/<key>.py`, an FX graph `fxgraph/<2>/f<hash>/<hash>`), so it is
+ * recognised and can be cleared; its TRITON_CACHE_DIR is itself a symlink to a folder outside:
+ * refused, and the outside folder stays whole. (A link or a stray file inside a cache gets the
+ * whole folder refused, with its path: the server's own tests, tests/integration, check those.)
+ * Any idle kernel holding any memory counts as an idle holder here (idle_holder_minutes=0,
+ * idle_holder_gib=0), so the flag shows at once.
  */
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
@@ -39,16 +42,19 @@ function cachePaths() {
 test.beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jupyter-gpu-ui-data-'));
   const { inductor, tritonLink, outside } = cachePaths();
-  fs.mkdirSync(path.join(inductor, 'fxgraph', 'ab'), { recursive: true });
-  fs.writeFileSync(
-    path.join(inductor, 'fxgraph', 'ab', 'graph'),
-    'g'.repeat(4096)
-  );
+  // torch's keys: base32 (a-z, 2-7) of a SHA-256, 51 characters after a one-letter kind.
+  const hash = (letter: string) => letter.repeat(51);
+  const graphDir = path.join(inductor, 'fxgraph', 'ab', `f${hash('a')}`);
+  fs.mkdirSync(graphDir, { recursive: true });
+  fs.writeFileSync(path.join(graphDir, hash('b')), 'g'.repeat(4096));
+  const codeKey = `cxy${'c'.repeat(49)}`; // lives in <key[1:3]>/
   fs.mkdirSync(path.join(inductor, 'xy'));
-  fs.writeFileSync(path.join(inductor, 'xy', 'cxy.py'), 'p'.repeat(1000));
+  fs.writeFileSync(
+    path.join(inductor, 'xy', `${codeKey}.py`),
+    'p'.repeat(1000)
+  );
   fs.mkdirSync(outside);
   fs.writeFileSync(path.join(outside, 'thesis.tex'), 't'.repeat(5000));
-  fs.symlinkSync(outside, path.join(inductor, 'zz')); // a link out of the cache
   fs.symlinkSync(outside, tritonLink); // a cache dir that is itself a link
 
   const root = path.join(__dirname, '..');
