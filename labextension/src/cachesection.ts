@@ -1,6 +1,8 @@
 /**
  * The torch.compile caches, one line each: size (or "not scanned yet"), whose (the server's or
- * a kernel's own), the free space of its filesystem with a warning when low, and "Clear…".
+ * a kernel's own), the free space of its filesystem with a warning when low, and "Clear…"; a
+ * folder the server will not clear has the button greyed and, beside it, why (the server's
+ * sentence, which names what it found), in the row itself as well as in the tooltip.
  *
  * Clearing asks first (`confirm`), then posts the cache's id (never its path) through
  * `clear`; the server validates the directory again and says how much it freed.
@@ -55,7 +57,7 @@ export class CacheSection {
     const dirs = cache?.dirs ?? [];
     let key = `${scanned}\0${cache?.low_space}`;
     for (const d of dirs) {
-      key += `\0${d.id}\0${d.size_bytes}\0${d.exists}\0${d.clearable}\0${d.fs_free_bytes}`;
+      key += `\0${d.id}\0${d.size_bytes}\0${d.exists}\0${d.clearable}\0${d.refusal}\0${d.fs_free_bytes}`;
     }
     if (key === this._key) {
       return;
@@ -110,14 +112,19 @@ export class CacheSection {
       if (dir.clearable) {
         button.title = trans.__('Delete what is inside %1', dir.path);
         button.addEventListener('click', () => void this._clear(dir, button));
+        li.append(button);
       } else {
         button.disabled = true;
-        button.title = trans.__(
+        const why = trans.__(
           'Cannot be cleared: %1',
           dir.refusal ?? trans.__('not a cache')
         );
+        button.title = why;
+        const refusal = el('span', 'jp-gpu-cache-refusal', why);
+        refusal.id = `jp-gpu-cache-refusal-${dir.id}`;
+        button.setAttribute('aria-describedby', refusal.id);
+        li.append(button, refusal);
       }
-      li.append(button);
     }
     return li;
   }

@@ -80,22 +80,23 @@ export interface ISparklineOptions {
   onHover?: (index: number | null) => void;
 }
 
-/** The chart's height in CSS pixels: `.jp-gpu-chart`'s height in base.css. */
-const HEIGHT_PX = 34;
+/** The chart's height before the browser reports its box (`.jp-gpu-chart` in base.css). */
+const DEFAULT_HEIGHT_PX = 34;
 
 /** Samples further apart than this many intervals draw a gap, not a line across it. */
 const GAP_INTERVALS = 3;
 
 /**
- * Every chart's width comes from one ResizeObserver: the browser reports the sizes after its
+ * Every chart's size comes from one ResizeObserver: the browser reports the sizes after its
  * own layout, so no update ever reads layout (a read after the DOM writes of an update would
  * force a synchronous reflow), and a chart follows its own box, whatever changed it (the
- * sidebar's width, the card's layout switching, a neighbouring value getting wider).
+ * sidebar's width, the card's layout switching, compact cards' lower charts). The box's size
+ * is CSS's alone: the canvas inside it never changes it.
  */
 const sized = new WeakMap<Element, Sparkline>();
 let observer: ResizeObserver | null = null;
 
-function observeWidth(node: HTMLElement, chart: Sparkline): void {
+function observeSize(node: HTMLElement, chart: Sparkline): void {
   if (typeof ResizeObserver === 'undefined') {
     return; // no observer (not a browser): the chart measures itself when it draws
   }
@@ -104,7 +105,8 @@ function observeWidth(node: HTMLElement, chart: Sparkline): void {
       for (const entry of entries) {
         const box = entry.contentBoxSize?.[0];
         const width = box ? box.inlineSize : entry.contentRect.width;
-        sized.get(entry.target)?.resized(Math.floor(width));
+        const height = box ? box.blockSize : entry.contentRect.height;
+        sized.get(entry.target)?.resized(Math.floor(width), Math.floor(height));
       }
     });
   }
@@ -117,10 +119,7 @@ export class Sparkline {
     this._options = options;
     this.node = document.createElement('div');
     this.node.className = 'jp-gpu-chart';
-    this._scale = document.createElement('span');
-    this._scale.className = 'jp-gpu-chart-scale';
-    this.node.append(this._scale);
-    observeWidth(this.node, this);
+    observeSize(this.node, this);
   }
 
   /** The chart's element; give it a width with CSS. */
@@ -128,13 +127,6 @@ export class Sparkline {
 
   /** Cell runs to draw as bands behind the line: `[start, end, failed]` (server time). */
   bands: readonly [number, number, boolean][] = [];
-
-  /** The chart's scale in words (its top: `140 GiB`, `700 W`), shown in its corner. */
-  setScaleLabel(text: string): void {
-    if (this._scale.textContent !== text) {
-      this._scale.textContent = text;
-    }
-  }
 
   /**
    * Show `ys` over `xs` (Unix seconds), from `xMin` to `xMax`. The arrays may be the same ones
@@ -159,12 +151,15 @@ export class Sparkline {
     this._draw(false);
   }
 
-  /** The browser laid the chart out at `width` CSS pixels (0: hidden). */
-  resized(width: number): void {
-    if (width === this._width) {
+  /** The browser laid the chart out at `width` x `height` CSS pixels (0: hidden). */
+  resized(width: number, height: number = this._height): void {
+    if (width === this._width && height === this._height) {
       return;
     }
     this._width = width;
+    if (height > 0) {
+      this._height = height;
+    }
     this._draw(false);
   }
 
@@ -198,8 +193,8 @@ export class Sparkline {
     const plot = this._plot;
     plot.batch(() => {
       // batch() draws now instead of on a microtask, so an update's cost is measured whole
-      if (plot.width !== width) {
-        plot.setSize({ width, height: HEIGHT_PX });
+      if (plot.width !== width || plot.height !== this._height) {
+        plot.setSize({ width, height: this._height });
       }
       if (plot.data[0] !== xs || plot.data[1] !== ys) {
         plot.setData([xs, ys as number[]]);
@@ -215,7 +210,7 @@ export class Sparkline {
     const { palette, colorVar, range, onHover } = this._options;
     const options: uPlot.Options = {
       width,
-      height: HEIGHT_PX,
+      height: this._height,
       pxAlign: false,
       legend: { show: false },
       select: { show: false, left: 0, top: 0, width: 0, height: 0 },
@@ -299,7 +294,6 @@ export class Sparkline {
   }
 
   private _options: ISparklineOptions;
-  private _scale: HTMLSpanElement;
   private _plot: uPlot | null = null;
   private _xs: number[] | null = null;
   private _ys: Column | null = null;
@@ -308,4 +302,6 @@ export class Sparkline {
   private _gapS = 3;
   /** The width in CSS pixels as last laid out; -1 before the first report, 0 hidden. */
   private _width = -1;
+  /** The height in CSS pixels as last laid out (hidden: the last one shown). */
+  private _height = DEFAULT_HEIGHT_PX;
 }

@@ -60,3 +60,43 @@ export function setTitle(node: HTMLElement, title: string): void {
     node.title = title;
   }
 }
+
+/** A command-line option such as `--JupyterGpu.backend=simulated` (a sentence's `.` after it is not). */
+const OPTION = /(--[A-Za-z][\w.]*=[\w:,-]+(?:\.[\w:,-]+)*)/;
+
+/**
+ * Set text in which command-line options are `<code>` that never breaks (a line broke
+ * `--JupyterGpu.backend=simulated` after its `--`); only when the text changed.
+ */
+export function setTextWithOptions(node: HTMLElement, text: string): void {
+  if (node.textContent === text && node.childElementCount > 0) {
+    return;
+  }
+  const parts = text.split(OPTION);
+  if (parts.length === 1) {
+    setText(node, text);
+    return;
+  }
+  node.replaceChildren(
+    ...parts.map((part, i) => (i % 2 === 1 ? optionCode(part) : part))
+  );
+}
+
+/**
+ * `--JupyterGpu.backend=simulated` as code in two unbreakable pieces, `--JupyterGpu.` and
+ * `backend=simulated`: a panel too narrow for the whole may break it there, nowhere else.
+ */
+function optionCode(option: string): HTMLElement {
+  const code = el('code', 'jp-gpu-option');
+  const cut = option.lastIndexOf('.', option.indexOf('=')) + 1;
+  if (cut <= 0) {
+    code.append(el('span', 'jp-gpu-option-part', option));
+  } else {
+    code.append(
+      el('span', 'jp-gpu-option-part', option.slice(0, cut)),
+      document.createElement('wbr'),
+      el('span', 'jp-gpu-option-part', option.slice(cut))
+    );
+  }
+  return code;
+}

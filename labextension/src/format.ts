@@ -96,6 +96,13 @@ export function formatDuration(seconds: number): string {
   return `${digits(seconds / 3600)} h`;
 }
 
+/** A stale reading's age: "last read 12 s ago" (`null`: no reading within the window). */
+export function ageText(ageS: number | null): string {
+  return ageS === null
+    ? trans.__('no reading in this window')
+    : trans.__('last read %1 ago', formatDuration(ageS));
+}
+
 /** A notebook path as a short label: its file name without `.ipynb`. */
 export function notebookLabel(path: string): string {
   const name = path.split('/').pop() ?? path;
@@ -273,11 +280,8 @@ export function simulatedDemo(): string {
   );
 }
 
-/**
- * What a no-GPU reason means in plain words, and where the simulated demo is (the same
- * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
- */
-export function plainNoGpu(reason: string | null): string {
+/** What a no-GPU reason means in plain words. */
+export function plainNoGpuReason(reason: string | null): string {
   const r = reason ?? '';
   if (r.includes('switched off')) {
     return trans.__(
@@ -321,12 +325,22 @@ export function plainNoGpu(reason: string | null): string {
     ]
   ];
   const found = plain.find(([key]) => r.includes(key));
-  const text = found
+  return found
     ? found[1]()
     : r
       ? trans.__('No NVIDIA GPU can be used here (%1).', r)
       : trans.__('No NVIDIA GPU can be used here.');
-  return `${text} ${simulatedDemo()}`;
+}
+
+/**
+ * What a no-GPU reason means in plain words, and where the simulated demo is (the same
+ * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
+ */
+export function plainNoGpu(reason: string | null): string {
+  if ((reason ?? '').includes('switched off')) {
+    return plainNoGpuReason(reason);
+  }
+  return `${plainNoGpuReason(reason)} ${simulatedDemo()}`;
 }
 
 /** "torch.compile cache: +12.0 MiB in 5 min", from the buffer's first and last known sizes. */

@@ -3,7 +3,14 @@
  * the one notice a person should read first (no GPU, simulated GPUs, the extension off, the
  * server unreachable with a *Retry now* button).
  */
-import { el, setData, setHidden, setText, setTitle } from './dom';
+import {
+  el,
+  setData,
+  setHidden,
+  setText,
+  setTextWithOptions,
+  setTitle
+} from './dom';
 import { noGpuMessage, plainNoGpu } from './format';
 import { trans } from './i18n';
 import { ConnectionStatus, GpuMonitorModel } from './model';
@@ -229,7 +236,7 @@ export class PanelHeader {
     }
     setHidden(this.notice, !kind);
     setData(this.notice, 'kind', kind);
-    setText(this._noticeText, text);
+    setTextWithOptions(this._noticeText, text);
     setHidden(this._retry, kind !== 'error');
   }
 

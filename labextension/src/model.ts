@@ -6,10 +6,19 @@
  * hidden monitor costs nothing.
  */
 import { ISignal, Signal } from '@lumino/signaling';
-import { SampleBuffer } from './buffer';
+import { gpuKey, Metric, SampleBuffer } from './buffer';
 import { Connection, ConnectionStatus, IConnectionSink } from './connection';
+import {
+  freshnessOf,
+  GROUP_METRICS,
+  IDeviceFreshness,
+  ILastKnown,
+  lastKnown,
+  ReadingGroup,
+  staleAgeS
+} from './freshness';
 import { CellMarkers } from './markers';
-import { IDevicesInfo, IGpuTransport, ISample } from './types';
+import { IDeviceSample, IDevicesInfo, IGpuTransport, ISample } from './types';
 
 export type { ConnectionStatus } from './connection';
 
@@ -118,7 +127,6 @@ export class GpuMonitorModel {
     return this._info;
   }
 
-  /** The newest sample, or `null`. */
   /**
    * Seconds since the latest sample was taken (by this page's clock: when it arrived, less
    * the age the server gave it), `null` before the first.
@@ -127,8 +135,52 @@ export class GpuMonitorModel {
     return this._latest ? (Date.now() - this._latestAt) / 1000 : null;
   }
 
+  /** The newest sample, or `null`. */
   get latest(): ISample | null {
     return this._latest;
+  }
+
+  /**
+   * How fresh GPU `index`'s readings are in the newest sample: per group (fast, GPM, PCIe)
+   * whether it is stale and how old (freshness.ts). Nothing is stale before the first sample.
+   */
+  freshness(index: number): IDeviceFreshness {
+    const device = this._latest?.devices.find(d => d.index === index);
+    return freshnessOf(device);
+  }
+
+  /**
+   * The newest reading of GPU `index`'s `metric` in the buffer, and its time: what a stale
+   * reading shows (greyed), or `null` when the window holds none.
+   */
+  lastKnown(index: number, metric: Metric): ILastKnown | null {
+    const key = gpuKey(index, metric);
+    if (!this.buffer.has(key)) {
+      return null;
+    }
+    return lastKnown(this.buffer.ts, this.buffer.column(key));
+  }
+
+  /**
+   * Seconds since GPU `index`'s `group` of readings was last read, at the newest sample's
+   * time: the server's figure, else the time since its newest value in the buffer; `null`
+   * when the buffer holds none of its values (nothing to give an age to; PCIe is not kept).
+   */
+  readAgeS(index: number, group: ReadingGroup): number | null {
+    const known = GROUP_METRICS[group].map(m => this.lastKnown(index, m));
+    return staleAgeS(
+      this.freshness(index)[group],
+      known,
+      this._latest?.ts ?? 0
+    );
+  }
+
+  /**
+   * GPU `index` as it was in the newest sample whose fast readings were live (its processes,
+   * while they are stale), with that sample's time; `null` when none arrived.
+   */
+  lastLive(index: number): { device: IDeviceSample; ts: number } | null {
+    return this._lastLive.get(index) ?? null;
   }
 
   get status(): ConnectionStatus {
@@ -257,6 +309,18 @@ export class GpuMonitorModel {
         this._noteClock(sample.ts - arrived);
       }
     }
+    for (const sample of samples) {
+      for (const device of sample.devices ?? []) {
+        const held = this._lastLive.get(device.index);
+        if (
+          device.state === 'ok' &&
+          !freshnessOf(device).fast.stale &&
+          (!held || sample.ts > held.ts)
+        ) {
+          this._lastLive.set(device.index, { device, ts: sample.ts });
+        }
+      }
+    }
     this.markers.addSamples(samples);
     this._emitChanged(now);
   }
@@ -315,6 +379,7 @@ export class GpuMonitorModel {
   private _info: IDevicesInfo | null = null;
   private _latest: ISample | null = null;
   private _latestAt = 0;
+  private _lastLive = new Map<number, { device: IDeviceSample; ts: number }>();
   private _status: ConnectionStatus = 'idle';
   private _error: string | null = null;
   private _consumers = new Map<string, boolean>();

@@ -63,12 +63,13 @@ export class GpuPanel extends ModelView {
     this._host.node.hidden = true;
     this._procTable = new ProcessTable(options.processActions ?? {});
     this._caches = new CacheSection(options.cacheActions ?? null);
+    // The processes right under the GPUs they run on, with their kernel actions; the host after.
     this.node.append(
       this._header.node,
       this._header.notice,
       this._cards,
-      this._host.node,
       this._procTable.node,
+      this._host.node,
       this._caches.node
     );
 
@@ -231,6 +232,7 @@ export class GpuPanel extends ModelView {
       simulated: false,
       compact: false,
       markers: this.model.markers,
+      readings: this.model,
       now: 0,
       onHoverTime: ts => this._onHoverTime(ts)
     });
@@ -245,6 +247,8 @@ export class GpuPanel extends ModelView {
     ctx.compact =
       layout === 'compact' || (layout === 'auto' && order.length > 4);
     setData(this.node, 'devices', String(order.length));
+    // No GPU: no process table either (the notice says why).
+    setHidden(this._procTable.node, order.length === 0);
     for (const index of order) {
       const card = this._deviceCards.get(index);
       // A card scrolled out of view keeps its numbers current but skips its charts; they are
@@ -257,7 +261,7 @@ export class GpuPanel extends ModelView {
     }
     setHidden(this._host.node, false);
     this._host.render(ctx, !this._offscreen.has(this._host.node));
-    this._procTable.update(latest);
+    this._procTable.update(latest, this.model);
     this._caches.update(latest);
     // For tests and curious people: how much history the charts hold.
     setData(this.node, 'samples', String(buffer.length));

@@ -181,13 +181,14 @@ export class ProcessList {
     bar.style.setProperty('--jp-gpu-share', share.toFixed(3));
     const mem = document.createElement('span');
     mem.className = 'jp-gpu-proc-mem';
-    mem.textContent = formatBytes(row.bytes);
+    // Every simulated number says so, here too (the share bar goes under the row to make room).
+    mem.textContent = simulated
+      ? trans.__('%1 (simulated)', formatBytes(row.bytes))
+      : formatBytes(row.bytes);
     if (simulated) {
-      // Italic, with the tooltip above: the card's own "simulated" badge names it; no wider
-      // text in a narrow sidebar.
       mem.classList.add('jp-gpu-proc-simulated');
     }
-    item.append(name, bar, mem);
+    item.append(name, mem, bar);
     return item;
   }
 

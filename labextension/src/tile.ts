@@ -1,6 +1,9 @@
 /**
- * One metric of a card: a label, the current value, and its live chart; or, when the GPU
- * cannot report the metric (NVML's "Not Supported", say), the reason in the chart's place.
+ * One metric of a card: a line with its label, the current value and the chart's scale (its
+ * top, so that no label is drawn over the line), and the live chart under it, as wide as the
+ * card; or, when the GPU cannot report the metric (NVML's "Not Supported", say), the reason in
+ * the chart's place. A stale reading (the GPU stopped answering) shows its last known value,
+ * greyed, never as live.
  */
 import { Palette, Sparkline } from './chart';
 import { el, setHidden, setText, setTitle } from './dom';
@@ -29,10 +32,12 @@ export class Tile {
     const swatch = el('span', 'jp-gpu-tile-swatch');
     swatch.style.setProperty('--jp-gpu-tile-color', `var(${options.colorVar})`);
     this._value = el('span', 'jp-gpu-tile-value');
+    this._scale = el('span', 'jp-gpu-chart-scale');
     head.append(
       swatch,
       el('span', 'jp-gpu-tile-label', options.label),
-      this._value
+      this._value,
+      this._scale
     );
     this._label = options.label;
     this.chart = new Sparkline({
@@ -61,6 +66,22 @@ export class Tile {
     if (title !== this._title) {
       this._title = title;
       setTitle(this.node, title ? `${this._label}: ${title}` : this._label);
+    }
+  }
+
+  /** The chart's scale in words (its top: `140 GiB`, `700 W`), at the end of the value line. */
+  setScale(text: string): void {
+    setText(this._scale, text);
+  }
+
+  /**
+   * Mark the value as stale (`true`: the last known value, from a GPU that stopped answering):
+   * greyed, value and chart. The card says how old it is.
+   */
+  setStale(stale: boolean): void {
+    if (stale !== this._stale) {
+      this._stale = stale;
+      this.node.classList.toggle('jp-gpu-mod-stale', stale);
     }
   }
 
@@ -103,6 +124,8 @@ export class Tile {
   private _label: string;
   private _value: HTMLSpanElement;
   private _note: HTMLDivElement;
+  private _scale: HTMLSpanElement;
+  private _stale = false;
   private _text = '';
   /** The last tooltip asked for; `null` before the first, so that the first is written. */
   private _title: string | null = null;

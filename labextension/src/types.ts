@@ -94,6 +94,23 @@ export interface IDeviceSample {
   unavailable?: { [field: string]: string } | null;
   /** Seconds since a `not_responding` GPU last answered (null otherwise). */
   stale_s?: number | null;
+  /** PCIe throughput (a slow reading, null unless the server reads it). */
+  pcie_tx_bytes_per_s?: number | null;
+  pcie_rx_bytes_per_s?: number | null;
+  /**
+   * Age (s, at the sample's `ts`) of the fast readings: utilization, memory, power,
+   * temperature, clocks, processes. Absent from older servers (then nothing is stale).
+   */
+  read_age_s?: number | null;
+  /** The same for the GPM readings (`sm_active_pct`, …, `dram_bw_pct`). */
+  gpm_age_s?: number | null;
+  /** The same for `pcie_tx/rx_bytes_per_s`. */
+  pcie_age_s?: number | null;
+  /**
+   * The groups older than two of their own intervals (their fields are then null here):
+   * `fast`, `gpm`, `pcie`. See freshness.ts.
+   */
+  stale?: ('fast' | 'gpm' | 'pcie' | string)[] | null;
 }
 
 /** The host's CPU and memory (cgroup limits where there are some). */

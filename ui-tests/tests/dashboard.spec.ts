@@ -161,6 +161,14 @@ test('a row per GPU, scales at the memory total and power limit, hover shows the
     dashboard.getByRole('button', { name: '5 min' })
   ).toHaveAttribute('aria-pressed', 'true');
   for (const gpu of [0, 1]) {
+    // A row's charts are drawn once in view; its power chart may be on its second line (two
+    // by two), below the window.
+    await dashboard
+      .locator('.jp-gpu-dash-row')
+      .nth(gpu)
+      .locator('.jp-gpu-dash-figure')
+      .nth(2)
+      .scrollIntoViewIfNeeded();
     const mem = chart(dashboard, gpu, 'Memory used');
     // The memory chart's y scale, as uPlot drew it, tops out at the GPU's total.
     await expect(mem).toHaveAttribute(

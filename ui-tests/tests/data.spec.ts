@@ -2,10 +2,13 @@
  * The process table's kernel actions, the compile-cache "Clear…" action and its safety, and the
  * `%gpu --watch` widget, on a real Jupyter server started here (simulated backend, one GPU).
  *
- * The server's TORCHINDUCTOR_CACHE_DIR is a real Inductor-like cache holding a symlink that
- * points out of it, and its TRITON_CACHE_DIR is itself a symlink to a folder outside: both
- * escapes must leave the outside folder whole. Any idle kernel holding any memory counts as an
- * idle holder here (idle_holder_minutes=0, idle_holder_gib=0), so the flag shows at once.
+ * The server's TORCHINDUCTOR_CACHE_DIR holds files named and placed as torch writes them (a
+ * generated module `<key[1:3]>/<key>.py`, an FX graph `fxgraph/<2>/f<hash>/<hash>`), so it is
+ * recognised and can be cleared; its TRITON_CACHE_DIR is itself a symlink to a folder outside:
+ * refused, and the outside folder stays whole. (A link or a stray file inside a cache gets the
+ * whole folder refused, with its path: the server's own tests, tests/integration, check those.)
+ * Any idle kernel holding any memory counts as an idle holder here (idle_holder_minutes=0,
+ * idle_holder_gib=0), so the flag shows at once.
  */
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
@@ -39,16 +42,19 @@ function cachePaths() {
 test.beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jupyter-gpu-ui-data-'));
   const { inductor, tritonLink, outside } = cachePaths();
-  fs.mkdirSync(path.join(inductor, 'fxgraph', 'ab'), { recursive: true });
-  fs.writeFileSync(
-    path.join(inductor, 'fxgraph', 'ab', 'graph'),
-    'g'.repeat(4096)
-  );
+  // torch's keys: base32 (a-z, 2-7) of a SHA-256, 51 characters after a one-letter kind.
+  const hash = (letter: string) => letter.repeat(51);
+  const graphDir = path.join(inductor, 'fxgraph', 'ab', `f${hash('a')}`);
+  fs.mkdirSync(graphDir, { recursive: true });
+  fs.writeFileSync(path.join(graphDir, hash('b')), 'g'.repeat(4096));
+  const codeKey = `cxy${'c'.repeat(49)}`; // lives in <key[1:3]>/
   fs.mkdirSync(path.join(inductor, 'xy'));
-  fs.writeFileSync(path.join(inductor, 'xy', 'cxy.py'), 'p'.repeat(1000));
+  fs.writeFileSync(
+    path.join(inductor, 'xy', `${codeKey}.py`),
+    'p'.repeat(1000)
+  );
   fs.mkdirSync(outside);
   fs.writeFileSync(path.join(outside, 'thesis.tex'), 't'.repeat(5000));
-  fs.symlinkSync(outside, path.join(inductor, 'zz')); // a link out of the cache
   fs.symlinkSync(outside, tritonLink); // a cache dir that is itself a link
 
   const root = path.join(__dirname, '..');
@@ -255,6 +261,50 @@ test('cache clear: refused without XSRF, for paths and for a symlink escape; cle
   await expect(inductorRow.locator('.jp-gpu-cache-size')).toHaveText('0 B', {
     timeout: 15000
   });
+});
+
+test('the cache row says why a folder cannot be cleared, beside its greyed button', async ({
+  page
+}) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  const caches = panel.getByRole('region', { name: 'torch.compile caches' });
+  // TRITON_CACHE_DIR is a symlink out of it: the server refuses to clear it, and says why.
+  const row = caches.locator('[data-cache-kind="triton"]');
+  await expect(row).toBeVisible({ timeout: 30000 });
+  const id = await row.getAttribute('data-cache-id');
+  const snapshot = await (
+    await page.request.get(`${BASE}jupyter-gpu/api/v1/snapshot`)
+  ).json();
+  const dir = snapshot.compile_cache.dirs.find(
+    (d: { id: string }) => d.id === id
+  );
+  expect(dir.clearable).toBe(false);
+  expect(dir.refusal).toBeTruthy();
+  const button = row.getByRole('button', { name: /^Clear the triton cache/ });
+  await expect(button).toBeDisabled();
+  // The server's sentence, in the row itself (not only in the button's tooltip), read out
+  // with the button.
+  const reason = row.locator('.jp-gpu-cache-refusal');
+  await expect(reason).toBeVisible();
+  await expect(reason).toHaveText(`Cannot be cleared: ${dir.refusal}`);
+  await expect(button).toHaveAttribute(
+    'aria-describedby',
+    (await reason.getAttribute('id'))!
+  );
+  // Beside the button (after it on its line, or under it), within the panel.
+  const [b, r, p] = [
+    (await button.boundingBox())!,
+    (await reason.boundingBox())!,
+    (await panel.boundingBox())!
+  ];
+  expect(r.x >= b.x + b.width - 0.5 || r.y >= b.y + b.height - 0.5).toBe(true);
+  expect(r.y).toBeLessThan(b.y + b.height + 40);
+  expect(r.x + r.width).toBeLessThanOrEqual(p.x + p.width + 0.5);
+  // A folder that can be cleared has no such line.
+  await expect(
+    caches.locator('[data-cache-kind="inductor"] .jp-gpu-cache-refusal')
+  ).toHaveCount(0);
 });
 
 test('%gpu --watch updates its widget in the notebook output, and stops when cleared', async ({

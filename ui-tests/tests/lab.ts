@@ -299,3 +299,269 @@ export async function runCell(
   );
   expect(error, 'runCell').toBe('');
 }
+
+/** What `boxProblems` checks besides the boxes themselves. */
+export interface IBoxChecks {
+  /** The charts (a selector) must each be at least this share of the view's width. */
+  charts?: { selector: string; minShare: number };
+}
+
+/**
+ * What is wrong with the boxes of a view (`root`: the sidebar panel, the dashboard) at this
+ * size, in words (empty when nothing is):
+ *   - an element, or the text drawn in it, sticking out past the view's left or right edge
+ *     (where an ancestor clips, only what it lets show counts);
+ *   - a table squeezed below its rows (a row outside the table's box, a table with rows 0 px
+ *     high), or a box that clips content it has no room for (its scroll height above its
+ *     height: a list cut at the bottom);
+ *   - a sideways scroll: the view, anything inside it or the page wider than its box;
+ *   - a chart narrower than `checks.charts.minShare` of the view's width, or its canvas not
+ *     as wide as its box.
+ * uPlot's own parts are left out (the chart's box stands for them).
+ */
+export async function boxProblems(
+  page: Page,
+  root: string,
+  checks: IBoxChecks = {}
+): Promise<string[]> {
+  await page.evaluate(
+    () =>
+      new Promise(resolve =>
+        requestAnimationFrame(() => requestAnimationFrame(resolve))
+      )
+  );
+  return page.evaluate(
+    ([root, checks]) => {
+      const view = document.querySelector(root) as HTMLElement | null;
+      if (!view) {
+        return [`no ${root}`];
+      }
+      const problems: string[] = [];
+      const frame = view.getBoundingClientRect();
+      const name = (el: Element) =>
+        `${el.tagName.toLowerCase()}.${String(el.className).split(' ').join('.')} "${(el.textContent ?? '').trim().slice(0, 30)}"`;
+      const shown = (el: Element) => {
+        const r = el.getBoundingClientRect();
+        return r.width > 0 && r.height > 0 && el.getClientRects().length > 0;
+      };
+      const clips = (el: Element) => {
+        const style = getComputedStyle(el);
+        return style.overflowX !== 'visible' || style.overflowY !== 'visible';
+      };
+      /** The part of `box` that the ancestors up to the view let show (left, right). */
+      const visible = (el: Element, left: number, right: number) => {
+        for (
+          let up = el.parentElement;
+          up && up !== view;
+          up = up.parentElement
+        ) {
+          if (clips(up)) {
+            const r = up.getBoundingClientRect();
+            left = Math.max(left, r.left);
+            right = Math.min(right, r.right);
+          }
+        }
+        return [left, right];
+      };
+      const outside = (left: number, right: number) =>
+        right > left && (left < frame.left - 0.5 || right > frame.right + 0.5);
+      const all = [...view.querySelectorAll('*')].filter(
+        el => !el.closest('.uplot') || el.classList.contains('uplot')
+      );
+      for (const el of all) {
+        // A box that clips content it has no room for: cut at the bottom, or collapsed to
+        // 0 px (the process table once was, in a 900 px window). Boxes of 0 px count here.
+        if (
+          el.getClientRects().length &&
+          el !== view &&
+          getComputedStyle(el).overflowY !== 'visible' &&
+          el.scrollHeight > el.clientHeight + 1
+        ) {
+          problems.push(
+            `${name(el)} is squeezed: ${el.scrollHeight} px of content in ${el.clientHeight} px`
+          );
+        }
+        if (!shown(el)) {
+          continue;
+        }
+        const r = el.getBoundingClientRect();
+        const [left, right] = visible(el, r.left, r.right);
+        if (outside(left, right)) {
+          problems.push(
+            `${name(el)} sticks out of the view (${Math.round(left - frame.left)} to ${Math.round(right - frame.left)} px in ${Math.round(frame.width)})`
+          );
+        }
+        // The text drawn in it (nowrap text can overflow a box that does not clip).
+        for (const node of el.childNodes) {
+          if (node.nodeType !== Node.TEXT_NODE || !node.textContent?.trim()) {
+            continue;
+          }
+          const range = document.createRange();
+          range.selectNodeContents(node);
+          const t = range.getBoundingClientRect();
+          const [tl, tr] = clips(el)
+            ? visible(el, Math.max(t.left, r.left), Math.min(t.right, r.right))
+            : visible(el, t.left, t.right);
+          if (outside(tl, tr)) {
+            problems.push(`the text of ${name(el)} sticks out of the view`);
+          }
+        }
+        const style = getComputedStyle(el);
+        if (
+          (style.overflowX === 'auto' || style.overflowX === 'scroll') &&
+          el.scrollWidth > el.clientWidth + 1
+        ) {
+          problems.push(
+            `${name(el)} scrolls sideways (${el.scrollWidth} px in ${el.clientWidth})`
+          );
+        }
+      }
+      for (const table of view.querySelectorAll('table')) {
+        if (table.hidden || !table.getClientRects().length) {
+          continue;
+        }
+        const box = table.getBoundingClientRect();
+        const rows = [...table.querySelectorAll('tbody tr')];
+        if (rows.length && box.height < 1) {
+          problems.push(`${name(table)} is 0 px high with ${rows.length} rows`);
+        }
+        // Clipped by a box inside the view (the view's own scroll is fine).
+        let [top, bottom] = [box.top, box.bottom];
+        for (
+          let up = table.parentElement;
+          up && up !== view;
+          up = up.parentElement
+        ) {
+          if (getComputedStyle(up).overflowY !== 'visible') {
+            const r = up.getBoundingClientRect();
+            [top, bottom] = [Math.max(top, r.top), Math.min(bottom, r.bottom)];
+          }
+        }
+        if (bottom - top < box.height - 0.5) {
+          problems.push(
+            `${name(table)} is squeezed: ${Math.max(0, Math.round(bottom - top))} of its ${Math.round(box.height)} px show`
+          );
+        }
+        for (const row of rows) {
+          const rb = row.getBoundingClientRect();
+          if (rb.top < box.top - 0.5 || rb.bottom > box.bottom + 0.5) {
+            problems.push(`${name(row)} lies outside its table`);
+          }
+          if (rb.right > box.right + 0.5 || rb.left < box.left - 0.5) {
+            problems.push(`${name(row)} is wider than its table`);
+          }
+        }
+      }
+      if (view.scrollWidth > view.clientWidth + 1) {
+        problems.push(
+          `the view scrolls sideways (${view.scrollWidth} px in ${view.clientWidth})`
+        );
+      }
+      const page = document.scrollingElement;
+      if (page && page.scrollWidth > window.innerWidth + 1) {
+        problems.push('the page scrolls sideways');
+      }
+      if (checks.charts) {
+        const { selector, minShare } = checks.charts;
+        const charts = [...view.querySelectorAll(selector)].filter(shown);
+        if (!charts.length) {
+          problems.push(`no ${selector} shown`);
+        }
+        for (const chart of charts) {
+          const width = chart.getBoundingClientRect().width;
+          if (width < minShare * view.clientWidth - 0.5) {
+            problems.push(
+              `${name(chart.closest('[data-metric]') ?? chart)}: its chart is ${Math.round(width)} px of ${view.clientWidth} (under ${minShare * 100} %)`
+            );
+          }
+          const canvas = chart.querySelector('canvas');
+          if (!canvas) {
+            problems.push(`${name(chart)} has no canvas`);
+          } else if (
+            Math.abs(canvas.getBoundingClientRect().width - chart.clientWidth) >
+            1.5
+          ) {
+            problems.push(`${name(chart)}: its canvas is not as wide as it`);
+          }
+        }
+      }
+      return problems;
+    },
+    [root, checks] as const
+  );
+}
+
+/**
+ * Start a kernel for each notebook path through JupyterLab's own session manager (no notebook
+ * opens; the simulated GPUs report the kernels as their processes). Returns the session ids.
+ */
+export async function startKernels(
+  page: Page,
+  paths: string[]
+): Promise<string[]> {
+  return page.evaluate(async paths => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+    const sessions = (window as any).jupyterapp.serviceManager.sessions;
+    const ids: string[] = [];
+    for (const path of paths) {
+      const session = await sessions.startNew({
+        path,
+        name: path,
+        type: 'notebook',
+        kernel: { name: 'python3' }
+      });
+      ids.push(session.id as string);
+    }
+    return ids;
+  }, paths);
+}
+
+/** Shut down the sessions `startKernels` made (and their kernels). */
+export async function stopKernels(page: Page, ids: string[]): Promise<void> {
+  await page.evaluate(async ids => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the app global is untyped
+    const sessions = (window as any).jupyterapp.serviceManager.sessions;
+    for (const id of ids) {
+      await sessions.shutdown(id);
+    }
+  }, ids);
+}
+
+/**
+ * Names that must stay on one line, in words when one does not: `selector`'s elements each one
+ * line high, and, where cut short, with the whole text in a tooltip (theirs or an ancestor's).
+ */
+export async function wrappedNames(
+  page: Page,
+  root: string,
+  selector: string
+): Promise<string[]> {
+  return page.evaluate(
+    ([root, selector]) => {
+      const out: string[] = [];
+      for (const el of document
+        .querySelector(root)
+        ?.querySelectorAll(selector) ?? []) {
+        const node = el as HTMLElement;
+        if (!node.getClientRects().length || !node.textContent?.trim()) {
+          continue;
+        }
+        const style = getComputedStyle(node);
+        const line =
+          parseFloat(style.lineHeight) || 1.3 * parseFloat(style.fontSize);
+        const height = node.getBoundingClientRect().height;
+        if (height > 1.5 * line) {
+          out.push(`"${node.textContent}" wraps (${height} px, line ${line})`);
+        }
+        if (
+          node.scrollWidth > node.clientWidth + 1 &&
+          !node.closest('[title]:not([title=""])')
+        ) {
+          out.push(`"${node.textContent}" is cut short without a tooltip`);
+        }
+      }
+      return out;
+    },
+    [root, selector] as const
+  );
+}

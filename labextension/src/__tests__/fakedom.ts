@@ -28,9 +28,26 @@ export class FakeElement {
   style = { setProperty: (): void => undefined };
   classList = {
     add: (c: string): void => {
-      this.className = `${this.className} ${c}`.trim();
+      if (!this.classList.contains(c)) {
+        this.className = `${this.className} ${c}`.trim();
+      }
     },
-    toggle: (): void => undefined
+    remove: (c: string): void => {
+      this.className = this.className
+        .split(/\s+/)
+        .filter(name => name && name !== c)
+        .join(' ');
+    },
+    contains: (c: string): boolean => this.className.split(/\s+/).includes(c),
+    toggle: (c: string, force?: boolean): boolean => {
+      const on = force ?? !this.classList.contains(c);
+      if (on) {
+        this.classList.add(c);
+      } else {
+        this.classList.remove(c);
+      }
+      return on;
+    }
   };
   get firstChild(): Child | null {
     return this.children[0] ?? null;
@@ -67,6 +84,30 @@ export class FakeElement {
   }
   remove(): void {
     return;
+  }
+  get childNodes(): Child[] {
+    return this.children;
+  }
+  /** The elements below this one (depth first) that have class `name`. */
+  findAll(name: string): FakeElement[] {
+    const out: FakeElement[] = [];
+    for (const child of this.children) {
+      if (child instanceof FakeElement) {
+        if (child.classList.contains(name)) {
+          out.push(child);
+        }
+        out.push(...child.findAll(name));
+      }
+    }
+    return out;
+  }
+  /** The first element below this one with class `name` (throws when there is none). */
+  find(name: string): FakeElement {
+    const found = this.findAll(name)[0];
+    if (!found) {
+      throw new Error(`no .${name} in <${this.tagName}>`);
+    }
+    return found;
   }
 }
 

@@ -81,6 +81,8 @@ export class FakeServer implements IGpuTransport {
   /** When each history request came (ms, the test's clock). */
   historyTimes: number[] = [];
   deviceCalls = 0;
+  /** Changes each new sample before it is kept and sent (a GPU that hangs, say). */
+  shape: ((sample: ISample) => void) | null = null;
 
   /** Produce the next sample, keep it, push it to every open socket (not silent ones). */
   tick(n = 1): void {
@@ -88,6 +90,7 @@ export class FakeServer implements IGpuTransport {
       this.seq++;
       this.ts += this.intervalS;
       const sample = makeSample(this.seq, this.ts, this.deviceCount);
+      this.shape?.(sample);
       this.history_.push(sample);
       if (this.silentSockets) {
         continue;

@@ -6,6 +6,7 @@ import { CacheSection } from '../cachesection';
 import { HostCard } from '../cards/host';
 import { Palette } from '../chart';
 import { setTrans } from '../i18n';
+import { freshnessOf } from '../freshness';
 import { CellMarkers } from '../markers';
 import { ProcessList } from '../processes';
 import { ProcessTable } from '../proctable';
@@ -50,6 +51,14 @@ function leftovers(node: unknown): string[] {
     .map(untranslated)
     .filter(Boolean);
 }
+
+/** A model whose readings are all live. */
+const noneStale = {
+  freshness: () => freshnessOf(undefined),
+  lastKnown: () => null,
+  readAgeS: () => null,
+  lastLive: () => null
+};
 
 function sample(): ISample {
   return {
@@ -239,6 +248,7 @@ describe('every shown string goes through the translator', () => {
         simulated: true,
         compact: false,
         markers: new CellMarkers(),
+        readings: noneStale,
         now: 1000,
         onHoverTime: () => undefined
       },

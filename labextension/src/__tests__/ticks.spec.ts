@@ -5,6 +5,7 @@ import {
   timeSpacePx,
   timeStep,
   TickLabels,
+  TIME_STEPS_S,
   Y_LABEL_PX
 } from '../dashboard/ticks';
 
@@ -45,6 +46,23 @@ describe('the time axis', () => {
     // 15 s: 53 px again; 30 s: 107 px.
     expect(timeStep(60, 214)).toBe(30);
     expect(timeSpacePx(60, 214)).toBe(62);
+  });
+
+  it('gives uPlot a space with which it takes that step, not a smaller one', () => {
+    // uPlot takes the smallest step at least `space` apart. A 5 min chart 485 px wide: 30 s
+    // steps are 48 px apart, too close for HH:MM:SS (62 px) but not for HH:MM (40 px): a
+    // space of 40 let uPlot draw 30 s ticks with HH:MM:SS labels over each other.
+    for (const span of [300, 3600, 86400]) {
+      for (let width = 150; width <= 1600; width += 5) {
+        const space = timeSpacePx(span, width);
+        const taken = pickStep(TIME_STEPS_S, span, width, () => space);
+        expect([span, width, taken]).toEqual([
+          span,
+          width,
+          timeStep(span, width)
+        ]);
+      }
+    }
   });
 
   it('keeps several labels on every range at the widths the dashboard has', () => {

@@ -3,9 +3,16 @@
  */
 import { SampleBuffer } from '../buffer';
 import { CellMarkers } from '../markers';
+import type { GpuMonitorModel } from '../model';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { ISample } from '../types';
+
+/** What a card asks the model about stale readings (freshness.ts). */
+export type IReadings = Pick<
+  GpuMonitorModel,
+  'freshness' | 'lastKnown' | 'readAgeS' | 'lastLive'
+>;
 
 /** What every card needs for one render. */
 export interface IRenderContext {
@@ -22,6 +29,8 @@ export interface IRenderContext {
   compact: boolean;
   /** Cell runs, drawn as bands. */
   markers: CellMarkers;
+  /** Which readings are stale, their last known values and age. */
+  readings: IReadings;
   /** Now, on the server's clock (a running cell's band ends here). */
   now: number;
   /** The cursor is over the charts at this time (`null`: it left). */

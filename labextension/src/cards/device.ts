@@ -1,7 +1,9 @@
 /**
  * A GPU's card: a header, a message when it is lost or failing, four charts (two in compact
  * cards, power and temperature then being numbers in the header), its processes. A reading
- * the GPU cannot give (NVML's "Not Supported") says so in place of its chart.
+ * the GPU cannot give (NVML's "Not Supported") says so in place of its chart. Readings the
+ * server marks stale (or all of them, while the GPU is not responding) show their last known
+ * values greyed, with "last read 12 s ago" (freshness.ts), never as live.
  */
 import { gpuKey, Metric, SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
@@ -12,6 +14,7 @@ import { formatClock } from '../dashboard/series';
 import {
   formatBytes,
   formatBytesOf,
+  ageText,
   formatCelsius,
   formatPct,
   formatWatts,
@@ -37,6 +40,8 @@ interface IMetric {
   field: 'util_pct' | 'mem_used_bytes' | 'power_w' | 'temperature_c';
   /** Its column in the buffer. */
   key: string;
+  /** Its column's metric. */
+  metric: Metric;
   /** The setting that shows it. */
   setting: keyof IChartSettings;
   /** Charted in compact cards too (power and temperature are then header numbers). */
@@ -90,6 +95,9 @@ export class DeviceCard {
     this._message = el('div', 'jp-gpu-card-message');
     this._message.setAttribute('role', 'status');
     this._message.hidden = true;
+    // How old the greyed values are, when the GPU's readings are stale.
+    this._age = el('div', 'jp-gpu-card-age');
+    this._age.hidden = true;
 
     const mem = (v: number | null) => formatBytesOf(v, this._memTotal);
     const metric = (
@@ -97,7 +105,7 @@ export class DeviceCard {
       name: Metric,
       colorVar: string,
       range: (max: number) => [number, number],
-      rest: Omit<IMetric, 'tile' | 'key' | 'label'>
+      rest: Omit<IMetric, 'tile' | 'key' | 'label' | 'metric'>
     ): IMetric => {
       const key = gpuKey(index, name);
       const tile = new Tile({
@@ -109,7 +117,7 @@ export class DeviceCard {
         formatAt: i => rest.format(this._buffer?.column(key)[i] ?? null),
         onHover: i => this._onHover(i)
       });
-      return { tile, key, label, ...rest };
+      return { tile, key, label, metric: name, ...rest };
     };
     const none = () => '';
     this._metrics = [
@@ -173,6 +181,7 @@ export class DeviceCard {
       header,
       this._hoverLine,
       this._message,
+      this._age,
       this._tiles,
       this._activity,
       this._procs.node
@@ -218,33 +227,45 @@ export class DeviceCard {
     setHidden(this._message, !message);
 
     const ok = device?.state === 'ok';
-    const { charts, compact } = ctx;
+    const { charts, compact, readings } = ctx;
+    const fresh = readings.freshness(this.index);
+    // Stale (the server says so, or the GPU is not responding): the last known values, greyed.
+    const stale = fresh.fast.stale;
     this.node.classList.toggle('jp-gpu-mod-compact', compact);
     let anyShown = false;
     let extra = '';
     let extraTitle = '';
     for (const m of this._metrics) {
-      const value = ok ? device[m.field] : null;
+      const known = stale ? readings.lastKnown(this.index, m.metric) : null;
+      const value = ok && !stale ? device[m.field] : (known?.value ?? null);
       const reason =
-        ok && value === null ? (device.unavailable?.[m.field] ?? null) : null;
-      const text = !ok
-        ? '–'
-        : reason !== null
-          ? trans.__('n/a')
-          : m.format(value);
+        ok && !stale && value === null
+          ? (device.unavailable?.[m.field] ?? null)
+          : null;
+      const text =
+        !ok && !stale
+          ? '–'
+          : reason !== null
+            ? trans.__('n/a')
+            : m.format(value);
       m.tile.setUnavailable(reason);
+      m.tile.setStale(stale);
       m.tile.setValue(
         text,
-        reason !== null ? unavailableHelp(reason) : m.hint()
+        reason !== null
+          ? unavailableHelp(reason)
+          : stale
+            ? this._staleHint(known?.ts ?? null)
+            : m.hint()
       );
       const show = charts[m.setting] && (m.compact || !compact);
       m.tile.visible = show;
       anyShown = anyShown || show;
       if (show && draw && reason === null) {
-        m.tile.chart.setScaleLabel(this._scaleOf(m.field));
+        m.tile.setScale(this._scaleOf(m.field));
         drawTile(m.tile, m.key, ctx);
       }
-      if (compact && ok && !m.compact && charts[m.setting]) {
+      if (compact && (ok || stale) && !m.compact && charts[m.setting]) {
         // In the header: "620 W · 61 °C", or "power n/a · 61 °C" with the reason in the tooltip.
         const part = reason !== null ? trans.__('%1 n/a', m.label) : text;
         extra = extra ? `${extra} · ${part}` : part;
@@ -253,22 +274,73 @@ export class DeviceCard {
         }
       }
     }
+    this._extra.classList.toggle('jp-gpu-mod-stale', stale);
     setText(this._extra, extra);
     setTitle(this._extra, extraTitle);
-    const activity = ok ? activityText(device) : '';
-    setText(this._activity, activity);
-    setHidden(this._activity, !activity);
+    const age = stale ? readings.readAgeS(this.index, 'fast') : null;
+    setHidden(this._age, !stale);
+    if (stale) {
+      setText(this._age, ageText(age));
+      setTitle(
+        this._age,
+        trans.__(
+          'The greyed values are the last this GPU reported; it has not given new ones since.'
+        )
+      );
+    }
+    this._renderActivity(device, ok, ctx);
     setHidden(this._tiles, !anyShown);
-    const procs = charts.processes && ok;
+    // Processes are fast readings too: while stale, the last ones read, greyed.
+    const live = stale ? readings.lastLive(this.index) : null;
+    const procs = charts.processes && (ok || live !== null);
     this._procs.visible = procs;
+    this._procs.node.classList.toggle('jp-gpu-mod-stale', stale);
     if (procs) {
+      const source = stale ? live!.device : device!;
       this._procs.update(
-        device.processes,
+        source.processes,
         this._memTotal,
-        device.unavailable?.processes ?? null,
+        source.unavailable?.processes ?? null,
         ctx.simulated
       );
     }
+  }
+
+  /** The GPM line: live, or its last known values greyed with their age while stale. */
+  private _renderActivity(
+    device: IDeviceSample | undefined,
+    ok: boolean,
+    ctx: IRenderContext
+  ): void {
+    const { readings } = ctx;
+    const stale = readings.freshness(this.index).gpm.stale;
+    let activity = '';
+    if (stale) {
+      const known = (m: Metric) => readings.lastKnown(this.index, m)?.value;
+      const text = activityText({
+        sm_active_pct: known('sm_active'),
+        tensor_active_pct: known('tensor_active'),
+        dram_bw_pct: known('dram_bw')
+      });
+      if (text) {
+        activity = `${text} · ${ageText(readings.readAgeS(this.index, 'gpm'))}`;
+      }
+    } else if (ok && device) {
+      activity = activityText(device);
+    }
+    this._activity.classList.toggle('jp-gpu-mod-stale', stale);
+    setText(this._activity, activity);
+    setHidden(this._activity, !activity);
+  }
+
+  /** A stale value's tooltip: when it was read. */
+  private _staleHint(ts: number | null): string {
+    return ts === null
+      ? trans.__('No reading yet in this window (the GPU is not answering).')
+      : trans.__(
+          'Last known value, read at %1 (stale: the GPU has not reported it since).',
+          formatClock(ts)
+        );
   }
 
   /** Show the time under the cursor, and the cell that ran then (`ts` null: hide). */
@@ -340,6 +412,7 @@ export class DeviceCard {
   private _badge: HTMLSpanElement;
   private _extra: HTMLSpanElement;
   private _message: HTMLDivElement;
+  private _age: HTMLDivElement;
   private _tiles: HTMLDivElement;
   private _metrics: IMetric[];
   private _procs: ProcessList;
@@ -349,7 +422,12 @@ export class DeviceCard {
 }
 
 /** "SM active 78% · tensor 72% · DRAM 18%" (GPM), or "" where the GPU has none. */
-export function activityText(device: IDeviceSample): string {
+export function activityText(
+  device: Pick<
+    IDeviceSample,
+    'sm_active_pct' | 'tensor_active_pct' | 'dram_bw_pct'
+  >
+): string {
   const parts: string[] = [];
   const add = (label: string, value: number | null | undefined) => {
     if (value !== null && value !== undefined) {

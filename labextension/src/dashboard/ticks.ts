@@ -68,11 +68,16 @@ export function timeStep(spanS: number, widthPx: number): number {
 }
 
 /**
- * The time axis's `space` (uPlot): the room of the labels of the step that fits, so that uPlot,
- * picking from `TIME_STEPS_S`, takes that step.
+ * The time axis's `space` (uPlot): room enough for the labels of the step that fits, and more
+ * than the next smaller step is apart, so that uPlot, which takes the smallest step of
+ * `TIME_STEPS_S` at least `space` apart, takes that one (with only the labels' room, a 5 min
+ * chart 485 px wide got 30 s steps, 48 px apart, with HH:MM:SS labels over each other).
  */
 export function timeSpacePx(spanS: number, widthPx: number): number {
-  return timeLabelPx(timeStep(spanS, widthPx));
+  const step = timeStep(spanS, widthPx);
+  const at = TIME_STEPS_S.indexOf(step);
+  const smaller = at > 0 ? (TIME_STEPS_S[at - 1] * widthPx) / spanS : 0;
+  return Math.max(timeLabelPx(step), smaller + 1);
 }
 
 const MiB = 2 ** 20;

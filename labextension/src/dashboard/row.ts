@@ -1,0 +1,384 @@
+/**
+ * One GPU's row of the dashboard: its name, the hover line (the time and every value; stale
+ * readings apart, greyed, with their age), the cell under the cursor, and its four charts
+ * (utilization with the GPM readings, memory, power, temperature), created when first needed
+ * and drawn only while in view.
+ */
+import { Metric } from '../buffer';
+import { Palette } from '../chart';
+import { fitRange, pctRange } from '../cards/common';
+import { el, setHidden, setText } from '../dom';
+import {
+  ageText,
+  formatBytes,
+  formatBytesOf,
+  formatCelsius,
+  formatPct,
+  formatWatts
+} from '../format';
+import { GROUP_METRICS } from '../freshness';
+import { trans } from '../i18n';
+import { GpuMonitorModel } from '../model';
+import { IDeviceInfo } from '../types';
+import { formatClock, ISeriesSource, metricLabel, utilMetrics } from './series';
+import { IChartData, TimeChart } from './timechart';
+
+const COLORS: { [metric in Metric]: string } = {
+  util: '--jp-brand-color1',
+  sm_active: '--jp-success-color1',
+  sm_occupancy: '--jp-info-color1',
+  tensor_active: '--jp-accent-color2',
+  dram_bw: '--jp-warn-color2',
+  mem: '--jp-accent-color1',
+  power: '--jp-warn-color1',
+  // Not the error colour: a normal temperature is not an error.
+  temp: '--jp-info-color0'
+};
+
+/** The fast readings' metrics (freshness.ts); the others of a row are GPM readings. */
+const FAST_METRICS: ReadonlySet<Metric> = new Set(GROUP_METRICS.fast);
+
+/** What a row needs of the dashboard. */
+export interface IRowContext {
+  palette: Palette;
+  model: GpuMonitorModel;
+  /** The bands to draw now. */
+  bands: () => readonly [number, number, boolean][];
+  onZoom: (from: number, to: number) => void;
+  onResetZoom: () => void;
+  /** Where the cursor is, on the server's clock (`null`: nowhere). */
+  onHoverTime: (ts: number | null) => void;
+  /** Watch whether `node` is scrolled into view (a chart, so that only those are drawn). */
+  watch: (node: Element) => void;
+  unwatch: (node: Element) => void;
+  /** Whether `node` is in view, as last seen. */
+  onScreen: (node: Element) => boolean;
+}
+
+export class GpuRow {
+  constructor(
+    readonly index: number,
+    ctx: IRowContext
+  ) {
+    this._ctx = ctx;
+    this.node = el('section', 'jp-gpu-dash-row');
+    this.node.setAttribute('aria-label', trans.__('GPU %1', index));
+    const head = el('header', 'jp-gpu-dash-row-head');
+    this._name = el('span', 'jp-gpu-dash-name');
+    // Simulated numbers say so here too, as on the sidebar's cards.
+    this._badge = el('span', 'jp-gpu-badge', trans.__('simulated'));
+    this._badge.title = trans.__(
+      'A simulated device (backend=simulated): the numbers are synthetic.'
+    );
+    this._badge.hidden = true;
+    head.append(
+      el('h3', 'jp-gpu-dash-index', trans.__('GPU %1', index)),
+      this._name,
+      this._badge
+    );
+    this._hover = el('div', 'jp-gpu-dash-hover');
+    this._time = document.createElement('time');
+    this._values = el('span', 'jp-gpu-dash-values');
+    // Stale readings (the GPU stopped answering): their last known values, greyed, and age.
+    this._staleValues = el('span', 'jp-gpu-dash-stale');
+    this._hover.append(this._time, this._values, this._staleValues);
+    this._band = el('div', 'jp-gpu-dash-band');
+    this._charts = el('div', 'jp-gpu-dash-charts');
+    this.node.append(head, this._hover, this._band, this._charts);
+  }
+
+  readonly node: HTMLElement;
+
+  setInfo(info: IDeviceInfo | undefined): void {
+    if (info) {
+      setText(this._name, info.name);
+      this._name.title = [info.name, info.uuid, info.pci_bus_id]
+        .filter(Boolean)
+        .join('\n');
+      this._memTotal = info.mem_total_bytes ?? this._memTotal;
+      this._powerLimit = info.power_limit_w ?? this._powerLimit;
+    }
+  }
+
+  /** Draw `source` over `[xMin, xMax]`. */
+  render(
+    source: ISeriesSource,
+    xMin: number,
+    xMax: number,
+    draw: boolean
+  ): void {
+    this._source = source;
+    const { info, latest } = this._ctx.model;
+    setHidden(this._badge, !(latest?.simulated || info?.simulated));
+    const gpu = this.index;
+    const util = utilMetrics(m => source.has(gpu, m));
+    if (!sameMetrics(util, this._util)) {
+      this._util = util;
+      this._specs = [
+        ['util', util, `util:${util.join(',')}`],
+        ['mem', ['mem'], 'mem'],
+        ['power', ['power'], 'power'],
+        ['temp', ['temp'], 'temp']
+      ];
+    }
+    for (const [id, metrics, key] of this._specs) {
+      let chart = this._chartsById.get(id);
+      if (chart && chart.key !== key) {
+        this._ctx.unwatch(chart.chart.node);
+        chart.chart.dispose();
+        chart = undefined;
+      }
+      if (!chart) {
+        chart = { key, metrics, chart: this._makeChart(id, metrics) };
+        this._chartsById.set(id, chart);
+        this._placeCharts();
+        this._ctx.watch(chart.chart.node);
+      }
+      // Drawing is most of an update's cost: only the charts in view (one scrolled in is
+      // drawn then, as the dashboard renders again).
+      if (!draw || !this._ctx.onScreen(chart.chart.node)) {
+        continue;
+      }
+      const lines = metrics.map(
+        m => source.lines(gpu, m) ?? [new Array(source.xs.length).fill(null)]
+      );
+      const data: IChartData = { xs: source.xs, lines, gapS: source.gapS };
+      chart.chart.update(data, xMin, xMax);
+    }
+    // The latest values: only on screen (a row scrolled into view is rendered again).
+    if (this._hovered === null && draw) {
+      this._showValues(source.xs.length - 1, true);
+    }
+  }
+
+  /** Draw the bands again (a cell started or ended). */
+  redraw(): void {
+    for (const { chart } of this._chartsById.values()) {
+      chart.redraw();
+    }
+  }
+
+  /** Show the cell run at `marker` (or nothing). */
+  showBand(text: string): void {
+    setText(this._band, text);
+  }
+
+  dispose(): void {
+    for (const { chart } of this._chartsById.values()) {
+      this._ctx.unwatch(chart.node);
+      chart.dispose();
+    }
+    this.node.remove();
+  }
+
+  private _placeCharts(): void {
+    const order = ['util', 'mem', 'power', 'temp'];
+    this._charts.replaceChildren(
+      ...order
+        .map(id => this._chartsById.get(id))
+        .filter(c => c !== undefined)
+        .map(c => c.chart.node.parentElement ?? c.chart.node)
+    );
+  }
+
+  private _makeChart(id: string, metrics: Metric[]): TimeChart {
+    const { palette } = this._ctx;
+    const title = {
+      util: trans.__('Utilization (%)'),
+      mem: trans.__('Memory used'),
+      power: trans.__('Power (W)'),
+      temp: trans.__('Temperature (°C)')
+    }[id as 'util' | 'mem' | 'power' | 'temp'];
+    const range =
+      id === 'mem'
+        ? (max: number): [number, number] => [
+            0,
+            this._memTotal ?? fitRange(max)[1]
+          ]
+        : id === 'power'
+          ? (max: number): [number, number] => [
+              0,
+              // The power limit, unless the draw went past it.
+              this._powerLimit !== null
+                ? Math.max(this._powerLimit, max)
+                : fitRange(max)[1]
+            ]
+          : pctRange;
+    const formatTick =
+      id === 'mem'
+        ? (v: number) => formatBytes(v)
+        : id === 'power'
+          ? (v: number) => `${Math.round(v)} W`
+          : id === 'temp'
+            ? (v: number) => `${Math.round(v)} °C`
+            : (v: number) => `${Math.round(v)}%`;
+    const chart = new TimeChart({
+      title: trans.__('GPU %1 %2', this.index, title),
+      lines: metrics.map(m => ({
+        label: metricLabel(m),
+        colorVar: COLORS[m],
+        band: true
+      })),
+      palette,
+      range,
+      formatTick,
+      yAxisSize: id === 'mem' ? 76 : 60,
+      yTicks: id === 'mem' ? 'bytes' : undefined,
+      onHover: index => this._onHover(index),
+      onZoom: this._ctx.onZoom,
+      onResetZoom: this._ctx.onResetZoom,
+      bands: this._ctx.bands
+    });
+    const box = el('figure', 'jp-gpu-dash-figure');
+    const caption = el('figcaption', 'jp-gpu-dash-caption');
+    const scale =
+      id === 'mem'
+        ? this._memTotal !== null
+          ? trans.__('0 to %1', formatBytes(this._memTotal))
+          : ''
+        : id === 'power'
+          ? this._powerLimit !== null
+            ? trans.__(
+                '0 to %1 (the power limit)',
+                formatWatts(this._powerLimit)
+              )
+            : ''
+          : '';
+    caption.append(el('span', 'jp-gpu-dash-caption-title', title));
+    for (const m of metrics) {
+      const key = el('span', 'jp-gpu-dash-key', metricLabel(m));
+      key.style.setProperty('--jp-gpu-tile-color', `var(${COLORS[m]})`);
+      caption.append(key);
+    }
+    if (scale) {
+      caption.append(el('span', 'jp-gpu-dash-scale', scale));
+    }
+    box.append(caption, chart.node);
+    return chart;
+  }
+
+  private _onHover(index: number | null): void {
+    if (index === this._hovered) {
+      return;
+    }
+    this._hovered = index;
+    const source = this._source;
+    if (index === null || !source) {
+      this._ctx.onHoverTime(null);
+      if (source) {
+        this._showValues(source.xs.length - 1, true);
+      }
+      return;
+    }
+    this._showValues(index, false);
+    this._ctx.onHoverTime(source.xs[index] ?? null);
+  }
+
+  /** The time and every value at row `i` of the data. */
+  private _showValues(i: number, latest: boolean): void {
+    const source = this._source;
+    if (!source || i < 0 || i >= source.xs.length) {
+      setText(this._values, '');
+      setText(this._staleValues, '');
+      return;
+    }
+    const ts = source.xs[i];
+    if (ts !== this._timeShown || latest !== this._timeLatest) {
+      // Every row shows the same time: worked out once (the clock's text costs).
+      this._timeShown = ts;
+      this._timeLatest = latest;
+      const clock = clockText(ts, latest);
+      if (this._time.dateTime !== clock.iso) {
+        this._time.dateTime = clock.iso;
+      }
+      setText(this._time, clock.text);
+    }
+    const gpu = this.index;
+    const { model } = this._ctx;
+    // Now (the newest row): a stale group's fields are null; show its last known values apart.
+    const fresh = latest ? model.freshness(gpu) : null;
+    const live: string[] = [];
+    const stale: string[] = [];
+    const part = (m: Metric, text: string) => `${this._label(m)} ${text}`;
+    const add = (m: Metric, format: (v: number | null) => string) => {
+      const gpm = !FAST_METRICS.has(m);
+      if (fresh && fresh[gpm ? 'gpm' : 'fast'].stale) {
+        stale.push(part(m, format(model.lastKnown(gpu, m)?.value ?? null)));
+      } else {
+        live.push(part(m, format(source.lines(gpu, m)?.[0][i] ?? null)));
+      }
+    };
+    for (const m of this._util) {
+      add(m, formatPct);
+    }
+    add('mem', v => formatBytesOf(v, this._memTotal));
+    add('power', formatWatts);
+    add('temp', formatCelsius);
+    setText(this._values, live.join(' · '));
+    if (stale.length && fresh) {
+      const group = fresh.fast.stale ? 'fast' : 'gpm';
+      stale.push(ageText(model.readAgeS(gpu, group)));
+    }
+    setText(this._staleValues, stale.join(' · '));
+    setHidden(this._staleValues, !stale.length);
+  }
+
+  /** A metric's label, translated once (the translator's lookup costs on every update). */
+  private _label(metric: Metric): string {
+    let label = this._labels.get(metric);
+    if (label === undefined) {
+      label = metricLabel(metric);
+      this._labels.set(metric, label);
+    }
+    return label;
+  }
+
+  private _labels = new Map<Metric, string>();
+  private _util: Metric[] = [];
+  private _specs: [string, Metric[], string][] = [];
+  private _timeShown = NaN;
+  private _timeLatest = false;
+  private _ctx: IRowContext;
+  private _name: HTMLSpanElement;
+  private _badge: HTMLSpanElement;
+  private _hover: HTMLDivElement;
+  private _time: HTMLTimeElement;
+  private _values: HTMLSpanElement;
+  private _staleValues: HTMLSpanElement;
+  private _band: HTMLDivElement;
+  private _charts: HTMLDivElement;
+  private _chartsById = new Map<
+    string,
+    { key: string; metrics: Metric[]; chart: TimeChart }
+  >();
+  private _source: ISeriesSource | null = null;
+  private _hovered: number | null = null;
+  private _memTotal: number | null = null;
+  private _powerLimit: number | null = null;
+}
+
+/** Whether two lists of metrics are the same. */
+function sameMetrics(a: readonly Metric[], b: readonly Metric[]): boolean {
+  return a.length === b.length && a.every((m, i) => m === b[i]);
+}
+
+let lastClock: { ts: number; latest: boolean; iso: string; text: string } = {
+  ts: NaN,
+  latest: false,
+  iso: '',
+  text: ''
+};
+
+/** The hover line's time at `ts` (`now (…)` when `latest`), made once for all the rows. */
+function clockText(ts: number, latest: boolean): { iso: string; text: string } {
+  if (ts !== lastClock.ts || latest !== lastClock.latest) {
+    const clock = formatClock(ts);
+    lastClock = {
+      ts,
+      latest,
+      iso: new Date(ts * 1000).toISOString(),
+      text: latest ? trans.__('now (%1)', clock) : clock
+    };
+  }
+  return lastClock;
+}
