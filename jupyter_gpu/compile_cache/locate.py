@@ -64,8 +64,20 @@ def triton_cache_dir(environ: Mapping[str, str] | None = None) -> str:
 
 
 def cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[tuple[CacheKind, str], ...]:
-    """The cache directories to watch, in a fixed order (Inductor, then Triton)."""
-    return (("inductor", inductor_cache_dir(environ)), ("triton", triton_cache_dir(environ)))
+    """The cache directories to watch, in a fixed order (Inductor, then Triton).
+
+    With ``TORCHINDUCTOR_CACHE_DIR`` set, torch's default Inductor directory comes second: torch
+    2.8+ still writes its precompiled headers there whatever the variable says (155 MB for one
+    header with torch 2.13), so a configured cache alone would hide them.
+    """
+    env = os.environ if environ is None else environ
+    dirs: list[tuple[CacheKind, str]] = [("inductor", inductor_cache_dir(env))]
+    if "TORCHINDUCTOR_CACHE_DIR" in env:
+        unset = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+        default = inductor_cache_dir(unset)
+        if os.path.normpath(default) != os.path.normpath(dirs[0][1]):
+            dirs.append(("inductor", default))
+    return (*dirs, ("triton", triton_cache_dir(env)))
 
 
 def cache_id(kind: str, path: str) -> str:
@@ -73,25 +85,33 @@ def cache_id(kind: str, path: str) -> str:
     return hashlib.sha256(f"{kind}\0{os.path.normpath(path)}".encode()).hexdigest()[:12]
 
 
-def _configured(kind: CacheKind, environ: Mapping[str, str]) -> bool:
+def _configured(kind: CacheKind, path: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``path`` is the one an environment variable named (not torch's default)."""
     key = "TORCHINDUCTOR_CACHE_DIR" if kind == "inductor" else "TRITON_CACHE_DIR"
-    return key in environ
+    if key not in environ:
+        return False
+    named = os.path.abspath(environ[key]) if kind == "inductor" else environ[key]  # noqa: PTH100
+    return os.path.normpath(named) == os.path.normpath(path)
 
 
 def _resolved(environ: Mapping[str, str]) -> tuple[tuple[CacheKind, str], ...]:
     """``cache_dirs`` for another process's environment (its TMPDIR and user, not ours)."""
     dirs = list(cache_dirs(environ))
-    if "TORCHINDUCTOR_CACHE_DIR" not in environ and "TMPDIR" in environ:
-        user = environ.get("USER") or Path(dirs[0][1]).name.removeprefix("torchinductor_")
-        safe = _UNSAFE_IN_USERNAME.sub("_", user)
-        dirs[0] = ("inductor", str(Path(environ["TMPDIR"]) / f"torchinductor_{safe}"))
+    if "TMPDIR" in environ:  # torch's default under the kernel's TMPDIR and user, not ours
+        at = 1 if "TORCHINDUCTOR_CACHE_DIR" in environ else 0
+        if dirs[at][0] == "inductor":
+            user = environ.get("USER") or Path(dirs[at][1]).name.removeprefix("torchinductor_")
+            safe = _UNSAFE_IN_USERNAME.sub("_", user)
+            dirs[at] = ("inductor", str(Path(environ["TMPDIR"]) / f"torchinductor_{safe}"))
     return tuple(dirs)
 
 
 def server_cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[CacheSource, ...]:
     """This server's own caches, resolved from its environment."""
     env = os.environ if environ is None else environ
-    return tuple((kind, path, "server", _configured(kind, env)) for kind, path in cache_dirs(env))
+    return tuple(
+        (kind, path, "server", _configured(kind, path, env)) for kind, path in cache_dirs(env)
+    )
 
 
 def kernel_cache_dirs(pids: Iterable[int]) -> tuple[CacheSource, ...]:
@@ -104,7 +124,7 @@ def kernel_cache_dirs(pids: Iterable[int]) -> tuple[CacheSource, ...]:
             continue
         env = {k: v for k, v in environ.items() if k in _ENV_KEYS}
         for kind, path in _resolved(env):
-            out.append((kind, path, "kernel", _configured(kind, env)))
+            out.append((kind, path, "kernel", _configured(kind, path, env)))
     return tuple(out)
 
 

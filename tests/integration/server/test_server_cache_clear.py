@@ -76,13 +76,21 @@ def jp_server_config(caches: dict[str, Path]) -> Config:
     return gpu_config(cache_scan_interval_s=1.0)
 
 
-async def _dirs(api_get: Get) -> dict[str, dict[str, Any]]:
+async def _all_dirs(api_get: Get) -> list[dict[str, Any]]:
     for _ in range(300):
         cc = (await api_get("snapshot"))["compile_cache"]
         if cc["scanned_ts"] is not None:
-            return {d["kind"]: d for d in cc["dirs"]}
+            return list(cc["dirs"])
         await asyncio.sleep(0.1)
     raise AssertionError("the caches were never scanned")
+
+
+async def _dirs(api_get: Get) -> dict[str, dict[str, Any]]:
+    """The first directory of each kind (a configured Inductor cache before torch's default)."""
+    out: dict[str, dict[str, Any]] = {}
+    for d in await _all_dirs(api_get):
+        out.setdefault(d["kind"], d)
+    return out
 
 
 async def _post(jp_fetch: Fetch, body: Any) -> tuple[int, dict[str, Any]]:
@@ -131,6 +139,10 @@ async def test_a_project_folder_as_the_cache_is_refused_and_kept(
     assert code == 409
     assert body["message"] == f"Not clearing {caches['project']}: {reason}."
     assert _files(caches["project"]) == before
+    # torch's default directory, where it still put the precompiled headers, stays in view.
+    inductors = [d for d in await _all_dirs(api_get) if d["kind"] == "inductor"]
+    assert [d["path"] for d in inductors] == [str(caches["project"]), str(caches["inductor"])]
+    assert (inductors[1]["clearable"], inductors[1]["refusal"]) == (True, None)
 
 
 async def test_a_link_inside_refuses_the_cache_and_is_never_followed(

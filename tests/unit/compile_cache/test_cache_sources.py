@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpu.compile_cache import (
+    cache_dirs,
     cache_id,
+    inductor_cache_dir,
     kernel_cache_dirs,
     merge_sources,
     refusal,
     scan_sources,
+    server_cache_dirs,
+    triton_cache_dir,
 )
+from jupyter_gpu.compile_cache.locate import _resolved
 
 
 def _small_cache(root: Path) -> tuple[Path, int]:
@@ -109,3 +114,25 @@ def test_an_empty_cache_is_clearable(tmp_path: Path, kind: str) -> None:
     empty = tmp_path / "box" / "empty"
     empty.mkdir(parents=True)
     assert refusal(kind, str(empty), configured=True)[0] is None  # type: ignore[arg-type]
+
+
+def test_a_configured_inductor_cache_keeps_torchs_default_in_view(tmp_path: Path) -> None:
+    # torch 2.8+ writes its precompiled headers (155 MB for one header with torch 2.13) into the
+    # default directory whatever TORCHINDUCTOR_CACHE_DIR says: a configured cache alone would
+    # hide them (tests/compile_cache_reference.py: configured_headers).
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "project"), "USER": "student"}
+    default = inductor_cache_dir({})
+    assert server_cache_dirs(env) == (
+        ("inductor", str(tmp_path / "project"), "server", True),
+        ("inductor", default, "server", False),
+        ("triton", triton_cache_dir(env), "server", False),
+    )
+    # A kernel's default follows its own TMPDIR and user, as torch resolves it there.
+    kernel = {**env, "TMPDIR": str(tmp_path / "ktmp")}
+    resolved = [path for kind, path in _resolved(kernel) if kind == "inductor"]
+    assert resolved == [str(tmp_path / "project"), str(tmp_path / "ktmp" / "torchinductor_student")]
+    # Set to the default itself, the variable adds no second row.
+    assert [k for k, _ in cache_dirs({"TORCHINDUCTOR_CACHE_DIR": default})] == [
+        "inductor",
+        "triton",
+    ]
