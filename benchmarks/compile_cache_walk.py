@@ -63,6 +63,10 @@ def main() -> dict[str, object]:
     triton.mkdir()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor)
     os.environ["TRITON_CACHE_DIR"] = str(triton)
+    # torch's default Inductor folder (TMPDIR/torchinductor_<user>) is listed beside a
+    # configured one; it too goes under the scratch folder, so the walk counts only our files.
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = str(tmp)
     start = time.perf_counter()
     total_bytes = build_cache(inductor, args.files)
     built_s = time.perf_counter() - start
