@@ -86,7 +86,10 @@ test.beforeAll(async () => {
       env: {
         ...process.env,
         TORCHINDUCTOR_CACHE_DIR: inductor,
-        TRITON_CACHE_DIR: tritonLink
+        TRITON_CACHE_DIR: tritonLink,
+        // torch's default Inductor folder (TMPDIR/torchinductor_<user>) is listed beside a
+        // configured one; here it is under the scratch folder, absent, so not the machine's.
+        TMPDIR: tmp
       }
     }
   );
