@@ -13,8 +13,8 @@ from typing import Any
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from jupyter_gpu.sampling.factory import BACKEND_CHOICES
-from jupyter_gpu.sampling.faults import MAX_FAULTS, UNSUPPORTED_FIELDS, parse_faults
+from jupyter_gpu.backends.factory import BACKEND_CHOICES
+from jupyter_gpu.simulated.faults import MAX_FAULTS, UNSUPPORTED_FIELDS, parse_faults
 
 MIN_METRICS_TOKEN = 16
 """The shortest ``metrics_token`` accepted (characters)."""

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from jupyter_gpu.backends.factory import open_backend
+from jupyter_gpu.backends.reasons import simulated_epoch_from_env
 from jupyter_gpu.compile_cache import (
     CacheKind,
     CacheSource,
@@ -42,12 +44,18 @@ from jupyter_gpu.compile_cache import (
     scan_sources,
     server_cache_dirs,
 )
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.deadline import DeadlineReader, DeviceReader, FastReading
+from jupyter_gpu.readings.records import (
+    NOT_SCANNED,
+    BackendInfo,
+    CompileCacheSample,
+    GpmReading,
+    Sample,
+)
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
-from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.deadline import DeadlineReader, DeviceReader, FastReading
-from jupyter_gpu.sampling.factory import open_backend
-from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.freshness import (
     GpmReadings,
     PcieReading,
@@ -58,17 +66,9 @@ from jupyter_gpu.sampling.freshness import (
     with_slow_readings,
 )
 from jupyter_gpu.sampling.history import Entry, History
-from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
-from jupyter_gpu.sampling.reasons import simulated_epoch_from_env
-from jupyter_gpu.sampling.records import (
-    NOT_SCANNED,
-    BackendInfo,
-    CompileCacheSample,
-    GpmReading,
-    Sample,
-)
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.simulated.backend import SimulatedBackend
+from jupyter_gpu.simulated.faults import SimulatedFault
 
 __all__ = [
     "GpmReadings",

@@ -19,17 +19,12 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 
 from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import (
-    BackendInfo,
-    Entry,
-    Sample,
-    Sampler,
-    SamplerOptions,
-    parse_faults,
-)
+from jupyter_gpu.readings import BackendInfo, Sample
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
+from jupyter_gpu.simulated import parse_faults
 
 API_VERSION = "1"
 

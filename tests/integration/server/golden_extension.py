@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 
 from jupyter_gpu.config import JupyterGpu
+from jupyter_gpu.host.cgroup import CgroupReader
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.records import BackendInfo, DeviceSample, GpmReading
 from jupyter_gpu.sampling.attribution import IdlePolicy, ProcessAnnotator
-from jupyter_gpu.sampling.backend import Backend
-from jupyter_gpu.sampling.cgroup import CgroupReader
-from jupyter_gpu.sampling.host import HostReader
-from jupyter_gpu.sampling.records import BackendInfo, DeviceSample, GpmReading
-from jupyter_gpu.sampling.simulated import SimulatedBackend
 from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.service import GpuService
+from jupyter_gpu.simulated.backend import SimulatedBackend
 
 SEED = 23
 GIB = 1 << 30

@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from jupyter_gpu.sampling import DeviceSample, HostSample, Sample, Sampler, SamplerOptions
+from jupyter_gpu.readings import DeviceSample, HostSample, Sample
+from jupyter_gpu.readings.records import CompileCacheSample
+from jupyter_gpu.sampling import Sampler, SamplerOptions
 from jupyter_gpu.sampling.buckets import (
     DEVICE_FIELDS,
     HOST_COLUMNS,
@@ -17,7 +19,6 @@ from jupyter_gpu.sampling.buckets import (
     choose_resolution,
     fold_samples,
 )
-from jupyter_gpu.sampling.records import CompileCacheSample
 
 HOST = HostSample(cpu_pct=10.0, cpu_count=2.0, mem_used_bytes=2**30, mem_total_bytes=2**33)
 
