@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "nvml": {"readings", "simulated"},  # the simulated board's topology, in NVML's shapes
     "backends": {"readings", "nvml", "simulated"},
     "sampling": {"readings", "host", "compile_cache", "backends", "simulated"},
-    "config": {"backends", "simulated"},
+    "options": {"backends", "simulated"},  # the backends' names, the faults' grammar in help
+    "config": {"options", "simulated"},
 }
 
 

@@ -168,7 +168,7 @@ def test_the_simulated_backend_seeds_a_long_past() -> None:
             backend="simulated",
             simulated_devices=2,
             history_s=60,
-            seed_history_s=3600,
+            simulated_seed_history_s=3600,
             cache_scan_interval_s=3600,
         ),
         encode=lambda s: "{}",
