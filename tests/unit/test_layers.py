@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "jupyter_gpu"
 
 # What each package of the lower floors may import (the other jupyter_gpu packages it uses).
 ALLOWED: dict[str, set[str]] = {
-    "compile_cache": set(),
-    "readings": {"compile_cache"},  # a Sample carries the caches' records
+    "json_record": set(),
+    "compile_cache": {"json_record"},
+    "readings": {"compile_cache", "json_record"},  # a Sample carries the caches' records
     "host": {"readings"},
     "simulated": {"readings"},
     "nvml": {"readings", "simulated"},  # the simulated board's topology, in NVML's shapes
