@@ -16,11 +16,11 @@ import json
 import time
 import tracemalloc
 
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings.records import CacheDirSample, CompileCacheSample, Sample
 from jupyter_gpu.sampling.history import Entry, History
-from jupyter_gpu.sampling.host import HostReader
-from jupyter_gpu.sampling.records import CacheDirSample, CompileCacheSample, Sample
-from jupyter_gpu.sampling.simulated import SimulatedBackend
 from jupyter_gpu.server.serialize import encode_sample
+from jupyter_gpu.simulated.backend import SimulatedBackend
 
 
 def per_entry(gpus: int, samples: int) -> dict[str, float]:

@@ -6,6 +6,7 @@ Importing this package is cheap: it imports neither torch nor NVML. The server e
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 try:
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "torchrun_result"]
 
 T = TypeVar("T")
+
+# A library stays quiet unless the application configures logging (the server passes its own
+# logger): without this, a warning of the readers (``jupyter_gpu.nvml``, ``.readings``,
+# ``.sampling``...) would reach a notebook's stderr through logging.lastResort.
+logging.getLogger("jupyter_gpu").addHandler(logging.NullHandler())
 
 
 def torchrun_result(obj: T) -> T:

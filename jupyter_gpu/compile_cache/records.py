@@ -1,18 +1,21 @@
 """The records of a compile-cache scan: each directory, and the totals a ``Sample`` carries.
 
-``to_dict()`` gives the JSON shape of ``docs/api.md`` (``compile_cache`` of a sample).
+``to_dict()`` (``jupyter_gpu.json_record``) gives the JSON shape of ``docs/api.md``
+(``compile_cache`` of a sample).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from jupyter_gpu.json_record import NOT_IN_JSON, JsonRecord
 
 CacheKind = Literal["inductor", "triton"]
 
 
 @dataclass(frozen=True, slots=True)
-class CacheDirSample:
+class CacheDirSample(JsonRecord):
     """One torch.compile cache directory on disk (a missing directory has size 0).
 
     ``id`` is how a client names it (``POST compile-cache/clear``), never by path; ``source``
@@ -33,28 +36,13 @@ class CacheDirSample:
     refusal: str | None = None
     fs_free_bytes: int | None = None
     fs_total_bytes: int | None = None
-    identity: tuple[int, int] | None = field(default=None, compare=False)
+    identity: tuple[int, int] | None = field(default=None, compare=False, metadata=NOT_IN_JSON)
     """``(st_dev, st_ino)`` of the directory the scan recognised; not part of the API: the clear
     route refuses a directory that is no longer this one (replaced since the scan)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "path": self.path,
-            "exists": self.exists,
-            "size_bytes": self.size_bytes,
-            "file_count": self.file_count,
-            "id": self.id,
-            "source": self.source,
-            "clearable": self.clearable,
-            "refusal": self.refusal,
-            "fs_free_bytes": self.fs_free_bytes,
-            "fs_total_bytes": self.fs_total_bytes,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class CompileCacheSample:
+class CompileCacheSample(JsonRecord):
     """The torch.compile caches: totals (a directory inside another counts once) and each dir.
 
     ``scanned_ts`` is when the last background scan finished (``None`` before the first one:
@@ -67,15 +55,6 @@ class CompileCacheSample:
     scanned_ts: float | None
     dirs: tuple[CacheDirSample, ...] = ()
     low_space: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "size_bytes": self.size_bytes,
-            "file_count": self.file_count,
-            "scanned_ts": self.scanned_ts,
-            "dirs": [d.to_dict() for d in self.dirs],
-            "low_space": self.low_space,
-        }
 
 
 NOT_SCANNED = CompileCacheSample(size_bytes=0, file_count=0, scanned_ts=None)

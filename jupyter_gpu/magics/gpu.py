@@ -94,7 +94,8 @@ class GpuMagics(ShellMagics):
         that means for NCCL (``-o`` returns the ``Topology``).
         """
         args = parse(GpuMagics.gpu, line)
-        from jupyter_gpu.sampling import BACKEND_CHOICES, backend_from_env, read_once
+        from jupyter_gpu.backends import BACKEND_CHOICES, backend_from_env
+        from jupyter_gpu.sampling import read_once
 
         backend = args.backend if args.backend is not None else backend_from_env()
         if backend not in BACKEND_CHOICES:
@@ -111,8 +112,8 @@ class GpuMagics(ShellMagics):
         return sample if args.output else None
 
     def _topology(self, backend: str, *, quiet: bool, output: bool) -> Any:
-        from jupyter_gpu.sampling import simulated_devices_from_env
-        from jupyter_gpu.sampling.topology import Topology, read_topology, simulated_topology
+        from jupyter_gpu.backends import simulated_devices_from_env
+        from jupyter_gpu.nvml.topology import Topology, read_topology, simulated_topology
 
         from .gpu_topology import show_topology
 
@@ -150,7 +151,7 @@ def _watch(mode: str, backend: str, interval_s: float, *, quiet: bool) -> Any:
 def show_sample(sample: Any) -> None:
     """Display a ``jupyter_gpu.sampling`` sample as one line per GPU."""
     if not sample.devices:
-        from jupyter_gpu.sampling import plain_no_gpu
+        from jupyter_gpu.backends import plain_no_gpu
 
         reason = sample.reason or "NVML reports no GPU"
         text = f"No GPU: {reason}. {plain_no_gpu(sample.reason)}"

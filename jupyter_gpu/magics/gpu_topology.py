@@ -56,7 +56,7 @@ def _meaning(topology: Any) -> str:
 
 
 def show_topology(topology: Any) -> None:
-    """Display a :class:`jupyter_gpu.sampling.topology.Topology`."""
+    """Display a :class:`jupyter_gpu.nvml.topology.Topology`."""
     if not topology.gpus:
         text = f"No GPU: {topology.reason or 'NVML reports no GPU'}."
         publish(text, html_block([html_note(text, warn=True)]))

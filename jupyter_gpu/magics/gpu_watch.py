@@ -22,9 +22,11 @@ import time
 import weakref
 from typing import Any
 
+from jupyter_gpu.backends import plain_no_gpu
+from jupyter_gpu.backends.reasons import simulated_devices_from_env
 from jupyter_gpu.magics.common.render import fmt_bytes, html_text
-from jupyter_gpu.sampling import Entry, Sample, Sampler, SamplerOptions, plain_no_gpu
-from jupyter_gpu.sampling.reasons import simulated_devices_from_env
+from jupyter_gpu.readings import Sample
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 
 _active: weakref.WeakSet[GpuWatch] = weakref.WeakSet()
 

@@ -56,7 +56,7 @@ def _count(text: str) -> int:
 
 def visible_gpus(env: dict[str, str]) -> tuple[int, str | None]:
     """GPUs the ranks would see: NVML's count, cut by ``CUDA_VISIBLE_DEVICES`` if set."""
-    from jupyter_gpu.sampling.topology import gpu_count
+    from jupyter_gpu.nvml.topology import gpu_count
 
     count, reason = gpu_count()
     visible = env.get("CUDA_VISIBLE_DEVICES")

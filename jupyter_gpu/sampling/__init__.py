@@ -1,17 +1,19 @@
-"""GPU and host sampling: the only package that talks to NVML.
+"""Samples of the GPUs and the host: the server's background sampler, and one reading now.
 
-Importing it is cheap: neither ``pynvml`` nor torch is imported until a backend is opened.
+- ``Sampler``: the server's sampler (one tick thread; each GPU read in its own workers, behind
+  a deadline; GPM, PCIe and the compile-cache scan in threads of their own), with its
+  full-resolution ``History`` and its min/mean/max buckets (``buckets.py``).
+- ``read_once()``: one reading of the GPUs and the host, now, in the calling process (for
+  ``%gpu`` and ``%memsummary`` in a kernel), each GPU behind a deadline.
+- What both use: merging readings of three cadences with their ages (``freshness.py``) and
+  naming which kernel holds which GPU memory (``attribution.py``).
 
-- ``read_once()``: one reading of the GPUs and the host, now (for ``%gpu`` and ``%memsummary``),
-  each GPU behind a deadline.
-- ``Sampler``: the server's background sampler (one tick thread; each GPU read in its own
-  workers, behind a deadline).
-- The records (``Sample``, ``DeviceSample``, ...): frozen dataclasses with units in their names.
+The GPUs come from a backend (``jupyter_gpu.backends`` opens one), the host from
+``jupyter_gpu.host``, the caches from ``jupyter_gpu.compile_cache``; the records are
+``jupyter_gpu.readings``'. Importing it is cheap: neither ``pynvml`` nor torch is imported.
 """
 
 from __future__ import annotations
-
-import logging
 
 from jupyter_gpu.sampling.attribution import (
     KernelMap,
@@ -19,31 +21,8 @@ from jupyter_gpu.sampling.attribution import (
     ProcessAnnotator,
     freeze_kernel_map,
 )
-from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
-from jupyter_gpu.sampling.factory import BACKEND_CHOICES, open_backend
-from jupyter_gpu.sampling.faults import SimulatedFault, parse_faults
 from jupyter_gpu.sampling.history import Entry, History
-from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.once import read_once
-from jupyter_gpu.sampling.reasons import (
-    BACKEND_ENV,
-    backend_from_env,
-    plain_no_gpu,
-    simulated_devices_from_env,
-)
-from jupyter_gpu.sampling.records import (
-    NOT_SCANNED,
-    BackendInfo,
-    CacheDirSample,
-    CompileCacheSample,
-    DeviceInfo,
-    DeviceSample,
-    HostSample,
-    MigInfo,
-    ProcessSample,
-    ProcessScope,
-    Sample,
-)
 from jupyter_gpu.sampling.sampler import (
     Sampler,
     SamplerOptions,
@@ -52,41 +31,15 @@ from jupyter_gpu.sampling.sampler import (
 )
 
 __all__ = [
-    "BACKEND_CHOICES",
-    "BACKEND_ENV",
-    "NOT_SCANNED",
-    "Backend",
-    "BackendInfo",
-    "CacheDirSample",
-    "CompileCacheSample",
-    "DeviceInfo",
-    "DeviceSample",
     "Entry",
     "History",
-    "HostReader",
-    "HostSample",
     "KernelMap",
     "KernelRef",
-    "MigInfo",
-    "NoGpuBackend",
     "ProcessAnnotator",
-    "ProcessSample",
-    "ProcessScope",
-    "Sample",
     "Sampler",
     "SamplerOptions",
-    "SimulatedFault",
-    "backend_from_env",
     "freeze_kernel_map",
-    "open_backend",
-    "parse_faults",
-    "plain_no_gpu",
     "read_once",
-    "simulated_devices_from_env",
     "with_gpm_readings",
     "with_slow_readings",
 ]
-
-# A library stays quiet unless the application configures logging (the server passes its own
-# logger): without this, a warning would reach a notebook's stderr through logging.lastResort.
-logging.getLogger("jupyter_gpu").addHandler(logging.NullHandler())

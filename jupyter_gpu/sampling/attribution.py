@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 import psutil
 
-from jupyter_gpu.sampling.records import DeviceSample, ProcessSample, ProcessScope
+from jupyter_gpu.readings.records import DeviceSample, ProcessSample, ProcessScope
 
 
 @dataclass(frozen=True, slots=True)

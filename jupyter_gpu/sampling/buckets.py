@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_gpu.sampling.records import Sample
+from jupyter_gpu.readings.records import Sample
 
 DEVICE_FIELDS = (
     "util_pct",

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from jupyter_gpu.sampling.deadline import FastReading, Timed
-from jupyter_gpu.sampling.records import GPM_FIELDS, DeviceSample, GpmReading, ReadingGroup
+from jupyter_gpu.readings.deadline import FastReading, Timed
+from jupyter_gpu.readings.records import GPM_FIELDS, DeviceSample, GpmReading, ReadingGroup
 
 PcieReading = tuple[float | None, float | None]
 """``(pcie_tx_bytes_per_s, pcie_rx_bytes_per_s)`` of one GPU."""

@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from jupyter_gpu.sampling.records import Sample
+from jupyter_gpu.readings.records import Sample
 
 
 @dataclass(frozen=True, slots=True)

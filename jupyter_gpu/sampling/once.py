@@ -14,19 +14,19 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
+from jupyter_gpu.backends.factory import open_backend
+from jupyter_gpu.backends.reasons import simulated_devices_from_env, simulated_epoch_from_env
 from jupyter_gpu.compile_cache import scan_caches
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings.backend import Backend, NoGpuBackend
+from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader, FastReading, Timed
+from jupyter_gpu.readings.records import NOT_SCANNED, DeviceSample, GpmReading, Sample
 from jupyter_gpu.sampling.attribution import (
     ProcessAnnotator,
     default_root_pid,
     kernel_pids_of_server,
 )
-from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
-from jupyter_gpu.sampling.deadline import READ_DEADLINE_S, DeadlineReader, FastReading, Timed
-from jupyter_gpu.sampling.factory import open_backend
 from jupyter_gpu.sampling.freshness import PcieReading, StaleAfter, merge_readings
-from jupyter_gpu.sampling.host import HostReader
-from jupyter_gpu.sampling.reasons import simulated_devices_from_env, simulated_epoch_from_env
-from jupyter_gpu.sampling.records import NOT_SCANNED, DeviceSample, GpmReading, Sample
 
 CPU_WINDOW_S = 0.1
 """The window over which host CPU % and the GPM metrics are measured."""

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from jupyter_gpu.backends.factory import open_backend
+from jupyter_gpu.backends.reasons import simulated_epoch_from_env
 from jupyter_gpu.compile_cache import (
     CacheKind,
     CacheSource,
@@ -42,12 +44,18 @@ from jupyter_gpu.compile_cache import (
     scan_sources,
     server_cache_dirs,
 )
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.deadline import DeadlineReader, DeviceReader, FastReading
+from jupyter_gpu.readings.records import (
+    NOT_SCANNED,
+    BackendInfo,
+    CompileCacheSample,
+    GpmReading,
+    Sample,
+)
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
-from jupyter_gpu.sampling.backend import Backend
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.deadline import DeadlineReader, DeviceReader, FastReading
-from jupyter_gpu.sampling.factory import open_backend
-from jupyter_gpu.sampling.faults import SimulatedFault
 from jupyter_gpu.sampling.freshness import (
     GpmReadings,
     PcieReading,
@@ -58,17 +66,9 @@ from jupyter_gpu.sampling.freshness import (
     with_slow_readings,
 )
 from jupyter_gpu.sampling.history import Entry, History
-from jupyter_gpu.sampling.host import HostReader
 from jupyter_gpu.sampling.periodic import Periodic
-from jupyter_gpu.sampling.reasons import simulated_epoch_from_env
-from jupyter_gpu.sampling.records import (
-    NOT_SCANNED,
-    BackendInfo,
-    CompileCacheSample,
-    GpmReading,
-    Sample,
-)
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.simulated.backend import SimulatedBackend
+from jupyter_gpu.simulated.faults import SimulatedFault
 
 __all__ = [
     "GpmReadings",
@@ -85,7 +85,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class SamplerOptions:
-    """How the sampler runs (the server fills this from ``JupyterGpu``'s traits).
+    """How the sampler runs: one field per option of ``jupyter_gpu/options.py`` that it takes.
+
+    The server fills it from ``JupyterGpu``'s traits (``options.sampler_values``); the names are
+    the options' own, and ``tests/unit/test_options.py`` checks fields and defaults against the
+    declarations.
 
     Attributes:
         backend: ``auto``, ``nvml``, ``simulated`` or ``none``.
@@ -99,12 +103,16 @@ class SamplerOptions:
         simulated_faults: faults the simulated backend shows (ignored by the others).
         gpm_metrics: whether to read SM/tensor/DRAM activity (NVML GPM, Hopper and newer).
         gpm_interval_s: seconds between GPM reads (each value averages one such window).
+        cache_min_free_pct: a cache's filesystem with less free than this is low on space.
+        idle_holder_minutes: a kernel idle longer than this, holding more than
+            ``idle_holder_gib`` of GPU memory, is an idle holder (``attribution.IdlePolicy``).
+        idle_holder_gib: see ``idle_holder_minutes``.
         read_deadline_s: a device read that has not returned after this long makes the device
             "not responding" (``deadline.py``).
         long_history_s: seconds of min/mean/max buckets to keep (``buckets.Buckets``).
-        bucket_s: the width of those buckets in seconds.
-        seed_history_s: with the simulated backend only, fill this many seconds of synthetic
-            past (buckets and full-resolution history) at start-up, for demos and browser
+        history_bucket_s: the width of those buckets in seconds.
+        simulated_seed_history_s: with the simulated backend only, fill this many seconds of
+            synthetic past (buckets and full-resolution history) at start-up, for demos and browser
             tests of long ranges; 0 (the default) seeds nothing.
         show_other_processes: list other users' GPU processes with pid and name (else one
             summed row per GPU: ``attribution.ProcessAnnotator``).
@@ -122,14 +130,24 @@ class SamplerOptions:
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
     cache_min_free_pct: float = 10.0
-    idle_holder_s: float = 15 * 60.0
-    idle_holder_bytes: int = 1024**3
+    idle_holder_minutes: float = 15.0
+    idle_holder_gib: float = 1.0
     read_deadline_s: float = 2.0
     long_history_s: float = 86_400.0
-    bucket_s: float = 10.0
-    seed_history_s: float = 0.0
+    history_bucket_s: float = 10.0
+    simulated_seed_history_s: float = 0.0
     show_other_processes: bool = False
     own_uid_processes: bool = True
+
+    @property
+    def idle_holder_s(self) -> float:
+        """``idle_holder_minutes`` in seconds."""
+        return self.idle_holder_minutes * 60.0
+
+    @property
+    def idle_holder_bytes(self) -> int:
+        """``idle_holder_gib`` in bytes."""
+        return int(self.idle_holder_gib * 1024**3)
 
     @property
     def history_capacity(self) -> int:
@@ -173,7 +191,8 @@ class Sampler:
         self.log = log or logging.getLogger("jupyter_gpu")
         self.history = History(self.options.history_capacity)
         self.buckets = Buckets(
-            self.options.bucket_s, max(self.options.long_history_s, self.options.bucket_s)
+            self.options.history_bucket_s,
+            max(self.options.long_history_s, self.options.history_bucket_s),
         )
         self.annotator = ProcessAnnotator(
             idle=IdlePolicy(self.options.idle_holder_s, self.options.idle_holder_bytes),
@@ -346,7 +365,7 @@ class Sampler:
         self._start_rounds(self._backend, self._info)
         if self._host is None:
             self._host = HostReader()
-        if self.options.seed_history_s > 0 and self._info.simulated:
+        if self.options.simulated_seed_history_s > 0 and self._info.simulated:
             self._seed_history()
         interval = self.options.interval_s
         deadline = time.monotonic()
@@ -404,7 +423,7 @@ class Sampler:
         return reader, rounds
 
     def _seed_history(self) -> None:
-        """Fill the past ``seed_history_s`` with synthetic samples (simulated backend only).
+        """Fill the past ``simulated_seed_history_s`` with synthetic samples (simulated only).
 
         A second simulated backend on a stepped clock makes the readings: the buckets get one each
         (one per bucket), the full-resolution history one per interval for its last ``history_s``.
@@ -417,9 +436,9 @@ class Sampler:
         fake = SimulatedBackend(len(info.devices), seed=1, clock=lambda: clock[0])
         host = self._host.read()
         now = time.time()
-        start = now - opts.seed_history_s
+        start = now - opts.simulated_seed_history_s
         full_from = now - opts.history_s
-        step = max(opts.bucket_s, opts.interval_s)
+        step = max(opts.history_bucket_s, opts.interval_s)
         t = start
         seq = 0
         while t < now:
@@ -446,8 +465,9 @@ class Sampler:
                 t += step if t + step < full_from else max(full_from - t, 1e-3)
         self._seq, self._last_ts = seq, t
         self.log.info(
-            "jupyter_gpu: seeded %.0f s of synthetic history (seed_history_s, simulated backend)",
-            opts.seed_history_s,
+            "jupyter_gpu: seeded %.0f s of synthetic history "
+            "(simulated_seed_history_s, simulated backend)",
+            opts.simulated_seed_history_s,
         )
 
     def _close_backend(self) -> None:

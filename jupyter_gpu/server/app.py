@@ -16,8 +16,8 @@ from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from traitlets import TraitError
 
+from jupyter_gpu.backends.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV, SIMULATED_EPOCH_ENV
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling.reasons import BACKEND_ENV, SIMULATED_DEVICES_ENV, SIMULATED_EPOCH_ENV
 from jupyter_gpu.server.cache import CacheClearHandler
 from jupyter_gpu.server.handlers import (
     SERVICE_KEY,
@@ -28,9 +28,9 @@ from jupyter_gpu.server.handlers import (
     OpenApiHandler,
     SnapshotHandler,
 )
+from jupyter_gpu.server.notebook_copy import TutorialsHandler
 from jupyter_gpu.server.service import GpuService
 from jupyter_gpu.server.stream import StreamHandler
-from jupyter_gpu.server.tutorials import TutorialsHandler
 
 API_PREFIX = "jupyter-gpu/api/v1"
 ROUTES: tuple[tuple[str, type[Any]], ...] = (

@@ -23,6 +23,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from jupyter_gpu.options import config_schema
 from jupyter_gpu.sampling import Sampler
 from jupyter_gpu.sampling.buckets import choose_resolution, fold_samples
 from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
@@ -298,11 +299,21 @@ class MetricsHandler(GpuApiHandler):
         await self.finish(text, set_content_type=PROMETHEUS_CONTENT_TYPE)
 
 
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document: ``openapi.yaml`` beside this module, with the options' schema.
+
+    ``Config`` (what ``GET devices`` reports of the settings) comes from the declarations,
+    ``jupyter_gpu.options.config_schema``.
+    """
+    document: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+    document["components"]["schemas"]["Config"].update(config_schema())
+    return document
+
+
 @cache
 def openapi_json() -> str:
-    """The OpenAPI document (``openapi.yaml`` beside this module) as JSON, read once."""
-    document: Any = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
-    return json.dumps(document)
+    """The OpenAPI document as JSON, built once."""
+    return json.dumps(openapi_document())
 
 
 class OpenApiHandler(GpuApiHandler):

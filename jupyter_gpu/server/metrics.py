@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jupyter_gpu.sampling import BackendInfo, DeviceInfo, DeviceSample, Sample
+from jupyter_gpu.readings import BackendInfo, DeviceInfo, DeviceSample, Sample
 
 if TYPE_CHECKING:
     from jupyter_gpu.sampling import Sampler

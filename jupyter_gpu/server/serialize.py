@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from jupyter_gpu.sampling import Sample
+from jupyter_gpu.readings import Sample
 
 _SEPARATORS = (",", ":")
 

@@ -19,14 +19,9 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 
 from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import (
-    BackendInfo,
-    Entry,
-    Sample,
-    Sampler,
-    SamplerOptions,
-    parse_faults,
-)
+from jupyter_gpu.options import api_config, sampler_values
+from jupyter_gpu.readings import BackendInfo, Sample
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
@@ -48,28 +43,8 @@ class StreamClient(Protocol):
 
 
 def sampler_options(config: JupyterGpu) -> SamplerOptions:
-    """The sampler's options from the validated traits."""
-    return SamplerOptions(
-        backend=config.backend,
-        interval_s=config.interval_s,
-        history_s=config.history_s,
-        slow_metrics=config.slow_metrics,
-        slow_interval_s=config.slow_interval_s,
-        cache_scan_interval_s=config.cache_scan_interval_s,
-        simulated_devices=config.simulated_devices,
-        simulated_faults=parse_faults(config.simulated_faults),
-        gpm_metrics=config.gpm_metrics,
-        gpm_interval_s=config.gpm_interval_s,
-        cache_min_free_pct=config.cache_min_free_pct,
-        idle_holder_s=config.idle_holder_minutes * 60.0,
-        idle_holder_bytes=int(config.idle_holder_gib * 1024**3),
-        read_deadline_s=config.read_deadline_s,
-        long_history_s=config.long_history_s,
-        bucket_s=config.history_bucket_s,
-        seed_history_s=config.simulated_seed_history_s,
-        show_other_processes=config.show_other_processes,
-        own_uid_processes=config.own_uid_processes,
-    )
+    """The sampler's options from the validated traits (those the declarations give it)."""
+    return SamplerOptions(**sampler_values(config))
 
 
 class GpuService:
@@ -213,29 +188,14 @@ class GpuService:
             info = self.sampler.info
             if info is None:
                 return None
-            c = self.config
             payload = {
                 "api_version": API_VERSION,
                 **info.to_dict(),
                 "hostname": socket.gethostname(),
                 "jupyter_gpu_version": __version__,
-                "config": {
-                    "interval_s": c.interval_s,
-                    "history_s": c.history_s,
-                    "slow_metrics": c.slow_metrics,
-                    "slow_interval_s": c.slow_interval_s,
-                    "cache_scan_interval_s": c.cache_scan_interval_s,
-                    "gpm_metrics": c.gpm_metrics,
-                    "gpm_interval_s": c.gpm_interval_s,
-                    "cache_min_free_pct": c.cache_min_free_pct,
-                    "idle_holder_minutes": c.idle_holder_minutes,
-                    "idle_holder_gib": c.idle_holder_gib,
-                    "requested_backend": c.backend,
-                    "history_capacity": self.sampler.history.capacity,
-                    "read_deadline_s": self.sampler.options.read_deadline_s,
-                    "long_history_s": c.long_history_s,
-                    "history_bucket_s": c.history_bucket_s,
-                },
+                "config": api_config(
+                    self.config, {"history_capacity": self.sampler.history.capacity}
+                ),
             }
             self._devices_json = dumps(payload)
         return self._devices_json

@@ -5,7 +5,7 @@ a student actually has, while ``os.sched_getaffinity`` and ``os.cpu_count`` stil
 of the host. A notebook that sizes its DataLoader workers or Inductor's compile workers from the
 core count starts a process per host core, and on a 2-CPU quota they queue behind each other.
 
-The quota is read with the monitor's own reader (:mod:`jupyter_gpu.sampling.cgroup`), so the
+The quota is read with the monitor's own reader (:mod:`jupyter_gpu.host.cgroup`), so the
 tutorials and the sidebar's *Host* card agree on the number.
 """
 
@@ -17,7 +17,7 @@ import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from jupyter_gpu.sampling.cgroup import CgroupReader, affinity_cpu_count
+from jupyter_gpu.host.cgroup import CgroupReader, affinity_cpu_count
 
 COMPILE_THREADS_ENV = "TORCHINDUCTOR_COMPILE_THREADS"
 # Inductor's own default caps its compile workers at 32 (torch/_inductor/config.py).

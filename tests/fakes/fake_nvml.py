@@ -1,7 +1,7 @@
 """A fake NVML for tests: pynvml's interface over in-memory devices, with faults on demand.
 
 It raises real ``pynvml.NVMLError`` instances (built from the real error codes), so the
-production error handling in ``jupyter_gpu.sampling.nvml`` is what gets tested. Inject it with
+production error handling in ``jupyter_gpu.nvml.backend`` is what gets tested. Inject it with
 ``NvmlBackend(nvml=FakeNvml(...))`` (or ``open_backend(nvml=...)``); pynvml itself is never
 patched. Labelled fake everywhere: device names start with "Fake".
 

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from jupyter_gpu.sampling.nvml import NvmlBackend  # noqa: E402 (after the path set-up)
-from jupyter_gpu.sampling.records import GPM_FIELDS  # noqa: E402 (as above)
+from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
+from jupyter_gpu.readings.records import GPM_FIELDS  # noqa: E402 (as above)
 
 pytestmark = pytest.mark.gpu
 

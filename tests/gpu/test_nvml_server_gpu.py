@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
-from jupyter_gpu.sampling.nvml import NvmlBackend  # noqa: E402 (as above)
+from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
+from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (as above)
 from tests.jupyter_server_process import (  # noqa: E402 (as above)
     free_port,
     start_server,

@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once  # noqa: E402 (path set-up)
+from jupyter_gpu.nvml.topology import read_topology  # noqa: E402 (path set-up)
+from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once  # noqa: E402 (as above)
 from jupyter_gpu.sampling.freshness import StaleAfter  # noqa: E402 (as above)
-from jupyter_gpu.sampling.topology import read_topology  # noqa: E402 (as above)
 
 pytestmark = pytest.mark.gpu
 

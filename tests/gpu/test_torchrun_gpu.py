@@ -150,7 +150,7 @@ def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None)
 
 
 def nvml_pids() -> set[int]:
-    from jupyter_gpu.sampling.nvml import NvmlBackend
+    from jupyter_gpu.nvml.backend import NvmlBackend
 
     backend = NvmlBackend()
     try:

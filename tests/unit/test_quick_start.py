@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.server.tutorials import checked_folder
+from jupyter_gpu.server.notebook_copy import checked_folder
 from jupyter_gpu.tutorials.copy_notebooks import shipped_files
 
 ROOT = Path(__file__).resolve().parents[2]

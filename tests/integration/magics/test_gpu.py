@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jupyter_gpu.sampling.deadline import READ_DEADLINE_S
+from jupyter_gpu.readings.deadline import READ_DEADLINE_S
 from tests.fakes.fake_nvml import FakeNvml
 
 from .conftest import Shell

@@ -363,8 +363,8 @@ def test_ranks_count_as_the_processes_of_the_kernel_that_started_them(
     shell: Shell, in_tmp: Path
 ) -> None:
     """The monitor's attribution walks parents: rank -> torchrun -> kernel (this process)."""
+    from jupyter_gpu.readings.records import DeviceSample, ProcessSample
     from jupyter_gpu.sampling.attribution import KernelRef, ProcessAnnotator, freeze_kernel_map
-    from jupyter_gpu.sampling.records import DeviceSample, ProcessSample
 
     found: dict[str, object] = {}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 from traitlets.config import Config
 
 import jupyter_gpu
+from jupyter_gpu.server.handlers import openapi_document
 
 OPENAPI = Path(jupyter_gpu.__file__).parent / "server" / "openapi.yaml"
 API = ("jupyter-gpu", "api", "v1")
@@ -22,12 +22,12 @@ FAST_INTERVAL_S = 0.1
 
 @cache
 def openapi() -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(OPENAPI.read_text())
-    return document
+    """The document the server serves (openapi.yaml with the declared options' schema)."""
+    return openapi_document()
 
 
 def validate(instance: Any, schema_name: str) -> None:
-    """Check a response body against a component schema of openapi.yaml (JSON Schema 2020-12)."""
+    """Check a response body against a component schema of the API (JSON Schema 2020-12)."""
     schema = {"$ref": f"#/components/schemas/{schema_name}", "components": openapi()["components"]}
     jsonschema.Draft202012Validator(schema).validate(instance)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pynvml
 
+from jupyter_gpu.backends import open_backend
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import open_backend
 from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.service import GpuService
 from tests.fakes.fake_nvml import FakeNvml

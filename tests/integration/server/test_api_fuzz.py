@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
 
-from tests.integration.server.api_helpers import OPENAPI  # noqa: E402 (after the skips)
+from tests.integration.server.api_helpers import openapi  # noqa: E402 (after the skips)
 from tests.jupyter_server_process import (  # noqa: E402 (after the skips)
     free_port,
     start_server,
@@ -59,7 +58,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert "Uncaught exception" not in text, text[-5000:]
 
 
-SCHEMA = schemathesis.openapi.from_path(Path(OPENAPI))
+SCHEMA = schemathesis.openapi.from_dict(openapi())
 OPERATIONS = [
     (path, method.upper())
     for path, methods in SCHEMA.raw_schema["paths"].items()

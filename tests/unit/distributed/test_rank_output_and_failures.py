@@ -287,7 +287,7 @@ def test_visible_gpus_follows_cuda_visible_devices(
     monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: int
 ) -> None:
     from jupyter_gpu.magics import torchrun
-    from jupyter_gpu.sampling import topology
+    from jupyter_gpu.nvml import topology
 
     monkeypatch.setattr(topology, "gpu_count", lambda: (4, None))
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.sampling import (
-    DeviceSample,
-    KernelRef,
-    ProcessAnnotator,
-    ProcessSample,
-    freeze_kernel_map,
-)
+from jupyter_gpu.readings import DeviceSample, ProcessSample
+from jupyter_gpu.sampling import KernelRef, ProcessAnnotator, freeze_kernel_map
 from jupyter_gpu.sampling.attribution import in_own_pid_namespace, unattributable_reason
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]

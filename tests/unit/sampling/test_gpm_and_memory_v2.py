@@ -5,12 +5,12 @@ from __future__ import annotations
 import pynvml
 import pytest
 
+from jupyter_gpu.nvml.backend import NvmlBackend
+from jupyter_gpu.nvml.gpm import GpmReader
+from jupyter_gpu.readings.records import GPM_FIELDS
 from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once
-from jupyter_gpu.sampling.gpm import GpmReader
-from jupyter_gpu.sampling.nvml import NvmlBackend
-from jupyter_gpu.sampling.records import GPM_FIELDS
 from jupyter_gpu.sampling.sampler import with_gpm_readings
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.simulated.backend import SimulatedBackend
 from tests.fakes.fake_nvml import FakeNvml
 
 
@@ -166,7 +166,7 @@ def test_read_once_fills_gpm_for_simulated() -> None:
 
 
 def test_simulated_unsupported_fault_wins_over_gpm() -> None:
-    from jupyter_gpu.sampling import parse_faults
+    from jupyter_gpu.simulated import parse_faults
 
     backend = SimulatedBackend(1, faults=parse_faults(["unsupported:0:tensor_active_pct"]))
     (device,) = with_gpm_readings(backend.read(), backend.read_gpm())

@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from jupyter_gpu.sampling import DeviceSample, HostSample, Sample, Sampler, SamplerOptions
+from jupyter_gpu.readings import DeviceSample, HostSample, Sample
+from jupyter_gpu.readings.records import CompileCacheSample
+from jupyter_gpu.sampling import Sampler, SamplerOptions
 from jupyter_gpu.sampling.buckets import (
     DEVICE_FIELDS,
     HOST_COLUMNS,
@@ -17,7 +19,6 @@ from jupyter_gpu.sampling.buckets import (
     choose_resolution,
     fold_samples,
 )
-from jupyter_gpu.sampling.records import CompileCacheSample
 
 HOST = HostSample(cpu_pct=10.0, cpu_count=2.0, mem_used_bytes=2**30, mem_total_bytes=2**33)
 
@@ -167,7 +168,7 @@ def test_the_simulated_backend_seeds_a_long_past() -> None:
             backend="simulated",
             simulated_devices=2,
             history_s=60,
-            seed_history_s=3600,
+            simulated_seed_history_s=3600,
             cache_scan_interval_s=3600,
         ),
         encode=lambda s: "{}",

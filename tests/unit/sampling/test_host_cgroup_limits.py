@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jupyter_gpu.sampling.cgroup import CgroupReader
-from jupyter_gpu.sampling.host import HostReader
+from jupyter_gpu.host.cgroup import CgroupReader
+from jupyter_gpu.host.reader import HostReader
 
 GIB = 1 << 30
 

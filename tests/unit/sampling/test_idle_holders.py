@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from jupyter_gpu.sampling import DeviceSample, ProcessSample, freeze_kernel_map
+from jupyter_gpu.readings import DeviceSample, ProcessSample
+from jupyter_gpu.sampling import freeze_kernel_map
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelRef, ProcessAnnotator
 
 GIB = 1024**3

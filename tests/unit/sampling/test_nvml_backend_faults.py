@@ -8,8 +8,9 @@ import logging
 import pynvml
 import pytest
 
-from jupyter_gpu.sampling import NoGpuBackend, open_backend
-from jupyter_gpu.sampling.nvml import LOST_MESSAGE, NvmlBackend, NvmlUnavailable
+from jupyter_gpu.backends import open_backend
+from jupyter_gpu.nvml.backend import LOST_MESSAGE, NvmlBackend, NvmlUnavailable
+from jupyter_gpu.readings import NoGpuBackend
 from tests.fakes.fake_nvml import FakeNvml
 
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpu.sampling import Sampler, SamplerOptions, open_backend
-from jupyter_gpu.sampling.deadline import DeviceReader
-from jupyter_gpu.sampling.faults import parse_fault
+from jupyter_gpu.backends import open_backend
+from jupyter_gpu.readings.deadline import DeviceReader
+from jupyter_gpu.readings.records import DeviceInfo, DeviceSample
+from jupyter_gpu.sampling import Sampler, SamplerOptions
 from jupyter_gpu.sampling.freshness import StaleAfter
-from jupyter_gpu.sampling.records import DeviceInfo, DeviceSample
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.simulated.backend import SimulatedBackend
+from jupyter_gpu.simulated.faults import parse_fault
 from tests.fakes.fake_nvml import FakeNvml
 
 DEADLINE = 0.3

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pynvml
 from prometheus_client.parser import text_string_to_metric_families
 
-from jupyter_gpu.sampling import Sample
-from jupyter_gpu.sampling.host import HostReader
-from jupyter_gpu.sampling.nvml import NvmlBackend
+from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.nvml.backend import NvmlBackend
+from jupyter_gpu.readings import Sample
 from jupyter_gpu.server.metrics import render_metrics
 from tests.fakes.fake_nvml import FakeNvml
 

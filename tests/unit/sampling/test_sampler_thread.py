@@ -11,7 +11,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions, open_backend
+from jupyter_gpu.backends import open_backend
+from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from tests.fakes.fake_nvml import FakeNvml
 
 FAST = 0.1

@@ -10,19 +10,10 @@ import time
 
 import pytest
 
-from jupyter_gpu.sampling import (
-    DeviceSample,
-    Entry,
-    History,
-    HostSample,
-    KernelRef,
-    ProcessSample,
-    Sample,
-    freeze_kernel_map,
-    read_once,
-)
+from jupyter_gpu.readings import DeviceSample, HostSample, ProcessSample, Sample
+from jupyter_gpu.sampling import Entry, History, KernelRef, freeze_kernel_map, read_once
 from jupyter_gpu.sampling.attribution import ProcessAnnotator
-from jupyter_gpu.sampling.simulated import SIM_MEM_TOTAL_BYTES, SimulatedBackend
+from jupyter_gpu.simulated.backend import SIM_MEM_TOTAL_BYTES, SimulatedBackend
 
 HOST = HostSample(cpu_pct=1.0, cpu_count=2.0, mem_used_bytes=1, mem_total_bytes=2)
 

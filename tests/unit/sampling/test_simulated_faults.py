@@ -7,9 +7,9 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from jupyter_gpu.config import JupyterGpu
-from jupyter_gpu.sampling import SimulatedFault, parse_faults
-from jupyter_gpu.sampling.faults import SIMULATED_NOT_SUPPORTED, parse_fault
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.simulated import SimulatedFault, parse_faults
+from jupyter_gpu.simulated.backend import SimulatedBackend
+from jupyter_gpu.simulated.faults import SIMULATED_NOT_SUPPORTED, parse_fault
 
 
 class Clock:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jupyter_gpu.sampling import (
+from jupyter_gpu.readings import (
     BackendInfo,
     DeviceInfo,
     DeviceSample,

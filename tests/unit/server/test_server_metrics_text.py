@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jupyter_gpu.sampling import (
+from jupyter_gpu.readings import (
     BackendInfo,
     CacheDirSample,
     CompileCacheSample,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.sampling.cgroup import CgroupReader
+from jupyter_gpu.host.cgroup import CgroupReader
 from jupyter_gpu.tutorials.cpus import (
     COMPILE_THREADS_ENV,
     CpuBudget,

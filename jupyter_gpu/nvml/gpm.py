@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from jupyter_gpu.sampling.records import GPM_FIELDS, GpmReading
+from jupyter_gpu.readings.records import GPM_FIELDS, GpmReading
 
 NOT_SUPPORTED = "Not Supported"
 

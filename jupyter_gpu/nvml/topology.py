@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from jupyter_gpu.sampling.deadline import READ_DEADLINE_S, DeadlineReader
-from jupyter_gpu.sampling.nvml_calls import NvmlSession, Stuck
+from jupyter_gpu.nvml.session import NvmlSession, Stuck
+from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader
 
 T = TypeVar("T")
 _log = logging.getLogger("jupyter_gpu")
@@ -300,7 +300,7 @@ def simulated_topology(count: int) -> Topology:
     Each GPU has 18 NVLinks to the board's NVSwitches and a PCIe gen 5 x16 link; every pair is
     ``NV18`` with P2P. Labelled ``simulated``, like the simulated GPUs themselves.
     """
-    from jupyter_gpu.sampling.simulated import SIM_NAME
+    from jupyter_gpu.simulated.backend import SIM_NAME
 
     gpus = tuple(
         GpuLinks(i, SIM_NAME, SIM_NVLINKS, SIM_NVLINKS, 5, 16, 5, 16) for i in range(count)

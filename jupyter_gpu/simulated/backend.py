@@ -23,20 +23,20 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from jupyter_gpu.sampling.backend import Backend
-from jupyter_gpu.sampling.faults import (
-    SIMULATED_ERROR_MESSAGE,
-    SIMULATED_LOST_MESSAGE,
-    SIMULATED_NOT_SUPPORTED,
-    SimulatedFault,
-)
-from jupyter_gpu.sampling.records import (
+from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.records import (
     BackendInfo,
     BackendName,
     DeviceInfo,
     DeviceSample,
     GpmReading,
     ProcessSample,
+)
+from jupyter_gpu.simulated.faults import (
+    SIMULATED_ERROR_MESSAGE,
+    SIMULATED_LOST_MESSAGE,
+    SIMULATED_NOT_SUPPORTED,
+    SimulatedFault,
 )
 
 SIM_NAME = "Simulated NVIDIA H200"

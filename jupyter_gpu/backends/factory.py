@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from jupyter_gpu.sampling.backend import Backend, NoGpuBackend
-from jupyter_gpu.sampling.deadline import READ_DEADLINE_S
-from jupyter_gpu.sampling.faults import SimulatedFault
-from jupyter_gpu.sampling.simulated import SimulatedBackend
+from jupyter_gpu.readings.backend import Backend, NoGpuBackend
+from jupyter_gpu.readings.deadline import READ_DEADLINE_S
+from jupyter_gpu.simulated.backend import SimulatedBackend
+from jupyter_gpu.simulated.faults import SimulatedFault
 
 BackendChoice = Literal["auto", "nvml", "simulated", "none"]
 BACKEND_CHOICES: tuple[BackendChoice, ...] = ("auto", "nvml", "simulated", "none")
@@ -56,7 +56,7 @@ def open_backend(
         )
     if choice == "none":
         return NoGpuBackend("GPU monitoring is switched off (backend 'none')")
-    from jupyter_gpu.sampling.nvml import NvmlBackend, NvmlUnavailable
+    from jupyter_gpu.nvml.backend import NvmlBackend, NvmlUnavailable
 
     try:
         return NvmlBackend(nvml=nvml, log=log, deadline_s=deadline_s)

@@ -31,16 +31,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from jupyter_gpu.sampling.backend import Backend
-from jupyter_gpu.sampling.deadline import (
+from jupyter_gpu.nvml.gpm import GpmReader
+from jupyter_gpu.nvml.session import CALLS_OUT, Closed, NvmlSession, Stuck
+from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.deadline import (
     NOT_RESPONDING_MESSAGE,
     READ_DEADLINE_S,
     DeadlineReader,
     not_responding,
 )
-from jupyter_gpu.sampling.gpm import GpmReader
-from jupyter_gpu.sampling.nvml_calls import CALLS_OUT, Closed, NvmlSession, Stuck
-from jupyter_gpu.sampling.records import (
+from jupyter_gpu.readings.records import (
     BackendInfo,
     BackendName,
     DeviceInfo,

@@ -3,7 +3,7 @@
 Units are in the field names (``_bytes``, ``_pct``, ``_w``, ``_c``, ``_mhz``, ``_s``). A value that
 could not be read is ``None``, never a string; where NVML refused it, ``unavailable`` maps the
 field name to NVML's reason (e.g. ``{"power_w": "Not Supported"}``). ``to_dict()`` gives the JSON
-shape of ``docs/api.md``.
+shape of ``docs/api.md``: every field, in order (``jupyter_gpu.json_record``).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 # The compile caches' records live with the code that scans them; a Sample carries them (and
 # re-exports them, ``X as X``, for its readers).
 from jupyter_gpu.compile_cache.records import NOT_SCANNED as NOT_SCANNED
 from jupyter_gpu.compile_cache.records import CacheDirSample as CacheDirSample
 from jupyter_gpu.compile_cache.records import CompileCacheSample as CompileCacheSample
+from jupyter_gpu.json_record import JsonRecord
 
 BackendName = Literal["nvml", "simulated", "none"]
 DeviceState = Literal["ok", "lost", "error", "not_responding"]
@@ -31,7 +32,7 @@ ProcessScope = Literal["server", "other", "unattributable"]
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessSample:
+class ProcessSample(JsonRecord):
     """A process that holds memory on a GPU, or a row that stands for several.
 
     ``kernel_id``/``notebook`` name the Jupyter kernel (and its session's notebook path) that is
@@ -64,23 +65,9 @@ class ProcessSample:
     process_count: int = 1
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "name": self.name,
-            "used_mem_bytes": self.used_mem_bytes,
-            "kernel_id": self.kernel_id,
-            "notebook": self.notebook,
-            "idle_s": self.idle_s,
-            "idle_holder": self.idle_holder,
-            "scope": self.scope,
-            "process_count": self.process_count,
-            "reason": self.reason,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class MigInfo:
+class MigInfo(JsonRecord):
     """Where a MIG instance lives: its physical GPU and its instance ids (``nvidia-smi -L``).
 
     ``profile`` is the instance's size as NVIDIA names it (``"1g.18gb"``), from its name.
@@ -92,18 +79,9 @@ class MigInfo:
     compute_instance_id: int | None
     profile: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "parent_index": self.parent_index,
-            "parent_uuid": self.parent_uuid,
-            "gpu_instance_id": self.gpu_instance_id,
-            "compute_instance_id": self.compute_instance_id,
-            "profile": self.profile,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class DeviceInfo:
+class DeviceInfo(JsonRecord):
     """What does not change while the server runs: one GPU's identity and capacity.
 
     With MIG mode on, each MIG instance is a device of its own (its ``uuid`` starts with
@@ -118,20 +96,9 @@ class DeviceInfo:
     pci_bus_id: str | None
     mig: MigInfo | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "uuid": self.uuid,
-            "name": self.name,
-            "mem_total_bytes": self.mem_total_bytes,
-            "power_limit_w": self.power_limit_w,
-            "pci_bus_id": self.pci_bus_id,
-            "mig": self.mig.to_dict() if self.mig is not None else None,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class DeviceSample:
+class DeviceSample(JsonRecord):
     """One GPU at one tick (``nvidia-smi -q -d UTILIZATION,MEMORY,POWER,TEMPERATURE,CLOCK,PIDS``).
 
     ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus), ``"error"`` (every
@@ -178,36 +145,6 @@ class DeviceSample:
     pcie_age_s: float | None = None
     stale: tuple[ReadingGroup, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "uuid": self.uuid,
-            "name": self.name,
-            "state": self.state,
-            "error": self.error,
-            "util_pct": self.util_pct,
-            "mem_util_pct": self.mem_util_pct,
-            "mem_used_bytes": self.mem_used_bytes,
-            "mem_total_bytes": self.mem_total_bytes,
-            "power_w": self.power_w,
-            "power_limit_w": self.power_limit_w,
-            "temperature_c": self.temperature_c,
-            "sm_clock_mhz": self.sm_clock_mhz,
-            "pcie_tx_bytes_per_s": self.pcie_tx_bytes_per_s,
-            "pcie_rx_bytes_per_s": self.pcie_rx_bytes_per_s,
-            "sm_active_pct": self.sm_active_pct,
-            "sm_occupancy_pct": self.sm_occupancy_pct,
-            "tensor_active_pct": self.tensor_active_pct,
-            "dram_bw_pct": self.dram_bw_pct,
-            "processes": [p.to_dict() for p in self.processes],
-            "unavailable": dict(self.unavailable),
-            "stale_s": self.stale_s,
-            "read_age_s": self.read_age_s,
-            "gpm_age_s": self.gpm_age_s,
-            "pcie_age_s": self.pcie_age_s,
-            "stale": list(self.stale),
-        }
-
 
 GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct")
 """The ``DeviceSample`` fields that NVML's GPM gives (each a percentage, 0 to 100)."""
@@ -229,7 +166,7 @@ _EMPTY_FLOATS: Mapping[str, float] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
-class HostSample:
+class HostSample(JsonRecord):
     """The host (or the container's cgroup) at one tick.
 
     ``cpu_count`` is the CPUs this server may use (affinity and cgroup quota, so it can be
@@ -244,46 +181,27 @@ class HostSample:
     mem_total_bytes: int | None
     mem_limit_source: Literal["cgroup", "host"] = "host"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cpu_pct": self.cpu_pct,
-            "cpu_count": self.cpu_count,
-            "mem_used_bytes": self.mem_used_bytes,
-            "mem_total_bytes": self.mem_total_bytes,
-            "mem_limit_source": self.mem_limit_source,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class BackendInfo:
+class BackendInfo(JsonRecord):
     """What a backend serves, fixed once it is open: the ``GET devices`` payload, less config."""
 
     backend: BackendName
     simulated: bool
+    gpu_available: bool = field(init=False)
+    """Whether there is at least one GPU to show (simulated ones count); set from the others."""
     reason: str | None
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     devices: tuple[DeviceInfo, ...] = ()
 
-    @property
-    def gpu_available(self) -> bool:
-        """Whether there is at least one GPU to show (simulated ones count)."""
-        return self.backend != "none" and bool(self.devices)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "simulated": self.simulated,
-            "gpu_available": self.gpu_available,
-            "reason": self.reason,
-            "driver_version": self.driver_version,
-            "cuda_driver_version": self.cuda_driver_version,
-            "devices": [d.to_dict() for d in self.devices],
-        }
+    def __post_init__(self) -> None:
+        # A field (not a property) so that it is in the JSON, after `simulated`, as it was.
+        object.__setattr__(self, "gpu_available", self.backend != "none" and bool(self.devices))
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(JsonRecord):
     """Everything one tick saw: the GPUs, the host and the compile caches.
 
     ``seq`` counts ticks from 1 in a sampler (0 for ``read_once``); ``ts`` is Unix time in
@@ -298,15 +216,3 @@ class Sample:
     devices: tuple[DeviceSample, ...]
     host: HostSample
     compile_cache: CompileCacheSample = NOT_SCANNED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "ts": self.ts,
-            "backend": self.backend,
-            "simulated": self.simulated,
-            "reason": self.reason,
-            "devices": [d.to_dict() for d in self.devices],
-            "host": self.host.to_dict(),
-            "compile_cache": self.compile_cache.to_dict(),
-        }

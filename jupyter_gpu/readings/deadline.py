@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from jupyter_gpu.sampling.records import DeviceInfo, DeviceSample
+from jupyter_gpu.readings.records import DeviceInfo, DeviceSample
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 
-from jupyter_gpu.sampling.records import BackendInfo, BackendName, DeviceSample, GpmReading
+from jupyter_gpu.readings.records import BackendInfo, BackendName, DeviceSample, GpmReading
 
 
 class Backend(abc.ABC):

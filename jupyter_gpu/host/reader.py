@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import psutil
 
-from jupyter_gpu.sampling.cgroup import CgroupReader, affinity_cpu_count
-from jupyter_gpu.sampling.records import HostSample
+from jupyter_gpu.host.cgroup import CgroupReader, affinity_cpu_count
+from jupyter_gpu.readings.records import HostSample
 
 
 class HostReader:
