@@ -6,6 +6,7 @@ Real compiles with ``aot_eager``, as the notebook runs in smoke mode.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -41,9 +42,13 @@ class StandardizeMine(nn.Module):
 
 
 @pytest.fixture
-def quiet_dynamo() -> None:
+def quiet_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     torch._logging.set_logs(dynamo=logging.ERROR)
+    yield
+    # torch's defaults again: left at ERROR, the torch.compile warnings of later tests in this
+    # process (test_quiet's notes) were never logged.
+    torch._logging.set_logs()
 
 
 @pytest.mark.usefixtures("quiet_dynamo")
