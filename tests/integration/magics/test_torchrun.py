@@ -160,7 +160,7 @@ def test_a_rank_that_raises_fails_the_cell_with_its_traceback(shell: Shell, in_t
     assert 'File "<torchrun cell>", line 3, in check' in text
     assert "ValueError: bad batch 7" in text
     assert "ChildFailedError" not in text
-    assert "_rank.py" not in text
+    assert "rank_main.py" not in text
     assert not descendants()
 
 

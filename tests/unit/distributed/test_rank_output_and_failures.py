@@ -157,7 +157,7 @@ def test_a_timeout_names_who_waited_and_where_the_others_were(tmp_path: Path) ->
         "Current thread 0x1 (most recent call first):\n"
         '  File "/usr/lib/python3/time.py", line 9 in helper\n'
         '  File "<torchrun cell>", line 3 in <module>\n'
-        '  File "/x/_rank.py", line 80 in _run_cell\n'
+        '  File "/x/rank_main.py", line 80 in _run_cell\n'
     )
     diag = explain(
         tmp_path,
