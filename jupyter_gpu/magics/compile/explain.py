@@ -51,7 +51,7 @@ def precision_now() -> Precision | None:
 
     if not cuda_in_use():
         return None
-    from jupyter_gpu.magics.amp.precision import tf32_enabled, tf32_supported
+    from jupyter_gpu.magics.common.precision import tf32_enabled, tf32_supported
 
     matmul, conv = tf32_enabled()
     return Precision(matmul, conv, tf32_supported())

@@ -206,7 +206,7 @@ class ProfileMagics(ShellMagics):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        from jupyter_gpu.magics.amp.precision import autocast_enabled
+        from jupyter_gpu.magics.common.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
         # acc_events: one run, so nothing to accumulate; without it torch 2.11 warns that the

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jupyter_gpu.magics import gpu_watch
+from jupyter_gpu.magics.gpu import watch as gpu_watch
 from jupyter_gpu.sampling import BACKEND_ENV, plain_no_gpu
 from tests.watch_notebook import run_watch_notebook
 

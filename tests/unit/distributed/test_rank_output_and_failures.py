@@ -286,10 +286,10 @@ def test_sizes() -> None:
 def test_visible_gpus_follows_cuda_visible_devices(
     monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: int
 ) -> None:
-    from jupyter_gpu.magics import torchrun
+    from jupyter_gpu.magics.torchrun.magic import visible_gpus
     from jupyter_gpu.sampling import topology
 
     monkeypatch.setattr(topology, "gpu_count", lambda: (4, None))
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    count, _ = torchrun.visible_gpus(env)
+    count, _ = visible_gpus(env)
     assert count == expected

@@ -15,7 +15,7 @@ import time
 import pytest
 from IPython.utils.capture import capture_output
 
-from jupyter_gpu.magics.gpu_topology import show_topology
+from jupyter_gpu.magics.gpu.report import show_topology
 from jupyter_gpu.sampling import open_backend
 from jupyter_gpu.sampling.attribution import kernel_pids_of_server
 from jupyter_gpu.sampling.reasons import SIMULATED_EPOCH_ENV, simulated_epoch_from_env
