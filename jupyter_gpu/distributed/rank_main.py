@@ -178,6 +178,10 @@ def _run_cell(config: dict[str, Any], run_dir: Path, rank: int) -> None:
     sys.modules["__main__"] = module  # classes defined in the cell pickle as __main__.X
     exec(code, module.__dict__)  # noqa: S102  # running the user's cell is the point
     if dist.is_initialized():
+        # All ranks leave together: a rank that tore down its gloo pairs while another was still
+        # in the cell's last collective aborted that one ("terminate called without an active
+        # exception", then SIGABRT; seen in CI with FSDP on 2 CPU ranks of a loaded machine).
+        dist.barrier()
         dist.destroy_process_group()
 
 
