@@ -26,11 +26,11 @@ from jupyter_gpu.magics.common.args import (
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
-from jupyter_gpu.magics.common.render import fmt_bytes, html_block, html_note, publish
 
 from . import tensors as _tensors
 from .oom import FreeReport, free_references, is_oom, last_error_was_oom
-from .report import CellMemory, MemorySummary, show_cell, show_summary
+from .report import show_cell, show_freed, show_summary
+from .results import CellMemory, MemorySummary
 
 __all__ = ["CellMemory", "MemoryMagics", "MemorySummary"]
 
@@ -142,20 +142,7 @@ class MemoryMagics(ShellMagics):
             raise UsageError("--free takes no -d or -n: it frees references on every device.")
         report = free_references(self.shell)
         if not args.quiet:
-            if report.cleared:
-                text = (
-                    f"Released {', '.join(report.cleared)}: {report.tensors_freed} tensor(s) "
-                    f"collected, {fmt_bytes(report.freed_bytes)} freed"
-                )
-                if report.reserved_released_bytes:
-                    text += (
-                        f"; empty_cache() returned {fmt_bytes(report.reserved_released_bytes)} "
-                        "to the driver"
-                    )
-                text += ". Your variables are untouched."
-            else:
-                text = "Nothing to free: no last error and no cached output holds a tensor."
-            publish(text, html_block([html_note(text)]))
+            show_freed(report)
         return report if args.output else None
 
     # -------------------------------------------------------------------------- cell
