@@ -1,4 +1,4 @@
-"""``%compile``'s measurements, put in the shape the table of causes reads (``common/causes.py``).
+"""``%compile``'s measurements, put in the shape the table of causes reads (``common/causes/``).
 
 A compile report becomes :class:`~jupyter_gpu.magics.common.causes.CompileFacts`; a bench adds
 its medians, a profile of the compiled call, CUDA graphs' slow-path warning and the TF32

@@ -116,7 +116,7 @@ def show_report(
 def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
     """Display eager vs compiled time, the speedup, why it is no faster, and what was put back.
 
-    ``explanations`` come from the table of causes (``common/causes.py``): given only when
+    ``explanations`` come from the table of causes (``common/causes/``): given only when
     compiled is slower or less than 10 % faster, and then never empty (at least "no cause
     found" with the figures).
     """

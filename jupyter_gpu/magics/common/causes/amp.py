@@ -1,0 +1,141 @@
+"""The causes of ``%amp compare`` (``amp``): why reduced precision was no faster.
+
+Each reads one profiled step per mode (``Evidence.modes``).
+"""
+
+from __future__ import annotations
+
+from jupyter_gpu.magics.common.evidence import CallProfile
+from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.measure import fmt_seconds
+
+from .facts import CASTS_SHARE, FEW_MATMULS_SHARE, OVERHEAD_SHARE, Cause, Evidence
+
+
+def _amp_pair(ev: Evidence) -> tuple[str, str] | None:
+    """(reduced mode, reference mode): the faster of bf16/fp16 and of fp32/tf32."""
+    timed = {m: f.time_s for m, f in ev.modes.items() if f.time_s}
+    ref = min((m for m in ("fp32", "tf32") if m in timed), key=timed.__getitem__, default=None)
+    red = min((m for m in ("bf16", "fp16") if m in timed), key=timed.__getitem__, default=None)
+    return None if ref is None or red is None else (red, ref)
+
+
+def _amp_profiles(ev: Evidence) -> tuple[str, str, CallProfile, CallProfile] | None:
+    pair = _amp_pair(ev)
+    if pair is None:
+        return None
+    red, ref = pair
+    p_red, p_ref = ev.modes[red].profile, ev.modes[ref].profile
+    if p_red is None or p_ref is None:
+        return None
+    return red, ref, p_red, p_ref
+
+
+def _amp_overhead(ev: Evidence) -> bool:
+    found = _amp_profiles(ev)
+    if found is None:
+        return False
+    red, _, p, _ = found
+    return bool(p.cuda and p.gpu_busy_s is not None) and (
+        (p.gpu_busy_s or 0.0) < OVERHEAD_SHARE * ev.modes[red].time_s
+    )
+
+
+def _amp_overhead_text(ev: Evidence) -> str:
+    found = _amp_profiles(ev)
+    assert found is not None
+    red, _, p, _ = found
+    return (
+        f"In {red} the GPU was busy {fmt_seconds(p.gpu_busy_s)} of the "
+        f"{fmt_seconds(ev.modes[red].time_s)} a step takes ({p.kernels or 0:.0f} kernels a "
+        "step): the rest is the CPU preparing and launching work, which precision does not "
+        "shorten. Larger batches or layers put more of the step on the GPU."
+    )
+
+
+def _few_matmuls(ev: Evidence) -> bool:
+    found = _amp_profiles(ev)
+    if found is None:
+        return False
+    _, _, _, p = found
+    return p.busy_s > 0 and p.matmul_s() < FEW_MATMULS_SHARE * p.busy_s
+
+
+def _few_matmuls_text(ev: Evidence) -> str:
+    found = _amp_profiles(ev)
+    assert found is not None
+    _, ref, _, p = found
+    busy = "the GPU's busy time" if p.cuda else "the time in ops"
+    return (
+        f"Matmuls and convolutions took {fmt_pct(p.matmul_s() / p.busy_s)} of {busy} in "
+        f"{ref} ({fmt_seconds(p.matmul_s())} of {fmt_seconds(p.busy_s)} a step): reduced "
+        "precision speeds those up, not the rest of the step (elementwise ops, reductions)."
+    )
+
+
+def _slow_matmuls(ev: Evidence) -> bool:
+    found = _amp_profiles(ev)
+    if found is None:
+        return False
+    _, _, p_red, p_ref = found
+    return p_red.matmul_s() > 0 and p_red.matmul_s() >= p_ref.matmul_s() > 0
+
+
+def _slow_matmuls_text(ev: Evidence) -> str:
+    found = _amp_profiles(ev)
+    assert found is not None
+    red, ref, p_red, p_ref = found
+    where = "this GPU" if p_red.cuda else "this CPU"
+    return (
+        f"The {red} matmuls and convolutions took {fmt_seconds(p_red.matmul_s())} a step "
+        f"against {fmt_seconds(p_ref.matmul_s())} in {ref}: on {where} they ran no faster "
+        f"({p_red.matmul_names()})."
+    )
+
+
+def _casts(ev: Evidence) -> bool:
+    found = _amp_profiles(ev)
+    if found is None:
+        return False
+    _, _, p, _ = found
+    return p.busy_s > 0 and p.casts_s >= CASTS_SHARE * p.busy_s
+
+
+def _casts_text(ev: Evidence) -> str:
+    found = _amp_profiles(ev)
+    assert found is not None
+    red, _, p, _ = found
+    return (
+        f"Autocast's casts (aten::_to_copy) took {fmt_seconds(p.casts_s)} of the "
+        f"{fmt_seconds(p.busy_s)} of work a step in {red} ({fmt_pct(p.casts_s / p.busy_s)}): "
+        "each step casts the weights it uses, which costs most where the matmuls are small."
+    )
+
+
+def no_cause_amp(ev: Evidence) -> str:
+    """The "no cause found" line of ``%amp compare``, with its figures."""
+    pair = _amp_pair(ev)
+    if pair is None:
+        return "no cause found: the modes to compare did not all run."
+    red, ref = pair
+    figures = (
+        f"{red} {fmt_seconds(ev.modes[red].time_s)} against {ref} "
+        f"{fmt_seconds(ev.modes[ref].time_s)} a step"
+    )
+    found = _amp_profiles(ev)
+    if found is not None:
+        _, _, p_red, p_ref = found
+        figures += (
+            f"; matmuls and convolutions {fmt_seconds(p_ref.matmul_s())} a step in {ref}, "
+            f"{fmt_seconds(p_red.matmul_s())} in {red}"
+        )
+    return f"no cause found: {figures}."
+
+
+AMP_CAUSES: tuple[Cause, ...] = (
+    # ---- %amp compare: a profile of one step per mode
+    Cause("launch_bound", frozenset(("amp",)), _amp_overhead, _amp_overhead_text),
+    Cause("slow_matmuls", frozenset(("amp",)), _slow_matmuls, _slow_matmuls_text),
+    Cause("few_matmuls", frozenset(("amp",)), _few_matmuls, _few_matmuls_text),
+    Cause("casts", frozenset(("amp",)), _casts, _casts_text),
+)
