@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from jupyter_gpu.distributed.rendezvous import (
 )
 from jupyter_gpu.distributed.result import format_size, parse_size
 from jupyter_gpu.distributed.script import LaunchSpec, torchrun_args
+from tests.helpers import free_port
 
 
 def render(stream: str) -> list[str]:
@@ -237,10 +237,7 @@ def test_endpoints_parse_and_check() -> None:
             parse_endpoint(bad)
     with pytest.raises(EndpointError, match="is not this machine"):
         check_host_endpoint(Endpoint("192.0.2.1", 29500))  # TEST-NET-1: never ours
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    check_host_endpoint(Endpoint("127.0.0.1", port))  # free: no error
+    check_host_endpoint(Endpoint("127.0.0.1", free_port()))  # free: no error
 
 
 def test_torchrun_arguments() -> None:
