@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -164,11 +165,8 @@ class MemoryMagics(ShellMagics):
         if args.snapshot:
             result.timeline_unavailable = NO_CUDA_TIMELINE
         try:
-            result.value = code.run(local_ns)
-        except BaseException as exc:
-            result.failed = True
-            result.out_of_memory = is_oom(exc)
-            raise
+            with _failure_marked(result):
+                result.value = code.run(local_ns)
         finally:
             result.after_bytes, max_after = process_rss_bytes()
             # The lifetime peak RSS only tells the cell's peak if the cell raised it.
@@ -205,20 +203,17 @@ class MemoryMagics(ShellMagics):
         if watch is not None:
             watch.start()
         try:
-            if args.snapshot:
-                from .timeline import recording
+            with _failure_marked(result):
+                if args.snapshot:
+                    from .timeline import recording
 
-                with torch.cuda.device(index), recording(args.max_entries) as ours:
-                    try:
-                        result.value = code.run(local_ns)
-                    finally:
-                        snapshot = torch.cuda.memory._snapshot()
-            else:
-                result.value = code.run(local_ns)
-        except BaseException as exc:
-            result.failed = True
-            result.out_of_memory = is_oom(exc)
-            raise
+                    with torch.cuda.device(index), recording(args.max_entries) as ours:
+                        try:
+                            result.value = code.run(local_ns)
+                        finally:
+                            snapshot = torch.cuda.memory._snapshot()
+                else:
+                    result.value = code.run(local_ns)
         finally:
             reading = (
                 watch.stop(snapshot if ours else None, args.max_entries)
@@ -246,6 +241,17 @@ class MemoryMagics(ShellMagics):
                 with _never_masking():
                     show_cell(result)
         return result if args.output else result.value
+
+
+@contextlib.contextmanager
+def _failure_marked(result: CellMemory) -> Iterator[None]:
+    """The cell's exception marks ``result`` (failed; out of memory or not) and goes on up."""
+    try:
+        yield
+    except BaseException as exc:
+        result.failed = True
+        result.out_of_memory = is_oom(exc)
+        raise
 
 
 @contextlib.contextmanager

@@ -5,6 +5,9 @@ Each reads one profiled step per mode (``Evidence.modes``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from jupyter_gpu.magics.common.evidence import CallProfile
 from jupyter_gpu.magics.common.render import fmt_pct
 from jupyter_gpu.measure import fmt_seconds
@@ -20,7 +23,16 @@ def _amp_pair(ev: Evidence) -> tuple[str, str] | None:
     return None if ref is None or red is None else (red, ref)
 
 
-def _amp_profiles(ev: Evidence) -> tuple[str, str, CallProfile, CallProfile] | None:
+class _Profiles(NamedTuple):
+    """The two modes compared (reduced, reference) and a profiled step of each."""
+
+    red: str
+    ref: str
+    p_red: CallProfile
+    p_ref: CallProfile
+
+
+def _amp_profiles(ev: Evidence) -> _Profiles | None:
     pair = _amp_pair(ev)
     if pair is None:
         return None
@@ -28,23 +40,35 @@ def _amp_profiles(ev: Evidence) -> tuple[str, str, CallProfile, CallProfile] | N
     p_red, p_ref = ev.modes[red].profile, ev.modes[ref].profile
     if p_red is None or p_ref is None:
         return None
-    return red, ref, p_red, p_ref
+    return _Profiles(red, ref, p_red, p_ref)
 
 
-def _amp_overhead(ev: Evidence) -> bool:
+def _profiles(ev: Evidence) -> _Profiles:
+    """The profiles a sentence quotes (its trigger fired, so both were taken)."""
     found = _amp_profiles(ev)
-    if found is None:
-        return False
-    red, _, p, _ = found
+    assert found is not None
+    return found
+
+
+def _if_profiled(test: Callable[[Evidence, _Profiles], bool]) -> Callable[[Evidence], bool]:
+    """A trigger: ``test`` over both modes' profiles; quiet when either was not taken."""
+
+    def trigger(ev: Evidence) -> bool:
+        found = _amp_profiles(ev)
+        return found is not None and test(ev, found)
+
+    return trigger
+
+
+def _amp_overhead(ev: Evidence, f: _Profiles) -> bool:
+    p = f.p_red
     return bool(p.cuda and p.gpu_busy_s is not None) and (
-        (p.gpu_busy_s or 0.0) < OVERHEAD_SHARE * ev.modes[red].time_s
+        (p.gpu_busy_s or 0.0) < OVERHEAD_SHARE * ev.modes[f.red].time_s
     )
 
 
 def _amp_overhead_text(ev: Evidence) -> str:
-    found = _amp_profiles(ev)
-    assert found is not None
-    red, _, p, _ = found
+    red, _, p, _ = _profiles(ev)
     return (
         f"In {red} the GPU was busy {fmt_seconds(p.gpu_busy_s)} of the "
         f"{fmt_seconds(ev.modes[red].time_s)} a step takes ({p.kernels or 0:.0f} kernels a "
@@ -53,18 +77,13 @@ def _amp_overhead_text(ev: Evidence) -> str:
     )
 
 
-def _few_matmuls(ev: Evidence) -> bool:
-    found = _amp_profiles(ev)
-    if found is None:
-        return False
-    _, _, _, p = found
+def _few_matmuls(ev: Evidence, f: _Profiles) -> bool:
+    p = f.p_ref
     return p.busy_s > 0 and p.matmul_s() < FEW_MATMULS_SHARE * p.busy_s
 
 
 def _few_matmuls_text(ev: Evidence) -> str:
-    found = _amp_profiles(ev)
-    assert found is not None
-    _, ref, _, p = found
+    _, ref, _, p = _profiles(ev)
     busy = "the GPU's busy time" if p.cuda else "the time in ops"
     return (
         f"Matmuls and convolutions took {fmt_pct(p.matmul_s() / p.busy_s)} of {busy} in "
@@ -73,18 +92,12 @@ def _few_matmuls_text(ev: Evidence) -> str:
     )
 
 
-def _slow_matmuls(ev: Evidence) -> bool:
-    found = _amp_profiles(ev)
-    if found is None:
-        return False
-    _, _, p_red, p_ref = found
-    return p_red.matmul_s() > 0 and p_red.matmul_s() >= p_ref.matmul_s() > 0
+def _slow_matmuls(ev: Evidence, f: _Profiles) -> bool:
+    return f.p_red.matmul_s() > 0 and f.p_red.matmul_s() >= f.p_ref.matmul_s() > 0
 
 
 def _slow_matmuls_text(ev: Evidence) -> str:
-    found = _amp_profiles(ev)
-    assert found is not None
-    red, ref, p_red, p_ref = found
+    red, ref, p_red, p_ref = _profiles(ev)
     where = "this GPU" if p_red.cuda else "this CPU"
     return (
         f"The {red} matmuls and convolutions took {fmt_seconds(p_red.matmul_s())} a step "
@@ -93,18 +106,13 @@ def _slow_matmuls_text(ev: Evidence) -> str:
     )
 
 
-def _casts(ev: Evidence) -> bool:
-    found = _amp_profiles(ev)
-    if found is None:
-        return False
-    _, _, p, _ = found
+def _casts(ev: Evidence, f: _Profiles) -> bool:
+    p = f.p_red
     return p.busy_s > 0 and p.casts_s >= CASTS_SHARE * p.busy_s
 
 
 def _casts_text(ev: Evidence) -> str:
-    found = _amp_profiles(ev)
-    assert found is not None
-    red, _, p, _ = found
+    red, _, p, _ = _profiles(ev)
     return (
         f"Autocast's casts (aten::_to_copy) took {fmt_seconds(p.casts_s)} of the "
         f"{fmt_seconds(p.busy_s)} of work a step in {red} ({fmt_pct(p.casts_s / p.busy_s)}): "
@@ -132,10 +140,12 @@ def no_cause_amp(ev: Evidence) -> str:
     return f"no cause found: {figures}."
 
 
+AMP = frozenset(("amp",))
+
 AMP_CAUSES: tuple[Cause, ...] = (
     # ---- %amp compare: a profile of one step per mode
-    Cause("launch_bound", frozenset(("amp",)), _amp_overhead, _amp_overhead_text),
-    Cause("slow_matmuls", frozenset(("amp",)), _slow_matmuls, _slow_matmuls_text),
-    Cause("few_matmuls", frozenset(("amp",)), _few_matmuls, _few_matmuls_text),
-    Cause("casts", frozenset(("amp",)), _casts, _casts_text),
+    Cause("launch_bound", AMP, _if_profiled(_amp_overhead), _amp_overhead_text),
+    Cause("slow_matmuls", AMP, _if_profiled(_slow_matmuls), _slow_matmuls_text),
+    Cause("few_matmuls", AMP, _if_profiled(_few_matmuls), _few_matmuls_text),
+    Cause("casts", AMP, _if_profiled(_casts), _casts_text),
 )
