@@ -6,6 +6,7 @@ Real compiles with ``aot_eager``, as the notebook runs in smoke mode.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -41,9 +42,13 @@ class StandardizeMine(nn.Module):
 
 
 @pytest.fixture
-def quiet_dynamo() -> None:
+def quiet_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     torch._logging.set_logs(dynamo=logging.ERROR)
+    yield
+    # Back to torch's defaults: left at ERROR, dynamo's warnings never reached the magics'
+    # notes in later tests of the same process (tests/integration/magics/test_quiet.py).
+    torch._logging.set_logs()
 
 
 @pytest.mark.usefixtures("quiet_dynamo")
