@@ -72,7 +72,7 @@ TARGET_MFU = 0.63
 
 import torch  # noqa: E402 (after the path set-up above)
 
-from jupyter_gpu.magics.amp.precision import set_tf32  # noqa: E402
+from jupyter_gpu.magics.common.precision import set_tf32  # noqa: E402
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, student_loader  # noqa: E402
 from jupyter_gpu.tutorials.capstone.fit import (  # noqa: E402
     BatchFit,

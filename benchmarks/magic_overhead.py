@@ -196,7 +196,9 @@ def replay(path: Path, runs: int) -> int:
 
     from jupyter_gpu.magics.common.args import parse
     from jupyter_gpu.magics.profile.analysis import analyse
-    from jupyter_gpu.magics.profile.magic import ProfileMagics, ProfileResult
+    from jupyter_gpu.magics.profile.magic import ProfileMagics
+    from jupyter_gpu.magics.profile.report import show_profile
+    from jupyter_gpu.magics.profile.results import ProfileResult
 
     events = replay_events(path)
     gpu = any(e.device_type != events[0].device_type for e in events)
@@ -212,7 +214,6 @@ def replay(path: Path, runs: int) -> int:
     config.HistoryManager.hist_file = ":memory:"
     ip = InteractiveShell.instance(config=config)
     ip.run_line_magic("load_ext", "jupyter_gpu")
-    magics = ip.magics_manager.registry["ProfileMagics"]
     sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
 
     def magic() -> None:
@@ -222,7 +223,7 @@ def replay(path: Path, runs: int) -> int:
             a.rows, a.gpu_idle_fraction, a.hints, 0.0, None, "self_gpu_s" if gpu else "self_cpu_s"
         )
         r.kernel_count = a.kernel_count
-        magics._show(r, a, cuda=gpu, args=args)
+        show_profile(r, a, cuda=gpu, args=args)
 
     cases = {
         "key_averages()": events.key_averages,

@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -55,15 +54,23 @@ import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests' helpers, from a source tree
+
+from tests.helpers import (  # noqa: E402 (path set-up)
+    JUPYTER_GPU_ON,
+    free_port,
+    start_server,
+    wait_for_async,
+)
+
 TOKEN = "monitor-load"
 HEADERS = {"Authorization": f"token {TOKEN}"}
 STATUS = "/api/status"
 SNAPSHOT = "/jupyter-gpu/api/v1/snapshot"
 NVDASHBOARD_CHARTS = ("gpu_utilization", "gpu_usage", "gpu_resource", "pci_stats", "cpu_resource")
 POLL_S = 0.05
-NVDASHBOARD_ON = (
-    "--ServerApp.jpserver_extensions={'jupyterlab_nvdashboard': True, 'jupyter_gpu': False}"
-)
+NVDASHBOARD_ON = "{'jupyterlab_nvdashboard': True, 'jupyter_gpu': False}"
 
 
 @dataclass
@@ -74,14 +81,14 @@ class Config:
     per_tab_per_s: float
     hello: str = ""
     routes: list[str] = field(default_factory=lambda: [STATUS])
+    extensions: str = JUPYTER_GPU_ON  # the server's jpserver_extensions
 
 
 def configs(backend: str, devices: int) -> dict[str, Config]:
-    ours = ["--ServerApp.jpserver_extensions={'jupyter_gpu': True}"]
-    ours += [f"--JupyterGpu.backend={backend}", f"--JupyterGpu.simulated_devices={devices}"]
+    ours = [f"--JupyterGpu.backend={backend}", f"--JupyterGpu.simulated_devices={devices}"]
     stream = ["jupyter-gpu/api/v1/stream"]
     both = [STATUS, SNAPSHOT]
-    sim = [*ours[:1], "--JupyterGpu.backend=simulated", f"--JupyterGpu.simulated_devices={devices}"]
+    sim = ["--JupyterGpu.backend=simulated", f"--JupyterGpu.simulated_devices={devices}"]
     period_ms = 100
     return {
         "ours-1hz": Config("ours 1 Hz", [*ours, "--JupyterGpu.interval_s=1"], stream, 1, "", both),
@@ -103,19 +110,13 @@ def configs(backend: str, devices: int) -> dict[str, Config]:
         ),
         "nvdashboard": Config(
             f"jupyterlab-nvdashboard {period_ms} ms",
-            [NVDASHBOARD_ON],
+            [],
             [f"nvdashboard/{chart}" for chart in NVDASHBOARD_CHARTS],
             len(NVDASHBOARD_CHARTS) * 1000 / period_ms,
             json.dumps({"updateFrequency": period_ms, "isPaused": False}),
+            extensions=NVDASHBOARD_ON,
         ),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -126,15 +127,14 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 async def wait_up(client: AsyncHTTPClient, base: str, server: subprocess.Popen[bytes]) -> None:
-    for _ in range(600):
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited with {server.returncode}")
-        try:
-            await client.fetch(base + STATUS, headers=HEADERS)
-            return
-        except Exception:
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the server did not come up")
+    await wait_for_async(
+        lambda: client.fetch(base + STATUS, headers=HEADERS),
+        "the server did not come up",
+        timeout_s=60,
+        poll_s=0.1,
+        retry_on=(Exception,),  # refused, or an HTTP error while it starts
+        process=server,
+    )
 
 
 async def measure(
@@ -142,20 +142,14 @@ async def measure(
 ) -> list[dict[str, Any]]:
     port = free_port()
     root = tempfile.mkdtemp(prefix="monitor-load-")
-    argv = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={TOKEN}",
-        *config.server_args,
-    ]
-    with log.open("w") as out:
-        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    server = start_server(
+        port=port,
+        root=Path(root),
+        token=TOKEN,
+        log=log,
+        options=config.server_args,
+        extensions=config.extensions,
+    )
     client = AsyncHTTPClient(max_clients=4)
     base = f"http://127.0.0.1:{port}"
     rows = []

@@ -38,7 +38,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,11 @@ import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests' helpers, from a source tree
+
+from tests.helpers import free_port, start_server, wait_for_async  # noqa: E402 (path set-up)
+
 TOKEN = "sampler-overhead"
 HEADERS = {"Authorization": f"token {TOKEN}"}
 TARGETS = {1.0: 1.0, 10.0: 5.0}  # Hz -> max % of one core
@@ -61,43 +65,30 @@ HANDLERS = {  # Jupyter Server labels its request-duration metric by handler cla
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start_server(port: int, hz: float, devices: int, root: str) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={TOKEN}",
-        "--ServerApp.jpserver_extensions={'jupyter_gpu': True}",
-        "--JupyterGpu.backend=simulated",
-        f"--JupyterGpu.simulated_devices={devices}",
-        f"--JupyterGpu.interval_s={1.0 / hz}",
-    ]
-    log = Path(tempfile.gettempdir()) / f"sampler_overhead_{hz:g}hz.log"
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+def start_sampling_server(port: int, hz: float, devices: int, root: str) -> subprocess.Popen[bytes]:
+    return start_server(
+        port=port,
+        root=Path(root),
+        token=TOKEN,
+        log=Path(tempfile.gettempdir()) / f"sampler_overhead_{hz:g}hz.log",
+        options=[
+            "--JupyterGpu.backend=simulated",
+            f"--JupyterGpu.simulated_devices={devices}",
+            f"--JupyterGpu.interval_s={1.0 / hz}",
+        ],
+    )
 
 
 async def wait_ready(client: AsyncHTTPClient, base: str) -> str:
     """Wait for the first snapshot; return the login cookie the token request was given."""
-    for _ in range(300):
-        try:
-            response = await client.fetch(base + ROUTES["snapshot"], headers=HEADERS)
-        except (HTTPClientError, OSError):
-            await asyncio.sleep(0.1)
-            continue
-        return response.headers["Set-Cookie"].split(";", 1)[0]
-    raise RuntimeError("the server did not come up")
+    response = await wait_for_async(
+        lambda: client.fetch(base + ROUTES["snapshot"], headers=HEADERS),
+        "the server did not come up",
+        timeout_s=30,
+        poll_s=0.1,
+        retry_on=(HTTPClientError, OSError),
+    )
+    return response.headers["Set-Cookie"].split(";", 1)[0]
 
 
 async def drain(ws: WebSocketClientConnection, seqs: list[int]) -> None:
@@ -250,7 +241,7 @@ async def measure(hz: float, args: argparse.Namespace) -> dict[str, object]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as root:
-        server = start_server(port, hz, args.devices, root)
+        server = start_sampling_server(port, hz, args.devices, root)
         client = AsyncHTTPClient(max_clients=args.concurrency + 10)
         try:
             cookie = await wait_ready(client, base)

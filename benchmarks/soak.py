@@ -34,7 +34,6 @@ import platform
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,14 +50,11 @@ TOKEN = "soak"
 HEADERS = {"Authorization": f"token {TOKEN}"}
 API = "/jupyter-gpu/api/v1"
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the tests' helpers, from a source tree
+
+from tests.helpers import free_port, start_server, wait_for_async  # noqa: E402 (path set-up)
+
 ERROR_LINE = re.compile(r"^\[E |Traceback \(most recent call last\)", re.MULTILINE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -187,38 +183,30 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "JUPYTER_GPU_SOAK_INTERVAL_S": str(1.0 / args.hz),
         "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={TOKEN}",
-        "--ServerApp.jpserver_extensions={'jupyter_gpu': False, 'soak_extension': True}",
-        "--JupyterGpu.backend=simulated",
-        f"--JupyterGpu.simulated_devices={args.devices}",
-        f"--JupyterGpu.history_s={args.history_s}",
-    ]
-    with log_path.open("w") as out:
-        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    server = start_server(
+        port=port,
+        root=Path(root),
+        token=TOKEN,
+        log=log_path,
+        options=[
+            "--JupyterGpu.backend=simulated",
+            f"--JupyterGpu.simulated_devices={args.devices}",
+            f"--JupyterGpu.history_s={args.history_s}",
+        ],
+        env=env,
+        extensions="{'jupyter_gpu': False, 'soak_extension': True}",
+    )
     s = Soak(args, port)
     tasks: list[asyncio.Task[None]] = []
     try:
-        for _ in range(300):
-            try:
-                devices = await s.get(f"{API}/devices")
-            except OSError:
-                devices = None
-            if devices is not None:
-                break
-            if server.poll() is not None:
-                raise RuntimeError("the server exited:\n" + log_path.read_text())
-            await asyncio.sleep(0.2)
-        else:
-            raise RuntimeError("the server did not answer:\n" + log_path.read_text())
+        devices = await wait_for_async(
+            lambda: s.get(f"{API}/devices"),
+            lambda: "the server did not answer:\n" + log_path.read_text(),
+            timeout_s=60,
+            poll_s=0.2,
+            retry_on=(OSError,),
+            process=server,
+        )
         s.counters.rest_failures.clear()  # 503s while it started
         capacity = devices["config"]["history_capacity"]
         warmup = args.warmup_ticks if args.warmup_ticks is not None else capacity + 60 * args.hz

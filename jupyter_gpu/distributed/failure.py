@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jupyter_gpu.distributed._rank import CELL_FILENAME
+from jupyter_gpu.distributed.rank_main import CELL_FILENAME
 
 # The environment that decides how NCCL and torch.distributed behave, each with a hint.
 ENV_HINTS: dict[str, str] = {

@@ -1,7 +1,7 @@
 r"""Stream every rank's output into the cell as it comes, each line prefixed by its rank.
 
 Each rank writes its stdout and stderr to ``rank-<RANK>.log`` in the run folder (see
-``_rank.py``); :class:`RankOutput` reads what is new in each file a few times a second and
+``rank_main.py``); :class:`RankOutput` reads what is new in each file a few times a second and
 writes it to the cell.
 
 Progress bars (tqdm) redraw one line with a carriage return: ``"\\r 40%|####  |"``. A

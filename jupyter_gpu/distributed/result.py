@@ -16,7 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
-RUN_DIR_ENV = "JUPYTER_GPU_TORCHRUN_DIR"
+from jupyter_gpu.distributed.script import RUN_DIR_ENV
+
 RESULT_FILE = "result.pt"
 DEFAULT_LIMIT_BYTES = 512 * 2**20
 

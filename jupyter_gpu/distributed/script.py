@@ -2,7 +2,7 @@
 
 The folder holds ``cell.py`` (the cell as written), ``run.json`` (its settings) and ``main.py``,
 the script torchrun runs once per rank: a short preamble that puts the notebook's import path
-in place, then hands over to ``jupyter_gpu.distributed._rank``, which initialises the process
+in place, then hands over to ``jupyter_gpu.distributed.rank_main``, which initialises the process
 group and runs the cell. The ranks write their output, errors and result into the same folder.
 """
 
@@ -19,15 +19,18 @@ from pathlib import Path
 
 from jupyter_gpu.distributed.rendezvous import Endpoint
 
+#: The run folder, in torchrun's and every rank's environment (``torchrun_result`` writes there).
+RUN_DIR_ENV = "JUPYTER_GPU_TORCHRUN_DIR"
+
 MAIN_TEMPLATE = """\
 # Written by %%torchrun for one notebook cell; torchrun runs it once per rank:
 #   {command}
-# The preamble (jupyter_gpu.distributed._rank) initialises the process group, binds rank,
+# The preamble (jupyter_gpu.distributed.rank_main) initialises the process group, binds rank,
 # local_rank, world_size and device, then runs cell.py (the cell as written) as __main__.
 import sys
 
 sys.path[:0] = [p for p in {path!r} if p not in sys.path]
-from jupyter_gpu.distributed._rank import main
+from jupyter_gpu.distributed.rank_main import main
 
 main({config!r})
 """
@@ -141,7 +144,7 @@ def rank_environment(spec: LaunchSpec, run_dir: Path) -> dict[str, str]:
     if env.get("MPLBACKEND", "").startswith("module://matplotlib_inline"):
         env["MPLBACKEND"] = "Agg"
     env.update(spec.env)
-    env["JUPYTER_GPU_TORCHRUN_DIR"] = str(run_dir)
+    env[RUN_DIR_ENV] = str(run_dir)
     env["PYTHONUNBUFFERED"] = "1"
     if spec.backend == "nccl":
         # The watchdog's monitor ends a rank whose watchdog itself hangs (default 8 min): keep

@@ -334,7 +334,7 @@ export function plainNoGpuReason(reason: string | null): string {
 
 /**
  * What a no-GPU reason means in plain words, and where the simulated demo is (the same
- * sentences as `%gpu`, from jupyter_gpu/sampling/reasons.py).
+ * sentences as `%gpu`, from jupyter_gpu/backends/reasons.py).
  */
 export function plainNoGpu(reason: string | null): string {
   if ((reason ?? '').includes('switched off')) {

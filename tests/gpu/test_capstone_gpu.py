@@ -41,7 +41,7 @@ def _write_figures() -> Any:
 
 
 def test_ceiling_and_tf32_restored() -> None:
-    from jupyter_gpu.magics.amp.precision import tf32_enabled
+    from jupyter_gpu.magics.common.precision import tf32_enabled
     from jupyter_gpu.tutorials.capstone.steps import matmul_ceiling
 
     before = tf32_enabled()

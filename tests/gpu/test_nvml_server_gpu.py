@@ -18,6 +18,7 @@ What it checks, with the real ``pynvml`` (no fake):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -36,12 +37,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
-from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (as above)
-from tests.jupyter_server_process import (  # noqa: E402 (as above)
+from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (as above)
+from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
+from tests.helpers import (  # noqa: E402 (as above)
+    fetch_json,
     free_port,
+    notebook_kernel,
     start_server,
     stop_server,
+    wait_for,
     wait_until_up,
 )
 
@@ -105,15 +109,7 @@ def median_us(fn: Callable[[], Any], n: int) -> float:
     return round(statistics.median(times) * 1e6, 1)
 
 
-def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+http_json = functools.partial(fetch_json, token=TOKEN)
 
 
 @pytest.fixture(scope="module")
@@ -306,42 +302,34 @@ def check_server_snapshot(tmp: Path) -> None:
         assert devices["devices"][0]["name"].startswith("NVIDIA")
 
         # A kernel of this server allocates CUDA memory: the snapshot must attribute it.
-        session = http_json(
-            f"{base}/api/sessions",
-            "POST",
-            {"path": "gpu-check.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
-        )
-        kernel_id = session["kernel"]["id"]
-        from jupyter_client import BlockingKernelClient
-
-        kernel_client = BlockingKernelClient(
-            connection_file=str(runtime / f"kernel-{kernel_id}.json")
-        )
-        kernel_client.load_connection_file()
-        kernel_client.start_channels()
-        kernel_client.wait_for_ready(timeout=120)
+        kernel_id, kernel_client = notebook_kernel(base, "gpu-check.ipynb", runtime, token=TOKEN)
         reply = kernel_client.execute_interactive(
             "import torch; x = torch.ones(256, 1024, 1024, device='cuda'); "
             "torch.cuda.synchronize()",
             timeout=180,
         )
         assert reply["content"]["status"] == "ok", reply["content"]
-        deadline = time.monotonic() + 30
-        while True:
-            snapshot = http_json(f"{base}/jupyter-gpu/api/v1/snapshot")
+        last: dict[str, Any] = {}
+
+        def attributed() -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+            last["snapshot"] = snapshot = http_json(f"{base}/jupyter-gpu/api/v1/snapshot")
             mine = [
                 p
                 for d in snapshot["devices"]
                 for p in d["processes"]
                 if p["kernel_id"] == kernel_id
             ]
-            if mine:
-                break
-            assert time.monotonic() < deadline, (
+            return (snapshot, mine) if mine else None
+
+        snapshot, mine = wait_for(
+            attributed,
+            lambda: (
                 "the kernel's GPU process was never attributed; processes: "
-                f"{[d['processes'] for d in snapshot['devices']]}"
-            )
-            time.sleep(0.5)
+                f"{[d['processes'] for d in last['snapshot']['devices']]}"
+            ),
+            timeout_s=30,
+            poll_s=0.5,
+        )
         RESULTS["server_snapshot_device0"] = {
             k: snapshot["devices"][0][k]
             for k in ("name", "util_pct", "mem_used_bytes", "power_w", "temperature_c")

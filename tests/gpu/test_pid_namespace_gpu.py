@@ -16,6 +16,7 @@ Needs root (or unprivileged user namespaces) for ``unshare``; skipped where it c
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -34,7 +35,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.jupyter_server_process import free_port, wait_until_up  # noqa: E402 (path set-up)
+from tests.helpers import (  # noqa: E402 (path set-up)
+    fetch_json,
+    free_port,
+    notebook_kernel,
+    start_server,
+    wait_for,
+    wait_until_up,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -60,15 +68,7 @@ def out_dir(tmp: Path) -> Path:
     return path
 
 
-def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+http_json = functools.partial(fetch_json, token=TOKEN)
 
 
 def unshare_works() -> str | None:
@@ -129,26 +129,21 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "JUPYTER_RUNTIME_DIR": str(runtime),
     }
-    argv = [
-        *UNSHARE,
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={tmp_path}",
-        f"--IdentityProvider.token={TOKEN}",
-        "--ServerApp.jpserver_extensions={'jupyter_gpu': True}",
-        "--JupyterGpu.backend=nvml",
-        "--JupyterGpu.interval_s=0.5",
-        "--JupyterGpu.kernel_map_interval_s=1",
-    ]
     host_job = start_host_job(600)
     kernel_client = None
-    with log_path.open("w") as log:
-        server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    server = start_server(
+        port=port,
+        root=tmp_path,
+        token=TOKEN,
+        log=log_path,
+        options=[
+            "--JupyterGpu.backend=nvml",
+            "--JupyterGpu.interval_s=0.5",
+            "--JupyterGpu.kernel_map_interval_s=1",
+        ],
+        env=env,
+        prefix=UNSHARE,
+    )
     try:
         devices = wait_until_up(
             lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
@@ -158,20 +153,7 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
             poll_s=0.5,
         )
         assert devices["backend"] == "nvml", devices
-        session = http_json(
-            f"{base}/api/sessions",
-            "POST",
-            {"path": "in-container.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
-        )
-        kernel_id = session["kernel"]["id"]
-        from jupyter_client import BlockingKernelClient
-
-        kernel_client = BlockingKernelClient(
-            connection_file=str(runtime / f"kernel-{kernel_id}.json")
-        )
-        kernel_client.load_connection_file()
-        kernel_client.start_channels()
-        kernel_client.wait_for_ready(timeout=120)
+        kernel_id, kernel_client = notebook_kernel(base, "in-container.ipynb", runtime, token=TOKEN)
         printed: list[str] = []
         reply = kernel_client.execute_interactive(
             KERNEL_CODE,
@@ -189,20 +171,28 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
 
         # Wait until the row shows the whole allocation: the first snapshots that list the
         # kernel can predate it (one read 109 MB while another job shared the GPU).
-        deadline = time.monotonic() + 60
-        while True:
+        waited_from = time.monotonic()
+        last: dict[str, Any] = {}
+
+        def whole_row() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
             snapshot = http_json(f"{base}/jupyter-gpu/api/v1/snapshot")
-            rows = [p for d in snapshot["devices"] for p in d["processes"]]
+            last["rows"] = rows = [p for d in snapshot["devices"] for p in d["processes"]]
             mine = [p for p in rows if p["kernel_id"] == kernel_id]
             if mine and all(
                 p["used_mem_bytes"] is None or p["used_mem_bytes"] >= 2**30 for p in mine
             ):
-                break
-            assert time.monotonic() < deadline, (
-                f"the kernel's row never showed its 1 GiB allocation within 60 s: {rows}"
-            )
-            time.sleep(0.5)
-        results["row_complete_after_s"] = round(60 - (deadline - time.monotonic()), 1)
+                return rows, mine
+            return None
+
+        rows, mine = wait_for(
+            whole_row,
+            lambda: (
+                f"the kernel's row never showed its 1 GiB allocation within 60 s: {last['rows']}"
+            ),
+            timeout_s=60,
+            poll_s=0.5,
+        )
+        results["row_complete_after_s"] = round(time.monotonic() - waited_from, 1)
         results["rows"] = rows
         (row,) = mine
         assert row["pid"] == pid_inside  # NVML reported the namespace's pid

@@ -18,12 +18,12 @@ Writes ``torchrun_gpu.json``, the executed notebook and its figures to ``$JUPYTE
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +34,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.jupyter_server_process import (  # noqa: E402 (after the path set-up)
+from tests.helpers import (  # noqa: E402 (after the path set-up)
+    fetch_json,
     free_port,
+    notebook_kernel,
     start_server,
     stop_server,
+    wait_for,
     wait_until_up,
 )
 
@@ -137,16 +140,7 @@ time.sleep(600)
 """
 
 
-def http_json(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        raw = response.read()
-        return json.loads(raw) if raw else None
+http_json = functools.partial(fetch_json, token=TOKEN)
 
 
 def nvml_pids() -> set[int]:
@@ -191,27 +185,18 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
             timeout_s=60,
             poll_s=0.5,
         )
-        session = http_json(
-            f"{base}/api/sessions",
-            "POST",
-            {"path": "torchrun-check.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
-        )
-        kernel_id = session["kernel"]["id"]
-        from jupyter_client import BlockingKernelClient
-
-        client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
-        client.load_connection_file()
-        client.start_channels()
-        client.wait_for_ready(timeout=120)
+        kernel_id, client = notebook_kernel(base, "torchrun-check.ipynb", runtime, token=TOKEN)
         reply = client.execute_interactive("%load_ext jupyter_gpu", timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
         msg_id = client.execute(f"%%torchrun -n {n} --timeout 60\n{HOLD_MEMORY}")
 
         # every rank wrote its pid (the kernel's folder is the server's root)
-        deadline = time.monotonic() + 180
-        while len(list(tmp_path.glob("rank-*.pid"))) < n:
-            assert time.monotonic() < deadline, "the ranks did not start"
-            time.sleep(0.5)
+        wait_for(
+            lambda: len(list(tmp_path.glob("rank-*.pid"))) >= n,
+            "the ranks did not start",
+            timeout_s=180,
+            poll_s=0.5,
+        )
         rank_pids = {int(p.read_text()) for p in tmp_path.glob("rank-*.pid")}
 
         # GET snapshot attributes each rank, with its 2 GiB, to the kernel and its notebook (a
@@ -219,18 +204,29 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
         def holds_its_memory(row: dict[str, Any]) -> bool:
             return row["used_mem_bytes"] is None or row["used_mem_bytes"] >= 2 * 2**30
 
-        deadline = time.monotonic() + 30
-        while True:
+        last: dict[str, Any] = {}
+
+        def all_attributed() -> list[dict[str, Any]] | None:
             snapshot = http_json(f"{base}/jupyter-gpu/api/v1/snapshot")
-            procs = {p["pid"]: p for d in snapshot["devices"] for p in d["processes"]}
-            rows = [procs.get(pid, {"pid": pid, "missing": True}) for pid in sorted(rank_pids)]
+            last["procs"] = procs = {
+                p["pid"]: p for d in snapshot["devices"] for p in d["processes"]
+            }
+            last["rows"] = rows = [
+                procs.get(pid, {"pid": pid, "missing": True}) for pid in sorted(rank_pids)
+            ]
             if all(r.get("kernel_id") == kernel_id and holds_its_memory(r) for r in rows):
-                break
-            assert time.monotonic() < deadline, (
+                return rows
+            return None
+
+        rows = wait_for(
+            all_attributed,
+            lambda: (
                 f"ranks {sorted(rank_pids)} not all attributed to kernel {kernel_id} with 2 GiB "
-                f"each: {rows}; every GPU process: {list(procs.values())}"
-            )
-            time.sleep(0.5)
+                f"each: {last['rows']}; every GPU process: {list(last['procs'].values())}"
+            ),
+            timeout_s=30,
+            poll_s=0.5,
+        )
         assert all(r["notebook"] == "torchrun-check.ipynb" for r in rows), rows
         FIGURES["attributed_ranks"] = rows
 
@@ -242,12 +238,12 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
             reply = client.get_shell_msg(timeout=120)
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
-        while True:
-            left = rank_pids & nvml_pids()
-            if not left:
-                break
-            assert time.monotonic() - stopped_at < 30, f"NVML still lists ranks {left}"
-            time.sleep(0.5)
+        wait_for(
+            lambda: not rank_pids & nvml_pids(),
+            lambda: f"NVML still lists ranks {rank_pids & nvml_pids()}",
+            timeout_s=max(0.0, 30 - (time.monotonic() - stopped_at)),
+            poll_s=0.5,
+        )
         FIGURES["seconds_until_nvml_lists_no_rank"] = round(time.monotonic() - stopped_at, 1)
         assert not [p for p in rank_pids if psutil.pid_exists(p)]
         # and the kernel goes on working

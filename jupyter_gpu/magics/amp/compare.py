@@ -10,75 +10,26 @@ the step would change what it cannot put back, and afterwards everything is as i
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from jupyter_gpu.magics.common.args import compile_expression, lookup, type_name
 from jupyter_gpu.magics.common.causes import Evidence, Explanation, ModeFacts, explain
-from jupyter_gpu.magics.common.evidence import CallProfile, profile_calls
+from jupyter_gpu.magics.common.evidence import profile_calls
 from jupyter_gpu.magics.common.lazy_torch import loss_value, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
 from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
-from jupyter_gpu.measure import Timing, fmt_seconds, time_steady
+from jupyter_gpu.magics.common.runs import RepeatedRuns
+from jupyter_gpu.measure import Timing, time_steady
 
-from . import precision as prec
+from . import autocast as prec
+from .report import show_comparison
+from .results import AmpComparison, AmpModeResult
 
 MODES = ("fp32", "tf32", "bf16", "fp16")
 #: Reduced precision is "no faster" below this speedup over the faster of fp32 and tf32.
 NO_FASTER = 1.1
-
-
-@dataclass(frozen=True)
-class AmpModeResult:
-    """One mode's figures for ``%amp compare``.
-
-    Median step time (s); step peak memory (bytes above those in use before the mode's first
-    step, from the allocator's trace; ``None`` on CPU); the first step's loss and its distance
-    from fp32's; ``profile``: one profiled step (the evidence for the "Why" lines).
-    """
-
-    mode: str
-    time_s: float | None
-    runs: int
-    peak_bytes: int | None
-    loss: float | None
-    loss_diff: float | None
-    error: str | None = None
-    profile: CallProfile | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass
-class AmpComparison:
-    """What ``%amp compare -o`` returns."""
-
-    expr: str
-    device: str
-    results: list[AmpModeResult] = field(default_factory=list)
-    restored: list[str] = field(default_factory=list)
-    #: Where the saved training state was kept: "cuda", "cpu" (host), or "same" (CPU run).
-    state_on: str = "same"
-    #: The variable held fixed with --batch (``None``: the expression draws its own).
-    batch: str | None = None
-    notes: list[str] = field(default_factory=list)
-    #: Why reduced precision was no faster (the table of causes); empty when it was faster.
-    explanations: list[Explanation] = field(default_factory=list)
-    #: What was put back after the runs, and the report's line for it.
-    restore: Restored | None = None
-
-    def __repr__(self) -> str:
-        times = ", ".join(f"{r.mode} {fmt_seconds(r.time_s)}" for r in self.results)
-        return f"<AmpComparison {self.expr} on {self.device}: {times}>"
-
-    def speedup(self, mode: str) -> float | None:
-        """fp32 time divided by ``mode``'s time (``None`` if either is missing)."""
-        times = {r.mode: r.time_s for r in self.results}
-        base, this = times.get("fp32"), times.get(mode)
-        if base is None or this is None or this <= 0:
-            return None
-        return base / this
 
 
 def _parse_modes(text: str) -> list[str]:
@@ -180,8 +131,6 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
     comparison.notes += [f"Note: {w}" for w in runs.warning_notes()]
     comparison.explanations = why_no_faster(comparison)
     if not args.quiet:
-        from .report import show_comparison
-
         show_comparison(comparison)
     return comparison if args.output else None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -20,32 +19,16 @@ from jupyter_gpu.magics.common.args import (
 )
 from jupyter_gpu.magics.common.cell import CellCode
 from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.render import html_block, html_note, html_pre, publish
+from jupyter_gpu.magics.common.precision import (
+    has_fp32_precision_api,
+    set_tf32,
+    tf32_enabled,
+    tf32_supported,
+)
 
-from . import precision as prec
-
-RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
-
-
-@dataclass(frozen=True)
-class AmpStatus:
-    """What ``%amp`` reports: the hooks' autocast setting and TF32 (``-o`` returns this)."""
-
-    autocast_on: bool
-    device: str | None
-    dtype: str | None
-    tf32_matmul: bool
-    tf32_conv: bool
-    tf32_hardware: bool
-
-
-@dataclass(frozen=True)
-class AmpRun:
-    """What ``%%amp -o`` returns: the autocast setting the cell ran under, and its value."""
-
-    device: str
-    dtype: str
-    value: Any
+from . import autocast as prec
+from .report import show_autocast_off, show_autocast_on, show_scaler, show_status, show_tf32
+from .results import AmpRun, AmpStatus
 
 
 class AmpHooks:
@@ -210,12 +193,7 @@ class AmpMagics(ShellMagics):
             self.hooks = AmpHooks(self.shell, device, dtype)
             self.hooks.start()
         if not args.quiet:
-            text = (
-                f"autocast on for the following cells: {device}, {dtype} (matmuls and "
-                f"convolutions run in {dtype}; reductions, softmax and losses stay in float32). "
-                "%amp off stops it."
-            )
-            publish(text, html_block([html_note(text)]))
+            show_autocast_on(device, dtype)
         return self._status_value() if args.output else None
 
     def _off(self, args: argparse.Namespace) -> AmpStatus | None:
@@ -225,8 +203,7 @@ class AmpMagics(ShellMagics):
             self.hooks.stop()
             self.hooks = None
         if not args.quiet:
-            text = "autocast off from the next cell." if was_on else "autocast was not on."
-            publish(text, html_block([html_note(text)]))
+            show_autocast_off(was_on=was_on)
         return self._status_value() if args.output else None
 
     def unload(self) -> None:
@@ -239,58 +216,30 @@ class AmpMagics(ShellMagics):
 
     def _status_value(self) -> AmpStatus:
         hooks = self.hooks
-        matmul, conv = prec.tf32_enabled()
+        matmul, conv = tf32_enabled()
         return AmpStatus(
             autocast_on=hooks is not None,
             device=hooks.device if hooks is not None else None,
             dtype=hooks.dtype if hooks is not None else None,
             tf32_matmul=matmul,
             tf32_conv=conv,
-            tf32_hardware=prec.tf32_supported(),
+            tf32_hardware=tf32_supported(),
         )
 
     def _status(self, args: argparse.Namespace) -> AmpStatus | None:
         self._no_extra_args(args, "%amp")
         status = self._status_value()
         if not args.quiet:
-            lines = [
-                (
-                    f"autocast: on for every cell ({status.device}, {status.dtype}); %amp off stops"
-                    if status.autocast_on
-                    else "autocast: off (%amp on, or %%amp for one cell)"
-                ),
-                f"TF32 on CUDA: matmul {'on' if status.tf32_matmul else 'off'}, "
-                f"cuDNN convolutions {'on' if status.tf32_conv else 'off'} (%amp tf32 on|off)",
-            ]
-            lines.append(self._tf32_note())
-            text = "\n".join(line for line in lines if line)
-            publish(text, html_block([html_pre(text)]))
+            show_status(status, self._tf32_note())
         return status if args.output else None
 
     def _tf32(self, args: argparse.Namespace) -> AmpStatus | None:
         if len(args.args) != 1 or args.args[0] not in ("on", "off"):
             raise UsageError("%amp tf32 takes on or off, e.g. %amp tf32 on.")
         enabled = args.args[0] == "on"
-        prec.set_tf32(enabled)
+        set_tf32(enabled)
         if not args.quiet:
-            api = (
-                "torch.backends.cuda.matmul.fp32_precision and "
-                "torch.backends.cudnn.conv.fp32_precision = "
-                if prec.has_fp32_precision_api()
-                else "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = "
-            )
-            value = (
-                repr("tf32" if enabled else "ieee")
-                if prec.has_fp32_precision_api()
-                else str(enabled)
-            )
-            state = "on" if enabled else "off"
-            text = f"TF32 {state} for float32 matmuls and convolutions ({api}{value})."
-            note = self._tf32_note()
-            publish(
-                "\n".join(filter(None, [text, note])),
-                html_block([html_note(text), html_note(note, warn=True) if note else ""]),
-            )
+            show_tf32(enabled, new_api=has_fp32_precision_api(), note=self._tf32_note())
         return self._status_value() if args.output else None
 
     @staticmethod
@@ -298,7 +247,7 @@ class AmpMagics(ShellMagics):
         torch = torch_module()
         if not torch.cuda.is_available():
             return "No CUDA GPU: TF32 only changes CUDA matmuls and convolutions, not CPU ones."
-        if not prec.tf32_supported():
+        if not tf32_supported():
             return "This GPU has no TF32 tensor cores (they start with Ampere): no effect here."
         return ""
 
@@ -329,10 +278,4 @@ class AmpMagics(ShellMagics):
             )
         user_ns[name] = torch.amp.GradScaler(device)
         if not quiet:
-            recipe = RECIPE.replace("scaler", name)
-            text = (
-                f"fp16 needs loss scaling: {name} = torch.amp.GradScaler({device!r}) is in the "
-                f"notebook. In the training step, instead of loss.backward(); optimizer.step():\n"
-                f"{recipe}"
-            )
-            publish(text, html_block([html_note(text.split("\n", 1)[0]), html_pre(recipe)]))
+            show_scaler(name, device)

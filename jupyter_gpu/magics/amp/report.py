@@ -1,16 +1,87 @@
-"""Text and HTML for ``%amp compare`` (kept apart from the comparison's flow in compare.py)."""
+"""Text and HTML for ``%amp``: its settings, TF32, the GradScaler recipe and ``%amp compare``.
+
+The flow is ``magic.py`` (the commands) and ``compare.py`` (``%amp compare``'s runs); the
+records shown are ``results.py``'s.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from jupyter_gpu.magics.common.lazy_torch import describe_device
-from jupyter_gpu.magics.common.render import Cell, Table, fmt_bytes, html_block, html_note, publish
+from jupyter_gpu.magics.common.render import (
+    Cell,
+    Table,
+    fmt_bytes,
+    html_block,
+    html_note,
+    html_pre,
+    publish,
+    show_note,
+)
 from jupyter_gpu.measure import fmt_seconds
 
-if TYPE_CHECKING:
-    from .compare import AmpComparison
+from .results import AmpComparison, AmpStatus
+
+#: The fp16 training step with a GradScaler named ``scaler``.
+RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+
+
+def show_autocast_on(device: str, dtype: str) -> None:
+    """Say that ``%amp on`` autocasts the following cells, and what stays in float32."""
+    show_note(
+        f"autocast on for the following cells: {device}, {dtype} (matmuls and "
+        f"convolutions run in {dtype}; reductions, softmax and losses stay in float32). "
+        "%amp off stops it."
+    )
+
+
+def show_autocast_off(*, was_on: bool) -> None:
+    """Say what ``%amp off`` did."""
+    show_note("autocast off from the next cell." if was_on else "autocast was not on.")
+
+
+def show_status(status: AmpStatus, tf32_note: str) -> None:
+    """``%amp``: autocast for every cell or not, TF32 for matmuls and convolutions."""
+    lines = [
+        (
+            f"autocast: on for every cell ({status.device}, {status.dtype}); %amp off stops"
+            if status.autocast_on
+            else "autocast: off (%amp on, or %%amp for one cell)"
+        ),
+        f"TF32 on CUDA: matmul {'on' if status.tf32_matmul else 'off'}, "
+        f"cuDNN convolutions {'on' if status.tf32_conv else 'off'} (%amp tf32 on|off)",
+        tf32_note,
+    ]
+    text = "\n".join(line for line in lines if line)
+    publish(text, html_block([html_pre(text)]))
+
+
+def show_tf32(enabled: bool, *, new_api: bool, note: str) -> None:
+    """``%amp tf32 on|off``: what was set, in torch's own words (``new_api``: fp32_precision)."""
+    api = (
+        "torch.backends.cuda.matmul.fp32_precision and torch.backends.cudnn.conv.fp32_precision = "
+        if new_api
+        else "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = "
+    )
+    value = repr("tf32" if enabled else "ieee") if new_api else str(enabled)
+    state = "on" if enabled else "off"
+    text = f"TF32 {state} for float32 matmuls and convolutions ({api}{value})."
+    publish(
+        "\n".join(filter(None, [text, note])),
+        html_block([html_note(text), html_note(note, warn=True) if note else ""]),
+    )
+
+
+def show_scaler(name: str, device: str) -> None:
+    """Say that fp16 put a GradScaler in the notebook as ``name``, and the step that uses it."""
+    recipe = RECIPE.replace("scaler", name)
+    text = (
+        f"fp16 needs loss scaling: {name} = torch.amp.GradScaler({device!r}) is in the "
+        f"notebook. In the training step, instead of loss.backward(); optimizer.step():\n"
+        f"{recipe}"
+    )
+    publish(text, html_block([html_note(text.split("\n", 1)[0]), html_pre(recipe)]))
 
 
 def comparison_table(comparison: AmpComparison) -> Table:

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .render import html_block, html_note, publish
+from .render import show_note
 
 _CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 _COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx", "torch._functorch")
@@ -219,7 +219,7 @@ class _CudagraphHandler(logging.Handler):
 
 
 def _publish_note(text: str) -> None:
-    publish(f"Note: {text}", html_block([html_note(f"Note: {text}", warn=True)]))
+    show_note(f"Note: {text}", warn=True)
 
 
 #: The ``Quiet`` of each loaded shell (one kernel has one), for the magics that pause it.

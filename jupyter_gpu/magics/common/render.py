@@ -189,6 +189,11 @@ def publish(text: str, html_text: str | None = None, plotly: dict[str, Any] | No
     publish_display_data(data)  # type: ignore[no-untyped-call]  # IPython has no types here
 
 
+def show_note(text: str, *, warn: bool = False) -> None:
+    """Display ``text`` as one note: the text, and its HTML paragraph (``warn`` colours it)."""
+    publish(text, html_block([html_note(text, warn=warn)]))
+
+
 def publish_figure(figure: dict[str, Any], fallback_svg: str, summary: str) -> None:
     """Display a plotly figure (JSON spec) with an SVG fallback and a one-line text summary."""
     publish(summary, html_block([fallback_svg, html_note(summary)]), figure)

@@ -1,4 +1,4 @@
-"""``%compile``'s measurements, put in the shape the table of causes reads (``common/causes.py``).
+"""``%compile``'s measurements, put in the shape the table of causes reads (``common/causes/``).
 
 A compile report becomes :class:`~jupyter_gpu.magics.common.causes.CompileFacts`; a bench adds
 its medians, a profile of the compiled call, CUDA graphs' slow-path warning and the TF32
@@ -51,7 +51,7 @@ def precision_now() -> Precision | None:
 
     if not cuda_in_use():
         return None
-    from jupyter_gpu.magics.amp.precision import tf32_enabled, tf32_supported
+    from jupyter_gpu.magics.common.precision import tf32_enabled, tf32_supported
 
     matmul, conv = tf32_enabled()
     return Precision(matmul, conv, tf32_supported())

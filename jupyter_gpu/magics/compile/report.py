@@ -1,4 +1,4 @@
-"""Text and HTML for ``%compile``'s reports (kept apart from the magic's logic)."""
+"""Text and HTML for ``%compile``'s reports (the flow is magic.py, the records results.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from jupyter_gpu.magics.common.render import (
     html_note,
     html_pre,
     publish,
+    show_note,
 )
 from jupyter_gpu.measure import fmt_seconds
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
     from .dynamo_watch import CompileReport
     from .explain import Explanation
-    from .magic import BenchResult
+    from .results import BenchResult
 
 
 def _backend_name(options: dict[str, Any]) -> str:
@@ -39,7 +40,7 @@ def show_compiled(name: str, eager: Any, options: dict[str, Any]) -> None:
         f"{', ' + ', '.join(flags) if flags else ''}). It compiles at its first call: the report "
         f"follows the cell that first calls it. The eager one: {reach}, or %compile {name} --undo."
     )
-    publish(text, html_block([html_note(text)]))
+    show_note(text)
 
 
 def report_lines(report: CompileReport, context: str) -> list[str]:
@@ -115,7 +116,7 @@ def show_report(
 def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
     """Display eager vs compiled time, the speedup, why it is no faster, and what was put back.
 
-    ``explanations`` come from the table of causes (``common/causes.py``): given only when
+    ``explanations`` come from the table of causes (``common/causes/``): given only when
     compiled is slower or less than 10 % faster, and then never empty (at least "no cause
     found" with the figures).
     """

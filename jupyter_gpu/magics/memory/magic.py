@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -26,11 +27,11 @@ from jupyter_gpu.magics.common.args import (
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
-from jupyter_gpu.magics.common.render import fmt_bytes, html_block, html_note, publish
 
 from . import tensors as _tensors
 from .oom import FreeReport, free_references, is_oom, last_error_was_oom
-from .report import CellMemory, MemorySummary, show_cell, show_summary
+from .report import show_cell, show_freed, show_summary
+from .results import CellMemory, MemorySummary
 
 __all__ = ["CellMemory", "MemoryMagics", "MemorySummary"]
 
@@ -142,20 +143,7 @@ class MemoryMagics(ShellMagics):
             raise UsageError("--free takes no -d or -n: it frees references on every device.")
         report = free_references(self.shell)
         if not args.quiet:
-            if report.cleared:
-                text = (
-                    f"Released {', '.join(report.cleared)}: {report.tensors_freed} tensor(s) "
-                    f"collected, {fmt_bytes(report.freed_bytes)} freed"
-                )
-                if report.reserved_released_bytes:
-                    text += (
-                        f"; empty_cache() returned {fmt_bytes(report.reserved_released_bytes)} "
-                        "to the driver"
-                    )
-                text += ". Your variables are untouched."
-            else:
-                text = "Nothing to free: no last error and no cached output holds a tensor."
-            publish(text, html_block([html_note(text)]))
+            show_freed(report)
         return report if args.output else None
 
     # -------------------------------------------------------------------------- cell
@@ -177,11 +165,8 @@ class MemoryMagics(ShellMagics):
         if args.snapshot:
             result.timeline_unavailable = NO_CUDA_TIMELINE
         try:
-            result.value = code.run(local_ns)
-        except BaseException as exc:
-            result.failed = True
-            result.out_of_memory = is_oom(exc)
-            raise
+            with _failure_marked(result):
+                result.value = code.run(local_ns)
         finally:
             result.after_bytes, max_after = process_rss_bytes()
             # The lifetime peak RSS only tells the cell's peak if the cell raised it.
@@ -218,20 +203,17 @@ class MemoryMagics(ShellMagics):
         if watch is not None:
             watch.start()
         try:
-            if args.snapshot:
-                from .timeline import recording
+            with _failure_marked(result):
+                if args.snapshot:
+                    from .timeline import recording
 
-                with torch.cuda.device(index), recording(args.max_entries) as ours:
-                    try:
-                        result.value = code.run(local_ns)
-                    finally:
-                        snapshot = torch.cuda.memory._snapshot()
-            else:
-                result.value = code.run(local_ns)
-        except BaseException as exc:
-            result.failed = True
-            result.out_of_memory = is_oom(exc)
-            raise
+                    with torch.cuda.device(index), recording(args.max_entries) as ours:
+                        try:
+                            result.value = code.run(local_ns)
+                        finally:
+                            snapshot = torch.cuda.memory._snapshot()
+                else:
+                    result.value = code.run(local_ns)
         finally:
             reading = (
                 watch.stop(snapshot if ours else None, args.max_entries)
@@ -259,6 +241,17 @@ class MemoryMagics(ShellMagics):
                 with _never_masking():
                     show_cell(result)
         return result if args.output else result.value
+
+
+@contextlib.contextmanager
+def _failure_marked(result: CellMemory) -> Iterator[None]:
+    """The cell's exception marks ``result`` (failed; out of memory or not) and goes on up."""
+    try:
+        yield
+    except BaseException as exc:
+        result.failed = True
+        result.out_of_memory = is_oom(exc)
+        raise
 
 
 @contextlib.contextmanager

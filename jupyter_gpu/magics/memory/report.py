@@ -1,9 +1,8 @@
-"""Records and displays of ``%memsummary`` and ``%%memsummary`` (the magic is in memory.py)."""
+"""Text, HTML and figures of ``%memsummary`` and ``%%memsummary`` (the flow is magic.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jupyter_gpu.magics.common.lazy_torch import torch_module
 from jupyter_gpu.magics.common.render import (
@@ -15,88 +14,13 @@ from jupyter_gpu.magics.common.render import (
     html_note,
     publish,
     publish_figure,
+    show_note,
 )
 
-from . import tensors as _tensors
-from .timeline import MemoryTimeline
+from .results import CellMemory, MemorySummary
 
 if TYPE_CHECKING:
-    from jupyter_gpu.magics.common.peak import PeakReading
-
-
-@dataclass
-class MemorySummary:
-    """What ``%memsummary -o`` returns (bytes; ``None`` where not measured, e.g. on CPU)."""
-
-    device: str
-    allocated_bytes: int | None
-    reserved_bytes: int | None
-    peak_bytes: int | None
-    fragmentation_bytes: int | None
-    alloc_retries: int | None
-    ooms: int | None
-    nvml_used_bytes: int | None
-    nvml_reason: str | None
-    tensors: list[_tensors.TensorInfo] = field(default_factory=list)
-    unnamed_bytes: int = 0
-    held_by_last_error_bytes: int = 0
-    last_error_was_oom: bool = False
-
-    def __repr__(self) -> str:
-        return (
-            f"<MemorySummary {self.device}: allocated {fmt_bytes(self.allocated_bytes)}, "
-            f"reserved {fmt_bytes(self.reserved_bytes)}, peak {fmt_bytes(self.peak_bytes)}, "
-            f"{len(self.tensors)} largest tensors listed>"
-        )
-
-
-@dataclass
-class CellMemory:
-    """What ``%%memsummary -o`` returns: the cell's memory before/after and its peak (bytes).
-
-    On CUDA the figures are the caching allocator's; on CPU, the process's resident memory.
-    ``peak_before_bytes`` is torch's peak counter before the cell; the magic never resets it,
-    so it still reads that unless the cell went higher. ``peak_bytes`` is the cell's allocated
-    peak where it is known exactly (the cell raised the counter, or CUDA started in it);
-    otherwise ``peak`` (a ``PeakReading``) holds the peak of the bytes requested, from the
-    allocator's trace of the cell (``peak.source == "trace"``).
-    """
-
-    device: str
-    before_bytes: int | None
-    after_bytes: int | None
-    peak_bytes: int | None
-    peak_before_bytes: int | None
-    reserved_before_bytes: int | None = None
-    reserved_after_bytes: int | None = None
-    timeline: MemoryTimeline | None = None
-    timeline_unavailable: str | None = None  # why --snapshot drew no timeline (no CUDA)
-    value: Any = None
-    failed: bool = False
-    out_of_memory: bool = False
-    #: How the peak was measured (CUDA; ``None`` if CUDA started in the cell, or on CPU).
-    peak: PeakReading | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"<CellMemory {self.device}: {fmt_bytes(self.before_bytes)} -> "
-            f"{fmt_bytes(self.after_bytes)}, peak {fmt_bytes(self.peak_bytes)}"
-            f"{', timeline' if self.timeline else ''}{', failed' if self.failed else ''}>"
-        )
-
-    @property
-    def delta_bytes(self) -> int | None:
-        """After minus before."""
-        if self.before_bytes is None or self.after_bytes is None:
-            return None
-        return self.after_bytes - self.before_bytes
-
-    @property
-    def peak_above_start_bytes(self) -> int | None:
-        """How far the peak rose above the memory in use when the cell started."""
-        if self.peak_bytes is not None and self.before_bytes is not None:
-            return max(0, self.peak_bytes - self.before_bytes)
-        return self.peak.above_start_bytes if self.peak is not None else None
+    from .oom import FreeReport
 
 
 def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
@@ -243,3 +167,21 @@ def show_cell(r: CellMemory) -> None:
         if r.timeline.alive_at_peak:
             table = alive_table(r.timeline)
             publish(table.text(), html_block([table.html()]))
+
+
+def show_freed(report: FreeReport) -> None:
+    """``%memsummary --free``: what it released and how much that freed, or that nothing held."""
+    if report.cleared:
+        text = (
+            f"Released {', '.join(report.cleared)}: {report.tensors_freed} tensor(s) "
+            f"collected, {fmt_bytes(report.freed_bytes)} freed"
+        )
+        if report.reserved_released_bytes:
+            text += (
+                f"; empty_cache() returned {fmt_bytes(report.reserved_released_bytes)} "
+                "to the driver"
+            )
+        text += ". Your variables are untouched."
+    else:
+        text = "Nothing to free: no last error and no cached output holds a tensor."
+    show_note(text)

@@ -1,5 +1,6 @@
 """``%%profile``: torch.profiler over a cell, its op table, GPU idle time and hints."""
 
-from .magic import ProfileMagics, ProfileResult
+from .magic import ProfileMagics
+from .results import ProfileResult
 
 __all__ = ["ProfileMagics", "ProfileResult"]

@@ -437,7 +437,7 @@ def _top_level(evt: Any) -> bool:
 
 
 def facts(a: Analysis, *, cuda: bool, autocast_on: bool) -> ProfileFacts:
-    """What the table of causes reads from this analysis (``common/causes.py``)."""
+    """What the table of causes reads from this analysis (``common/causes/``)."""
     matmul = [r for r in a.rows if r.on_gpu and _is_matmul_kernel(r.name)]
     matmul += [r for r in a.rows if not r.on_gpu and r.name in _MATMUL_OPS]
     # A kernel row and the op that launched it count the same time: take the larger view.

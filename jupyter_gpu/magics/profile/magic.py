@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,14 @@ from jupyter_gpu.magics.common.args import (
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import torch_module
 from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.render import (
-    fmt_pct,
-    html_block,
-    html_note,
-    publish,
-)
+from jupyter_gpu.magics.common.render import show_note
 from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
-from jupyter_gpu.measure import fmt_seconds, synchronize
+from jupyter_gpu.measure import synchronize
 
-from .analysis import Analysis, RangeRow, analyse
-from .rows import OWN_RANGE, OpRow
+from .analysis import analyse
+from .report import show_profile
+from .results import ProfileResult
+from .rows import OWN_RANGE
 from .syncs import SyncSpy
 
 #: --sort keys: ours, then torch's own names for the same columns.
@@ -58,40 +54,6 @@ SORT_KEYS = {
     "self_cuda_memory_usage": "memory",
     "self_device_memory_usage": "memory",
 }
-
-
-@dataclass
-class ProfileResult:
-    """What ``%%profile -o`` returns (seconds, bytes). ``profiler`` is torch's own object."""
-
-    rows: list[OpRow]
-    gpu_idle_fraction: float | None
-    hints: list[str]
-    wall_s: float
-    trace_file: str | None
-    sort: str
-    kernel_count: int = 0
-    value: Any = None
-    profiler: Any = field(default=None, repr=False)
-    #: User annotations (record_function ranges), apart from the ops.
-    ranges: list[RangeRow] = field(default_factory=list)
-    #: Device synchronisations (runtime calls that block the host), exact.
-    sync_count: int = 0
-    #: Where they were: "cell [3] line 4" -> count (some may be missing: see the note).
-    sync_places: dict[str, int] = field(default_factory=dict)
-    #: GPU idle seconds by cause: host, kernels (between kernels), copies, other.
-    idle_s: dict[str, float] = field(default_factory=dict)
-    #: With ``--warmup N``: what was put back after the warm-up runs.
-    warmup: Restored | None = None
-    #: The cell's own warnings during the warm-up runs, each once, in the magic's words.
-    warmup_warnings: list[str] = field(default_factory=list)
-
-    def __repr__(self) -> str:
-        return (
-            f"<ProfileResult: {len(self.rows)} ops, wall {fmt_seconds(self.wall_s)}, GPU idle "
-            f"{fmt_pct(self.gpu_idle_fraction)}, {self.kernel_count} kernels, "
-            f"{self.sync_count} syncs, {len(self.hints)} hint(s)>"
-        )
 
 
 def _export_trace(prof: Any, path: str) -> str | None:
@@ -206,7 +168,7 @@ class ProfileMagics(ShellMagics):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        from jupyter_gpu.magics.amp.precision import autocast_enabled
+        from jupyter_gpu.magics.common.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
         # acc_events: one run, so nothing to accumulate; without it torch 2.11 warns that the
@@ -251,7 +213,7 @@ class ProfileMagics(ShellMagics):
                 "an event name), so this run has no profile. The cell itself ran; run it again "
                 "to profile it."
             )
-            publish(text, html_block([html_note(text, warn=True)]))
+            show_note(text, warn=True)
             return None if args.output else value
         trace_problem = _export_trace(prof, trace) if trace is not None else None
         result = ProfileResult(
@@ -272,10 +234,11 @@ class ProfileMagics(ShellMagics):
             warmup_warnings=warmup_warnings,
         )
         if not args.quiet:
-            self._show(result, analysis, cuda=cuda, args=args)
+            show_profile(result, analysis, cuda=cuda, args=args)
         if trace_problem is not None:  # said even with -q: it stands for an error not raised
-            text = f"--trace {args.trace}: the trace was not written ({trace_problem})."
-            publish(text, html_block([html_note(text, warn=True)]))
+            show_note(
+                f"--trace {args.trace}: the trace was not written ({trace_problem}).", warn=True
+            )
         return result if args.output else value
 
     # -------------------------------------------------------------------------- warm-up
@@ -368,13 +331,6 @@ class ProfileMagics(ShellMagics):
         if path.exists() and not os.access(path, os.W_OK):
             raise UsageError(f"--trace {trace}: the file exists and is not writable here.")
         return str(path)
-
-    # -------------------------------------------------------------------------- output
-
-    def _show(self, r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Namespace) -> None:
-        from .report import show_profile
-
-        show_profile(r, a, cuda=cuda, args=args)
 
 
 def _stack_config(torch: Any) -> Any:

@@ -22,7 +22,7 @@ from jupyter_gpu.measure import fmt_seconds
 
 if TYPE_CHECKING:
     from .analysis import Analysis, RangeRow
-    from .magic import ProfileResult
+    from .results import ProfileResult
     from .rows import OpRow
 
 #: What a kernel row shows in the CPU columns: the GPU ran it, it has no CPU time.

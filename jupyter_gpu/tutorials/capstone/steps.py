@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from jupyter_gpu.magics.amp.precision import Tf32Settings, set_tf32
+from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
 from jupyter_gpu.tutorials.timing import Timing, synchronize, time_back_to_back, time_first_call
 
 

@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,8 @@ from typing import Any
 
 import psutil
 
+from tests.helpers import free_port, wait_for
+
 ROOT = Path(__file__).resolve().parents[3]
 PROXY_DIR = Path(__file__).with_name("proxy")
 PROXY_BIN = PROXY_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -50,14 +51,6 @@ USERS = ("alice", "bob")
 PASSWORD = "gpu-test-password"  # the dummy authenticator's shared password: tests only
 SERVICE_TOKEN = "hub-test-service-token-0123456789"  # the test driver's admin token
 START_TIMEOUT_S = 180.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def proxy_command() -> str | None:
@@ -155,15 +148,15 @@ class Hub:
                 env=env,
                 start_new_session=True,  # its own process group: stopped as one
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                self.api("GET", "")
-                return
-            except (OSError, urllib.error.HTTPError):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterHub did not start:\n" + self.log()) from None
-                time.sleep(0.5)
+        # (HTTPError is an OSError: a hub that answers but is not ready yet.)
+        wait_for(
+            lambda: self.api("GET", "") or True,
+            lambda: "JupyterHub did not start:\n" + self.log(),
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.5,
+            retry_on=(OSError,),
+            process=self.process,
+        )
 
     def stop(self) -> None:
         """SIGTERM the hub (it stops the proxy and servers), then end any of its leftovers."""
@@ -233,15 +226,17 @@ class Hub:
     def start_server(self, user: str) -> str:
         """Start ``user``'s server (if not running) and wait until it is ready; its URL path."""
         self.api("POST", f"users/{user}/server")
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            model = self.api("GET", f"users/{user}")
-            server = model.get("servers", {}).get("")
-            if server and server.get("ready"):
-                return str(server["url"])
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{user}'s server did not start:\n" + self.log())
-            time.sleep(0.5)
+
+        def ready_url() -> str | None:
+            server = self.api("GET", f"users/{user}").get("servers", {}).get("")
+            return str(server["url"]) if server and server.get("ready") else None
+
+        return wait_for(
+            ready_url,
+            lambda: f"{user}'s server did not start:\n" + self.log(),
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.5,
+        )
 
     def start_kernel(self, user: str, prefix: str, token: str) -> dict[str, Any]:
         """A session (and its kernel) for notebook ``<user>-train.ipynb`` on ``user``'s server."""

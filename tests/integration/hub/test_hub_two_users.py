@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import wait_for
 from tests.integration.hub.hubctl import USERS, Hub, proxy_command
 
 pytestmark = [
@@ -59,17 +59,19 @@ def get(state: dict[str, Any], as_user: str, of_user: str, route: str) -> tuple[
 def gpu0_rows_once_both_kernels_show(state: dict[str, Any], user: str) -> list[dict[str, Any]]:
     """GPU 0's process rows as ``user`` sees them, once their kernel and another's are listed."""
     kernel_id = state["users"][user]["session"]["kernel"]["id"]
-    deadline = time.monotonic() + 90
-    while True:
+    last: list[dict[str, Any]] = []
+
+    def both_listed() -> list[dict[str, Any]] | None:
         status, body = get(state, user, user, "snapshot")
         assert status == 200, body
-        rows = json.loads(body)["devices"][0]["processes"]
+        last[:] = rows = json.loads(body)["devices"][0]["processes"]
         mine = [r for r in rows if r["kernel_id"] == kernel_id]
         others = [r for r in rows if r["scope"] == "other"]
-        if mine and others:
-            return list(rows)
-        assert time.monotonic() < deadline, f"{user} never saw both kernels: {rows}"
-        time.sleep(0.5)
+        return list(rows) if mine and others else None
+
+    return wait_for(
+        both_listed, lambda: f"{user} never saw both kernels: {last}", timeout_s=90, poll_s=0.5
+    )
 
 
 @pytest.mark.parametrize("user", USERS)

@@ -118,7 +118,7 @@ def test_unload_removes_the_hooks(shell: Shell) -> None:
 
 
 def test_tf32_switch_uses_the_available_api_and_says_cpu_is_unaffected(shell: Shell) -> None:
-    from jupyter_gpu.magics.amp import precision as prec
+    from jupyter_gpu.magics.common import precision as prec
 
     saved = prec.Tf32Settings.read()
     try:

@@ -65,14 +65,14 @@ def test_simulated_topology_is_shown_and_labelled(shell: Shell) -> None:
 def test_the_no_gpu_message_keeps_the_option_on_one_line(shell: Shell) -> None:
     from dataclasses import replace
 
-    from jupyter_gpu.magics.gpu_watch import render_html
+    from jupyter_gpu.magics.gpu.report import watch_html
     from jupyter_gpu.sampling import read_once
 
     option = '<code style="white-space:nowrap">--JupyterGpu.backend=simulated</code>'
     html = "".join(shell.ok("%gpu").bundles("text/html"))
     assert option in html  # a browser breaks a line after a hyphen, but not inside this
     no_driver = replace(read_once("none"), reason="NVML Shared Library Not Found")
-    assert option in render_html(no_driver)  # %gpu --watch's view
+    assert option in watch_html(no_driver)  # %gpu --watch's view
 
 
 def test_a_hung_gpu_is_named_within_the_deadline(

@@ -7,19 +7,11 @@ import time
 import pytest
 
 from jupyter_gpu.backends import BACKEND_ENV, plain_no_gpu
-from jupyter_gpu.magics import gpu_watch
+from jupyter_gpu.magics.gpu import watch as gpu_watch
+from tests.helpers import wait_for
 from tests.watch_notebook import run_watch_notebook
 
 from .conftest import Shell
-
-
-def _wait(predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]  # a callable
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_watch_updates_from_a_thread_and_stops_on_off(shell: Shell) -> None:
@@ -27,9 +19,9 @@ def test_watch_updates_from_a_thread_and_stops_on_off(shell: Shell) -> None:
     assert ran.bundles("application/vnd.jupyter.widget-view+json")  # a widget was displayed
     watch = shell["w"]
     assert isinstance(watch, gpu_watch.GpuWatch)
-    _wait(lambda: watch.updates >= 3)
+    wait_for(lambda: watch.updates >= 3)
     first = watch.html.value
-    _wait(lambda: watch.html.value != first)
+    wait_for(lambda: watch.html.value != first)
     assert "Simulated NVIDIA H200 (simulated)" in watch.html.value
     assert "util" in watch.html.value
     assert "SM " in watch.html.value  # GPM activity shown
@@ -71,7 +63,7 @@ def test_watch_interval_is_checked(shell: Shell) -> None:
 
 def test_watch_without_gpu_says_so_plainly(shell: Shell) -> None:
     watch = shell.ok("w = %gpu --watch --backend none --interval 0.1 -o") and shell["w"]
-    _wait(lambda: watch.updates >= 1)
+    wait_for(lambda: watch.updates >= 1)
     assert "No GPU" in watch.html.value
     assert "switched off" in watch.html.value
     watch.stop()

@@ -17,11 +17,13 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from jupyter_gpu.distributed import TorchrunError
+from tests.helpers import free_port, wait_for
 from tests.integration.magics.conftest import Shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -58,13 +60,14 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     def release_when_first_line_shows() -> None:
         # Streaming: rank 0 waits for this file, which is only written once its first line
         # reached the cell's output while the ranks still ran.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if "first line" in getattr(sys.stdout, "getvalue", str)():
-                seen_while_running.set()
-                go.touch()
-                return
-            time.sleep(0.05)
+        wait_for(
+            lambda: "first line" in getattr(sys.stdout, "getvalue", str)(),
+            "rank 0's first line never reached the output",
+            timeout_s=120,
+            poll_s=0.05,
+        )
+        seen_while_running.set()
+        go.touch()
 
     threading.Thread(target=release_when_first_line_shows, daemon=True).start()
     ran = shell.ok(
@@ -160,7 +163,7 @@ def test_a_rank_that_raises_fails_the_cell_with_its_traceback(shell: Shell, in_t
     assert 'File "<torchrun cell>", line 3, in check' in text
     assert "ValueError: bad batch 7" in text
     assert "ChildFailedError" not in text
-    assert "_rank.py" not in text
+    assert "rank_main.py" not in text
     assert not descendants()
 
 
@@ -186,13 +189,9 @@ def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Pat
 
 def test_interrupting_leaves_no_process(shell: Shell, in_tmp: Path) -> None:
     def press_stop() -> None:  # the stop button: SIGINT to the kernel, once both ranks run
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if len(list(in_tmp.glob("started-*"))) == 2:
-                time.sleep(0.3)
-                os.kill(os.getpid(), signal.SIGINT)
-                return
-            time.sleep(0.05)
+        wait_for_ranks(in_tmp, "started-*")
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=press_stop, daemon=True).start()
     ran = shell.run(
@@ -263,11 +262,17 @@ def test_usage_errors_say_what_to_do(shell: Shell, in_tmp: Path) -> None:
     assert isinstance(ran.error, SyntaxError), "a syntax error shows before any rank starts"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def wait_for_ranks(
+    folder: Path, pattern: str, process: subprocess.Popen[Any] | None = None
+) -> None:
+    """Until both ranks wrote their file (``pattern``) into ``folder``: the cell is running."""
+    wait_for(
+        lambda: len(list(folder.glob(pattern))) == 2,
+        "the ranks did not start",
+        timeout_s=120,
+        poll_s=0.05,
+        process=process,
+    )
 
 
 AGENT = textwrap.dedent(
@@ -369,9 +374,7 @@ def test_ranks_count_as_the_processes_of_the_kernel_that_started_them(
     found: dict[str, object] = {}
 
     def annotate_while_ranks_run() -> None:
-        deadline = time.monotonic() + 120
-        while len(list(in_tmp.glob("started-*"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_ranks(in_tmp, "started-*")
         pids = [int(p.read_text()) for p in in_tmp.glob("started-*")]
         annotator = ProcessAnnotator()
         annotator.kernel_map = freeze_kernel_map({os.getpid(): KernelRef("k-1", "train.ipynb")})
@@ -422,22 +425,23 @@ def test_a_killed_kernel_takes_torchrun_and_its_ranks_with_it(tmp_path: Path) ->
         cwd=tmp_path,
     )
     try:
-        deadline = time.monotonic() + 120
-        while len(list(tmp_path.glob("rank-*.pid"))) < 2:
-            assert kernel.poll() is None, "the kernel ended early"
-            assert time.monotonic() < deadline, "the ranks did not start"
-            time.sleep(0.1)
+        wait_for_ranks(tmp_path, "rank-*.pid", process=kernel)
         time.sleep(0.2)  # the pid files are written; the ranks are in time.sleep
         ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
         torchrun = [c.pid for c in psutil.Process(kernel.pid).children()]
         assert len(torchrun) == 1
         kernel.kill()
         kernel.wait()
-        deadline = time.monotonic() + 60
-        while [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]:
-            left = [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]
-            assert time.monotonic() < deadline, f"still running after the kernel died: {left}"
-            time.sleep(0.2)
+
+        def left() -> list[int]:
+            return [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]
+
+        wait_for(
+            lambda: not left(),
+            lambda: f"still running after the kernel died: {left()}",
+            timeout_s=60,
+            poll_s=0.2,
+        )
     finally:
         if kernel.poll() is None:
             kernel.kill()
@@ -497,10 +501,7 @@ def test_interrupting_a_real_kernel_stops_every_rank(tmp_path: Path) -> None:
             "open(f'rank-{rank}.pid', 'w').write(str(os.getpid()))\n"
             "time.sleep(600)\n"
         )
-        deadline = time.monotonic() + 120
-        while len(list(tmp_path.glob("rank-*.pid"))) < 2:
-            assert time.monotonic() < deadline, "the ranks did not start"
-            time.sleep(0.1)
+        wait_for_ranks(tmp_path, "rank-*.pid")
         time.sleep(0.2)
         ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
         km.interrupt_kernel()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,15 +44,3 @@ def gpu_config(extension: str = "jupyter_gpu", **jupyter_gpu_options: Any) -> Co
             },
         }
     )
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30.0) -> Any:
-    """``check()``'s first truthy result, polled every 0.2 s; fails saying ``what`` after
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.2)

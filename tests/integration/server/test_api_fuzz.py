@@ -16,13 +16,13 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
 
-from tests.integration.server.api_helpers import openapi  # noqa: E402 (after the skips)
-from tests.jupyter_server_process import (  # noqa: E402 (after the skips)
+from tests.helpers import (  # noqa: E402 (after the skips)
     free_port,
     start_server,
     stop_server,
     wait_until_up,
 )
+from tests.integration.server.api_helpers import openapi  # noqa: E402 (after the skips)
 
 TOKEN = "fuzz"
 

@@ -13,6 +13,7 @@ import tornado.httpclient
 from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, validate
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
@@ -135,14 +136,15 @@ async def test_gpu_processes_are_attributed_to_their_kernel_and_notebook(
         ),
     )
     kernel_id = json.loads(response.body)["kernel"]["id"]
-    deadline = time.monotonic() + 20
-    while True:
+
+    async def listed() -> Any:
         snapshot = await api_get("snapshot")
         procs = [p for d in snapshot["devices"] for p in d["processes"]]
-        if procs:
-            break
-        assert time.monotonic() < deadline, "the kernel never showed up as a GPU process"
-        await asyncio.sleep(0.2)
+        return (snapshot, procs) if procs else None
+
+    snapshot, procs = await wait_for_async(
+        listed, "the kernel never showed up as a GPU process", timeout_s=20
+    )
     validate(snapshot, "Sample")
     (proc,) = procs
     assert (proc["kernel_id"], proc["notebook"]) == (kernel_id, "work/train.ipynb")

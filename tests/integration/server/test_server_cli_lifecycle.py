@@ -7,7 +7,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.jupyter_server_process import free_port, start_server, stop_server, wait_until_up
+from tests.helpers import free_port, start_server, stop_server, wait_until_up
 
 TOKEN = "jupyter-gpu-test"
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, validate
 
 Get = Callable[..., Awaitable[Any]]
@@ -28,13 +29,15 @@ def jp_server_config() -> Config:
 
 
 async def until(get: Get, predicate: Callable[[Any], bool], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        snapshot = await get("snapshot")
-        if predicate(snapshot):
-            return snapshot
-        assert time.monotonic() < deadline, snapshot["devices"]
-        await asyncio.sleep(0.05)
+    last: dict[str, Any] = {}
+
+    async def check() -> Any:
+        last["snapshot"] = snapshot = await get("snapshot")
+        return snapshot if predicate(snapshot) else None
+
+    return await wait_for_async(
+        check, lambda: str(last["snapshot"]["devices"]), timeout_s=timeout, poll_s=0.05
+    )
 
 
 async def test_a_hung_gpu_is_not_responding_and_the_server_answers(api_get: Get) -> None:

@@ -12,7 +12,8 @@ import pytest
 import tornado.httpclient
 from traitlets.config import Config
 
-from tests.integration.server.api_helpers import API, gpu_config, validate, wait_for
+from tests.helpers import wait_for_async
+from tests.integration.server.api_helpers import API, gpu_config, validate
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
@@ -54,7 +55,7 @@ async def test_a_fine_resolution_comes_from_the_ring(api_get: Get) -> None:
     async def live() -> bool:
         return bool(time.time() - (await api_get("snapshot"))["ts"] < 1.0)
 
-    await wait_for(live, "no live sample after the seeded past", timeout=30.0)
+    await wait_for_async(live, "no live sample after the seeded past", timeout_s=30.0)
     await asyncio.sleep(0.3)
     body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
     validate(body, "HistoryColumns")

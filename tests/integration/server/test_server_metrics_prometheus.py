@@ -17,7 +17,8 @@ from jupyter_server.serverapp import ServerApp
 from prometheus_client.parser import text_string_to_metric_families
 from traitlets.config import Config
 
-from tests.integration.server.api_helpers import API, gpu_config, wait_for
+from tests.helpers import wait_for_async
+from tests.integration.server.api_helpers import API, gpu_config
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -65,7 +66,7 @@ async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(
     async def present() -> list[Any]:
         return [s for s in await kernel_series(jp_fetch) if s.labels["notebook"]]
 
-    (series,) = await wait_for(present, "the kernel's series never appeared")
+    (series,) = await wait_for_async(present, "the kernel's series never appeared")
     assert series.labels["notebook"] == "work/train.ipynb"
     assert series.labels["user"]
     assert series.labels["gpu"] == "0"
@@ -77,7 +78,7 @@ async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(
     async def gone() -> bool:
         return not await kernel_series(jp_fetch)
 
-    await wait_for(gone, "the kernel's series outlived its kernel")
+    await wait_for_async(gone, "the kernel's series outlived its kernel")
     scopes = families((await jp_fetch(*API, "metrics")).body)["jupyter_gpu_processes_memory_bytes"]
     assert {s.value for s in scopes.samples if s.labels["gpu"] == "0"} == {0.0}
 

@@ -9,7 +9,6 @@ server's samples give it over the same moments.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +18,7 @@ from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
 from jupyter_gpu.magics.common.render import fmt_bytes
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import gpu_config
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -69,13 +69,19 @@ async def _run(jp_serverapp: ServerApp, kernel_id: str, code: str) -> str:
 
 
 async def _wait_for_processes(api_get: Get, count: int) -> None:
-    for _ in range(200):
-        sample = await api_get("snapshot")
+    last: dict[str, Any] = {}
+
+    async def listed() -> bool:
+        last["sample"] = sample = await api_get("snapshot")
         kernels = [p for p in sample["devices"][0]["processes"] if p["kernel_id"]]
-        if len(kernels) == count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the simulated GPU never listed {count} kernels: {sample}")
+        return len(kernels) == count
+
+    await wait_for_async(
+        listed,
+        lambda: f"the simulated GPU never listed {count} kernels: {last['sample']}",
+        timeout_s=20,
+        poll_s=0.1,
+    )
 
 
 async def test_gpu_in_a_kernel_shows_the_memory_the_server_gives_it(

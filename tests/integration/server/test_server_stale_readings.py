@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from traitlets.config import Config
 
 from jupyter_gpu.sampling.freshness import StaleAfter
-from tests.integration.server.api_helpers import API, gpu_config, validate, wait_for
+from tests.helpers import wait_for_async
+from tests.integration.server.api_helpers import API, gpu_config, validate
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Get = Callable[..., Awaitable[Any]]
@@ -60,7 +61,7 @@ async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
         d0 = snapshot["devices"][0]
         return snapshot if d0["sm_active_pct"] and d0["pcie_tx_bytes_per_s"] else None
 
-    snapshot = await wait_for(live, "GPM and PCIe readings never came")
+    snapshot = await wait_for_async(live, "GPM and PCIe readings never came")
     validate(snapshot, "Snapshot")
     d0 = snapshot["devices"][0]
     for key, limit in (("read_age_s", STALE.fast_s), ("gpm_age_s", STALE.gpm_s)):
@@ -78,7 +79,7 @@ async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
             snapshot = await api_get("snapshot")
             return snapshot if snapshot["devices"][0]["stale"] == ["gpm", "pcie"] else None
 
-        snapshot = await wait_for(stale, "GPU 0's GPM and PCIe never turned stale")
+        snapshot = await wait_for_async(stale, "GPU 0's GPM and PCIe never turned stale")
         validate(snapshot, "Snapshot")
         d0, d1 = snapshot["devices"]
         assert d0["state"] == "ok"
@@ -98,7 +99,9 @@ async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
         assert gpus["DCGM_FI_DEV_GPU_UTIL"] == {"0", "1"}
     finally:
         fake.release(0)
-    await wait_for(lambda: _fresh_again(api_get), "GPU 0's readings never came back", timeout=15.0)
+    await wait_for_async(
+        lambda: _fresh_again(api_get), "GPU 0's readings never came back", timeout_s=15.0
+    )
 
 
 async def _fresh_again(api_get: Get) -> bool:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from jupyter_gpu.compile_cache import (
     triton_cache_dir,
 )
 from jupyter_gpu.sampling import Sampler, SamplerOptions
+from tests.helpers import wait_for
 
 FILES = 100_000
 
@@ -109,10 +111,12 @@ def test_a_100k_file_cache_is_counted_and_never_stalls_the_tick(big_cache: Path)
     )
     sampler.start()
     try:
-        deadline = time.monotonic() + 10
-        while (latest := sampler.latest()) is None or latest.sample.compile_cache.file_count == 0:
-            assert time.monotonic() < deadline, "the scan never finished"
-            time.sleep(0.05)
+
+        def scanned() -> Any:
+            entry = sampler.latest()
+            return entry if entry is not None and entry.sample.compile_cache.file_count else None
+
+        latest = wait_for(scanned, "the scan never finished", poll_s=0.05)
         # Scans of the big tree keep running; ticks must keep their cadence meanwhile.
         start_len, start = len(sampler.history), time.monotonic()
         gaps = []

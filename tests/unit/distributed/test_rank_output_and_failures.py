@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from jupyter_gpu.distributed.rendezvous import (
 )
 from jupyter_gpu.distributed.result import format_size, parse_size
 from jupyter_gpu.distributed.script import LaunchSpec, torchrun_args
+from tests.helpers import free_port
 
 
 def render(stream: str) -> list[str]:
@@ -157,7 +157,7 @@ def test_a_timeout_names_who_waited_and_where_the_others_were(tmp_path: Path) ->
         "Current thread 0x1 (most recent call first):\n"
         '  File "/usr/lib/python3/time.py", line 9 in helper\n'
         '  File "<torchrun cell>", line 3 in <module>\n'
-        '  File "/x/_rank.py", line 80 in _run_cell\n'
+        '  File "/x/rank_main.py", line 80 in _run_cell\n'
     )
     diag = explain(
         tmp_path,
@@ -237,10 +237,7 @@ def test_endpoints_parse_and_check() -> None:
             parse_endpoint(bad)
     with pytest.raises(EndpointError, match="is not this machine"):
         check_host_endpoint(Endpoint("192.0.2.1", 29500))  # TEST-NET-1: never ours
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    check_host_endpoint(Endpoint("127.0.0.1", port))  # free: no error
+    check_host_endpoint(Endpoint("127.0.0.1", free_port()))  # free: no error
 
 
 def test_torchrun_arguments() -> None:
@@ -286,10 +283,10 @@ def test_sizes() -> None:
 def test_visible_gpus_follows_cuda_visible_devices(
     monkeypatch: pytest.MonkeyPatch, visible: str | None, expected: int
 ) -> None:
-    from jupyter_gpu.magics import torchrun
+    from jupyter_gpu.magics.torchrun.magic import visible_gpus
     from jupyter_gpu.nvml import topology
 
     monkeypatch.setattr(topology, "gpu_count", lambda: (4, None))
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    count, _ = torchrun.visible_gpus(env)
+    count, _ = visible_gpus(env)
     assert count == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyter_gpu.magics.amp.precision import resolve_dtype
+from jupyter_gpu.magics.amp.autocast import resolve_dtype
 
 
 def _gpu_with(native: bool) -> object:

@@ -14,6 +14,7 @@ import pytest
 from jupyter_gpu.magics.compile import magic
 from jupyter_gpu.magics.compile.cache_walk import WAIT_S, CacheSizer
 from jupyter_gpu.magics.compile.dynamo_watch import CompileReport
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -63,9 +64,7 @@ def test_a_slow_walk_leaves_the_cell_and_fills_the_report_later(
     assert report.cache_pending
     assert report.cache_bytes_added is None
     scan.release.set()  # the walk ends
-    deadline = time.monotonic() + 5
-    while report.cache_pending and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: not report.cache_pending, "the walk never ended", timeout_s=5, poll_s=0.01)
     assert report.cache_bytes_added == 8000
     assert sizer.latest == 9000
 

@@ -171,15 +171,16 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    from jupyter_gpu.magics.profile.magic import ProfileMagics, ProfileResult
+    from jupyter_gpu.magics.profile.report import show_profile
+    from jupyter_gpu.magics.profile.results import ProfileResult
 
     events = timeline()
     a = analyse(FakeProfile(events), cuda=True, autocast_on=True, cell_names={})
     r = ProfileResult(a.rows, a.gpu_idle_fraction, a.hints, 1e-3, None, "self_gpu_s")
     args = argparse.Namespace(row_limit=15, memory=False, stack=False)
-    magics = ProfileMagics(InteractiveShell.instance())
+    InteractiveShell.instance()  # the shell that displays the report
     with capture_output() as captured:
-        magics._show(r, a, cuda=True, args=args)
+        show_profile(r, a, cuda=True, args=args)
     text = captured.outputs[0].data["text/plain"]
     lines = text.splitlines()
     assert lines[0].startswith("top 4 of 4 GPU kernels and copies, by self gpu")

@@ -27,16 +27,9 @@ from jupyter_gpu.sampling.freshness import StaleAfter
 from jupyter_gpu.simulated.backend import SimulatedBackend
 from jupyter_gpu.simulated.faults import parse_fault
 from tests.fakes.fake_nvml import FakeNvml
+from tests.helpers import wait_for
 
 DEADLINE = 0.3
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def device(sampler: Sampler, index: int) -> DeviceSample:

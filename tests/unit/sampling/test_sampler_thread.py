@@ -14,16 +14,9 @@ import pytest
 from jupyter_gpu.backends import open_backend
 from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from tests.fakes.fake_nvml import FakeNvml
+from tests.helpers import wait_for
 
 FAST = 0.1
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -152,7 +145,7 @@ def test_slow_reads_never_delay_the_tick(make_sampler: Callable[..., Sampler]) -
     start = len(sampler.history)
     # The slow thread is busy all the time (1 s of reads per 1 s): ticks go on meanwhile. Waits
     # for them rather than counting in a fixed window, which 2 busy cores can starve.
-    wait_for(lambda: len(sampler.history) - start >= 8, timeout=10.0)
+    wait_for(lambda: len(sampler.history) - start >= 8, timeout_s=10.0)
     # latest() is None only before the first sample, and ready says there is one.
     wait_for(lambda: sampler.latest().sample.devices[0].pcie_tx_bytes_per_s is not None)  # type: ignore[union-attr]
     latest = sampler.latest()

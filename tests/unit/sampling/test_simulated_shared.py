@@ -17,7 +17,7 @@ from IPython.utils.capture import capture_output
 
 from jupyter_gpu.backends import open_backend
 from jupyter_gpu.backends.reasons import SIMULATED_EPOCH_ENV, simulated_epoch_from_env
-from jupyter_gpu.magics.gpu_topology import show_topology
+from jupyter_gpu.magics.gpu.report import show_topology
 from jupyter_gpu.nvml.topology import simulated_topology
 from jupyter_gpu.sampling.attribution import kernel_pids_of_server
 from jupyter_gpu.simulated.backend import SimulatedBackend

@@ -9,7 +9,7 @@ import pynvml
 import pytest
 from IPython.utils.capture import capture_output
 
-from jupyter_gpu.magics.gpu_topology import show_topology
+from jupyter_gpu.magics.gpu.report import show_topology
 from jupyter_gpu.nvml.topology import read_topology
 from tests.fakes.fake_topology import FakeTopologyNvml
 

@@ -46,8 +46,8 @@ def quiet_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     torch._logging.set_logs(dynamo=logging.ERROR)
     yield
-    # torch's defaults again: left at ERROR, the torch.compile warnings of later tests in this
-    # process (test_quiet's notes) were never logged.
+    # Back to torch's defaults: left at ERROR, dynamo's warnings never reached the magics'
+    # notes in later tests of the same process (tests/integration/magics/test_quiet.py).
     torch._logging.set_logs()
 
 

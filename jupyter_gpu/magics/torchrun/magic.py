@@ -1,7 +1,8 @@
 """``%%torchrun``: run a cell on several GPUs (DDP, FSDP) or several machines, with torchrun.
 
 A thin parser over :mod:`jupyter_gpu.distributed`, which writes the cell to a script, runs it
-with ``python -m torch.distributed.run`` in fresh processes and streams each rank's output.
+with ``python -m torch.distributed.run`` in fresh processes and streams each rank's output; the
+closing lines are ``report.py``'s.
 """
 
 from __future__ import annotations
@@ -197,29 +198,15 @@ class TorchrunMagics(ShellMagics):
             )
         except KeyboardInterrupt:  # every rank has stopped (the launcher said so): no frames
             raise KeyboardInterrupt("%%torchrun was interrupted") from None
-        ranks = (
-            f"this node's {spec.nproc_per_node} of {spec.world_size} ranks"
-            if spec.nnodes > 1
-            else f"{spec.world_size} rank{'s' if spec.world_size > 1 else ''}"
-        )
-        device = "one GPU each" if spec.backend == "nccl" else "CPU"
-        print(  # noqa: T201  # the cell's closing line
-            f"%%torchrun: {ranks} finished in {outcome.elapsed_s:.1f} s ({spec.backend}, {device})"
-        )
+        from .report import show_finished, show_no_result
+
+        show_finished(spec, outcome.elapsed_s)
         if args.output is None:
             return outcome.result if outcome.has_result else None
         if outcome.has_result:
             ns[args.output] = outcome.result
-        elif spec.nnodes > 1:
-            print(  # noqa: T201  # a note the user needs
-                f"-o {args.output}: rank 0 ran on another node, so its result is there; "
-                f"{args.output} is unchanged here."
-            )
         else:
-            print(  # noqa: T201  # as above
-                f"-o {args.output}: rank 0 never called torchrun_result(obj), so "
-                f"{args.output} is unchanged (from jupyter_gpu import torchrun_result)."
-            )
+            show_no_result(args.output, nnodes=spec.nnodes)
         return None
 
     def _spec(self, args: argparse.Namespace) -> Any:

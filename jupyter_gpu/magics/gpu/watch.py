@@ -16,73 +16,17 @@ the watch when that cell ends.)
 from __future__ import annotations
 
 import atexit
-import html
 import threading
-import time
 import weakref
 from typing import Any
 
-from jupyter_gpu.backends import plain_no_gpu
 from jupyter_gpu.backends.reasons import simulated_devices_from_env
-from jupyter_gpu.magics.common.render import fmt_bytes, html_text
 from jupyter_gpu.readings import Sample
 from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 
+from .report import watch_html
+
 _active: weakref.WeakSet[GpuWatch] = weakref.WeakSet()
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f}%"
-
-
-def _bar(value: float | None) -> str:
-    width = 0.0 if value is None else max(0.0, min(100.0, value))
-    return (
-        '<span style="display:inline-block;width:60px;height:8px;'
-        'background:var(--jp-layout-color3,#ddd);vertical-align:middle">'
-        f'<span style="display:block;width:{width:.0f}%;height:8px;'
-        'background:var(--jp-brand-color1,#1976d2)"></span></span>'
-    )
-
-
-def render_html(sample: Sample, *, stopped: str | None = None) -> str:
-    """The view's HTML for one sample (every string escaped)."""
-    label = " (simulated)" if sample.simulated else ""
-    when = time.strftime("%H:%M:%S", time.localtime(sample.ts))
-    state = f"stopped: {html.escape(stopped)}" if stopped else f"live, updated {when}"
-    head = f"<div><b>GPUs{label}</b> <span style='opacity:0.7'>{state}</span></div>"
-    if not sample.devices:
-        text = html_text(plain_no_gpu(sample.reason))
-        return f"{head}<div>No GPU: {text}</div>"
-    rows = []
-    for d in sample.devices:
-        name = html.escape((d.name or "unknown GPU") + label)
-        if d.state != "ok":
-            rows.append(
-                f"<tr><td>{d.index}</td><td>{name}</td>"
-                f"<td colspan='6'>{html.escape(d.state)}: {html.escape(d.error or '')}</td></tr>"
-            )
-            continue
-        memory = f"{fmt_bytes(d.mem_used_bytes)} / {fmt_bytes(d.mem_total_bytes)}"
-        power = "n/a" if d.power_w is None else f"{d.power_w:.0f} W"
-        temp = "n/a" if d.temperature_c is None else f"{d.temperature_c:.0f} °C"
-        gpm = (
-            f"SM {_pct(d.sm_active_pct)} · tensor {_pct(d.tensor_active_pct)}"
-            if d.sm_active_pct is not None or d.tensor_active_pct is not None
-            else "SM/tensor n/a"
-        )
-        rows.append(
-            f"<tr><td>{d.index}</td><td>{name}</td>"
-            f"<td>{_bar(d.util_pct)} util {_pct(d.util_pct)}</td><td>{gpm}</td>"
-            f"<td>{memory}</td><td>{power}</td><td>{temp}</td></tr>"
-        )
-    table = (
-        "<table style='border-collapse:collapse'><tr><th>GPU</th><th>name</th><th>util</th>"
-        "<th>activity</th><th>memory</th><th>power</th><th>temp</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
-    return head + table
 
 
 class GpuWatch:
@@ -149,7 +93,7 @@ class GpuWatch:
             self.updates += 1
             if utils:
                 self.max_util_pct = max([*utils, self.max_util_pct or 0.0])
-        self.html.value = render_html(sample)
+        self.html.value = watch_html(sample)
 
     def _views_changed(self, change: dict[str, Any]) -> None:
         count = change.get("new")
@@ -170,7 +114,7 @@ class GpuWatch:
         else:
             self.sampler.stop()
         if self.last is not None:
-            self.html.value = render_html(self.last, stopped=reason)
+            self.html.value = watch_html(self.last, stopped=reason)
         self.stop_button.disabled = True
 
     def _ipython_display_(self) -> None:

@@ -1,6 +1,7 @@
 """``%gpu``: one line per GPU (name, utilization, memory, this kernel's torch memory).
 
-``%gpu --watch`` shows a live ipywidgets view instead (``gpu_watch.py``).
+``%gpu --watch`` shows a live ipywidgets view instead (``watch.py``); ``%gpu --topology`` the
+interconnect. What they show is drawn by ``report.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from IPython.core.magic import line_magic, magics_class
 
 from jupyter_gpu.magics.common.args import ShellMagics, argument, magic_arguments, parse
 from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_if_imported
-from jupyter_gpu.magics.common.render import Table, fmt_bytes, html_block, html_note, publish
+
+from .report import TorchMemory, show_sample, show_stopped, show_topology
 
 
-def _torch_memory(devices: Any) -> dict[int, tuple[int, int]]:
+def _torch_memory(devices: Any) -> TorchMemory:
     """{NVML index: (allocated, reserved)} for the GPUs this kernel's torch uses.
 
     Empty unless this kernel already initialised CUDA: ``%gpu`` never creates a CUDA context
@@ -108,14 +110,13 @@ class GpuMagics(ShellMagics):
             return watch if args.output else None
         sample = read_once(backend)
         if not args.quiet:
-            show_sample(sample)
+            own = {} if sample.simulated or not sample.devices else _torch_memory(sample.devices)
+            show_sample(sample, own, pid=os.getpid(), cuda_in_use=cuda_in_use())
         return sample if args.output else None
 
     def _topology(self, backend: str, *, quiet: bool, output: bool) -> Any:
         from jupyter_gpu.backends import simulated_devices_from_env
         from jupyter_gpu.nvml.topology import Topology, read_topology, simulated_topology
-
-        from .gpu_topology import show_topology
 
         if backend == "simulated":  # the GPUs %gpu lists, as the sidebar does
             topology = simulated_topology(simulated_devices_from_env())
@@ -129,13 +130,12 @@ class GpuMagics(ShellMagics):
 
 
 def _watch(mode: str, backend: str, interval_s: float, *, quiet: bool) -> Any:
-    from . import gpu_watch
+    from . import watch
 
     if mode == "off":
-        stopped = gpu_watch.stop_all()
+        stopped = watch.stop_all()
         if not quiet:
-            text = f"Stopped {stopped} GPU view{'s' if stopped != 1 else ''}."
-            publish(text, html_block([html_note(text)]))
+            show_stopped(stopped)
         return None
     if not 0.1 <= interval_s <= 60.0:
         raise UsageError(f"--interval {interval_s:g}: use 0.1 to 60 seconds.")
@@ -145,63 +145,4 @@ def _watch(mode: str, backend: str, interval_s: float, *, quiet: bool) -> Any:
         raise UsageError(
             "%gpu --watch needs ipywidgets in this kernel's environment: pip install ipywidgets."
         ) from err
-    return gpu_watch.start_watch(backend, interval_s)
-
-
-def show_sample(sample: Any) -> None:
-    """Display a ``jupyter_gpu.sampling`` sample as one line per GPU."""
-    if not sample.devices:
-        from jupyter_gpu.backends import plain_no_gpu
-
-        reason = sample.reason or "NVML reports no GPU"
-        text = f"No GPU: {reason}. {plain_no_gpu(sample.reason)}"
-        if cuda_in_use():
-            text += " (torch in this kernel does use CUDA: NVML is what is missing.)"
-        publish(text, html_block([html_note(text, warn=True)]))
-        return
-    label = " (simulated)" if sample.simulated else ""
-    torch_mem = {} if sample.simulated else _torch_memory(sample.devices)
-    pid = os.getpid()
-    table = Table(
-        headers=["GPU", "name", "util", "memory used", "this kernel"],
-        numeric=[True, False, True, True, False],
-        title=f"GPUs{label}",
-    )
-    lines = []
-    for d in sample.devices:
-        name = (d.name or "unknown") + label
-        if d.state != "ok":
-            row = [str(d.index), name, d.state, "", d.error or ""]
-        else:
-            util = "n/a" if d.util_pct is None else f"{d.util_pct:.0f}%"
-            used = f"{fmt_bytes(d.mem_used_bytes)} of {fmt_bytes(d.mem_total_bytes)}"
-            mine = (
-                _simulated_kernel_cell(d, pid)
-                if sample.simulated
-                else _kernel_cell(d, torch_mem, pid)
-            )
-            row = [str(d.index), name, util, used, mine]
-        table.rows.append(list(row))
-        lines.append(
-            f"GPU {row[0]}  {row[1]}  util {row[2]}  memory {row[3]}  this kernel: {row[4]}"
-            if d.state == "ok"
-            else f"GPU {row[0]}  {row[1]}  {row[2]}: {row[4]}"
-        )
-    publish("\n".join(lines), html_block([table.html()]))
-
-
-def _simulated_kernel_cell(device: Any, pid: int) -> str:
-    """What a simulated GPU says this kernel holds (as the sidebar shows it), never torch's."""
-    held = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
-    return "not using this GPU" if held is None else f"{fmt_bytes(held)} (simulated)"
-
-
-def _kernel_cell(device: Any, torch_mem: dict[int, tuple[int, int]], pid: int) -> str:
-    nvml = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
-    nvml_text = f" (NVML {fmt_bytes(nvml)})" if nvml is not None else ""
-    if device.index in torch_mem:
-        allocated, reserved = torch_mem[device.index]
-        return f"torch {fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved{nvml_text}"
-    if nvml is not None:
-        return f"NVML {fmt_bytes(nvml)} (torch not using this GPU)"
-    return "not using this GPU"
+    return watch.start_watch(backend, interval_s)

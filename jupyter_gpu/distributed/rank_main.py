@@ -34,8 +34,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+from jupyter_gpu.distributed.script import RUN_DIR_ENV
+
 CELL_FILENAME = "<torchrun cell>"
-RUN_DIR_ENV = "JUPYTER_GPU_TORCHRUN_DIR"
 
 # Words in an exception that mark a collective or rendezvous that ran out of time: gloo says
 # "Timed out waiting 5000ms", NCCL's watchdog "Watchdog caught collective operation timeout".

@@ -1,0 +1,245 @@
+"""The causes of ``%compile``: what stands in a compile's way, and why it was no faster.
+
+``report``: what a compile report recorded; ``bench``: what ``--bench`` measured and a profile
+of the compiled call.
+"""
+
+from __future__ import annotations
+
+from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
+from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.measure import fmt_seconds
+
+from .facts import MATMUL_SHARE, OVERHEAD_SHARE, TF32_SHARE, Cause, Evidence
+
+# ---------------------------------------------------------------------- compile report
+
+_SKIP_FIXES = (
+    (
+        "mutated inputs",
+        "the compiled code changes a tensor it did not create (an in-place update of an "
+        "input, a global or a buffer): return the new value instead, or keep the update "
+        "outside the compiled function",
+    ),
+    (
+        "cpu device",
+        "a tensor on the CPU takes part in the graph: move it to the GPU (a Python number is fine)",
+    ),
+    ("multiple devices", "the graph uses more than one device: keep it on one GPU"),
+    (
+        "incompatible op",
+        "an op in the graph cannot be captured in a CUDA graph (e.g. one that syncs): move it "
+        "out of the compiled function",
+    ),
+    (
+        "dynamic shape",
+        "shapes change from call to call: keep them fixed (pad the last batch) or mark them "
+        "with torch._dynamo.mark_static",
+    ),
+    (
+        "non-static",
+        "inputs whose memory address changes cannot be replayed: keep them in fixed tensors "
+        "and copy new data in",
+    ),
+)
+
+
+def _skip_fix(reason: str) -> str:
+    lowered = reason.lower()
+    for phrase, fix in _SKIP_FIXES:
+        if phrase in lowered:
+            return fix
+    return "see torch's reason; TORCH_LOGS=cudagraphs prints where it was found"
+
+
+def _cudagraphs(ev: Evidence) -> str:
+    c = ev.compile
+    assert c is not None
+    reasons = "; ".join(c.cudagraph_skips)
+    return (
+        f"CUDA graphs skipped: {reasons} (torch's reason). Without them reduce-overhead "
+        f"launches every kernel as eager code does. Fix: {_skip_fix(c.cudagraph_skips[0])}."
+    )
+
+
+def _recompiles(ev: Evidence) -> str:
+    c = ev.compile
+    assert c is not None
+    function, reason = c.recompiles[0]
+    return (
+        f"{len(c.recompiles)} recompile(s); the first guard that failed: {function}: "
+        f"{reason.splitlines()[0][:160]}. Each recompile costs a compile and adds guards to "
+        "check. Keep shapes and Python values the same from call to call, or pass --dynamic "
+        "for shapes that must change."
+    )
+
+
+def _graph_breaks(ev: Evidence) -> str:
+    c = ev.compile
+    assert c is not None
+    first = c.graph_breaks[0] if c.graph_breaks else None
+    at = ""
+    if first is not None:
+        source = f": {first.source}" if first.source else ""
+        at = f", the first at {first.where}{source} ({first.reason[:120]})"
+    pieces = f"{c.graphs} graph(s)" if c.graphs else "several pieces"
+    return (
+        f"{c.graph_break_count} graph break(s){at}: the code runs as {pieces} with Python in "
+        "between, and nothing fuses across a break. --fullgraph turns a break into an error "
+        "that points at it."
+    )
+
+
+# ---------------------------------------------------------------------- bench: the profile
+
+
+def _overhead(ev: Evidence) -> bool:
+    p, call = ev.profile, ev.compiled_s
+    if p is None or not call:
+        return False
+    if p.cuda and p.gpu_busy_s is not None:
+        return p.gpu_busy_s < OVERHEAD_SHARE * call
+    if p.region_s is None:
+        return False
+    graph = p.graph_s if p.graph_s is not None else p.work_s
+    return graph < OVERHEAD_SHARE * ((p.guard_s or 0.0) + p.region_s)
+
+
+def _overhead_text(ev: Evidence) -> str:
+    p, call = ev.profile, ev.compiled_s or 0.0
+    assert p is not None
+    eager = f"; eager {fmt_seconds(ev.eager_s)}" if ev.eager_s else ""
+    guard = (
+        f"; the guard check (TorchDynamo Cache Lookup) took {fmt_seconds(p.guard_s)} of a "
+        "profiled call"
+        if p.guard_s
+        else ""
+    )
+    if p.cuda and p.gpu_busy_s is not None:
+        kernels = p.kernels or 0.0
+        text = (
+            f"The GPU was busy {fmt_seconds(p.gpu_busy_s)} of the {fmt_seconds(call)} a "
+            f"compiled call takes ({kernels:.0f} kernel(s) a call{eager}): the rest is the CPU "
+            f"preparing and launching them{guard}."
+        )
+        if ev.mode in ("reduce-overhead", "max-autotune"):
+            return text + (
+                " CUDA graphs are on in this mode, so what remains is Python and the guards "
+                "around the graph: a larger batch per call amortises it."
+            )
+        if kernels >= 2:
+            return text + (
+                " --mode reduce-overhead replays the kernels as one CUDA graph: it could come "
+                f"near {fmt_seconds(p.gpu_busy_s)} a call; a larger batch per call helps too."
+            )
+        return text + " A larger batch per call amortises it."
+    graph = p.graph_s if p.graph_s is not None else p.work_s
+    whole = (p.guard_s or 0.0) + (p.region_s or 0.0)
+    return (
+        f"Compiled {fmt_seconds(call)} a call{eager}. In a profile of {p.calls} calls, the "
+        f"compiled graph's own work took {fmt_pct(graph / whole if whole else None)} of each "
+        f"call and torch.compile's steps around it the rest{guard}: at this size the compiled "
+        "call's fixed cost is larger than its work. A larger batch per call amortises it."
+    )
+
+
+def _tf32(ev: Evidence) -> bool:
+    p, prec = ev.profile, ev.precision
+    if p is None or prec is None or not p.cuda or not prec.tf32_hardware or p.busy_s <= 0:
+        return False
+    matmul = 0.0 if prec.tf32_matmul else p.matmul_s(dtype="float32", conv=False)
+    conv = 0.0 if prec.tf32_conv else p.matmul_s(dtype="float32", conv=True)
+    return (matmul + conv) >= TF32_SHARE * p.busy_s
+
+
+def _tf32_text(ev: Evidence) -> str:
+    p, prec = ev.profile, ev.precision
+    assert p is not None
+    assert prec is not None
+    parts = []
+    if not prec.tf32_matmul and p.matmul_s(dtype="float32", conv=False):
+        parts.append(f"float32 matmuls ({p.matmul_names(dtype='float32', conv=False)})")
+    if not prec.tf32_conv and p.matmul_s(dtype="float32", conv=True):
+        parts.append(f"float32 convolutions ({p.matmul_names(dtype='float32', conv=True)})")
+    share = (
+        (0.0 if prec.tf32_matmul else p.matmul_s(dtype="float32", conv=False))
+        + (0.0 if prec.tf32_conv else p.matmul_s(dtype="float32", conv=True))
+    ) / p.busy_s
+    return (
+        f"TF32 is off, and {' and '.join(parts)} took {fmt_pct(share)} of the GPU's busy time "
+        "in a profiled call: they run in full precision, compiled or not, so compiling cannot "
+        "speed them up. %amp tf32 on (torch.set_float32_matmul_precision('high')) runs them on "
+        "tensor cores; %amp compare measures it."
+    )
+
+
+def _matmul_bound(ev: Evidence) -> bool:
+    p = ev.profile
+    if p is None or p.busy_s <= 0 or _tf32(ev):
+        return False
+    return p.matmul_s() >= MATMUL_SHARE * p.busy_s
+
+
+def _matmul_text(ev: Evidence) -> str:
+    p = ev.profile
+    assert p is not None
+    busy = "the GPU's busy time" if p.cuda else "the time in ops"
+    library = "cuBLAS/cuDNN" if p.cuda else "the CPU's BLAS/oneDNN"
+    return (
+        f"Matmuls and convolutions took {fmt_pct(p.matmul_s() / p.busy_s)} of {busy} in a "
+        f"profiled compiled call ({p.matmul_names()}): the compiled code calls them from "
+        f"{library} as eager code does, so compiling speeds up only the rest "
+        f"({fmt_seconds(max(0.0, p.busy_s - p.matmul_s()))} a call)."
+    )
+
+
+def no_cause_bench(ev: Evidence) -> str:
+    """The "no cause found" line of ``%compile --bench``, with its figures."""
+    figures = f"eager {fmt_seconds(ev.eager_s)}, compiled {fmt_seconds(ev.compiled_s)} a call"
+    p = ev.profile
+    if p is not None and p.cuda and p.gpu_busy_s is not None:
+        figures = (
+            f"the GPU was busy {fmt_seconds(p.gpu_busy_s)} of the {fmt_seconds(ev.compiled_s)} "
+            f"a compiled call takes (eager {fmt_seconds(ev.eager_s)})"
+        )
+    elif p is not None:
+        figures += f"; ops and graphs {fmt_seconds(p.work_s)} of a profiled call"
+    else:
+        figures += "; no profile could be taken"
+    return (
+        f"no cause found: {figures}; no graph break, recompile or skipped CUDA graph, and no "
+        "measured share above the thresholds (docs/magics.md lists them)."
+    )
+
+
+COMPILE_CAUSES: tuple[Cause, ...] = (
+    # ---- what the compile recorded
+    Cause(
+        "cudagraphs",
+        frozenset(("bench", "report")),
+        lambda ev: bool(ev.compile and ev.compile.cudagraph_skips),
+        _cudagraphs,
+    ),
+    Cause(
+        "cudagraphs",
+        frozenset(("bench",)),
+        lambda ev: ev.pending_backward,
+        lambda ev: PENDING_BACKWARD,
+    ),
+    Cause(
+        "recompiles",
+        frozenset(("bench", "report")),
+        lambda ev: bool(ev.compile and ev.compile.recompiles),
+        _recompiles,
+    ),
+    Cause(
+        "graph_breaks",
+        frozenset(("bench", "report")),
+        lambda ev: bool(ev.compile and ev.compile.graph_break_count),
+        _graph_breaks,
+    ),
+    # ---- what a profile of the compiled call measured
+    Cause("tf32", frozenset(("bench",)), _tf32, _tf32_text),
+    Cause("launch_bound", frozenset(("bench",)), _overhead, _overhead_text),
+    Cause("matmuls", frozenset(("bench",)), _matmul_bound, _matmul_text),
+)

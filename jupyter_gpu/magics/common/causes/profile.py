@@ -1,0 +1,222 @@
+"""The causes of ``%%profile`` (``profile``): where a profiled cell's time went (its hints)."""
+
+from __future__ import annotations
+
+from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.measure import fmt_seconds
+
+from .facts import Cause, Evidence, ProfileFacts
+
+
+def _idle_kind(ev: Evidence) -> str | None:
+    c = ev.cell
+    if c is None or not c.cuda or c.kernel_count == 0 or (c.gpu_idle_fraction or 0.0) < 0.3:
+        return None
+    total = sum(c.idle_s.values())
+    if total <= 0:
+        return None
+    return max(("host", "kernels", "copies", "other"), key=lambda k: c.idle_s.get(k, 0.0))
+
+
+def _idle_share(ev: Evidence, kind: str) -> str:
+    c = ev.cell
+    assert c is not None
+    total = sum(c.idle_s.values())
+    return (
+        f"GPU idle {fmt_pct(c.gpu_idle_fraction)} of the time, "
+        f"{fmt_pct(c.idle_s[kind] / total)} of it"
+    )
+
+
+def _mean_kernel(c: ProfileFacts) -> float:
+    return c.gpu_busy_s / c.kernel_count if c.gpu_busy_s and c.kernel_count else 0.0
+
+
+def _host_syncs(ev: Evidence) -> bool:
+    return _idle_kind(ev) == "host" and ev.cell is not None and ev.cell.syncs >= 10
+
+
+def _host_launch(ev: Evidence) -> bool:
+    c = ev.cell
+    return (
+        _idle_kind(ev) == "host"
+        and c is not None
+        and c.syncs < 10
+        and c.kernel_count >= 100
+        and _mean_kernel(c) < 20e-6
+    )
+
+
+def _host_other(ev: Evidence) -> bool:
+    return _idle_kind(ev) == "host" and not _host_syncs(ev) and not _host_launch(ev)
+
+
+def _host_other_text(ev: Evidence) -> str:
+    c = ev.cell
+    assert c is not None
+    item = ""
+    if c.biggest_cpu_item is not None:
+        name, seconds = c.biggest_cpu_item
+        item = (
+            f"; on the CPU the largest item was {name[:80]} ({fmt_seconds(seconds)} of the "
+            f"{fmt_seconds(c.window_s)} profiled)"
+        )
+    return (
+        f"{_idle_share(ev, 'host')} waiting on the host: the CPU queued work more slowly than "
+        f"the GPU ran it{item}. The timeline shows what the CPU did in the gaps."
+    )
+
+
+def _no_kernel(ev: Evidence) -> bool:
+    c = ev.cell
+    return c is not None and c.cuda and c.kernel_count == 0 and c.window_s > 0
+
+
+def _many_syncs(ev: Evidence) -> bool:
+    c = ev.cell
+    return c is not None and c.cuda and c.syncs >= 10 and not _host_syncs(ev)
+
+
+def _matmul_share(ev: Evidence) -> bool:
+    c = ev.cell
+    return (
+        c is not None
+        and c.cuda
+        and not c.autocast_on
+        and c.gpu_total_s > 0
+        and c.matmul_gpu_s > 0.4 * c.gpu_total_s
+    )
+
+
+def _matmul_share_text(c: ProfileFacts) -> str:
+    return (
+        f"Matmuls and convolutions took {fmt_pct(c.matmul_gpu_s / c.gpu_total_s)} of the GPU "
+        f"time ({c.matmul_names}), with autocast off: their precision decides most of this "
+        'cell\'s GPU time. %amp compare "step()" measures fp32, tf32, bf16 and fp16 on it.'
+    )
+
+
+def _top_cpu(ev: Evidence) -> bool:
+    c = ev.cell
+    return (
+        c is not None
+        and not c.cuda
+        and c.top_cpu is not None
+        and c.cpu_total_s > 0
+        and c.top_cpu[1] >= 0.3 * c.cpu_total_s
+    )
+
+
+def _per_op(ev: Evidence) -> bool:
+    c = ev.cell
+    return (
+        c is not None and not c.cuda and c.op_calls >= 1000 and c.cpu_total_s / c.op_calls < 10e-6
+    )
+
+
+def _cell(ev: Evidence) -> ProfileFacts:
+    assert ev.cell is not None
+    return ev.cell
+
+
+PROFILE_CAUSES: tuple[Cause, ...] = (
+    # ---- %%profile: the cell's profile
+    Cause(
+        "no_kernel",
+        frozenset(("profile",)),
+        _no_kernel,
+        lambda ev: (
+            "No GPU kernel ran in this cell: the work stayed on the CPU (check that the model "
+            "and the data are on 'cuda')."
+        ),
+    ),
+    Cause(
+        "host_syncs",
+        frozenset(("profile",)),
+        _host_syncs,
+        lambda ev: (
+            f"{_idle_share(ev, 'host')} waiting on the host, which stalls at "
+            f"{_cell(ev).syncs_text}. Each sync empties the launch queue: read losses every N "
+            "steps, not every step."
+        ),
+    ),
+    Cause(
+        "launch_bound",
+        frozenset(("profile",)),
+        _host_launch,
+        lambda ev: (
+            f"Launch-bound: {_idle_share(ev, 'host')} waiting on the host to launch "
+            f"{_cell(ev).kernel_count:,} kernels of {fmt_seconds(_mean_kernel(_cell(ev)))} on "
+            "average. Try %compile NAME --mode reduce-overhead (CUDA graphs: one launch per "
+            "step), fuse work with torch.compile, or use a larger batch."
+        ),
+    ),
+    Cause("host", frozenset(("profile",)), _host_other, _host_other_text),
+    Cause(
+        "between_kernels",
+        frozenset(("profile",)),
+        lambda ev: _idle_kind(ev) == "kernels",
+        lambda ev: (
+            f"{_idle_share(ev, 'kernels')} between kernels, queued back to back "
+            f"({_cell(ev).kernel_count:,} kernels of {fmt_seconds(_mean_kernel(_cell(ev)))} on "
+            "average): each launch costs a few µs of GPU time. Fewer, larger kernels help: "
+            "torch.compile fuses them, --mode reduce-overhead replays them as a CUDA graph."
+        ),
+    ),
+    Cause(
+        "copies",
+        frozenset(("profile",)),
+        lambda ev: _idle_kind(ev) == "copies",
+        lambda ev: (
+            f"{_idle_share(ev, 'copies')} on copies: the GPU moved data instead of computing. "
+            "Keep tensors on the GPU between steps, use pin_memory=True in the DataLoader and "
+            ".to('cuda', non_blocking=True)."
+        ),
+    ),
+    Cause(
+        "other_wait",
+        frozenset(("profile",)),
+        lambda ev: _idle_kind(ev) == "other",
+        lambda ev: (
+            f"{_idle_share(ev, 'other')} with kernels queued but waiting on other work "
+            "(events, other streams or copies on another stream): see the trace (--trace FILE) "
+            "for what they waited on."
+        ),
+    ),
+    Cause(
+        "syncs",
+        frozenset(("profile",)),
+        _many_syncs,
+        lambda ev: (
+            f"{_cell(ev).syncs_text}: each one makes the CPU wait until the GPU has finished "
+            "everything queued. Read losses every N steps (or accumulate them on the GPU) "
+            "instead of calling .item()/.cpu()/print on CUDA tensors every step."
+        ),
+    ),
+    Cause(
+        "matmuls",
+        frozenset(("profile",)),
+        _matmul_share,
+        lambda ev: _matmul_share_text(_cell(ev)),
+    ),
+    Cause(
+        "top_op",
+        frozenset(("profile",)),
+        _top_cpu,
+        lambda ev: (
+            f"No GPU profiled: {(_cell(ev).top_cpu or ('', 0.0))[0]} takes "
+            f"{fmt_pct((_cell(ev).top_cpu or ('', 0.0))[1] / _cell(ev).cpu_total_s)} of the CPU "
+            "time in ops."
+        ),
+    ),
+    Cause(
+        "per_op",
+        frozenset(("profile",)),
+        _per_op,
+        lambda ev: (
+            f"{_cell(ev).op_calls:,} op calls of "
+            f"{fmt_seconds(_cell(ev).cpu_total_s / _cell(ev).op_calls)} on average: per-op "
+            "overhead dominates; larger tensors per call or torch.compile would help."
+        ),
+    ),
+)

@@ -1,0 +1,47 @@
+"""What ``%%profile`` returns (``-o``) and what its report shows (seconds, bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.measure import fmt_seconds
+
+from .analysis import RangeRow
+from .rows import OpRow
+
+
+@dataclass
+class ProfileResult:
+    """What ``%%profile -o`` returns (seconds, bytes). ``profiler`` is torch's own object."""
+
+    rows: list[OpRow]
+    gpu_idle_fraction: float | None
+    hints: list[str]
+    wall_s: float
+    trace_file: str | None
+    sort: str
+    kernel_count: int = 0
+    value: Any = None
+    profiler: Any = field(default=None, repr=False)
+    #: User annotations (record_function ranges), apart from the ops.
+    ranges: list[RangeRow] = field(default_factory=list)
+    #: Device synchronisations (runtime calls that block the host), exact.
+    sync_count: int = 0
+    #: Where they were: "cell [3] line 4" -> count (some may be missing: see the note).
+    sync_places: dict[str, int] = field(default_factory=dict)
+    #: GPU idle seconds by cause: host, kernels (between kernels), copies, other.
+    idle_s: dict[str, float] = field(default_factory=dict)
+    #: With ``--warmup N``: what was put back after the warm-up runs.
+    warmup: Restored | None = None
+    #: The cell's own warnings during the warm-up runs, each once, in the magic's words.
+    warmup_warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProfileResult: {len(self.rows)} ops, wall {fmt_seconds(self.wall_s)}, GPU idle "
+            f"{fmt_pct(self.gpu_idle_fraction)}, {self.kernel_count} kernels, "
+            f"{self.sync_count} syncs, {len(self.hints)} hint(s)>"
+        )

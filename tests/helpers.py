@@ -1,0 +1,222 @@
+"""The tests' one set of helpers: a free port, waiting for a condition, a real Jupyter server.
+
+Every test, benchmark and GPU check that needs one of these imports it from here (the GPU checks
+and the benchmarks, run as scripts, put the repository root on ``sys.path`` first). Servers
+listen on 127.0.0.1 only and need their token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: The extension the server loads unless told otherwise.
+JUPYTER_GPU_ON = "{'jupyter_gpu': True}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for(
+    check: Callable[[], T],
+    what: str | Callable[[], str] = "the condition was not met",
+    *,
+    timeout_s: float = 10.0,
+    poll_s: float = 0.02,
+    retry_on: tuple[type[Exception], ...] = (),
+    process: subprocess.Popen[Any] | None = None,
+    log: Path | None = None,
+) -> T:
+    """``check()``'s first truthy result, asked every ``poll_s`` seconds.
+
+    ``what`` says what did not happen (a function: called when the wait fails, to show the
+    state then). ``retry_on``: exceptions that mean "not yet" (``OSError`` while a server
+    starts: refused, or an HTTP error). ``process``: the wait fails at once if it exits.
+
+    Raises:
+        AssertionError: saying ``what`` (and ``log``'s text, if given) once ``timeout_s``
+            passes or ``process`` exits.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = check()
+        except retry_on:
+            pass
+        else:
+            if result:
+                return result
+        _fail_if_over(what, deadline, timeout_s, process, log)
+        time.sleep(poll_s)
+
+
+async def wait_for_async(
+    check: Callable[[], Awaitable[T]],
+    what: str | Callable[[], str] = "the condition was not met",
+    *,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.2,
+    retry_on: tuple[type[Exception], ...] = (),
+    process: subprocess.Popen[Any] | None = None,
+) -> T:
+    """As :func:`wait_for`, for a check that is awaited (on the caller's event loop)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = await check()
+        except retry_on:
+            pass
+        else:
+            if result:
+                return result
+        _fail_if_over(what, deadline, timeout_s, process, None)
+        await asyncio.sleep(poll_s)
+
+
+def _fail_if_over(
+    what: str | Callable[[], str],
+    deadline: float,
+    timeout_s: float,
+    process: subprocess.Popen[Any] | None,
+    log: Path | None,
+) -> None:
+    """Raise ``AssertionError`` (saying ``what``, then ``log``) if the wait is over."""
+    if process is not None and process.poll() is not None:
+        why = f"the process exited ({process.returncode})"
+    elif time.monotonic() >= deadline:
+        why = f"after {timeout_s:g} s"
+    else:
+        return
+    said = f"{what if isinstance(what, str) else what()} ({why})"
+    if log is not None:
+        with contextlib.suppress(OSError):
+            said += "\n" + log.read_text(errors="replace")
+    raise AssertionError(said)
+
+
+def start_server(
+    *,
+    port: int,
+    root: Path,
+    token: str,
+    log: Path,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    extensions: str = JUPYTER_GPU_ON,
+    prefix: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
+    """``python -m jupyter_server`` with ``extensions`` on, its output (both streams) in ``log``.
+
+    ``options`` are more command-line options (``--JupyterGpu.backend=simulated``, ...);
+    ``extensions`` the ``jpserver_extensions`` dict, as Python source; ``prefix`` a command
+    that runs the server (``unshare --pid ...``).
+    """
+    argv = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={root}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.jpserver_extensions={extensions}",
+        *options,
+    ]
+    with log.open("w") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def wait_until_up(
+    fetch: Callable[[], T],
+    server: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    timeout_s: float,
+    poll_s: float,
+) -> T:
+    """``fetch()``'s result once it stops raising ``OSError`` (refused, or an HTTP error).
+
+    Raises:
+        AssertionError: with the server's log, if the server exits or ``timeout_s`` passes.
+    """
+    return wait_for(
+        fetch,
+        "the server did not come up",
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+        retry_on=(OSError,),
+        process=server,
+        log=log,
+    )
+
+
+def fetch_json(
+    url: str, method: str = "GET", body: dict[str, Any] | None = None, *, token: str
+) -> Any:
+    """``method`` on a server's ``url`` with its ``token``: the JSON answer (``None`` if empty).
+
+    Raises:
+        OSError: refused, or an HTTP error status (``urllib.error.HTTPError``).
+    """
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        raw = response.read()
+        return json.loads(raw) if raw else None
+
+
+def notebook_kernel(base: str, notebook: str, runtime: Path, *, token: str) -> tuple[str, Any]:
+    """A session for ``notebook`` on the server at ``base``: its kernel id and a ready client.
+
+    ``runtime`` is the server's ``JUPYTER_RUNTIME_DIR`` (the kernel's connection file is there).
+    The client is a ``jupyter_client.BlockingKernelClient``; the caller stops its channels.
+    """
+    from jupyter_client import BlockingKernelClient
+
+    session = fetch_json(
+        f"{base}/api/sessions",
+        "POST",
+        {"path": notebook, "type": "notebook", "kernel": {"name": "python3"}},
+        token=token,
+    )
+    kernel_id: str = session["kernel"]["id"]
+    client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    client.wait_for_ready(timeout=120)
+    return kernel_id, client
+
+
+def stop_server(server: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """SIGTERM, as a process manager stops it; the exit code (-9: killed after ``timeout_s``)."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        return server.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        return -9
