@@ -146,6 +146,18 @@ class DeviceSample(JsonRecord):
     stale: tuple[ReadingGroup, ...] = ()
 
 
+FAST_READINGS = (
+    "util_pct",
+    "mem_util_pct",
+    "mem_used_bytes",
+    "power_w",
+    "power_limit_w",
+    "temperature_c",
+    "sm_clock_mhz",
+)
+"""The ``DeviceSample`` numbers read every tick (with ``processes``, the "fast" group)."""
+PCIE_FIELDS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+"""The ``DeviceSample`` fields of the PCIe throughput read (a round of its own: it takes 20 ms)."""
 GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct")
 """The ``DeviceSample`` fields that NVML's GPM gives (each a percentage, 0 to 100)."""
 

@@ -20,24 +20,21 @@ from types import MappingProxyType
 from typing import Any
 
 from jupyter_gpu.readings.deadline import FastReading, Timed
-from jupyter_gpu.readings.records import GPM_FIELDS, DeviceSample, GpmReading, ReadingGroup
+from jupyter_gpu.readings.records import (
+    FAST_READINGS,
+    GPM_FIELDS,
+    PCIE_FIELDS,
+    DeviceSample,
+    GpmReading,
+    ReadingGroup,
+)
 
 PcieReading = tuple[float | None, float | None]
 """``(pcie_tx_bytes_per_s, pcie_rx_bytes_per_s)`` of one GPU."""
 GpmReadings = Mapping[int, GpmReading]
 SlowReadings = Mapping[int, PcieReading]
 
-FAST_FIELDS = (
-    "util_pct",
-    "mem_util_pct",
-    "mem_used_bytes",
-    "power_w",
-    "power_limit_w",
-    "temperature_c",
-    "sm_clock_mhz",
-    "processes",
-)
-PCIE_FIELDS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+FAST_FIELDS = (*FAST_READINGS, "processes")
 MIN_STALE_S = 1.0
 """No reading is stale younger than this. At the fastest cadences (0.1 s) two intervals are
 0.2 s, which a busy machine's scheduling alone exceeds: readings flickered to null in tests on

@@ -23,27 +23,14 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from jupyter_gpu.readings.records import FAST_READINGS, GPM_FIELDS, PCIE_FIELDS
+
 FaultKind = Literal["lost", "error", "hang", "unsupported"]
 
 MAX_FAULTS = 64
 MAX_GPU_INDEX = 15  # the simulated backend has at most 16 devices
 MAX_FAULT_TIME_S = 86_400.0
-UNSUPPORTED_FIELDS = (
-    "util_pct",
-    "mem_util_pct",
-    "mem_used_bytes",
-    "power_w",
-    "power_limit_w",
-    "temperature_c",
-    "sm_clock_mhz",
-    "pcie_tx_bytes_per_s",
-    "pcie_rx_bytes_per_s",
-    "sm_active_pct",
-    "sm_occupancy_pct",
-    "tensor_active_pct",
-    "dram_bw_pct",
-    "processes",
-)
+UNSUPPORTED_FIELDS = (*FAST_READINGS, *PCIE_FIELDS, *GPM_FIELDS, "processes")
 """The device fields an ``unsupported`` fault can take away (``DeviceSample``'s readings)."""
 
 SIMULATED_NOT_SUPPORTED = "Not Supported (simulated)"

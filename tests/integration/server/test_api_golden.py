@@ -31,7 +31,8 @@ from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
 import jupyter_gpu
-from tests.integration.server.api_helpers import API, gpu_config, wait_for
+from tests.helpers import wait_for_async
+from tests.integration.server.api_helpers import API, gpu_config
 from tests.integration.server.golden_extension import RIG, GoldenGpuApp
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -117,7 +118,7 @@ async def test_every_response_is_the_golden_one(
             and len(slow.answers()) == devices
         )
 
-    await wait_for(started, "the sampler never read its first round")
+    await wait_for_async(started, "the sampler never read its first round")
     first = sampler.latest()
     assert first is not None
     # The first tick raced the rounds (it may or may not have their readings): it is left out.
