@@ -142,9 +142,7 @@ def clear_cache(cache_dir: str | Path) -> int:
     """Remove the whole cache folder (the next compile starts cold); bytes removed.
 
     Raises:
-        ValueError: ``cache_dir`` is ``/``, the home folder or another short path, or holds
-            something torch does not write (the message names it); nothing is removed then.
-        RuntimeError: a compile is running (it holds a lock file in the cache).
+        ValueError, RuntimeError: as :func:`bound_cache` (nothing is removed then).
     """
     root = Path(cache_dir)
     return _through_the_package(

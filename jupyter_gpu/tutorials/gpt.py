@@ -89,6 +89,13 @@ class GPTConfig:
         return asdict(self)
 
 
+def logits_or_loss(logits: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` as they are, or with ``targets`` the mean next-token cross-entropy (in fp32)."""
+    if targets is None:
+        return logits
+    return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
 def rope_tables(context: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Cosines and sines of the rotary embedding: shape ``(2, context, head_dim // 2)``."""
     inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
@@ -227,10 +234,7 @@ class GPT(nn.Module):
                 x = checkpoint(block, x, self.rope, use_reentrant=False)
             else:
                 x = block(x, self.rope)
-        logits: torch.Tensor = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits_or_loss(self.lm_head(self.ln_f(x)), targets)
 
     def n_params(self) -> int:
         """Trainable parameters, counting the tied embedding once."""

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from jupyter_gpu.tutorials.gpt import GPT, apply_rope, rope_tables
+from jupyter_gpu.tutorials.gpt import GPT, apply_rope, logits_or_loss, rope_tables
 
 from .shapes import ModelShape
 
@@ -152,11 +152,6 @@ class CapstoneGPT(nn.Module):
                 x = checkpoint(block, x, self.rope, use_reentrant=False, preserve_rng_state=False)
             else:
                 x = block(x, self.rope)
-        logits: torch.Tensor = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits_or_loss(self.lm_head(self.ln_f(x)), targets)
 
-    def n_params(self) -> int:
-        """Trainable parameters, the tied embedding counted once."""
-        return sum(p.numel() for p in self.parameters())
+    n_params = GPT.n_params  # trainable parameters, the tied embedding counted once
