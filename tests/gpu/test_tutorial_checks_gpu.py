@@ -121,15 +121,7 @@ def test_recompile_check_with_inductor_on_the_gpu() -> None:
     import torch
 
     from jupyter_gpu.tutorials.checks_06 import WarmupScale, check_recompile_fix
-
-    class WarmupScaleTensor(WarmupScale):
-        def __init__(self, width: int, warmup: int = 10) -> None:
-            super().__init__(width, warmup)
-            del self.step
-            self.register_buffer("step", torch.tensor(0), persistent=False)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.lin(x) * torch.clamp(self.step / self.warmup, max=1.0)
+    from tests.tutorial_solutions import WarmupScaleTensor
 
     x = torch.randn(32, 1024, device="cuda")
     start = time.perf_counter()

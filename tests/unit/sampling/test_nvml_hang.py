@@ -208,21 +208,28 @@ def test_the_simulated_hang_fault_blocks_until_it_ends() -> None:
     backend.close()
 
 
-def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> None:
+def started_simulated(fault: str, **options: Any) -> Sampler:
+    """A running sampler of 2 simulated GPUs with ``fault``, past its first sample."""
     sampler = Sampler(
         SamplerOptions(
             backend="simulated",
             simulated_devices=2,
             interval_s=0.1,
             read_deadline_s=DEADLINE,
-            simulated_faults=(parse_fault("hang:1@0.5-2.5"),),
+            simulated_faults=(parse_fault(fault),),
+            **options,
         ),
         encode=lambda s: "",
         caches=(),
     )
     sampler.start()
+    wait_for(lambda: sampler.latest() is not None)
+    return sampler
+
+
+def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> None:
+    sampler = started_simulated("hang:1@0.5-2.5")
     try:
-        wait_for(lambda: sampler.latest() is not None)
         wait_for(lambda: device(sampler, 1).state == "not_responding")
         assert device(sampler, 0).state == "ok"
         power = {device(sampler, 0).power_w}
@@ -378,21 +385,8 @@ def test_stop_keeps_to_its_timeout_with_a_hung_gpu(
 
 
 def test_the_simulated_hang_covers_gpm_and_pcie(tmp_path: Path) -> None:
-    sampler = Sampler(
-        SamplerOptions(
-            backend="simulated",
-            simulated_devices=2,
-            interval_s=0.1,
-            read_deadline_s=DEADLINE,
-            simulated_faults=(parse_fault("hang:1@0.5"),),
-            **EVERY_READING_SLOW,
-        ),
-        encode=lambda s: "",
-        caches=(),
-    )
-    sampler.start()
+    sampler = started_simulated("hang:1@0.5", **EVERY_READING_SLOW)
     try:
-        wait_for(lambda: sampler.latest() is not None)
 
         def hung_and_stale() -> bool:
             d = device(sampler, 1)

@@ -6,20 +6,9 @@ import pytest
 import torch
 
 from jupyter_gpu.tutorials.checks_06 import STEPS, WarmupScale, check_recompile_fix
+from tests.tutorial_solutions import WarmupScaleTensor
 
 WIDTH = 16
-
-
-class WarmupScaleTensor(WarmupScale):
-    """The solution: the step in a buffer, so its value is data, not a guard."""
-
-    def __init__(self, width: int, warmup: int = 10) -> None:
-        super().__init__(width, warmup)
-        del self.step
-        self.register_buffer("step", torch.tensor(0), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lin(x) * torch.clamp(self.step / self.warmup, max=1.0)
 
 
 class NoWarmup(WarmupScale):
