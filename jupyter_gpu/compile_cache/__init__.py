@@ -8,12 +8,19 @@ The only package in the project that deletes files. It imports neither torch nor
 - ``shapes`` and ``recognise``: a cache is recognised by what torch writes into it, the folders
   it makes and how it names the files in them, never by a list of names a user's folder can
   match; anything else is refused with a reason that names what was found.
-- ``clear``: deleting a recognised cache, or its oldest entries, through file descriptors.
+- ``clear``: deleting a recognised cache, or its oldest entries, through file descriptors; and
+  the scratch folders other parts of jupyter-gpu made (``remove_folder_made_here``).
 """
 
 from __future__ import annotations
 
-from jupyter_gpu.compile_cache.clear import ClearResult, CompileRunning, clear_cache, trim_cache
+from jupyter_gpu.compile_cache.clear import (
+    ClearResult,
+    CompileRunning,
+    clear_cache,
+    remove_folder_made_here,
+    trim_cache,
+)
 from jupyter_gpu.compile_cache.locate import (
     CacheSource,
     cache_dirs,
@@ -49,6 +56,7 @@ __all__ = [
     "kernel_cache_dirs",
     "merge_sources",
     "refusal",
+    "remove_folder_made_here",
     "scan_caches",
     "scan_dir",
     "scan_sources",

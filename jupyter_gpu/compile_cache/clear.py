@@ -14,6 +14,9 @@ descriptors, so that what is deleted is what was checked:
 - a mount point inside is never crossed; files and folders of another owner are left; a file
   replaced since the walk, or written after it, is left. All of these are listed in ``failed``.
 
+``remove_folder_made_here`` deletes, the same way, a scratch folder another part of jupyter-gpu
+made (``%%torchrun``'s run folder), identified by the device and inode it had when made.
+
 It refuses to start while a compile holds one of the cache's lock files (torch's ``FileLock``
 is an ``flock``). It is slow on a big cache: call it from a worker thread, never the event loop.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -288,3 +292,75 @@ def _remove_entry(root: int, chain: tuple[Node, ...], deleter: _Deleter) -> None
     finally:
         for sub in reversed(fds):
             os.close(sub)
+
+
+_OWN_FOLDER = "made here"  # the ``Node.folder`` of a folder in a tree this process made
+_OWN_MAX_DEPTH = 8  # a scratch folder is shallow; deeper folders are left, and listed
+
+
+def remove_folder_made_here(path: str, made: tuple[int, int]) -> ClearResult:
+    """Delete a folder this process made, and what is in it, by file descriptors.
+
+    For the scratch folders other parts of jupyter-gpu make (``%%torchrun``'s run folder): not a
+    cache, so nothing is recognised, but the folder must still be the one that was made
+    (``made``: its ``(st_dev, st_ino)`` when it was made), a real folder of this user. What is
+    inside is walked through descriptors as for a cache: a link inside is removed, never
+    followed; a mount point is not crossed; another owner's file is left. A folder that is not
+    the one made (a link or another folder put in its place) is left whole and named in
+    ``failed``.
+    """
+    parent_path, name = os.path.split(os.path.normpath(path))
+    parent = os.open(parent_path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return ClearResult(0, 0)  # gone already
+        if (st.st_dev, st.st_ino) != made:
+            return ClearResult(0, 0, (f"`{path}`: not the folder that was made here: left alone",))
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+        except OSError:  # ENOTDIR, ELOOP: swapped for a file or a link since the stat
+            return ClearResult(0, 0, (f"`{path}`: replaced since it was made: not followed",))
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != made:
+                return ClearResult(0, 0, (f"`{path}`: replaced since it was made: not followed",))
+            root = Node(name, _OWN_FOLDER, *made, opened.st_uid, 0, 0.0)
+            _fill_plain(fd, root, opened.st_dev, 0)
+        finally:
+            os.close(fd)
+        deleter = _Deleter(made[0])
+        deleter.remove(parent, root, "")
+        return deleter.result()
+    finally:
+        os.close(parent)
+
+
+def _fill_plain(fd: int, node: Node, dev: int, depth: int) -> None:
+    """``node``'s children as ``lstat`` sees them (nothing recognised: every name is taken)."""
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            is_dir = stat.S_ISDIR(st.st_mode)  # a link is a file here: unlink removes the name
+            child = Node(
+                entry.name,
+                _OWN_FOLDER if is_dir else None,
+                st.st_dev,
+                st.st_ino,
+                st.st_uid,
+                0 if is_dir else st.st_size,
+                st.st_mtime,
+                mount=is_dir and st.st_dev != dev,
+            )
+            node.children[entry.name] = child
+            if is_dir and not child.mount and depth < _OWN_MAX_DEPTH:
+                try:
+                    sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # swapped since the scan: the deleter finds it changed and leaves it
+                try:
+                    if os.fstat(sub).st_ino == st.st_ino:
+                        _fill_plain(sub, child, dev, depth + 1)
+                finally:
+                    os.close(sub)

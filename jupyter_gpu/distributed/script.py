@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_gpu.compile_cache import ClearResult, remove_folder_made_here
 from jupyter_gpu.distributed.rendezvous import Endpoint
 
 #: The run folder, in torchrun's and every rank's environment (``torchrun_result`` writes there).
@@ -90,6 +89,8 @@ def torchrun_args(spec: LaunchSpec) -> list[str]:
 
 
 _RUN_DIR_PREFIX = "torchrun-"
+_MADE: dict[Path, tuple[int, int]] = {}
+"""The run folders this process made -> their ``(st_dev, st_ino)``: the only ones it removes."""
 
 
 def write_run_dir(source: str, spec: LaunchSpec, *, cwd: str, base: str | None = None) -> Path:
@@ -98,6 +99,8 @@ def write_run_dir(source: str, spec: LaunchSpec, *, cwd: str, base: str | None =
     A fresh ``mkdtemp`` folder (mode 0700, this user's): :func:`remove_run_dir` removes it.
     """
     run_dir = Path(tempfile.mkdtemp(prefix=_RUN_DIR_PREFIX, dir=base))
+    made = run_dir.stat()
+    _MADE[run_dir] = (made.st_dev, made.st_ino)
     cell = run_dir / "cell.py"
     cell.write_text(source)
     config = {
@@ -117,21 +120,17 @@ def write_run_dir(source: str, spec: LaunchSpec, *, cwd: str, base: str | None =
     return run_dir
 
 
-def remove_run_dir(run_dir: Path) -> None:
-    """Remove a run folder that :func:`write_run_dir` made, and nothing else.
+def remove_run_dir(run_dir: Path) -> ClearResult:
+    """Remove a run folder that :func:`write_run_dir` made in this process, and nothing else.
 
-    The one deletion outside ``jupyter_gpu.compile_cache``: it removes only a real folder (not a
-    link) of this user, named as ``mkdtemp`` named it here; ``shutil.rmtree`` on Linux walks it
-    by file descriptors and removes links inside, never their targets.
+    Only while it is still that folder (its device and inode when made), through file
+    descriptors (``jupyter_gpu.compile_cache``, the package that deletes): a link or another
+    folder put in its place is left whole. What was left is in the result's ``failed``.
     """
-    try:
-        st = run_dir.lstat()
-    except FileNotFoundError:
-        return
-    owned = st.st_uid == os.geteuid() and run_dir.name.startswith(_RUN_DIR_PREFIX)
-    safe = shutil.rmtree.avoids_symlink_attacks  # noqa: TID251 (a check, not a deletion)
-    if stat.S_ISDIR(st.st_mode) and owned and safe:
-        shutil.rmtree(run_dir, ignore_errors=True)  # noqa: TID251 (our own mkdtemp folder: above)
+    made = _MADE.pop(run_dir, None)
+    if made is None:
+        return ClearResult(0, 0, (f"`{run_dir}`: not a run folder made here: left alone",))
+    return remove_folder_made_here(str(run_dir), made)
 
 
 def rank_environment(spec: LaunchSpec, run_dir: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""``%%torchrun``'s run folder: made by mkdtemp, and removed only when it is still that folder."""
+"""``%%torchrun``'s run folder: made by mkdtemp, and removed only while it is still that folder."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ from pathlib import Path
 from jupyter_gpu.distributed.script import LaunchSpec, remove_run_dir, write_run_dir
 
 
+def make(tmp_path: Path) -> Path:
+    return write_run_dir("print(1)", LaunchSpec(2, "gloo"), cwd=str(tmp_path), base=str(tmp_path))
+
+
 def test_the_run_folder_it_made_is_removed(tmp_path: Path) -> None:
-    run_dir = write_run_dir(
-        "print(1)", LaunchSpec(2, "gloo"), cwd=str(tmp_path), base=str(tmp_path)
-    )
+    run_dir = make(tmp_path)
     (run_dir / "rank0.log").write_text("ranks write here too")
-    remove_run_dir(run_dir)
+    (run_dir / "sub").mkdir()
+    (run_dir / "sub" / "rank1.stack").write_text("faulthandler's file")
+    result = remove_run_dir(run_dir)
     assert not run_dir.exists()
-    remove_run_dir(run_dir)  # gone already: nothing to do
+    assert result.failed == ()
+    assert result.files_removed == 5  # cell.py, run.json, main.py, the log and sub/rank1.stack
+    assert "not a run folder made here" in remove_run_dir(run_dir).failed[0]  # once only
 
 
 def test_anything_else_is_left(tmp_path: Path) -> None:
@@ -23,10 +29,36 @@ def test_anything_else_is_left(tmp_path: Path) -> None:
     (precious / "data.bin").write_bytes(b"d")
     link = tmp_path / "torchrun-link"  # named as a run folder, but a link: never followed
     link.symlink_to(precious, target_is_directory=True)
-    remove_run_dir(link)
+    assert remove_run_dir(link).failed
     assert (precious / "data.bin").exists()
     assert link.is_symlink()
-    other = tmp_path / "notes"
+    other = tmp_path / "torchrun-notes"  # named as write_run_dir names its folders, not made here
     other.mkdir()
-    remove_run_dir(other)  # not named as write_run_dir names its folders
+    assert remove_run_dir(other).failed
     assert other.exists()
+
+
+def test_a_run_folder_swapped_for_a_link_is_not_followed(tmp_path: Path) -> None:
+    run_dir = make(tmp_path)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    run_dir.rename(tmp_path / "moved")  # after it was made, a link takes its name
+    run_dir.symlink_to(precious, target_is_directory=True)
+    result = remove_run_dir(run_dir)
+    assert "not the folder that was made here" in result.failed[0]
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    assert run_dir.is_symlink()
+    assert (tmp_path / "moved" / "cell.py").exists()  # the real one was moved: left too
+
+
+def test_a_link_inside_is_removed_never_followed(tmp_path: Path) -> None:
+    run_dir = make(tmp_path)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.bin").write_bytes(b"d")
+    (run_dir / "to-precious").symlink_to(precious, target_is_directory=True)
+    (run_dir / "to-file").symlink_to(precious / "data.bin")
+    assert remove_run_dir(run_dir).failed == ()
+    assert not run_dir.exists()
+    assert (precious / "data.bin").read_bytes() == b"d"
