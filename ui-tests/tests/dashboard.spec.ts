@@ -260,9 +260,14 @@ test('a row per GPU, scales at the memory total and power limit, hover shows the
   await page.mouse.move(box!.x + box!.width * 0.6, box!.y + box!.height / 2);
   const cardTime = card.locator('.jp-gpu-card-hover time');
   await expect(cardTime).toBeVisible();
-  const cardTs =
-    Date.parse((await cardTime.getAttribute('datetime')) ?? '') / 1000;
-  await expect(cardTime).toHaveText(await clock(page, cardTs));
+  // The attribute and the text at one moment: the chart moves under the mouse every second, so
+  // the hovered sample (and both) change between two separate reads (a 1-in-n failure in CI).
+  const shown = await cardTime.evaluate(el => ({
+    datetime: el.getAttribute('datetime') ?? '',
+    text: el.textContent ?? ''
+  }));
+  const cardTs = Date.parse(shown.datetime) / 1000;
+  expect(shown.text).toBe(await clock(page, cardTs));
   expect(
     history.samples.some(
       (s: { ts: number }) => Math.abs(s.ts - cardTs) < 0.002
