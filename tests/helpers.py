@@ -207,7 +207,17 @@ def notebook_kernel(base: str, notebook: str, runtime: Path, *, token: str) -> t
     client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
     client.load_connection_file()
     client.start_channels()
-    client.wait_for_ready(timeout=120)
+    # Not client.wait_for_ready(): a client without a kernel manager knows the kernel is alive
+    # only by its heartbeat, and wait_for_ready gives up ("Kernel died before replying to
+    # kernel_info") when no beat answers within a second, which a kernel still importing on a
+    # loaded machine cannot do (two GPU checks failed so on the H200 beside the test suite).
+    # The shell socket queues a request until the kernel listens: its reply is the readiness.
+    asked = client.kernel_info()
+    deadline = time.monotonic() + 120
+    while True:
+        reply = client.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == asked:
+            break
     return kernel_id, client
 
 
