@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Run the GPU evidence on a GPU machine from the source tree, one part per call, each within a
+# time limit, keeping whatever finished when the limit cuts it:
+#
+#   bash tests/gpu/session.sh suite      # the Python suite with CUDA visible (-m "not gpu")
+#   bash tests/gpu/session.sh checks     # every -m gpu check except the notebooks, one by one
+#   bash tests/gpu/session.sh notebooks  # run_notebooks_gpu.py (NOTEBOOKS=00,01 TIER=16gb)
+#
+# LIMIT_S (default 540) bounds the whole part; results go to $OUT (else ./gpu-run) as one
+# archive, gpu-<part>.tgz, plus the part's log. pytest writes JUnit XML as it goes, so a part cut
+# by its limit still names every test that ran and every failure (a `-q` run cut before pytest's
+# summary names none: GPU run 18 of 2026-12-02 lost its two failures that way).
+#
+# On an offline machine, bring the Jupyter stack as wheels first (.whl/ with its install.py) and
+# this script installs them into /tmp/site.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+part=${1:?usage: session.sh suite|checks|notebooks}
+limit=${LIMIT_S:-540}
+out=${OUT:-$PWD/gpu-run}
+work=$(mktemp -d)
+start=$SECONDS
+left() { echo $((limit - (SECONDS - start))); }
+
+if [ -f .whl/install.py ]; then
+  python3 .whl/install.py >"$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PATH=/tmp/site/bin:$PATH
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 JUPYTER_GPU_OUT=$work/figures
+mkdir -p "$out" "$work/figures"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import sys, torch; print(torch.__version__, sys.version.split()[0])'
+  nproc; } >"$work/machine.txt" 2>&1
+
+case $part in
+  suite)
+    # A margin for the archive: the limit must never cut the packing.
+    timeout $(($(left) - 15)) python3 -m pytest -m "not gpu" -n "${WORKERS:-12}" --timeout 240 \
+      -p no:cacheprovider -rfE -q --junitxml="$work/suite.xml" tests >"$work/suite.log" 2>&1
+    echo "exit $?" >>"$work/suite.log"
+    ;;
+  checks)
+    for check in tests/gpu/test_*_gpu.py; do
+      [ "$check" = tests/gpu/test_notebooks_gpu.py ] && continue
+      [ "$(left)" -gt 45 ] || { echo "not run (time): $check" >>"$work/checks.log"; continue; }
+      name=$(basename "$check" .py)
+      timeout $(($(left) - 15)) python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
+        --timeout 300 --junitxml="$work/$name.xml" "$check" >"$work/$name.log" 2>&1
+      echo "$check: exit $?" >>"$work/checks.log"
+    done
+    ;;
+  notebooks)
+    timeout $(($(left) - 15)) python3 tests/gpu/run_notebooks_gpu.py \
+      --only "${NOTEBOOKS:-00,01,02,03,04,06}" ${TIER:+--tier "$TIER"} --out "$work/notebooks" \
+      --summary "$work/notebooks/summary.json" >"$work/notebooks.log" 2>&1
+    echo "exit $?" >>"$work/notebooks.log"
+    ;;
+  *) echo "unknown part: $part" >&2; exit 2 ;;
+esac
+
+tar czf "$out/gpu-$part.tgz" -C "$work" .
+cp "$work/$part.log" "$out/" 2>/dev/null
+# What a reader wants first: failures, then the tail of each log.
+grep -h -E "FAILED|ERROR|exit [0-9]+|not run" "$work"/*.log | head -40
+for log in "$work"/*.log; do echo "== $(basename "$log")"; tail -8 "$log"; done
+echo "part $part took $((SECONDS - start)) s; archive $out/gpu-$part.tgz"
