@@ -49,7 +49,8 @@ class CellMemory:
     so it still reads that unless the cell went higher. ``peak_bytes`` is the cell's allocated
     peak where it is known exactly (the cell raised the counter, or CUDA started in it);
     otherwise ``peak`` (a ``PeakReading``) holds the peak of the bytes requested, from the
-    allocator's trace of the cell (``peak.source == "trace"``).
+    allocator's trace of the cell (``peak.source == "trace"``). ``best_known_peak_bytes`` is
+    one figure for both cases.
     """
 
     device: str
@@ -68,9 +69,15 @@ class CellMemory:
     peak: PeakReading | None = None
 
     def __repr__(self) -> str:
+        requested = self.peak.requested_peak_bytes if self.peak is not None else None
+        if self.peak_bytes is None and requested is not None:
+            # The cell stayed below an earlier peak: the trace's figure, in its own terms.
+            peak = f"peak {fmt_bytes(requested)} requested"
+        else:
+            peak = f"peak {fmt_bytes(self.peak_bytes)}"
         return (
             f"<CellMemory {self.device}: {fmt_bytes(self.before_bytes)} -> "
-            f"{fmt_bytes(self.after_bytes)}, peak {fmt_bytes(self.peak_bytes)}"
+            f"{fmt_bytes(self.after_bytes)}, {peak}"
             f"{', timeline' if self.timeline else ''}{', failed' if self.failed else ''}>"
         )
 
@@ -87,3 +94,21 @@ class CellMemory:
         if self.peak_bytes is not None and self.before_bytes is not None:
             return max(0, self.peak_bytes - self.before_bytes)
         return self.peak.above_start_bytes if self.peak is not None else None
+
+    @property
+    def best_known_peak_bytes(self) -> int | None:
+        """The cell's peak as best known: what to size a batch from.
+
+        ``peak_bytes`` (allocated, exact) where it is known; otherwise, when the cell stayed
+        below an earlier peak, the memory at the start plus the rise the allocator's trace
+        measured (``before_bytes + peak_above_start_bytes``: a rise in requested bytes, which
+        the allocator rounds up to 512 bytes or a whole cached block, so it can fall a little
+        short of the allocated peak). ``None`` if neither is known (no trace; on CPU, a peak
+        below the process's earlier one).
+        """
+        if self.peak_bytes is not None:
+            return self.peak_bytes
+        above = self.peak_above_start_bytes
+        if self.before_bytes is None or above is None:
+            return None
+        return self.before_bytes + above
