@@ -10,16 +10,32 @@ The budget is what this process may hold: the device's free memory (``torch.cuda
 plus what torch's allocator has reserved already, capped where a limit is set (a size tier
 emulated with ``set_per_process_memory_fraction``). The batch is the largest whose predicted
 peak stays ``margin`` below the budget (the allocator needs room to split and round blocks).
+
+The prediction is of allocated memory; what the allocator's cache can hand out also depends on
+how its cached segments are cut up (fragmentation: earlier steps at other sizes, an earlier
+out-of-memory error), which no trial measures. So the fitted batch is run once before it is
+trusted (``settle_batch``): if it runs out of memory, the batch steps down and tries again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gc
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 GiB = 2**30
+#: A failed batch steps down by this fraction of itself (at least one sample).
+STEP_DOWN = 1 / 8
+
+T = TypeVar("T")
+
+# The CUDA allocator's out-of-memory message, as c10's format_size writes its sizes.
+_UNALLOCATED = re.compile(r"([0-9.]+) (bytes|KiB|MiB|GiB) is reserved by PyTorch but unallocated")
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
 def memory_budget(limit_bytes: int | None = None, device: int | None = None) -> int:
@@ -48,6 +64,8 @@ class BatchFit:
     budget_bytes: int
     margin: float
     batch: int
+    #: The batch is a multiple of this (a smaller one, after an out-of-memory error, too).
+    multiple: int = 1
 
     @property
     def per_sample_bytes(self) -> float:
@@ -107,4 +125,105 @@ def fit_batch(
         budget_bytes,
         margin,
         max(1, batch),
+        multiple,
     )
+
+
+def smaller_batch(batch: int, multiple: int = 1) -> int:
+    """The batch to try after ``batch`` ran out of memory; 0 if there is none smaller.
+
+    An eighth less (at least one sample less), rounded down to a multiple of ``multiple``.
+    """
+    if batch < 1 or multiple < 1:
+        raise ValueError("batch sizes must be positive")
+    target = batch - max(1, int(batch * STEP_DOWN))
+    return target // multiple * multiple
+
+
+def unusable_bytes_at(error: torch.OutOfMemoryError) -> int | None:
+    """Bytes the allocator held but had not allocated when ``error`` was raised, if known.
+
+    The allocator's message says it ("... 1.90 GiB is reserved by PyTorch but unallocated"):
+    it had already released the cached segments it could, so these are held in segments partly
+    in use, which it could not use for the request (fragmentation). Without that sentence,
+    reserved minus allocated now (CUDA), else ``None``.
+    """
+    found = _UNALLOCATED.search(str(error))
+    if found is not None:
+        return int(float(found.group(1)) * _UNITS[found.group(2)])
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.memory_reserved()) - int(torch.cuda.memory_allocated())
+
+
+def release_cache() -> None:
+    """Free what Python no longer uses, then torch's cached but unallocated CUDA memory.
+
+    A new batch size cuts the cache into new block sizes; the old, odd-sized segments would
+    otherwise stay reserved beside them (``torch.cuda.empty_cache``).
+    """
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # a no-op until CUDA has started
+
+
+def miss_line(
+    batch: int, next_batch: int, unusable_bytes: int | None, fit: BatchFit | None = None
+) -> str:
+    """One line for a batch that ran out of memory: the prediction, the cache, what comes next."""
+    if fit is not None:
+        line = (
+            f"the prediction missed: batch {batch} ran out of memory, predicted to peak at "
+            f"{fit.predicted_peak_bytes(batch) / GiB:.1f} GiB (budget "
+            f"{fit.budget_bytes / GiB:.1f} GiB)"
+        )
+    else:
+        line = f"batch {batch} ran out of memory"
+    if unusable_bytes is not None:
+        line += (
+            f"; the allocator held {unusable_bytes / GiB:.2f} GiB it could not use (reserved "
+            "but not allocated at the failure: fragmentation)"
+        )
+    return f"{line}; trying batch {next_batch}"
+
+
+def settle_batch(
+    batch: int,
+    try_batch: Callable[[int], T],
+    *,
+    fit: BatchFit | None = None,
+    attempts: int = 5,
+    unusable_bytes: Callable[[torch.OutOfMemoryError], int | None] = unusable_bytes_at,
+    say: Callable[[str], object] = print,
+) -> tuple[int, T]:
+    """Run ``try_batch(batch)``; on ``torch.OutOfMemoryError``, step down and try again.
+
+    A batch that runs out of memory is followed by ``smaller_batch`` of it (a multiple of
+    ``fit.multiple``), and ``say`` gets one line (``miss_line``) with ``unusable_bytes`` of the
+    error. ``try_batch`` should begin by dropping what a failed attempt left (its gradients)
+    and then release the cache (``release_cache``): this function holds nothing of a failed
+    attempt, not even its error, when it calls ``try_batch`` again.
+
+    Returns:
+        The batch that ran, and what ``try_batch`` returned for it.
+
+    Raises:
+        torch.OutOfMemoryError: the last of ``attempts`` batches, or batch 1 (or the smallest
+            multiple), ran out of memory too.
+        ValueError: ``attempts`` is below 1.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, not {attempts}")
+    multiple = fit.multiple if fit is not None else 1
+    attempt = 1
+    while True:
+        try:
+            return batch, try_batch(batch)
+        except torch.OutOfMemoryError as error:
+            next_batch = smaller_batch(batch, multiple)
+            if attempt >= attempts or next_batch < 1:
+                raise
+            say(miss_line(batch, next_batch, unusable_bytes(error), fit))
+        # Out of the except block the error is gone, with its traceback and the failed step's
+        # tensors that the traceback's frames held: the next attempt can free them.
+        batch, attempt = next_batch, attempt + 1

@@ -1,10 +1,27 @@
-"""Sizing a batch from one trial step's memory."""
+"""Sizing a batch from one trial step's memory, and stepping it down when it does not fit."""
+
+import weakref
+from collections.abc import Callable
 
 import pytest
+import torch
 
-from jupyter_gpu.tutorials.capstone.fit import fit_batch, gradient_bytes
+from jupyter_gpu.tutorials.capstone.fit import (
+    fit_batch,
+    gradient_bytes,
+    settle_batch,
+    smaller_batch,
+    unusable_bytes_at,
+)
 
 GiB = 2**30
+# The out-of-memory error of notebook 07's compiled step at batch 42, at the 16gb tier.
+OOM_MESSAGE = (
+    "CUDA out of memory. Tried to allocate 640.00 MiB. GPU 0 has a total capacity of 139.80 GiB "
+    "of which 120.10 GiB is free. Including non-PyTorch memory, this process has 15.03 GiB "
+    "memory in use. 14.50 GiB allowed; Of the allocated memory 12.39 GiB is allocated by "
+    "PyTorch, and 1.90 GiB is reserved by PyTorch but unallocated."
+)
 
 
 def test_fit_from_the_trial() -> None:
@@ -57,7 +74,116 @@ def test_refuses_a_trial_that_measured_nothing() -> None:
 
 
 def test_gradient_bytes() -> None:
-    import torch
-
     params = [torch.nn.Parameter(torch.zeros(10, 10)), torch.zeros(5, requires_grad=False)]
     assert gradient_bytes(params) == 400
+
+
+def test_smaller_batch_is_an_eighth_less_and_keeps_the_multiple() -> None:
+    assert smaller_batch(42) == 37
+    assert smaller_batch(7) == 6  # at least one sample less
+    assert smaller_batch(1) == 0  # none smaller
+    assert smaller_batch(40, multiple=8) == 32  # 35, rounded down to a multiple of 8
+    assert smaller_batch(8, multiple=8) == 0
+    with pytest.raises(ValueError, match="positive"):
+        smaller_batch(0)
+
+
+def _fits_up_to(largest: int, tried: list[int]) -> Callable[[int], str]:
+    """A try-function whose step runs out of memory above ``largest`` (as CUDA's would)."""
+
+    def try_batch(batch: int) -> str:
+        tried.append(batch)
+        if batch > largest:
+            raise torch.OutOfMemoryError(OOM_MESSAGE)
+        return f"ran at {batch}"
+
+    return try_batch
+
+
+def test_settle_steps_down_until_the_batch_runs() -> None:
+    tried: list[int] = []
+    said: list[str] = []
+    fit = fit_batch(
+        trial_batch=8,
+        static_bytes=int(1.15 * GiB),
+        trial_peak_bytes=int(3.68 * GiB),
+        fixed_bytes=int(0.36 * GiB),
+        budget_bytes=int(14.5 * GiB),
+    )
+    assert fit.batch == 42  # notebook 07 at the 16gb tier
+    batch, value = settle_batch(fit.batch, _fits_up_to(30, tried), fit=fit, say=said.append)
+    assert (batch, value) == (29, "ran at 29")
+    assert tried == [42, 37, 33, 29]
+    assert len(said) == 3  # one line per batch that did not fit
+    assert said[0].startswith("the prediction missed: batch 42 ran out of memory")
+    assert "predicted to peak at 12.9 GiB (budget 14.5 GiB)" in said[0]
+    assert "held 1.90 GiB it could not use" in said[0]  # from the allocator's message
+    assert said[0].endswith("trying batch 37")
+
+
+def test_settle_keeps_the_fits_multiple() -> None:
+    tried: list[int] = []
+    fit = fit_batch(
+        trial_batch=4,
+        static_bytes=10 * GiB,
+        trial_peak_bytes=22 * GiB,
+        fixed_bytes=4 * GiB,
+        budget_bytes=100 * GiB,
+        multiple=8,
+    )
+    assert fit.batch == 32
+    assert settle_batch(fit.batch, _fits_up_to(20, tried), fit=fit, say=lambda _: None)[0] == 16
+    assert tried == [32, 24, 16]
+
+
+def test_settle_gives_up_with_the_error() -> None:
+    tried: list[int] = []
+    with pytest.raises(torch.OutOfMemoryError):
+        settle_batch(3, _fits_up_to(0, tried), say=lambda _: None)
+    assert tried == [3, 2, 1]  # down to batch 1, then the error
+    tried.clear()
+    with pytest.raises(torch.OutOfMemoryError):
+        settle_batch(64, _fits_up_to(0, tried), attempts=2, say=lambda _: None)
+    assert tried == [64, 56]
+    calls: list[int] = []
+
+    def broken(batch: int) -> None:
+        calls.append(batch)
+        raise RuntimeError("not a memory error")
+
+    with pytest.raises(RuntimeError, match="not a memory error"):
+        settle_batch(8, broken)
+    assert calls == [8]  # other errors are not retried
+    with pytest.raises(ValueError, match="attempts"):
+        settle_batch(8, broken, attempts=0)
+
+
+def test_a_failed_attempt_is_released_before_the_next() -> None:
+    class Activations:
+        """Stands for the tensors a failed step's frames hold."""
+
+    held: list[weakref.ref[Activations]] = []
+    alive_at_retry: list[bool] = []
+
+    def try_batch(batch: int) -> int:
+        # No gc.collect() here: once settle_batch drops the error, reference counting alone
+        # frees the failed attempt's frames and what they held.
+        alive_at_retry.extend(ref() is not None for ref in held)
+        activations = Activations()
+        held.append(weakref.ref(activations))
+        if batch > 4:
+            raise torch.OutOfMemoryError(OOM_MESSAGE)
+        return batch
+
+    assert settle_batch(6, try_batch, say=lambda _: None) == (4, 4)  # 6, then 5, then 4
+    assert alive_at_retry == [False, False, False]  # neither 6's nor 5's survived to a retry
+
+
+def test_unusable_bytes_from_the_allocators_message() -> None:
+    assert unusable_bytes_at(torch.OutOfMemoryError(OOM_MESSAGE)) == int(1.90 * GiB)
+    small = "... and 20.00 MiB is reserved by PyTorch but unallocated. If reserved ..."
+    assert unusable_bytes_at(torch.OutOfMemoryError(small)) == 20 * 2**20
+    none = "17.88 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated."
+    assert unusable_bytes_at(torch.OutOfMemoryError(none)) == 0
+    if not torch.cuda.is_available():
+        assert unusable_bytes_at(torch.OutOfMemoryError("out of memory")) is None
