@@ -10,8 +10,10 @@ configuration of ``jupyter_gpu/tutorials/capstone/train_script.py``, the script 
 writes: DataLoader workers, pinned memory and non-blocking copies; bf16 autocast (fp16 where
 the GPU has no bf16); ``scaled_dot_product_attention``; fused AdamW; each block compiled
 (regional compilation, default mode); no host sync in the loop; the batch sized from measured
-memory (``capstone/fit.py``: one eager trial step, ``mem_get_info``). Each figure is the median
-of 3 runs of steps back to back (``capstone/steps.py``), as the notebook measures.
+memory (``capstone/fit.py``: one eager trial step, ``mem_get_info``; stepped down by an eighth
+while it runs out of memory, ``settle_batch``). Each figure is the median of 3 runs of steps back
+to back (``capstone/steps.py``), as the notebook measures. ``max-autotune`` benchmarks its
+candidate kernels in subprocesses (``autotune_in_subproc``).
 
 Then, on the fastest candidate, as long as ``--budget-s`` allows (the cold compiles dominate):
 a kernel breakdown of 2 profiled steps (where the GPU's time goes); ``max-autotune-no-cudagraphs``
@@ -42,6 +44,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,8 @@ from jupyter_gpu.tutorials.capstone.fit import (  # noqa: E402
     fit_batch,
     gradient_bytes,
     memory_budget,
+    release_cache,
+    settle_batch,
 )
 from jupyter_gpu.tutorials.capstone.model import CapstoneGPT  # noqa: E402
 from jupyter_gpu.tutorials.capstone.profiles import kernel_kind  # noqa: E402
@@ -240,18 +245,21 @@ def final_row(
         net = torch.compile(model, **options)  # type: ignore[assignment]  # an OptimizedModule
     else:
         model.compile_blocks(**options)
-    for attempt in range(3):
-        data = batches(shape, batch, device=device, rank=0, workers=None, text=text())
+
+    def attempt(size: int) -> tuple[StepFigures, dict[str, Any]]:
+        optimizer.zero_grad(set_to_none=True)  # what a step that ran out of memory left
+        release_cache()
+        data = batches(shape, size, device=device, rank=0, workers=None, text=text())
         step = make_step(net, optimizer, data, device=device, dtype=st.dtype, scaler=scaler)
-        try:
-            figs, clocks = timed(step, shape, batch, st)
-            break
-        except torch.OutOfMemoryError:
-            del step, data
-            free_memory_only(st.device)
-            if attempt == 2:
-                raise
-            batch = max(1, batch * 3 // 4)  # the eager trial under-estimated: a quarter less
+        return timed(step, shape, size, st)
+
+    # The compile runs in the first step. Inductor's in-process autotuning of a Triton mm
+    # template hit "CUDA error: an illegal memory access was encountered" (torch 2.11, H200),
+    # which poisons the process's CUDA context: benchmark each candidate in a subprocess.
+    tuning = "autotune" in mode and st.backend == "inductor"
+    with torch._inductor.config.patch(autotune_in_subproc=True) if tuning else nullcontext():
+        # The fit predicts allocated memory, not the cache's fragmentation: step down on OOM.
+        batch, (figs, clocks) = settle_batch(batch, attempt, fit=fit)
     row = {"final": True, "compile": ("whole model " if whole else "regional ") + mode}
     row |= figures_row(shape, batch, figs, st) | clocks
     if fit is not None:
