@@ -126,25 +126,47 @@ class AugmentedDigits(Dataset[tuple[torch.Tensor, int]]):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))))
         k = index % len(self.split)
-        image = upscale(
-            self.split.images[k],
-            self.size,
-            angle=float(rng.uniform(-MAX_ANGLE_RAD, MAX_ANGLE_RAD)),
-            scale=float(rng.uniform(*SCALE_RANGE)),
-            shift=(
-                float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
-                float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
-            ),
-        )
-        image += rng.normal(0.0, NOISE_STD, image.shape).astype(np.float32)
-        image = (image - PIXEL_MEAN) / PIXEL_STD
+        image = _augment(self.split.images[k], self.size, rng)
         return torch.from_numpy(image)[None], int(self.split.labels[k])
+
+
+def _augment(image: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One image upscaled with random jitter from ``rng``, plus noise, normalised."""
+    out = upscale(
+        image,
+        size,
+        angle=float(rng.uniform(-MAX_ANGLE_RAD, MAX_ANGLE_RAD)),
+        scale=float(rng.uniform(*SCALE_RANGE)),
+        shift=(
+            float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
+            float(rng.uniform(-MAX_SHIFT_PX, MAX_SHIFT_PX)),
+        ),
+    )
+    out += rng.normal(0.0, NOISE_STD, out.shape).astype(np.float32)
+    normalised: np.ndarray = (out - PIXEL_MEAN) / PIXEL_STD
+    return normalised
 
 
 def upscaled_tensor(split: DigitsSplit, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The whole split upscaled without augmentation: ``(images (n, 1, size, size), labels)``."""
     images = np.stack([upscale(img, size) for img in split.images])
     images = (images - PIXEL_MEAN) / PIXEL_STD
+    return torch.from_numpy(images)[:, None], torch.from_numpy(split.labels)
+
+
+def augmented_tensor(
+    split: DigitsSplit, size: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole split with the jitter and noise of :class:`AugmentedDigits`, drawn once.
+
+    ``(images (n, 1, size, size), labels)``, the same for the same ``seed``: a validation set
+    from the distribution the model trains on. In eval mode BatchNorm normalises with the
+    statistics it gathered from augmented images. Noise-free images (:func:`upscaled_tensor`,
+    at 64x64 far smoother than the training images) do not fit those statistics, and a model's
+    accuracy on them measures that mismatch as much as what it learned.
+    """
+    rng = np.random.default_rng(seed)
+    images = np.stack([_augment(img, size, rng) for img in split.images])
     return torch.from_numpy(images)[:, None], torch.from_numpy(split.labels)
 
 
