@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import signal
 import socket
 import subprocess
@@ -211,14 +212,27 @@ def notebook_kernel(base: str, notebook: str, runtime: Path, *, token: str) -> t
     # only by its heartbeat, and wait_for_ready gives up ("Kernel died before replying to
     # kernel_info") when no beat answers within a second, which a kernel still importing on a
     # loaded machine cannot do (two GPU checks failed so on the H200 beside the test suite).
-    # The shell socket queues a request until the kernel listens: its reply is the readiness.
-    asked = client.kernel_info()
+    # The shell socket queues a request until the kernel listens, so its reply says the kernel
+    # is up; the kernel also publishes a status for each request, and only once one of those
+    # reaches us is our IOPub subscription in place (a PUB socket drops what it sends before a
+    # subscriber has joined): ask again until both have come.
     deadline = time.monotonic() + 120
     while True:
-        reply = client.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == asked:
-            break
-    return kernel_id, client
+        asked = client.kernel_info()
+        while client.get_shell_msg(timeout=_left(deadline))["parent_header"].get("msg_id") != asked:
+            pass
+        with contextlib.suppress(queue.Empty):
+            while True:
+                status = client.get_iopub_msg(timeout=min(1.0, _left(deadline)))
+                if status["parent_header"].get("msg_id") == asked:
+                    return kernel_id, client
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"kernel {kernel_id}: no IOPub message in 120 s")
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline``, at least a tenth (a timeout of 0 would never wait)."""
+    return max(0.1, deadline - time.monotonic())
 
 
 def stop_server(server: subprocess.Popen[bytes], timeout_s: float) -> int:
