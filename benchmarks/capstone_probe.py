@@ -287,12 +287,6 @@ def cudnn_row(shape: ModelShape, st: Settings) -> dict[str, Any]:
         torch.backends.cuda.enable_cudnn_sdp(flags[2])
 
 
-def free_memory_only(device: str) -> None:
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
 def profile_row(shape: ModelShape, batch: int, st: Settings) -> dict[str, Any]:
     """Where 2 steps of the final configuration spend the GPU's time, by kernel family."""
     from torch.profiler import ProfilerActivity, profile
@@ -351,7 +345,7 @@ def student_start_row(shape: ModelShape, requested: int, st: Settings) -> dict[s
             halvings.append(batch)
             optimizer.zero_grad(set_to_none=True)
             del x
-            free_memory_only(st.device)
+            release_cache()
             if batch == 1:
                 raise
             batch //= 2

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from jupyter_gpu.tutorials.capstone.data import endless
 from jupyter_gpu.tutorials.digits import (
     AugmentedDigits,
     DigitsCNN,
@@ -77,11 +78,6 @@ PHASES = [
     ("exercise (36)", "cpu-aug", 550),
     ("final (38)", "raw", 200),
 ]
-
-
-def endless(loader):
-    while True:
-        yield from loader
 
 
 def native_bn(bn: nn.BatchNorm2d) -> None:
