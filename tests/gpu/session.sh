@@ -4,6 +4,7 @@
 #
 #   bash tests/gpu/session.sh suite      # the Python suite with CUDA visible (-m "not gpu")
 #   bash tests/gpu/session.sh checks     # every -m gpu check except the notebooks, one by one
+#                                        # (CHECKS=nvml_server,torchrun picks some)
 #   bash tests/gpu/session.sh notebooks  # run_notebooks_gpu.py (NOTEBOOKS=00,01 TIER=16gb)
 #
 # On one H200 (GPU run 20), notebooks 00-04 took 337 s together, 06 over 201 s, 07 over 173 s:
@@ -45,8 +46,12 @@ case $part in
   checks)
     for check in tests/gpu/test_*_gpu.py; do
       [ "$check" = tests/gpu/test_notebooks_gpu.py ] && continue
-      [ "$(left)" -gt 45 ] || { echo "not run (time): $check" >>"$work/checks.log"; continue; }
       name=$(basename "$check" .py)
+      if [ -n "${CHECKS:-}" ]; then
+        short=${name#test_}
+        case ",$CHECKS," in *",${short%_gpu},"*) ;; *) continue ;; esac
+      fi
+      [ "$(left)" -gt 45 ] || { echo "not run (time): $check" >>"$work/checks.log"; continue; }
       timeout $(($(left) - 15)) python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
         --timeout 300 --junitxml="$work/$name.xml" "$check" >"$work/$name.log" 2>&1
       echo "$check: exit $?" >>"$work/checks.log"
