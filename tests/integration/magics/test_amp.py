@@ -130,6 +130,24 @@ def test_tf32_switch_uses_the_available_api_and_says_cpu_is_unaffected(shell: Sh
         assert "on or off" in shell.usage_error("%amp tf32 maybe")
     finally:
         saved.apply()
+    assert prec.Tf32Settings.read() == saved
+
+
+def test_tf32_switch_keeps_torchs_old_readers_answering(shell: Shell) -> None:
+    """Inductor's max-autotune reads the old settings; with only the new ones set they raise."""
+    from jupyter_gpu.magics.common import precision as prec
+
+    saved = prec.Tf32Settings.read()
+    try:
+        for mode, legacy, enabled in (("on", "high", True), ("off", "highest", False)):
+            shell.ok(f"%amp tf32 {mode}")
+            assert torch.get_float32_matmul_precision() == legacy
+            assert torch.backends.cuda.matmul.allow_tf32 is enabled
+            assert torch.backends.cudnn.allow_tf32 is enabled
+            assert torch.backends.mkldnn.matmul.fp32_precision == saved.cpu_matmul
+    finally:
+        saved.apply()
+    assert prec.Tf32Settings.read() == saved
 
 
 def test_unknown_command_is_a_usage_error(shell: Shell) -> None:
