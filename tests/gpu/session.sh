@@ -11,7 +11,8 @@
 # give 06 and 07 a call each (NOTEBOOKS=06, NOTEBOOKS=07).
 #
 # LIMIT_S (default 540) bounds the whole part; results go to $OUT (else ./gpu-run) as one
-# archive, gpu-<part>.tgz, plus the part's log. pytest writes JUnit XML as it goes, so a part cut
+# archive, gpu-<part>.tgz, plus the part's log (gpu-<TAG>.tgz and <TAG>.log with TAG set, so that
+# parts can run side by side in one call). pytest writes JUnit XML as it goes, so a part cut
 # by its limit still names every test that ran and every failure (a `-q` run cut before pytest's
 # summary names none: GPU run 18 of 2026-12-02 lost its two failures that way).
 #
@@ -66,9 +67,10 @@ case $part in
   *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
 
-tar czf "$out/gpu-$part.tgz" -C "$work" .
-cp "$work/$part.log" "$out/" 2>/dev/null
+tag=${TAG:-$part}
+tar czf "$out/gpu-$tag.tgz" -C "$work" .
+cp "$work/$part.log" "$out/$tag.log" 2>/dev/null
 # What a reader wants first: failures, then the tail of each log.
 grep -h -E "FAILED|ERROR|exit [0-9]+|not run" "$work"/*.log | head -40
 for log in "$work"/*.log; do echo "== $(basename "$log")"; tail -8 "$log"; done
-echo "part $part took $((SECONDS - start)) s; archive $out/gpu-$part.tgz"
+echo "part $part took $((SECONDS - start)) s; archive $out/gpu-$tag.tgz"
