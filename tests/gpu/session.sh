@@ -12,9 +12,10 @@
 #
 # LIMIT_S (default 540) bounds the whole part; results go to $OUT (else ./gpu-run) as one
 # archive, gpu-<part>.tgz, plus the part's log (gpu-<TAG>.tgz and <TAG>.log with TAG set, so that
-# parts can run side by side in one call). pytest writes JUnit XML as it goes, so a part cut
-# by its limit still names every test that ran and every failure (a `-q` run cut before pytest's
-# summary names none: GPU run 18 of 2026-12-02 lost its two failures that way).
+# parts can run side by side in one call). pytest writes its JUnit XML and its summary only at
+# the end: the limit stops it with SIGINT, which pytest takes as Ctrl-C and still writes both, so
+# a part cut by its limit names every failure so far (GPU runs 18 and 22 of 2026-12-02 lost theirs
+# to a SIGTERM), and each failure is also appended to failures.txt as it happens.
 #
 # On an offline machine, bring the Jupyter stack as wheels first (.whl/ with its install.py) and
 # this script installs them into /tmp/site.
@@ -32,6 +33,7 @@ if [ -f .whl/install.py ]; then
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PATH=/tmp/site/bin:$PATH
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 JUPYTER_GPU_OUT=$work/figures
+export JUPYTER_GPU_FAILURES=$work/failures.txt
 mkdir -p "$out" "$work/figures"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import sys, torch; print(torch.__version__, sys.version.split()[0])'
@@ -40,7 +42,7 @@ mkdir -p "$out" "$work/figures"
 case $part in
   suite)
     # A margin for the archive: the limit must never cut the packing.
-    timeout $(($(left) - 15)) python3 -m pytest -m "not gpu" -n "${WORKERS:-12}" --timeout 240 \
+    timeout -s INT -k 20 $(($(left) - 35)) python3 -m pytest -p tests.gpu.failure_log -m "not gpu" -n "${WORKERS:-12}" --timeout 240 \
       -p no:cacheprovider -rfE -q --junitxml="$work/suite.xml" tests >"$work/suite.log" 2>&1
     echo "exit $?" >>"$work/suite.log"
     ;;
@@ -53,7 +55,7 @@ case $part in
         case ",$CHECKS," in *",${short%_gpu},"*) ;; *) continue ;; esac
       fi
       [ "$(left)" -gt 45 ] || { echo "not run (time): $check" >>"$work/checks.log"; continue; }
-      timeout $(($(left) - 15)) python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
+      timeout -s INT -k 20 $(($(left) - 35)) python3 -m pytest -p tests.gpu.failure_log -m gpu -v -rfE -p no:cacheprovider \
         --timeout 300 --junitxml="$work/$name.xml" "$check" >"$work/$name.log" 2>&1
       echo "$check: exit $?" >>"$work/checks.log"
     done

@@ -319,12 +319,15 @@ def check_server_snapshot(tmp: Path) -> None:
                 for p in d["processes"]
                 if p["kernel_id"] == kernel_id
             ]
-            return (snapshot, mine) if mine else None
+            # The process list is sampled: a sample from before the 1 GiB tensor shows only the
+            # new CUDA context (14 MiB in GPU run 22 of 2026-12-02), so wait for the tensor too.
+            grown = [p for p in mine if p["used_mem_bytes"] is None or p["used_mem_bytes"] > 2**30]
+            return (snapshot, grown) if grown else None
 
         snapshot, mine = wait_for(
             attributed,
             lambda: (
-                "the kernel's GPU process was never attributed; processes: "
+                "the kernel's GPU process was never attributed with its 1 GiB tensor; processes: "
                 f"{[d['processes'] for d in last['snapshot']['devices']]}"
             ),
             timeout_s=30,

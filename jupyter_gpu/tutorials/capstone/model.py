@@ -26,6 +26,30 @@ from jupyter_gpu.tutorials.gpt import GPT, apply_rope, logits_or_loss, rope_tabl
 
 from .shapes import ModelShape
 
+#: The compile mode that autotunes matrix products: max-autotune's GEMM tuning alone.
+GEMM_AUTOTUNE = "max-autotune-gemm"
+
+
+def compile_options(mode: str, backend: str) -> dict[str, Any]:
+    """``torch.compile`` keyword arguments for a capstone compile mode: default or GEMM_AUTOTUNE.
+
+    GEMM_AUTOTUNE is inductor's ``max_autotune_gemm``: it times Triton's matrix-product
+    templates against cuBLAS for every matrix product, the part of ``max-autotune`` that speaks
+    to a matmul-bound model. The whole mode also tunes every pointwise and reduction kernel
+    (``max_autotune_pointwise``, ``coordinate_descent_tuning``): at the 16 GB tier on the H200,
+    beside other work, that ran past the notebook's 5-minute cell limit (GPU run 22 of
+    2026-12-02). Candidates are timed in a subprocess (``autotune_in_subproc``): a candidate that
+    crashes is dropped instead of taking the process's CUDA context down with it (the capstone
+    probe's max-autotune hit "an illegal memory access" in a Triton mm template, run 20). Other
+    modes pass through as ``mode``; a backend other than inductor gets no options.
+    """
+    if backend != "inductor" or mode == "default":
+        return {"backend": backend}
+    if mode == GEMM_AUTOTUNE:
+        tuning = {"max_autotune_gemm": True, "autotune_in_subproc": True}
+        return {"backend": backend, "options": tuning}
+    return {"backend": backend, "mode": mode}
+
 
 class Attention(nn.Module):
     """Causal multi-head self-attention, by hand (``sdpa = False``) or fused (``sdpa = True``)."""

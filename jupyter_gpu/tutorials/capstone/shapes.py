@@ -178,8 +178,8 @@ class CapstoneSizes:
         final: the shape that feeds the tensor cores (section 9).
         student: the shape the run starts with.
         requested_batch: the batch the student asks for (halved until a step fits).
-        autotune: measure ``max-autotune-no-cudagraphs`` as well (GPU only; its compile takes
-            minutes, ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=0`` leaves it out).
+        autotune: measure max-autotune's GEMM tuning (``model.GEMM_AUTOTUNE``) as well (GPU
+            only; its compile takes minutes, ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=0`` leaves it out).
         from_env: the final shape came from ``JUPYTER_GPU_CAPSTONE_SHAPE``.
     """
 

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, worker_loader
-from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
+from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, CapstoneGPT, compile_options
 from jupyter_gpu.tutorials.capstone.shapes import ModelShape, final_shape_from_spec
 from jupyter_gpu.tutorials.corpus import load_corpus
 
@@ -44,9 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=50, help="timed steps (after --warmup)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (the compile)")
     parser.add_argument("--dtype", choices=("auto", *DTYPES), default="auto")
-    parser.add_argument(
-        "--compile", choices=("none", "default", "max-autotune-no-cudagraphs"), default="default"
-    )
+    parser.add_argument("--compile", choices=("none", "default", GEMM_AUTOTUNE), default="default")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank")
     parser.add_argument("--lr", type=float, default=3e-4)
@@ -92,10 +90,7 @@ def build(
     with device:  # parameters made and initialised on the GPU: no copy from the CPU
         model = CapstoneGPT(shape, sdpa=True)
     if compile_mode != "none":
-        options: dict[str, Any] = {"backend": backend}
-        if backend == "inductor" and compile_mode != "default":
-            options["mode"] = compile_mode
-        model.compile_blocks(**options)
+        model.compile_blocks(**compile_options(compile_mode, backend))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, fused=True)
     return model, optimizer
 

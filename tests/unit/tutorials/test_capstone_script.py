@@ -31,9 +31,20 @@ def test_the_script_trains_and_reports() -> None:
     assert figures["dtype"] == "fp32"
 
 
+def test_compile_options_for_each_mode() -> None:
+    from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, compile_options
+
+    assert compile_options("default", "inductor") == {"backend": "inductor"}
+    tuned = compile_options(GEMM_AUTOTUNE, "inductor")
+    assert tuned["options"]["max_autotune_gemm"] and tuned["options"]["autotune_in_subproc"]
+    assert "mode" not in tuned  # torch.compile takes mode or options, not both
+    assert compile_options("reduce-overhead", "inductor")["mode"] == "reduce-overhead"
+    assert compile_options(GEMM_AUTOTUNE, "aot_eager") == {"backend": "aot_eager"}
+
+
 def test_script_arguments() -> None:
-    args = train_script.parse_args(["--compile", "max-autotune-no-cudagraphs"])
-    assert args.compile == "max-autotune-no-cudagraphs"
+    args = train_script.parse_args(["--compile", "max-autotune-gemm"])
+    assert args.compile == "max-autotune-gemm"
     with pytest.raises(SystemExit):
         train_script.parse_args(["--compile", "fast"])
 
