@@ -11,6 +11,9 @@ If the folder also holds ``gpt_step.json`` or ``input_pipeline.json`` (what
 ``benchmarks/gpt_step.py`` and ``benchmarks/input_pipeline.py`` write to ``$OUT``), their tables
 are added under *Benchmarks behind the notebooks' sizes*.
 
+``--conditions "..."`` adds a line saying how the run was made when the GPU was not its alone
+(another job beside it), so that nobody reads its figures as a clean run's.
+
 ``--section Capstone`` writes ``## Capstone on one H200`` instead (appended the first time): a run
 of notebook 07 alone then leaves the tutorials' section, and its figures, as they are.
 
@@ -226,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         "--section",
         help="write a section of this name (e.g. Capstone) instead of the tutorials' section",
     )
+    parser.add_argument(
+        "--conditions",
+        help="how the run was made, when not alone on the GPU (written below the machine line)",
+    )
     args = parser.parse_args(argv)
     runs = load(args.results_dir)
     if not runs:
@@ -236,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
     body = render(runs, args.tier, copies=not args.section)
+    if args.conditions:
+        machine_end = body.index("\n\n", body.index("Machine:"))
+        body = f"{body[:machine_end]}\n\nConditions: {args.conditions}{body[machine_end:]}"
     body += "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
     title = section_title(args.tier, args.section)

@@ -75,3 +75,12 @@ def test_a_named_section_leaves_the_tutorials_alone(tmp_path: Path) -> None:
     assert "| 9 · shape: model TFLOP/s | 512 TFLOP/s | MFU 65% |" in full
     assert "| 07-capstone | final step, model TFLOP/s >= 500 TFLOP/s | 512 TFLOP/s | yes |" in full
     assert "h200-notebooks/" not in full  # the HTML copies are the tutorials' run's
+
+
+def test_conditions_are_written_below_the_machine(tmp_path: Path) -> None:
+    md = tmp_path / "RESULTS.md"
+    capstone_json(tmp_path / "full")
+    update(tmp_path / "full", md, "--section", "Capstone", "--conditions", "beside the suite")
+    text = md.read_text()
+    machine = text.index("Machine:")
+    assert machine < text.index("\n\nConditions: beside the suite\n\n") < text.index("### 07")
