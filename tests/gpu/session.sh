@@ -39,11 +39,17 @@ mkdir -p "$out" "$work/figures"
   python3 -c 'import sys, torch; print(torch.__version__, sys.version.split()[0])'
   nproc; } >"$work/machine.txt" 2>&1
 
+# pytest within what is left of the limit, less a margin for the archive (the limit must never cut
+# the packing); SIGINT so that pytest still writes its summary and JUnit XML.
+pytest_in_time() {
+  timeout -s INT -k 20 $(($(left) - 35)) python3 -m pytest -p tests.gpu.failure_log \
+    -p no:cacheprovider -rfE "$@"
+}
+
 case $part in
   suite)
-    # A margin for the archive: the limit must never cut the packing.
-    timeout -s INT -k 20 $(($(left) - 35)) python3 -m pytest -p tests.gpu.failure_log -m "not gpu" -n "${WORKERS:-12}" --timeout 240 \
-      -p no:cacheprovider -rfE -q --junitxml="$work/suite.xml" tests >"$work/suite.log" 2>&1
+    pytest_in_time -m "not gpu" -n "${WORKERS:-12}" --timeout 240 -q \
+      --junitxml="$work/suite.xml" tests >"$work/suite.log" 2>&1
     echo "exit $?" >>"$work/suite.log"
     ;;
   checks)
@@ -55,8 +61,8 @@ case $part in
         case ",$CHECKS," in *",${short%_gpu},"*) ;; *) continue ;; esac
       fi
       [ "$(left)" -gt 45 ] || { echo "not run (time): $check" >>"$work/checks.log"; continue; }
-      timeout -s INT -k 20 $(($(left) - 35)) python3 -m pytest -p tests.gpu.failure_log -m gpu -v -rfE -p no:cacheprovider \
-        --timeout 300 --junitxml="$work/$name.xml" "$check" >"$work/$name.log" 2>&1
+      pytest_in_time -m gpu -v --timeout 300 --junitxml="$work/$name.xml" "$check" \
+        >"$work/$name.log" 2>&1
       echo "$check: exit $?" >>"$work/checks.log"
     done
     ;;
