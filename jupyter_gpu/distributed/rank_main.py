@@ -5,9 +5,10 @@ torchrun starts ``main.py`` of the run folder once per rank (see ``script.py``);
 
 1. sends the rank's stdout and stderr (file descriptors 1 and 2, so C++ and NCCL output too)
    to ``rank-<RANK>.log`` in the run folder, which the notebook streams with a rank prefix;
-2. asks Linux to kill the rank if torchrun dies (no orphan keeps GPU memory), and to dump the
-   rank's Python stack to ``rank-<RANK>.stack`` when torchrun stops it with SIGTERM (this is
-   how a hang names the line a rank was stuck on);
+2. asks Linux to kill the rank if torchrun dies (no orphan keeps GPU memory), ends the rank
+   itself when the kernel that ran the cell ends (even while torchrun is still shutting down),
+   and dumps the rank's Python stack to ``rank-<RANK>.stack`` when torchrun stops it with
+   SIGTERM (this is how a hang names the line a rank was stuck on);
 3. initialises the process group with the cell's ``--timeout`` (torch's own collective timeout;
    NCCL's watchdog enforces it) and binds ``rank``, ``local_rank``, ``world_size`` and
    ``device`` in the cell's namespace;
@@ -25,16 +26,18 @@ import faulthandler
 import json
 import linecache
 import os
+import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 import types
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpu.distributed.script import RUN_DIR_ENV
+from jupyter_gpu.distributed.script import KERNEL_PID_ENV, RUN_DIR_ENV
 
 CELL_FILENAME = "<torchrun cell>"
 
@@ -61,6 +64,43 @@ def die_with_parent(sig: int) -> None:
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig)
+
+
+def die_with_kernel(kernel_pid: int) -> threading.Thread | None:
+    """End this rank, and its process group, as soon as the process ``kernel_pid`` ends.
+
+    torchrun's parent-death signal already stops the ranks when a killed kernel takes torchrun
+    with it, but torchrun then waits up to 30 s for its workers; a rank that watches the kernel
+    itself is gone at once. The watch is a pidfd (Linux 5.3+), so a reused pid cannot fool it;
+    without pidfds there is no watch and torchrun's own shutdown stays the only one.
+    """
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        pidfd = pidfd_open(kernel_pid)
+    except ProcessLookupError:
+        _end_rank()  # the kernel is already gone
+        return None
+    except OSError:
+        return None
+
+    def watch() -> None:
+        select.select([pidfd], [], [])  # readable once the process has ended
+        _end_rank()
+
+    thread = threading.Thread(target=watch, name="jupyter-gpu-kernel-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _end_rank() -> None:
+    # torchrun starts each rank as a session leader: its process group holds the rank's own
+    # children (DataLoader workers) too.
+    if os.getpgrp() == os.getpid():
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -193,6 +233,8 @@ def main(config_path: str) -> None:
     rank = int(os.environ["RANK"])
     _redirect_output(run_dir / f"rank-{rank}.log")
     die_with_parent(signal.SIGKILL)
+    if KERNEL_PID_ENV in os.environ:
+        die_with_kernel(int(os.environ[KERNEL_PID_ENV]))
     os.environ[RUN_DIR_ENV] = str(run_dir)
     started = {
         "rank": rank,

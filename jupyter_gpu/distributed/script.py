@@ -20,6 +20,8 @@ from jupyter_gpu.distributed.rendezvous import Endpoint
 
 #: The run folder, in torchrun's and every rank's environment (``torchrun_result`` writes there).
 RUN_DIR_ENV = "JUPYTER_GPU_TORCHRUN_DIR"
+# The pid of the kernel that ran the cell: each rank ends itself when that process ends.
+KERNEL_PID_ENV = "JUPYTER_GPU_KERNEL_PID"
 
 MAIN_TEMPLATE = """\
 # Written by %%torchrun for one notebook cell; torchrun runs it once per rank:
@@ -144,6 +146,7 @@ def rank_environment(spec: LaunchSpec, run_dir: Path) -> dict[str, str]:
         env["MPLBACKEND"] = "Agg"
     env.update(spec.env)
     env[RUN_DIR_ENV] = str(run_dir)
+    env[KERNEL_PID_ENV] = str(os.getpid())
     env["PYTHONUNBUFFERED"] = "1"
     if spec.backend == "nccl":
         # The watchdog's monitor ends a rank whose watchdog itself hangs (default 8 min): keep

@@ -7,6 +7,7 @@ that trained on the CPU has.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ import psutil
 import pytest
 
 from jupyter_gpu.distributed import TorchrunError
+from jupyter_gpu.distributed.process import alive
 from tests.helpers import free_port, wait_for
 from tests.integration.magics.conftest import Shell
 
@@ -434,14 +436,18 @@ def test_a_killed_kernel_takes_torchrun_and_its_ranks_with_it(tmp_path: Path) ->
         kernel.wait()
 
         def left() -> list[int]:
-            return [p for p in [*torchrun, *ranks] if psutil.pid_exists(p)]
+            return alive([*torchrun, *ranks])  # a zombie has ended: only its reaping is left
 
-        wait_for(
-            lambda: not left(),
-            lambda: f"still running after the kernel died: {left()}",
-            timeout_s=60,
-            poll_s=0.2,
-        )
+        def described() -> str:
+            said = []
+            for pid in left():
+                with contextlib.suppress(psutil.Error):
+                    p = psutil.Process(pid)
+                    role = "torchrun" if pid in torchrun else "rank"
+                    said.append(f"{role} {pid} ({p.status()}, parent {p.ppid()}: {p.cmdline()})")
+            return "still running after the kernel died: " + "; ".join(said)
+
+        wait_for(lambda: not left(), described, timeout_s=60, poll_s=0.2)
     finally:
         if kernel.poll() is None:
             kernel.kill()
