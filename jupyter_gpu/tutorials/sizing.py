@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal, TypeVar
 
 Mode = Literal["smoke", "cpu", "gpu"]
@@ -102,18 +102,7 @@ class Machine:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready fields."""
-        return {
-            "mode": self.mode,
-            "device": self.device,
-            "gpu_name": self.gpu_name,
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "gpu_count": self.gpu_count,
-            "torch_version": self.torch_version,
-            "cuda_version": self.cuda_version,
-            "python_version": self.python_version,
-            "cpu_count": self.cpu_count,
-            "cpu_quota": self.cpu_quota,
-        }
+        return asdict(self)
 
 
 def describe_machine(environ: Mapping[str, str] | None = None) -> Machine:
