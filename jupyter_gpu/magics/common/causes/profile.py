@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from jupyter_gpu.magics.common.render import fmt_pct
 from jupyter_gpu.measure import fmt_seconds
 
@@ -119,11 +121,27 @@ def _cell(ev: Evidence) -> ProfileFacts:
     return ev.cell
 
 
+PROFILE = frozenset(("profile",))
+
+
+def _idle_on(kind: str, idle: str, rest: Callable[[ProfileFacts], str]) -> Cause:
+    """The cause of a GPU idle mostly ``idle``: its share of the idle time, then ``rest``.
+
+    One kind names both the trigger and the share it quotes, so the two cannot part.
+    """
+    return Cause(
+        kind,
+        PROFILE,
+        lambda ev: _idle_kind(ev) == idle,
+        lambda ev: f"{_idle_share(ev, idle)} {rest(_cell(ev))}",
+    )
+
+
 PROFILE_CAUSES: tuple[Cause, ...] = (
     # ---- %%profile: the cell's profile
     Cause(
         "no_kernel",
-        frozenset(("profile",)),
+        PROFILE,
         _no_kernel,
         lambda ev: (
             "No GPU kernel ran in this cell: the work stayed on the CPU (check that the model "
@@ -132,7 +150,7 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "host_syncs",
-        frozenset(("profile",)),
+        PROFILE,
         _host_syncs,
         lambda ev: (
             f"{_idle_share(ev, 'host')} waiting on the host, which stalls at "
@@ -142,7 +160,7 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "launch_bound",
-        frozenset(("profile",)),
+        PROFILE,
         _host_launch,
         lambda ev: (
             f"Launch-bound: {_idle_share(ev, 'host')} waiting on the host to launch "
@@ -151,41 +169,37 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
             "step), fuse work with torch.compile, or use a larger batch."
         ),
     ),
-    Cause("host", frozenset(("profile",)), _host_other, _host_other_text),
-    Cause(
+    Cause("host", PROFILE, _host_other, _host_other_text),
+    _idle_on(
         "between_kernels",
-        frozenset(("profile",)),
-        lambda ev: _idle_kind(ev) == "kernels",
-        lambda ev: (
-            f"{_idle_share(ev, 'kernels')} between kernels, queued back to back "
-            f"({_cell(ev).kernel_count:,} kernels of {fmt_seconds(_mean_kernel(_cell(ev)))} on "
-            "average): each launch costs a few µs of GPU time. Fewer, larger kernels help: "
-            "torch.compile fuses them, --mode reduce-overhead replays them as a CUDA graph."
+        "kernels",
+        lambda c: (
+            f"between kernels, queued back to back ({c.kernel_count:,} kernels of "
+            f"{fmt_seconds(_mean_kernel(c))} on average): each launch costs a few µs of GPU "
+            "time. Fewer, larger kernels help: torch.compile fuses them, --mode reduce-overhead "
+            "replays them as a CUDA graph."
         ),
     ),
-    Cause(
+    _idle_on(
         "copies",
-        frozenset(("profile",)),
-        lambda ev: _idle_kind(ev) == "copies",
-        lambda ev: (
-            f"{_idle_share(ev, 'copies')} on copies: the GPU moved data instead of computing. "
-            "Keep tensors on the GPU between steps, use pin_memory=True in the DataLoader and "
+        "copies",
+        lambda c: (
+            "on copies: the GPU moved data instead of computing. Keep tensors on the GPU "
+            "between steps, use pin_memory=True in the DataLoader and "
             ".to('cuda', non_blocking=True)."
         ),
     ),
-    Cause(
+    _idle_on(
         "other_wait",
-        frozenset(("profile",)),
-        lambda ev: _idle_kind(ev) == "other",
-        lambda ev: (
-            f"{_idle_share(ev, 'other')} with kernels queued but waiting on other work "
-            "(events, other streams or copies on another stream): see the trace (--trace FILE) "
-            "for what they waited on."
+        "other",
+        lambda c: (
+            "with kernels queued but waiting on other work (events, other streams or copies on "
+            "another stream): see the trace (--trace FILE) for what they waited on."
         ),
     ),
     Cause(
         "syncs",
-        frozenset(("profile",)),
+        PROFILE,
         _many_syncs,
         lambda ev: (
             f"{_cell(ev).syncs_text}: each one makes the CPU wait until the GPU has finished "
@@ -195,13 +209,13 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "matmuls",
-        frozenset(("profile",)),
+        PROFILE,
         _matmul_share,
         lambda ev: _matmul_share_text(_cell(ev)),
     ),
     Cause(
         "top_op",
-        frozenset(("profile",)),
+        PROFILE,
         _top_cpu,
         lambda ev: (
             f"No GPU profiled: {(_cell(ev).top_cpu or ('', 0.0))[0]} takes "
@@ -211,7 +225,7 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "per_op",
-        frozenset(("profile",)),
+        PROFILE,
         _per_op,
         lambda ev: (
             f"{_cell(ev).op_calls:,} op calls of "
