@@ -115,27 +115,17 @@ def server_user() -> str:
 
 
 def _device_labels(d: DeviceSample, info: BackendInfo, host: str) -> list[str]:
+    """``d``'s values of ``DEVICE_LABELS`` (a MIG instance: its physical GPU's, and its own)."""
     static: DeviceInfo | None = info.devices[d.index] if d.index < len(info.devices) else None
     mig = static.mig if static is not None else None
     if mig is None:
-        return [
-            str(d.index),
-            d.uuid or "",
-            d.name or "",
-            host,
-            (static.pci_bus_id if static else None) or "",
-            "",
-            "",
-        ]
-    return [
-        str(mig.parent_index),
-        mig.parent_uuid or "",
-        d.name or "",
-        host,
-        (static.pci_bus_id if static else None) or "",
-        str(mig.gpu_instance_id) if mig.gpu_instance_id is not None else "",
-        mig.profile or "",
-    ]
+        gpu, uuid, instance, profile = str(d.index), d.uuid or "", "", ""
+    else:
+        gpu, uuid = str(mig.parent_index), mig.parent_uuid or ""
+        instance = str(mig.gpu_instance_id) if mig.gpu_instance_id is not None else ""
+        profile = mig.profile or ""
+    pci_bus_id = (static.pci_bus_id if static else None) or ""
+    return [gpu, uuid, d.name or "", host, pci_bus_id, instance, profile]
 
 
 def _gauge(name: str, help_text: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
