@@ -14,6 +14,7 @@ from jupyter_gpu.magics.common.args import (
     check_identifier,
     dtype_choice,
     magic_arguments,
+    output_options,
     parse,
     positive_int,
 )
@@ -114,8 +115,7 @@ class AmpMagics(ShellMagics):
         action="store_true",
         help="compare: run even if what the step changes cannot all be put back",
     )
-    @argument("-o", "--output", action="store_true", help="return a result object")
-    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @output_options()
     @needs_local_scope
     @line_cell_magic
     def amp(

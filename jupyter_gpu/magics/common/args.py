@@ -62,6 +62,21 @@ def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
     return cast("Callable[[F], F]", _ipython_args.argument(*args, **kwargs))  # type: ignore[no-untyped-call]  # as above
 
 
+def output_options() -> Callable[[F], F]:
+    """``-o`` (return a result object) and ``-q`` (print nothing): every measuring magic's last two.
+
+    One place for them keeps their spelling and help the same in each magic's ``%name?``.
+    """
+    output = argument("-o", "--output", action="store_true", help="return a result object")
+    quiet = argument("-q", "--quiet", action="store_true", help="print nothing")
+
+    def wrapper(func: F) -> F:
+        # Applied innermost first, as if the two were written ``-o`` above ``-q``.
+        return output(quiet(func))
+
+    return wrapper
+
+
 def parse(magic: Callable[..., Any], line: str) -> argparse.Namespace:
     """Parse a magic's argument line with the parser ``@magic_arguments`` attached to it.
 

@@ -15,6 +15,7 @@ from jupyter_gpu.magics.common.args import (
     compile_expression,
     lookup,
     magic_arguments,
+    output_options,
     parse,
     type_name,
 )
@@ -162,8 +163,7 @@ class CompileMagics(ShellMagics):
         help="--bench: run EXPR even if what it changes cannot all be put back",
     )
     @argument("--undo", action="store_true", help="bind NAME to its eager original again")
-    @argument("-o", "--output", action="store_true", help="return a result object")
-    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @output_options()
     @line_magic
     def compile(self, line: str) -> CompileResult | None:
         """torch.compile the module or function bound to NAME, and rebind NAME to the result.

@@ -21,6 +21,7 @@ from jupyter_gpu.magics.common.args import (
     argument,
     magic_arguments,
     non_negative_int,
+    output_options,
     parse,
     positive_int,
 )
@@ -54,8 +55,7 @@ class MemoryMagics(ShellMagics):
         "--snapshot", action="store_true", help="cell: record and draw the allocation history"
     )
     @argument("--max-entries", type=positive_int, default=100_000, help="cell: history length")
-    @argument("-o", "--output", action="store_true", help="return a result object")
-    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @output_options()
     @needs_local_scope
     @line_cell_magic
     def memsummary(

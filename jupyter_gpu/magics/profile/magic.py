@@ -17,6 +17,7 @@ from jupyter_gpu.magics.common.args import (
     lookup,
     magic_arguments,
     non_negative_int,
+    output_options,
     parse,
     positive_int,
     type_name,
@@ -121,8 +122,7 @@ class ProfileMagics(ShellMagics):
         action="store_true",
         help="--warmup: run even if what the code changes cannot all be put back",
     )
-    @argument("-o", "--output", action="store_true", help="return a result object")
-    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @output_options()
     @needs_local_scope
     @line_cell_magic
     def profile(
