@@ -212,34 +212,38 @@ def no_cause_bench(ev: Evidence) -> str:
     )
 
 
+BENCH = frozenset(("bench",))
+#: The causes a compile report shows by itself as well as beside a benchmark.
+BENCH_AND_REPORT = frozenset(("bench", "report"))
+
 COMPILE_CAUSES: tuple[Cause, ...] = (
     # ---- what the compile recorded
     Cause(
         "cudagraphs",
-        frozenset(("bench", "report")),
+        BENCH_AND_REPORT,
         lambda ev: bool(ev.compile and ev.compile.cudagraph_skips),
         _cudagraphs,
     ),
     Cause(
         "cudagraphs",
-        frozenset(("bench",)),
+        BENCH,
         lambda ev: ev.pending_backward,
         lambda ev: PENDING_BACKWARD,
     ),
     Cause(
         "recompiles",
-        frozenset(("bench", "report")),
+        BENCH_AND_REPORT,
         lambda ev: bool(ev.compile and ev.compile.recompiles),
         _recompiles,
     ),
     Cause(
         "graph_breaks",
-        frozenset(("bench", "report")),
+        BENCH_AND_REPORT,
         lambda ev: bool(ev.compile and ev.compile.graph_break_count),
         _graph_breaks,
     ),
     # ---- what a profile of the compiled call measured
-    Cause("tf32", frozenset(("bench",)), _tf32, _tf32_text),
-    Cause("launch_bound", frozenset(("bench",)), _overhead, _overhead_text),
-    Cause("matmuls", frozenset(("bench",)), _matmul_bound, _matmul_text),
+    Cause("tf32", BENCH, _tf32, _tf32_text),
+    Cause("launch_bound", BENCH, _overhead, _overhead_text),
+    Cause("matmuls", BENCH, _matmul_bound, _matmul_text),
 )
