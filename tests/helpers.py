@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import os
 import queue
 import signal
 import socket
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -244,3 +246,96 @@ def stop_server(server: subprocess.Popen[bytes], timeout_s: float) -> int:
         server.kill()
         server.wait()
         return -9
+
+
+#: The repository's root: on ``PYTHONPATH`` for servers, kernels and ranks started from a test.
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the repository first on ``PYTHONPATH``, and ``extra``.
+
+    On the GPU machine the package is not installed: a server's kernels import it from here.
+    """
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@dataclasses.dataclass
+class RunningServer:
+    """A Jupyter server that :func:`running_server` started and found answering."""
+
+    process: subprocess.Popen[bytes]
+    #: ``http://127.0.0.1:<port>``, without the base URL.
+    origin: str
+    token: str
+    #: Its ``JUPYTER_RUNTIME_DIR``: kernels' connection files (for :func:`notebook_kernel`).
+    runtime: Path
+    log: Path
+    #: What the readiness request answered first.
+    first_answer: Any
+    #: The server's exit code once it is stopped (-9: killed after the stop timeout).
+    exit_code: int | None = None
+    clients: list[Any] = dataclasses.field(default_factory=list)
+
+    def api(self, path: str = "") -> str:
+        """The URL of ``path`` under jupyter-gpu's REST API."""
+        return f"{self.origin}/jupyter-gpu/api/v1/{path}".rstrip("/")
+
+    def kernel(self, notebook: str) -> tuple[str, Any]:
+        """A kernel for ``notebook`` (see :func:`notebook_kernel`); its client stops with us."""
+        kernel_id, client = notebook_kernel(self.origin, notebook, self.runtime, token=self.token)
+        self.clients.append(client)
+        return kernel_id, client
+
+
+@contextlib.contextmanager
+def running_server(
+    root: Path,
+    *,
+    token: str,
+    log: Path,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
+    ready: str = "jupyter-gpu/api/v1/devices",
+    timeout_s: float = 60,
+    poll_s: float = 0.5,
+    stop_timeout_s: float = 30,
+) -> Iterator[RunningServer]:
+    """A server on a free port (see :func:`start_server`), stopped (SIGTERM) when the block ends.
+
+    It is up once ``GET <ready>`` answers. ``env`` goes on top of :func:`repo_env`, with
+    ``JUPYTER_RUNTIME_DIR`` set to ``root/runtime``. The clients of kernels opened through
+    :meth:`RunningServer.kernel` are stopped first.
+    """
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    runtime = root / "runtime"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    process = start_server(
+        port=port,
+        root=root,
+        token=token,
+        log=log,
+        options=options,
+        env=repo_env(JUPYTER_RUNTIME_DIR=str(runtime), **(env or {})),
+        prefix=prefix,
+    )
+    server = None
+    try:
+        first = wait_until_up(
+            lambda: fetch_json(f"{origin}/{ready}", token=token),
+            process,
+            log,
+            timeout_s=timeout_s,
+            poll_s=poll_s,
+        )
+        server = RunningServer(process, origin, token, runtime, log, first)
+        yield server
+    finally:
+        for client in server.clients if server is not None else ():
+            client.stop_channels()
+        code = stop_server(process, timeout_s=stop_timeout_s)
+        if server is not None:
+            server.exit_code = code

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+from tests.helpers import ROOT, repo_env
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.gpu
 
 
 def test_ours_against_nvdashboard_under_tabs(tmp_path: Path) -> None:
@@ -38,11 +38,9 @@ def test_ours_against_nvdashboard_under_tabs(tmp_path: Path) -> None:
         f"--seconds={os.environ.get('MONITOR_LOAD_SECONDS', '10')}",
         f"--json-out={out / 'monitor_load.json'}",
     ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env, check=False)
+    run = subprocess.run(
+        argv, capture_output=True, text=True, timeout=900, env=repo_env(), check=False
+    )
     (out / "monitor_load.md").write_text(run.stdout + "\n" + run.stderr[-5000:])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = json.loads((out / "monitor_load.json").read_text())["rows"]

@@ -39,15 +39,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (as above)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
-from tests.helpers import (  # noqa: E402 (as above)
-    fetch_json,
-    free_port,
-    notebook_kernel,
-    start_server,
-    stop_server,
-    wait_for,
-    wait_until_up,
-)
+from tests.helpers import fetch_json, running_server, wait_for  # noqa: E402 (as above)
 
 pytestmark = pytest.mark.gpu
 
@@ -268,33 +260,14 @@ def test_nvml_call_costs_and_tick_time() -> None:
 
 
 def check_server_snapshot(tmp: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    runtime = tmp / "runtime"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-    }
     log_path = (out_dir() or tmp) / "jupyter_server_gpu.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    server = start_server(
-        port=port,
-        root=tmp,
+    with running_server(
+        tmp,
         token=TOKEN,
         log=log_path,
         options=["--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1"],
-        env=env,
-    )
-    kernel_client = None
-    try:
-        devices = wait_until_up(
-            lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
-            server,
-            log_path,
-            timeout_s=60,
-            poll_s=0.5,
-        )
+    ) as server:
+        base, devices = server.origin, server.first_answer
         RESULTS["server_devices"] = {
             k: devices[k] for k in ("backend", "simulated", "reason", "driver_version")
         }
@@ -302,7 +275,7 @@ def check_server_snapshot(tmp: Path) -> None:
         assert devices["devices"][0]["name"].startswith("NVIDIA")
 
         # A kernel of this server allocates CUDA memory: the snapshot must attribute it.
-        kernel_id, kernel_client = notebook_kernel(base, "gpu-check.ipynb", runtime, token=TOKEN)
+        kernel_id, kernel_client = server.kernel("gpu-check.ipynb")
         reply = kernel_client.execute_interactive(
             "import torch; x = torch.ones(256, 1024, 1024, device='cuda'); "
             "torch.cuda.synchronize()",
@@ -352,10 +325,7 @@ def check_server_snapshot(tmp: Path) -> None:
             .decode()
         )
         assert "DCGM_FI_DEV_GPU_UTIL{" in metrics
-    finally:
-        if kernel_client is not None:
-            kernel_client.stop_channels()
-        code = stop_server(server, timeout_s=30)
+    code = server.exit_code
     RESULTS["server_exit_code"] = code
     output = log_path.read_text()
     RESULTS["server_log_has_traceback"] = "Traceback" in output

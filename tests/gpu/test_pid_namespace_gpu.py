@@ -16,33 +16,23 @@ Needs root (or unprivileged user namespaces) for ``unshare``; skipped where it c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.helpers import (  # noqa: E402 (path set-up)
-    fetch_json,
-    free_port,
-    notebook_kernel,
-    start_server,
-    wait_for,
-    wait_until_up,
-)
+from tests.helpers import fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
 
@@ -99,19 +89,23 @@ def host_pid_of_kernel(kernel_id: str) -> int:
     raise AssertionError(f"no host process runs kernel {kernel_id}")
 
 
-def start_host_job(seconds: float) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def host_cuda_job(seconds: float) -> Iterator[subprocess.Popen[str]]:
+    """A CUDA job outside the namespace, holding 512 MiB until the block ends."""
     job = subprocess.Popen(
         [sys.executable, "-c", HOST_JOB, str(seconds)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert job.stdout is not None
-    for line in job.stdout:
-        if line.strip() == "ready":
-            return job
-    job.wait()
-    raise AssertionError("the host CUDA job did not start")
+    try:
+        assert job.stdout is not None
+        if not any(line.strip() == "ready" for line in job.stdout):
+            raise AssertionError("the host CUDA job did not start")
+        yield job
+    finally:
+        job.terminate()
+        job.wait(30)
 
 
 def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
@@ -120,40 +114,31 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
         pytest.skip(why)
     out = out_dir(tmp_path)
     results: dict[str, Any] = {}
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    runtime = tmp_path / "runtime"
-    log_path = out / "pid_namespace_server.log"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-    }
-    host_job = start_host_job(600)
-    kernel_client = None
-    server = start_server(
-        port=port,
-        root=tmp_path,
-        token=TOKEN,
-        log=log_path,
-        options=[
-            "--JupyterGpu.backend=nvml",
-            "--JupyterGpu.interval_s=0.5",
-            "--JupyterGpu.kernel_map_interval_s=1",
-        ],
-        env=env,
-        prefix=UNSHARE,
-    )
-    try:
-        devices = wait_until_up(
-            lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
-            server,
-            log_path,
-            timeout_s=90,
-            poll_s=0.5,
+    with contextlib.ExitStack() as stack:  # on the way out: the server, the job, the results
+        stack.callback(
+            lambda: (out / "pid_namespace_gpu.json").write_text(
+                json.dumps(results, indent=2, default=str)
+            )
         )
+        host_job = stack.enter_context(host_cuda_job(600))
+        server = stack.enter_context(
+            running_server(
+                tmp_path,
+                token=TOKEN,
+                log=out / "pid_namespace_server.log",
+                options=[
+                    "--JupyterGpu.backend=nvml",
+                    "--JupyterGpu.interval_s=0.5",
+                    "--JupyterGpu.kernel_map_interval_s=1",
+                ],
+                prefix=UNSHARE,  # it passes the stop's SIGTERM on (--kill-child=SIGTERM)
+                timeout_s=90,
+                stop_timeout_s=60,
+            )
+        )
+        base, devices = server.origin, server.first_answer
         assert devices["backend"] == "nvml", devices
-        kernel_id, kernel_client = notebook_kernel(base, "in-container.ipynb", runtime, token=TOKEN)
+        kernel_id, kernel_client = server.kernel("in-container.ipynb")
         printed: list[str] = []
         reply = kernel_client.execute_interactive(
             KERNEL_CODE,
@@ -225,16 +210,4 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
         results["kernel_series"] = [
             line for line in text.splitlines() if line.startswith("jupyter_gpu_kernel_memory")
         ]
-    finally:
-        if kernel_client is not None:
-            kernel_client.stop_channels()
-        server.send_signal(signal.SIGTERM)  # unshare passes it on (--kill-child=SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        host_job.terminate()
-        host_job.wait(30)
-        (out / "pid_namespace_gpu.json").write_text(json.dumps(results, indent=2, default=str))
     print(json.dumps(results, indent=2, default=str))

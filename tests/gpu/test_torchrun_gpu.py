@@ -22,7 +22,6 @@ import functools
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,19 +29,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.helpers import (  # noqa: E402 (after the path set-up)
-    fetch_json,
-    free_port,
-    notebook_kernel,
-    start_server,
-    stop_server,
-    wait_for,
-    wait_until_up,
-)
+from tests.helpers import ROOT, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
 
@@ -66,7 +53,10 @@ def gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def save_figures() -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _save_figures() -> Iterator[None]:
+    """Whatever the checks measured, whether they passed or not, once they are done."""
+    yield
     out = out_dir()
     if out is not None:
         (out / "torchrun_gpu.json").write_text(json.dumps(FIGURES, indent=1, default=str))
@@ -126,7 +116,6 @@ def test_a_ddp_step_with_nccl_after_the_kernel_initialised_cuda(shell: Any) -> N
         assert f"[rank {rank}] nccl on NVIDIA" in text, text
     assert shell.user_ns["ddp_result"] == {"world_size": n, "backend": "nccl"}
     FIGURES["ddp_step"] = {"gpus": n, "output": text[-2000:]}
-    save_figures()
     del kept
 
 
@@ -159,33 +148,15 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
     import psutil
 
     n = gpu_count()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    runtime = tmp_path / "runtime"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-    }
     log = (out_dir() or tmp_path) / "jupyter_server_torchrun.log"
-    server = start_server(
-        port=port,
-        root=tmp_path,
+    with running_server(
+        tmp_path,
         token=TOKEN,
         log=log,
         options=["--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1"],
-        env=env,
-    )
-    client = None
-    try:
-        wait_until_up(
-            lambda: http_json(f"{base}/jupyter-gpu/api/v1/devices"),
-            server,
-            log,
-            timeout_s=60,
-            poll_s=0.5,
-        )
-        kernel_id, client = notebook_kernel(base, "torchrun-check.ipynb", runtime, token=TOKEN)
+    ) as server:
+        base = server.origin
+        kernel_id, client = server.kernel("torchrun-check.ipynb")
         reply = client.execute_interactive("%load_ext jupyter_gpu", timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
         msg_id = client.execute(f"%%torchrun -n {n} --timeout 60\n{HOLD_MEMORY}")
@@ -249,12 +220,7 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
         # and the kernel goes on working
         reply = client.execute_interactive("1 + 1", timeout=60)
         assert reply["content"]["status"] == "ok"
-    finally:
-        if client is not None:
-            client.stop_channels()
-        code = stop_server(server, timeout_s=30)
-        save_figures()
-    assert code == 0, log.read_text()[-3000:]
+    assert server.exit_code == 0, log.read_text()[-3000:]
 
 
 NOTEBOOK = ROOT / "notebooks" / "05-multi-gpu.ipynb"
@@ -288,7 +254,6 @@ def notebook_figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     figures = {f["key"]: f["value"] for f in saved["figures"]}
     FIGURES["notebook05"] = {"seconds": round(elapsed, 1), "figures": figures}
     FIGURES["notebook05_checks"] = saved["checks"]
-    save_figures()
     return {"figures": figures, "checks": {c["key"]: c for c in saved["checks"]}, "nb": nb}
 
 

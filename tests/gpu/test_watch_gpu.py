@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.watch_notebook import run_watch_notebook  # noqa: E402 (after the path set-up)
+from tests.helpers import repo_env
+from tests.watch_notebook import run_watch_notebook
 
 pytestmark = pytest.mark.gpu
 
@@ -43,8 +39,7 @@ torch.cuda.synchronize()
 
 
 def test_watch_updates_while_training_runs() -> None:
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    figures = run_watch_notebook(TRAIN, backend="nvml", interval_s=0.2, env=env)
+    figures = run_watch_notebook(TRAIN, backend="nvml", interval_s=0.2, env=repo_env())
     out = os.environ.get("JUPYTER_GPU_OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import pytest
 
 from jupyter_gpu.distributed import TorchrunError
 from jupyter_gpu.distributed.process import alive
-from tests.helpers import free_port, wait_for
+from tests.helpers import free_port, repo_env, wait_for
 from tests.integration.magics.conftest import Shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -320,11 +320,7 @@ def test_two_agents_on_two_nodes_train_a_world_of_four(shell: Shell, in_tmp: Pat
     cell = in_tmp / "cell.txt"
     cell.write_text(TRAIN_WORLD_4)
     common = f"-n 2 --nnodes 2 --rdzv-endpoint 127.0.0.1:{port} --timeout 120 --no-color"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "IPYTHONDIR": str(in_tmp / "ipython-agent"),
-    }
+    env = repo_env(IPYTHONDIR=str(in_tmp / "ipython-agent"))
     other = subprocess.Popen(
         [sys.executable, "-c", AGENT, f"{common} --node-rank 1 -o result", str(cell)],
         stdout=subprocess.PIPE,
@@ -413,12 +409,7 @@ def test_a_killed_kernel_takes_torchrun_and_its_ranks_with_it(tmp_path: Path) ->
         "open(os.path.join(folder, f'rank-{rank}.pid'), 'w').write(str(os.getpid()))\n"
         "time.sleep(600)\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "IPYTHONDIR": str(tmp_path / "ipython"),
-        "CUDA_VISIBLE_DEVICES": "",
-    }
+    env = repo_env(IPYTHONDIR=str(tmp_path / "ipython"), CUDA_VISIBLE_DEVICES="")
     kernel = subprocess.Popen(
         [sys.executable, "-c", AGENT, "-n 2 --no-color", str(cell)],
         stdout=subprocess.DEVNULL,

@@ -16,12 +16,7 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
 
-from tests.helpers import (  # noqa: E402 (after the skips)
-    free_port,
-    start_server,
-    stop_server,
-    wait_until_up,
-)
+from tests.helpers import running_server  # noqa: E402 (after the skips)
 from tests.integration.server.api_helpers import openapi  # noqa: E402 (after the skips)
 
 TOKEN = "fuzz"
@@ -29,30 +24,20 @@ TOKEN = "fuzz"
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    import urllib.request
-
     tmp = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
     log = tmp / "server.log"
-    server = start_server(
-        port=port,
-        root=tmp,
+    with running_server(
+        tmp,
         token=TOKEN,
         log=log,
         options=["--JupyterGpu.backend=simulated", "--JupyterGpu.simulated_devices=2"],
-    )
-    base = f"http://127.0.0.1:{port}/jupyter-gpu/api/v1"
-
-    def snapshot() -> Any:
-        request = urllib.request.Request(
-            base + "/snapshot", headers={"Authorization": f"token {TOKEN}"}
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.load(response)
-
-    wait_until_up(snapshot, server, log, timeout_s=120, poll_s=0.2)
-    yield base
-    assert stop_server(server, 20) == 0, log.read_text()[-3000:]
+        ready="jupyter-gpu/api/v1/snapshot",
+        timeout_s=120,
+        poll_s=0.2,
+        stop_timeout_s=20,
+    ) as server:
+        yield server.api()
+    assert server.exit_code == 0, log.read_text()[-3000:]
     text = log.read_text()
     # (Jupyter Server itself logs "Couldn't parse JSON" with a traceback before its 400.)
     assert "Uncaught exception" not in text, text[-5000:]

@@ -8,18 +8,10 @@ before it starts (a kernelspec of the same name earlier on ``JUPYTER_PATH``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-from tests.helpers import (
-    fetch_json,
-    free_port,
-    notebook_kernel,
-    start_server,
-    stop_server,
-    wait_until_up,
-)
+from tests.helpers import notebook_kernel, running_server
 
 TOKEN = "slow-kernel-check"
 SLOW_LAUNCH = (
@@ -41,29 +33,19 @@ def test_a_kernel_slow_to_start_still_gives_a_ready_client(tmp_path: Path) -> No
             }
         )
     )
-    runtime = tmp_path / "runtime"
-    env = {
-        **os.environ,
-        "JUPYTER_PATH": str(tmp_path / "data"),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-    }
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    server = start_server(port=port, root=tmp_path, token=TOKEN, log=log, env=env)
-    client = None
-    try:
-        wait_until_up(
-            lambda: fetch_json(f"{base}/api/status", token=TOKEN),
-            server,
-            log,
-            timeout_s=60,
-            poll_s=0.3,
-        )
-        _, client = notebook_kernel(base, "slow.ipynb", runtime, token=TOKEN)
-        reply = client.execute_interactive("answer = 6 * 7", timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-    finally:
-        if client is not None:
-            client.stop_channels()
-        stop_server(server, timeout_s=30)
+    with running_server(
+        tmp_path,
+        token=TOKEN,
+        log=tmp_path / "server.log",
+        env={"JUPYTER_PATH": str(tmp_path / "data")},
+        ready="api/status",
+        poll_s=0.3,
+    ) as server:
+        client = None
+        try:
+            _, client = notebook_kernel(server.origin, "slow.ipynb", server.runtime, token=TOKEN)
+            reply = client.execute_interactive("answer = 6 * 7", timeout=60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+        finally:
+            if client is not None:
+                client.stop_channels()

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
-from typing import Any
 
-from tests.helpers import free_port, start_server, stop_server, wait_until_up
+from tests.helpers import running_server
 
 TOKEN = "jupyter-gpu-test"
 
 
 def test_command_line_options_and_a_clean_shutdown(tmp_path: Path) -> None:
-    port = free_port()
     log = tmp_path / "server.log"
-    base = f"http://127.0.0.1:{port}/jh/user/"
-    server = start_server(
-        port=port,
-        root=tmp_path,
+    with running_server(
+        tmp_path,
         token=TOKEN,
         log=log,
         options=[
@@ -27,21 +21,15 @@ def test_command_line_options_and_a_clean_shutdown(tmp_path: Path) -> None:
             "--JupyterGpu.simulated_devices=4",
             "--JupyterGpu.interval_s=0.2",
         ],
-    )
-    request = urllib.request.Request(
-        base + "jupyter-gpu/api/v1/snapshot", headers={"Authorization": f"token {TOKEN}"}
-    )
-
-    def snapshot() -> Any:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
-
-    try:
-        sample = wait_until_up(snapshot, server, log, timeout_s=30, poll_s=0.2)
+        ready="jh/user/jupyter-gpu/api/v1/snapshot",
+        timeout_s=30,
+        poll_s=0.2,
+        stop_timeout_s=20,
+    ) as server:
+        sample = server.first_answer
         assert sample["backend"] == "simulated"
         assert len(sample["devices"]) == 4
-    finally:
-        code = stop_server(server, timeout_s=20)
+    code = server.exit_code
     output = log.read_text()
     assert code == 0, output
     assert "Traceback" not in output

@@ -63,14 +63,22 @@ def procs(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_rank_and_its_children_end_when_the_kernel_ends(
-    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
-) -> None:
+def start_kernel_and_rank(
+    pids: Path, procs: list[subprocess.Popen[bytes]]
+) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """A stand-in kernel (a sleeping process) and a rank that watches it, once it runs."""
     kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    pids = tmp_path / "pids"
     rank = start_rank(kernel.pid, pids)
     procs += [kernel, rank]
     wait_for(lambda: started(pids), "the rank did not start", timeout_s=60, process=rank)
+    return kernel, rank
+
+
+def test_a_rank_and_its_children_end_when_the_kernel_ends(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    pids = tmp_path / "pids"
+    kernel, rank = start_kernel_and_rank(pids, procs)
     child = int(pids.read_text().split()[1])
     kernel.kill()
     kernel.wait()
@@ -82,11 +90,7 @@ def test_a_rank_and_its_children_end_when_the_kernel_ends(
 def test_a_rank_keeps_running_while_its_kernel_does(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
-    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    pids = tmp_path / "pids"
-    rank = start_rank(kernel.pid, pids)
-    procs += [kernel, rank]
-    wait_for(lambda: started(pids), "the rank did not start", timeout_s=60, process=rank)
+    _, rank = start_kernel_and_rank(tmp_path / "pids", procs)
     time.sleep(1.0)
     assert rank.poll() is None
 
