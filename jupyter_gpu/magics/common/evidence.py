@@ -109,23 +109,28 @@ class MatmulOp:
 
 @dataclass(frozen=True)
 class CallProfile:
-    """What a profile of ``calls`` calls of the same code showed, per call (seconds).
-
-    ``gpu_busy_s`` and ``kernels`` are ``None`` without CUDA. ``guard_s``, ``region_s`` and
-    ``graph_s`` are ``None`` where the profile has no such event (eager code). ``work_s`` is
-    the time in ops (and compiled graphs) on the CPU; ``matmul`` the matmuls and convolutions.
-    """
+    """What a profile of ``calls`` calls of the same code showed, per call (seconds)."""
 
     calls: int
+    #: Some of the work ran on a CUDA device (else the GPU figures are ``None``).
     cuda: bool
+    #: Wall-clock time of one call, profiler on, the GPU's work included.
     wall_s: float
+    #: Time in ops and compiled graphs on the CPU (outermost events only).
     work_s: float
+    #: The union of the kernels' time spans: how long the GPU was busy.
     gpu_busy_s: float | None = None
+    #: Kernels launched (copies and memsets not counted).
     kernels: float | None = None
+    #: In Dynamo's guard checks; ``None`` where the profile has none (eager code), as below.
     guard_s: float | None = None
+    #: In ``Torch-Compiled Region`` events: the compiled call as a whole.
     region_s: float | None = None
+    #: In Inductor's compiled graphs (``## Call CompiledFxGraph``).
     graph_s: float | None = None
+    #: In dtype casts (``aten::_to_copy``): device time on CUDA, else CPU time.
     casts_s: float = 0.0
+    #: The matmuls and convolutions, by op and dtype, most time first.
     matmul: list[MatmulOp] = field(default_factory=list)
 
     def matmul_s(self, *, dtype: str | None = None, conv: bool | None = None) -> float:

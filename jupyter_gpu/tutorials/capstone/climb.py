@@ -23,12 +23,17 @@ from .steps import Ceiling, StepFigures
 class ClimbRow:
     """One measured configuration."""
 
+    #: Names the step in the climb, once (``"sdpa"``); ``label`` is what the table shows.
     key: str
     label: str
     figures: StepFigures
+    #: Samples per step, as this configuration trained.
     batch: int
+    #: The share of the profiled wall time the GPU ran no kernel (0 to 1), from ``%%profile``.
     gpu_idle: float | None = None
+    #: Host synchronisations per step that ``%%profile`` counted.
     syncs_per_step: float | None = None
+    #: ``False`` for a step that did not pay off here; ``note`` then says why.
     kept: bool = True
     note: str = ""
 

@@ -21,6 +21,13 @@ from jupyter_gpu.tutorials.timing import format_seconds, time_back_to_back, time
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def update_results(results: Path, md: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/update_results.py`` on the run folder ``results``, writing into ``md``."""
+    script = ROOT / "benchmarks" / "update_results.py"
+    command = [sys.executable, str(script), str(results), "--results-md", str(md), *more]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
 def machine(mode: str = "gpu", gpu: str | None = "NVIDIA H200") -> Machine:
     return Machine(
         mode=mode,
@@ -80,13 +87,7 @@ def test_save_and_update_results_md(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     md.write_text(
         "# Measured results\n\n## Tutorials on one H200 (x)\n\n(pending)\n\n## Later\n\nkeep\n"
     )
-    script = ROOT / "benchmarks" / "update_results.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "res"), "--results-md", str(md)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = update_results(tmp_path / "res", md)
     assert run.returncode == 0, run.stderr
     text = md.read_text()
     assert "(pending)" not in text
@@ -100,10 +101,8 @@ def test_update_results_names_an_emulated_tier(tmp_path: Path) -> None:
     Results("02-mixed-precision", machine()).save(tmp_path / "res")
     md = tmp_path / "RESULTS.md"
     md.write_text("# Measured results\n\n## Tutorials on one H200 (x)\n\nfull\n")
-    script = ROOT / "benchmarks" / "update_results.py"
     for tier in ("16gb", "24gb"):
-        command = [sys.executable, str(script), str(tmp_path / "res"), "--results-md", str(md)]
-        run = subprocess.run([*command, "--tier", tier], capture_output=True, text=True)
+        run = update_results(tmp_path / "res", md, "--tier", tier)
         assert run.returncode == 0, run.stderr
     text = md.read_text()
     assert "## Tutorials on one H200 (x)\n\nfull\n" in text  # the full-size section untouched
@@ -122,13 +121,7 @@ def test_update_results_names_an_emulated_tier(tmp_path: Path) -> None:
 def test_update_results_refuses_smoke_runs(tmp_path: Path) -> None:
     Results("00-start-here", machine("smoke", None)).save(tmp_path)
     md = tmp_path / "RESULTS.md"
-    script = ROOT / "benchmarks" / "update_results.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), "--results-md", str(md)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = update_results(tmp_path, md)
     assert run.returncode == 2
     assert "did not run at full size" in run.stderr
     assert not md.exists()
@@ -241,13 +234,7 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
     (tmp_path / "gpt_step.json").write_text(json.dumps(gpt))
     (tmp_path / "input_pipeline.json").write_text(json.dumps(pipe))
     md = tmp_path / "RESULTS.md"
-    script = ROOT / "benchmarks" / "update_results.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), "--results-md", str(md)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = update_results(tmp_path, md)
     assert run.returncode == 0, run.stderr
     text = md.read_text()
     assert "| notebook | bf16 | 40.0 | 409,600 | 433.8 | 9.5 | 10 |" in text
