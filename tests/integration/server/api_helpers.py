@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,18 @@ def openapi() -> dict[str, Any]:
     ran later (GPU run 22 of 2026-12-02, where the order differed from CI's).
     """
     return openapi_document()
+
+
+async def open_notebook(jp_fetch: Callable[..., Awaitable[Any]], path: str) -> dict[str, Any]:
+    """A session with a ``python3`` kernel for the notebook ``path``: the server's answer."""
+    response = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps({"path": path, "type": "notebook", "kernel": {"name": "python3"}}),
+    )
+    session: dict[str, Any] = json.loads(response.body)
+    return session
 
 
 def validate(instance: Any, schema_name: str) -> None:

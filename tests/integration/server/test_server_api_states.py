@@ -14,7 +14,7 @@ from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
 from tests.helpers import wait_for_async
-from tests.integration.server.api_helpers import API, gpu_config, validate
+from tests.integration.server.api_helpers import API, gpu_config, open_notebook, validate
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Get = Callable[..., Awaitable[Any]]
@@ -127,15 +127,7 @@ async def test_gpu_processes_are_attributed_to_their_kernel_and_notebook(
 ) -> None:
     # The simulated backend reports this server's kernel processes as GPU processes, so the
     # pid -> kernel map built on the event loop is exercised end to end with a real kernel.
-    response = await jp_fetch(
-        "api",
-        "sessions",
-        method="POST",
-        body=json.dumps(
-            {"path": "work/train.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
-        ),
-    )
-    kernel_id = json.loads(response.body)["kernel"]["id"]
+    kernel_id = (await open_notebook(jp_fetch, "work/train.ipynb"))["kernel"]["id"]
 
     async def listed() -> Any:
         snapshot = await api_get("snapshot")

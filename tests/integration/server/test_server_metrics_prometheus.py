@@ -6,7 +6,6 @@ gone after the kernel ends. Prometheus's own scrape token opens this route and n
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from traitlets.config import Config
 
 from tests.helpers import wait_for_async
-from tests.integration.server.api_helpers import API, gpu_config
+from tests.integration.server.api_helpers import API, gpu_config, open_notebook
 from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -48,15 +47,7 @@ async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(
 ) -> None:
     app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
     assert isinstance(app, FakeNvmlGpuApp)
-    response = await jp_fetch(
-        "api",
-        "sessions",
-        method="POST",
-        body=json.dumps(
-            {"path": "work/train.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
-        ),
-    )
-    session = json.loads(response.body)
+    session = await open_notebook(jp_fetch, "work/train.ipynb")
     kernel = jp_serverapp.kernel_manager.get_kernel(session["kernel"]["id"])
     pid = kernel.provisioner.pid
     assert pid

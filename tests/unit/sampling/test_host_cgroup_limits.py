@@ -21,6 +21,15 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text + "\n")
 
 
+def cgroup_tree(tmp_path: Path, proc_cgroup: str, files: dict[str, str]) -> tuple[Path, Path]:
+    """A cgroup mount holding ``files`` and the ``/proc/self/cgroup`` that reads ``proc_cgroup``."""
+    root = tmp_path / "cgroup"
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text(proc_cgroup)
+    write(root, files)
+    return root, proc
+
+
 class Clock:
     def __init__(self) -> None:
         self.t = 100.0
@@ -31,11 +40,9 @@ class Clock:
 
 @pytest.fixture
 def v2(tmp_path: Path) -> tuple[Path, Path]:
-    root = tmp_path / "cgroup"
-    proc = tmp_path / "proc_cgroup"
-    proc.write_text("0::/kubepods/pod1/ctr\n")
-    write(
-        root,
+    return cgroup_tree(
+        tmp_path,
+        "0::/kubepods/pod1/ctr\n",
         {
             "cgroup.controllers": "cpu memory",
             "kubepods/pod1/cpu.max": "max 100000",
@@ -47,7 +54,6 @@ def v2(tmp_path: Path) -> tuple[Path, Path]:
             "kubepods/pod1/ctr/cpu.stat": "usage_usec 1000000\nuser_usec 900000",
         },
     )
-    return root, proc
 
 
 def test_v2_limits_come_from_the_tightest_level(v2: tuple[Path, Path]) -> None:
@@ -76,11 +82,9 @@ def test_host_reader_inside_a_v2_container(v2: tuple[Path, Path]) -> None:
 
 
 def test_v1_limits(tmp_path: Path) -> None:
-    root = tmp_path / "cgroup"
-    proc = tmp_path / "proc_cgroup"
-    proc.write_text("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n")
-    write(
-        root,
+    root, proc = cgroup_tree(
+        tmp_path,
+        "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n",
         {
             "memory/docker/abc/memory.limit_in_bytes": str(4 * GIB),
             "memory/docker/abc/memory.usage_in_bytes": str(GIB),
@@ -101,11 +105,9 @@ def test_v1_limits(tmp_path: Path) -> None:
 
 
 def test_v1_without_limits_is_the_host(tmp_path: Path) -> None:
-    root = tmp_path / "cgroup"
-    proc = tmp_path / "proc_cgroup"
-    proc.write_text("4:memory:/\n1:cpu:/\n")
-    write(
-        root,
+    root, proc = cgroup_tree(
+        tmp_path,
+        "4:memory:/\n1:cpu:/\n",
         {
             "memory/memory.limit_in_bytes": "9223372036854771712",
             "cpu/cpu.cfs_quota_us": "-1",
@@ -130,11 +132,9 @@ def test_no_cgroup_at_all_is_the_host(tmp_path: Path) -> None:
 
 
 def test_garbage_in_cgroup_files_is_no_limit(tmp_path: Path) -> None:
-    root = tmp_path / "cgroup"
-    proc = tmp_path / "proc_cgroup"
-    proc.write_text("0::/\n")
-    write(
-        root,
+    root, proc = cgroup_tree(
+        tmp_path,
+        "0::/\n",
         {"cgroup.controllers": "", "cpu.max": "lots 100000", "memory.max": "-", "cpu.stat": "x"},
     )
     limits = CgroupReader(root, proc).read()
