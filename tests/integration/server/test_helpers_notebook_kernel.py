@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.helpers import notebook_kernel, running_server
+from tests.helpers import running_server
 
 TOKEN = "slow-kernel-check"
 SLOW_LAUNCH = (
@@ -41,11 +41,9 @@ def test_a_kernel_slow_to_start_still_gives_a_ready_client(tmp_path: Path) -> No
         ready="api/status",
         poll_s=0.3,
     ) as server:
-        client = None
-        try:
-            _, client = notebook_kernel(server.origin, "slow.ipynb", server.runtime, token=TOKEN)
-            reply = client.execute_interactive("answer = 6 * 7", timeout=60)
-            assert reply["content"]["status"] == "ok", reply["content"]
-        finally:
-            if client is not None:
-                client.stop_channels()
+        _, client = server.kernel("slow.ipynb")  # through tests.helpers.notebook_kernel
+        reply = client.execute_interactive("answer = 6 * 7", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    assert server.exit_code == 0
+    assert server.clients == [client]
+    assert not client.channels_running  # stopped before the server was
