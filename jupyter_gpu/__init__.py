@@ -9,10 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
-try:
-    from ._version import __version__
-except ImportError:  # a source tree that was never built
-    __version__ = "0.0.0+unknown"
+from .version import __version__
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

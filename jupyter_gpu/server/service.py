@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from prometheus_client import generate_latest
 from tornado.ioloop import IOLoop, PeriodicCallback
 
-from jupyter_gpu import __version__
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.options import api_config, sampler_values
 from jupyter_gpu.readings import BackendInfo, Sample
@@ -25,6 +24,7 @@ from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
+from jupyter_gpu.version import __version__
 
 API_VERSION = "1"
 
