@@ -66,7 +66,7 @@ def die_with_parent(sig: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig)
 
 
-def die_with_kernel(kernel_pid: int) -> threading.Thread | None:
+def die_with_kernel(kernel_pid: int) -> None:
     """End this rank, and its process group, as soon as the process ``kernel_pid`` ends.
 
     torchrun's parent-death signal already stops the ranks when a killed kernel takes torchrun
@@ -76,22 +76,22 @@ def die_with_kernel(kernel_pid: int) -> threading.Thread | None:
     """
     pidfd_open = getattr(os, "pidfd_open", None)
     if pidfd_open is None:
-        return None
+        return
     try:
         pidfd = pidfd_open(kernel_pid)
     except ProcessLookupError:
         _end_rank()  # the kernel is already gone
-        return None
+        return
     except OSError:
-        return None
+        return
+    ended = select.poll()  # not select.select: that fails for a descriptor above 1023
+    ended.register(pidfd, select.POLLIN)  # readable once the process has ended
 
     def watch() -> None:
-        select.select([pidfd], [], [])  # readable once the process has ended
+        ended.poll()
         _end_rank()
 
-    thread = threading.Thread(target=watch, name="jupyter-gpu-kernel-watch", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=watch, name="jupyter-gpu-kernel-watch", daemon=True).start()
 
 
 def _end_rank() -> None:

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpu.distributed.process import alive
-from tests.helpers import wait_for
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers import ROOT, wait_for
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the watch is a Linux pidfd"
