@@ -10,6 +10,7 @@ from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
+    allow_side_effects_option,
     argument,
     check_identifier,
     dtype_choice,
@@ -110,11 +111,7 @@ class AmpMagics(ShellMagics):
     @argument("--modes", default="fp32,tf32,bf16,fp16", help="compare: modes, comma-separated")
     @argument("--batch", metavar="NAME", help="compare: the batch variable, the same in every mode")
     @argument("--runs", type=positive_int, help="compare: timed runs per mode (default: ~1 s)")
-    @argument(
-        "--allow-side-effects",
-        action="store_true",
-        help="compare: run even if what the step changes cannot all be put back",
-    )
+    @allow_side_effects_option("compare", "the step")
     @output_options()
     @needs_local_scope
     @line_cell_magic

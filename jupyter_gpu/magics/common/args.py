@@ -77,6 +77,20 @@ def output_options() -> Callable[[F], F]:
     return wrapper
 
 
+def allow_side_effects_option(scope: str, code: str) -> Callable[[F], F]:
+    """``--allow-side-effects``, for the magics that run the user's code again and again.
+
+    ``scope`` is the option it goes with (``"--bench"``) and ``code`` what that runs (``"EXPR"``);
+    ``runs.RepeatedRuns`` refuses before the runs, unless it is given, when what the code changes
+    cannot all be put back.
+    """
+    return argument(
+        "--allow-side-effects",
+        action="store_true",
+        help=f"{scope}: run {code} even if what it changes cannot all be put back",
+    )
+
+
 def parse(magic: Callable[..., Any], line: str) -> argparse.Namespace:
     """Parse a magic's argument line with the parser ``@magic_arguments`` attached to it.
 

@@ -11,6 +11,7 @@ from IPython.core.magic import line_magic, magics_class
 
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
+    allow_side_effects_option,
     argument,
     compile_expression,
     lookup,
@@ -157,11 +158,7 @@ class CompileMagics(ShellMagics):
     @argument(
         "--optimizer", metavar="NAME", help="--bench: the optimizer EXPR steps (put back after)"
     )
-    @argument(
-        "--allow-side-effects",
-        action="store_true",
-        help="--bench: run EXPR even if what it changes cannot all be put back",
-    )
+    @allow_side_effects_option("--bench", "EXPR")
     @argument("--undo", action="store_true", help="bind NAME to its eager original again")
     @output_options()
     @line_magic

@@ -13,6 +13,7 @@ from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
+    allow_side_effects_option,
     argument,
     lookup,
     magic_arguments,
@@ -117,11 +118,7 @@ class ProfileMagics(ShellMagics):
     )
     @argument("--model", metavar="NAME", help="--warmup: the model the code trains (put back)")
     @argument("--optimizer", metavar="NAME", help="--warmup: the optimizer it steps (put back)")
-    @argument(
-        "--allow-side-effects",
-        action="store_true",
-        help="--warmup: run even if what the code changes cannot all be put back",
-    )
+    @allow_side_effects_option("--warmup", "the code")
     @output_options()
     @needs_local_scope
     @line_cell_magic
