@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import queue
@@ -21,12 +22,17 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 #: The extension the server loads unless told otherwise.
 JUPYTER_GPU_ON = "{'jupyter_gpu': True}"
+
+#: Server options for checks that wait on readings: a sample each half second, the kernels'
+#: map (which notebook a GPU process belongs to) each second.
+FAST_SAMPLING = ("--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1")
 
 
 def free_port() -> int:
@@ -250,6 +256,21 @@ def stop_server(server: subprocess.Popen[bytes], timeout_s: float) -> int:
 
 #: The repository's root: on ``PYTHONPATH`` for servers, kernels and ranks started from a test.
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: Path) -> ModuleType:
+    """The script at ``path`` (``benchmarks/gpt_step.py``, ...) imported as a module, by its stem.
+
+    It goes in ``sys.modules`` before it runs, as an import would put it (code that looks its
+    own module up there, as dataclasses do, works as when imported).
+    """
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def repo_env(**extra: str) -> dict[str, str]:

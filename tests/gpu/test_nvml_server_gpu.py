@@ -39,7 +39,12 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (as above)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
-from tests.helpers import fetch_json, running_server, wait_for  # noqa: E402 (as above)
+from tests.helpers import (  # noqa: E402 (as above)
+    FAST_SAMPLING,
+    fetch_json,
+    running_server,
+    wait_for,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -261,12 +266,7 @@ def test_nvml_call_costs_and_tick_time() -> None:
 
 def check_server_snapshot(tmp: Path) -> None:
     log_path = (out_dir() or tmp) / "jupyter_server_gpu.log"
-    with running_server(
-        tmp,
-        token=TOKEN,
-        log=log_path,
-        options=["--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1"],
-    ) as server:
+    with running_server(tmp, token=TOKEN, log=log_path, options=FAST_SAMPLING) as server:
         base, devices = server.origin, server.first_answer
         RESULTS["server_devices"] = {
             k: devices[k] for k in ("backend", "simulated", "reason", "driver_version")

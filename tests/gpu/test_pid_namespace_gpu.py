@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import fetch_json, running_server, wait_for
+from tests.helpers import FAST_SAMPLING, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
 
@@ -126,11 +126,7 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
                 tmp_path,
                 token=TOKEN,
                 log=out / "pid_namespace_server.log",
-                options=[
-                    "--JupyterGpu.backend=nvml",
-                    "--JupyterGpu.interval_s=0.5",
-                    "--JupyterGpu.kernel_map_interval_s=1",
-                ],
+                options=["--JupyterGpu.backend=nvml", *FAST_SAMPLING],
                 prefix=UNSHARE,  # it passes the stop's SIGTERM on (--kill-child=SIGTERM)
                 timeout_s=90,
                 stop_timeout_s=60,

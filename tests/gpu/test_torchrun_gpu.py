@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT, fetch_json, running_server, wait_for
+from tests.helpers import FAST_SAMPLING, ROOT, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
 
@@ -149,12 +149,7 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
 
     n = gpu_count()
     log = (out_dir() or tmp_path) / "jupyter_server_torchrun.log"
-    with running_server(
-        tmp_path,
-        token=TOKEN,
-        log=log,
-        options=["--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interval_s=1"],
-    ) as server:
+    with running_server(tmp_path, token=TOKEN, log=log, options=FAST_SAMPLING) as server:
         base = server.origin
         kernel_id, client = server.kernel("torchrun-check.ipynb")
         reply = client.execute_interactive("%load_ext jupyter_gpu", timeout=60)

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from .conftest import Shell
+from .conftest import Ran, Shell
 
 TF32 = (
     "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. "
@@ -55,32 +55,41 @@ def test_a_restarted_profiler_gets_the_acc_events_note_not_the_warning(shell: Sh
     assert both.count("Note: A torch.profiler.profile object was started again") == 1
 
 
-def test_compile_warning_logs_become_notes(shell: Shell) -> None:
+#: Warnings torch logs (the logger, the message) and what the note about each must say.
+LOGGED_WARNINGS = {
+    "recompile_limit": (
+        "torch._dynamo.convert_frame",
+        "torch._dynamo hit config.recompile_limit (8)\n   function: 'f' (x.py:1)",
+        ["Note: torch.compile stopped recompiling after 8 recompiles", "--dynamic"],
+    ),
+    "inductor_warning": (
+        "torch._inductor.utils",
+        "Online softmax is disabled",
+        ["Note: torch.compile warned: Online softmax is disabled"],
+    ),
+    "cudagraph_skip": (
+        "torch._inductor.cudagraph_utils.__cudagraphs",
+        "skipping cudagraphs due to mutated inputs (2 instances). Found from :",
+        ["Note: CUDA graphs were skipped: mutated inputs (2 instances)"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LOGGED_WARNINGS)
+def test_a_logged_torch_warning_becomes_a_note(shell: Shell, case: str) -> None:
+    logger, message, notes = LOGGED_WARNINGS[case]
+    ran = _log_warning(shell, logger, message)
+    for note in notes:
+        assert note in ran.text
+
+
+def test_torchs_own_handlers_drop_the_raw_line(shell: Shell) -> None:
     import torch._logging._internal as internal
 
-    ran = shell.ok(
-        "import logging\n"
-        "logging.getLogger('torch._dynamo.convert_frame').warning(\n"
-        "    \"torch._dynamo hit config.recompile_limit (8)\\n   function: 'f' (x.py:1)\")"
-    )
-    assert "Note: torch.compile stopped recompiling after 8 recompiles" in ran.text
-    assert "--dynamic" in ran.text
+    _log_warning(shell, *LOGGED_WARNINGS["recompile_limit"][:2])  # the filter goes on as it runs
     filtered = [h for h in internal.handlers if h.filters]
     assert filtered  # on torch's own handlers: the raw line is dropped there
     assert all(not f.filter(_record("torch._inductor.utils")) for h in filtered for f in h.filters)
-    other = shell.ok(
-        "logging.getLogger('torch._inductor.utils').warning('Online softmax is disabled')"
-    )
-    assert "Note: torch.compile warned: Online softmax is disabled" in other.text
-
-
-def test_the_cudagraph_skip_record_becomes_a_note(shell: Shell) -> None:
-    ran = shell.ok(
-        "import logging\n"
-        "logging.getLogger('torch._inductor.cudagraph_utils.__cudagraphs').warning(\n"
-        "    'skipping cudagraphs due to mutated inputs (2 instances). Found from :')"
-    )
-    assert "Note: CUDA graphs were skipped: mutated inputs (2 instances)" in ran.text
 
 
 def test_unload_puts_everything_back(shell: Shell) -> None:
@@ -92,6 +101,11 @@ def test_unload_puts_everything_back(shell: Shell) -> None:
     assert not any(h.filters for h in internal.handlers)
     logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
     assert not logger.handlers
+
+
+def _log_warning(shell: Shell, logger: str, message: str) -> Ran:
+    """A cell that logs ``message`` as a warning on the logger named ``logger``: what it showed."""
+    return shell.ok(f"import logging\nlogging.getLogger({logger!r}).warning({message!r})")
 
 
 def _record(name: str) -> logging.LogRecord:

@@ -2,8 +2,9 @@
 
 Enable it with ``jpserver_extensions={"tests.integration.server.fake_nvml_extension": True}``
 (and ``jupyter_gpu`` off). The fake is labelled as one everywhere (device names start with
-"Fake"); its two GPUs start with power "Not Supported" on GPU 1. Tests reach the fake through
-the app: ``serverapp.extension_manager.extension_points["jupyter_gpu"].app.fake``.
+"Fake"); its two GPUs start with power "Not Supported" on GPU 1. A test's server config is
+``gpu_config(**ON_FAKE_NVML, ...)``; the test reaches the fake through the app:
+``fake_nvml_app(serverapp).fake``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 import pynvml
+from jupyter_server.serverapp import ServerApp
 
 from jupyter_gpu.backends import open_backend
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.service import GpuService
 from tests.fakes.fake_nvml import FakeNvml
+
+#: ``api_helpers.gpu_config`` options for a server with this module in ``jupyter_gpu``'s place.
+ON_FAKE_NVML: dict[str, Any] = {
+    "backend": "nvml",
+    "extension": "tests.integration.server.fake_nvml_extension",
+}
 
 
 class FakeNvmlGpuApp(JupyterGpuApp):
@@ -33,6 +41,13 @@ class FakeNvmlGpuApp(JupyterGpuApp):
             backend_factory=lambda s: open_backend("nvml", nvml=fake, log=s.log), caches=()
         )
         return service
+
+
+def fake_nvml_app(serverapp: ServerApp) -> FakeNvmlGpuApp:
+    """The app that ``serverapp`` loaded from this module (its fake NVML is ``.fake``)."""
+    app = serverapp.extension_manager.extension_points["jupyter_gpu"].app
+    assert isinstance(app, FakeNvmlGpuApp)  # loaded by Jupyter Server, like the real one
+    return app
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from traitlets.config import Config
 
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, open_notebook, validate
-from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
+from tests.integration.server.fake_nvml_extension import ON_FAKE_NVML, fake_nvml_app
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
@@ -76,12 +76,11 @@ async def test_invalid_config_answers_503_naming_the_option(jp_fetch: Fetch, cas
             assert words in message
 
 
-@pytest.mark.gpu_config(backend="nvml", extension="tests.integration.server.fake_nvml_extension")
+@pytest.mark.gpu_config(**ON_FAKE_NVML)
 async def test_faults_reach_the_api_as_states(
     jp_serverapp: ServerApp, api_get: Get, jp_fetch: Fetch, jp_ws_fetch: Fetch
 ) -> None:
-    app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
-    assert isinstance(app, FakeNvmlGpuApp)  # loaded by Jupyter Server, like the real one
+    app = fake_nvml_app(jp_serverapp)
     fake, service = app.fake, app.service
     assert service is not None
     devices = await api_get("devices")

@@ -18,7 +18,7 @@ from traitlets.config import Config
 
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, open_notebook
-from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
+from tests.integration.server.fake_nvml_extension import ON_FAKE_NVML, fake_nvml_app
 
 Fetch = Callable[..., Awaitable[Any]]
 SCRAPE_TOKEN = "scrape-0123456789abcdef"  # a test's token
@@ -26,11 +26,7 @@ SCRAPE_TOKEN = "scrape-0123456789abcdef"  # a test's token
 
 @pytest.fixture
 def jp_server_config() -> Config:
-    return gpu_config(
-        backend="nvml",
-        extension="tests.integration.server.fake_nvml_extension",
-        metrics_token=SCRAPE_TOKEN,
-    )
+    return gpu_config(**ON_FAKE_NVML, metrics_token=SCRAPE_TOKEN)
 
 
 def families(body: bytes) -> dict[str, Any]:
@@ -45,8 +41,7 @@ async def kernel_series(jp_fetch: Fetch) -> list[Any]:
 async def test_a_kernels_series_is_labelled_by_notebook_and_gone_when_it_ends(
     jp_fetch: Fetch, jp_serverapp: ServerApp
 ) -> None:
-    app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
-    assert isinstance(app, FakeNvmlGpuApp)
+    app = fake_nvml_app(jp_serverapp)
     session = await open_notebook(jp_fetch, "work/train.ipynb")
     kernel = jp_serverapp.kernel_manager.get_kernel(session["kernel"]["id"])
     pid = kernel.provisioner.pid

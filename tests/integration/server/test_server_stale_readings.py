@@ -18,7 +18,7 @@ from traitlets.config import Config
 from jupyter_gpu.sampling.freshness import StaleAfter
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, validate
-from tests.integration.server.fake_nvml_extension import FakeNvmlGpuApp
+from tests.integration.server.fake_nvml_extension import ON_FAKE_NVML, fake_nvml_app
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
@@ -30,8 +30,7 @@ STALE = StaleAfter.two_intervals(0.1, GPM_INTERVAL_S, SLOW_INTERVAL_S)  # at lea
 @pytest.fixture
 def jp_server_config() -> Config:
     return gpu_config(
-        backend="nvml",
-        extension="tests.integration.server.fake_nvml_extension",
+        **ON_FAKE_NVML,
         gpm_interval_s=GPM_INTERVAL_S,
         slow_metrics=True,
         slow_interval_s=SLOW_INTERVAL_S,
@@ -52,9 +51,7 @@ async def series_gpus(jp_fetch: Fetch) -> dict[str, set[str]]:
 async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
     jp_serverapp: ServerApp, api_get: Get, jp_fetch: Fetch
 ) -> None:
-    app = jp_serverapp.extension_manager.extension_points["jupyter_gpu"].app
-    assert isinstance(app, FakeNvmlGpuApp)
-    fake = app.fake
+    fake = fake_nvml_app(jp_serverapp).fake
 
     async def live() -> Any:
         snapshot = await api_get("snapshot")

@@ -18,59 +18,41 @@ from jupyter_gpu.magics.profile.analysis import GpuActivity, Syncs, analyse, idl
 from jupyter_gpu.magics.profile.rows import OWN_RANGE
 from tests.fakes.fake_profile import FakeProfile
 
+Span = tuple[float, float]  # start and end, in µs
+
 
 def timeline() -> EventList:
     events: list[FunctionEvent] = []
     ids = iter(range(1000, 100_000))
 
-    def cpu(name: str, start: float, end: float, corr: int | None = None, **kw: Any) -> Any:
-        evt = FunctionEvent(
-            corr if corr is not None else next(ids),
-            name,
-            1,
-            start,
-            end,
-            use_device="cuda",
-            stack=[],
-            **kw,
+    def event(corr: int, name: str, thread: int, start: float, end: float, **kw: Any) -> None:
+        events.append(
+            FunctionEvent(corr, name, thread, start, end, use_device="cuda", stack=[], **kw)
         )
-        events.append(evt)
-        return evt
+
+    def cpu(name: str, start: float, end: float, corr: int | None = None, **kw: Any) -> None:
+        event(corr if corr is not None else next(ids), name, 1, start, end, **kw)
 
     def gpu(name: str, corr: int, start: float, end: float, **kw: Any) -> None:
-        events.append(
-            FunctionEvent(
-                corr,
-                name,
-                7,
-                start,
-                end,
-                use_device="cuda",
-                stack=[],
-                device_type=DeviceType.CUDA,
-                device_resource_id=7,
-                **kw,
-            )
-        )
+        event(corr, name, 7, start, end, device_type=DeviceType.CUDA, device_resource_id=7, **kw)
+
+    def launch(corr: int, call: str, at: Span, work: str, runs: Span) -> None:
+        """A runtime ``call`` on the CPU and the ``work`` it queued on the GPU, by one id."""
+        cpu(call, *at, corr=corr)
+        gpu(work, corr, *runs)
 
     cpu("aten::step", 0.0, 1000.0)
     # kernel 101: launched at 10, runs 20-120 (the gap 0-20 waits on the host)
-    cpu("cudaLaunchKernel", 10.0, 12.0, corr=101)
-    gpu("gemm_kernel", 101, 20.0, 120.0)
+    launch(101, "cudaLaunchKernel", (10.0, 12.0), "gemm_kernel", (20.0, 120.0))
     # kernel 102: queued at 15, runs 125-225: a 5 µs gap between kernels
-    cpu("cudaLaunchKernel", 15.0, 17.0, corr=102)
-    gpu("elementwise_kernel", 102, 125.0, 225.0)
+    launch(102, "cudaLaunchKernel", (15.0, 17.0), "elementwise_kernel", (125.0, 225.0))
     # kernel 103: launched at 400, after the GPU went idle at 225: 185 µs on the host
-    cpu("cudaLaunchKernel", 400.0, 402.0, corr=103)
-    gpu("gemm_kernel", 103, 410.0, 500.0)
+    launch(103, "cudaLaunchKernel", (400.0, 402.0), "gemm_kernel", (410.0, 500.0))
     # a copy 510-610, then kernel 105 (launched at 506) at 620: 100 µs copies, 20 host
-    cpu("cudaMemcpyAsync", 505.0, 506.0, corr=104)
-    gpu("Memcpy HtoD (Pinned -> Device)", 104, 510.0, 610.0)
-    cpu("cudaLaunchKernel", 506.0, 507.0, corr=105)
-    gpu("relu_kernel", 105, 620.0, 700.0)
+    launch(104, "cudaMemcpyAsync", (505.0, 506.0), "Memcpy HtoD (Pinned -> Device)", (510.0, 610.0))
+    launch(105, "cudaLaunchKernel", (506.0, 507.0), "relu_kernel", (620.0, 700.0))
     # kernel 106: queued at 520, waits until 800 (100 µs: other work)
-    cpu("cudaLaunchKernel", 520.0, 521.0, corr=106)
-    gpu("gemm_kernel", 106, 800.0, 900.0)
+    launch(106, "cudaLaunchKernel", (520.0, 521.0), "gemm_kernel", (800.0, 900.0))
     # 900-1000: nothing queued, the host again (100 µs)
     # syncs: three .item() on CUDA tensors, two explicit synchronize, one of %%profile's own
     for t in (300.0, 320.0, 340.0):

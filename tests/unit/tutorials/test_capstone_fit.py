@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from jupyter_gpu.tutorials.capstone.fit import (
+    BatchFit,
     fit_batch,
     gradient_bytes,
     settle_batch,
@@ -24,30 +25,29 @@ OOM_MESSAGE = (
 )
 
 
-def test_fit_from_the_trial() -> None:
-    fit = fit_batch(
+def _fit_from_a_trial_at_4(multiple: int = 1) -> BatchFit:
+    """The fit for a 100 GiB budget of a trial step at batch 4 that peaked at 22 GiB.
+
+    The peak: 10 static + 4 gradients + 4 samples of 2 GiB.
+    """
+    return fit_batch(
         trial_batch=4,
         static_bytes=10 * GiB,
-        trial_peak_bytes=22 * GiB,  # 10 static + 4 gradients + 4 samples of 2 GiB
+        trial_peak_bytes=22 * GiB,
         fixed_bytes=4 * GiB,
         budget_bytes=100 * GiB,
+        multiple=multiple,
     )
+
+
+def test_fit_from_the_trial() -> None:
+    fit = _fit_from_a_trial_at_4()
     assert fit.per_sample_bytes == 2 * GiB
     assert fit.batch == 38  # (100 x 0.9 - 14) / 2
     assert fit.predicted_peak_bytes() <= 90 * GiB
     assert fit.predicted_peak_bytes(4) == 22 * GiB
     assert "batch 38" in fit.describe()
-    assert (
-        fit_batch(
-            trial_batch=4,
-            static_bytes=10 * GiB,
-            trial_peak_bytes=22 * GiB,
-            fixed_bytes=4 * GiB,
-            budget_bytes=100 * GiB,
-            multiple=8,
-        ).batch
-        == 32
-    )
+    assert _fit_from_a_trial_at_4(multiple=8).batch == 32
 
 
 def test_a_budget_too_small_still_gives_one() -> None:
@@ -123,14 +123,7 @@ def test_settle_steps_down_until_the_batch_runs() -> None:
 
 def test_settle_keeps_the_fits_multiple() -> None:
     tried: list[int] = []
-    fit = fit_batch(
-        trial_batch=4,
-        static_bytes=10 * GiB,
-        trial_peak_bytes=22 * GiB,
-        fixed_bytes=4 * GiB,
-        budget_bytes=100 * GiB,
-        multiple=8,
-    )
+    fit = _fit_from_a_trial_at_4(multiple=8)
     assert fit.batch == 32
     assert settle_batch(fit.batch, _fits_up_to(20, tried), fit=fit, say=lambda _: None)[0] == 16
     assert tried == [32, 24, 16]

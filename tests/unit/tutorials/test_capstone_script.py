@@ -1,16 +1,14 @@
 """The capstone's plain PyTorch script, and benchmarks/capstone_probe.py, on a CPU."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from jupyter_gpu.tutorials.capstone import train_script
+from tests.helpers import ROOT, load_script
 
-ROOT = Path(__file__).resolve().parents[3]
 TINY = ["--shape", "d128-hd64-l2-t64", "--batch", "2", "--dtype", "fp32", "--workers", "0"]
 
 
@@ -52,14 +50,7 @@ def test_script_arguments() -> None:
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    path = ROOT / "benchmarks" / "capstone_probe.py"
-    spec = importlib.util.spec_from_file_location("capstone_probe", path)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["capstone_probe"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "capstone_probe.py")
 
 
 def test_probe_conclusions_name_the_winner(probe: ModuleType) -> None:

@@ -2,25 +2,16 @@
 does), ``fixed`` times one batch over and over; both say which they did."""
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def gpt_step() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpt_step", ROOT / "benchmarks" / "gpt_step.py")
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpt_step"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "gpt_step.py")
 
 
 @pytest.mark.parametrize("batches", ["fixed", "fresh"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -142,6 +143,52 @@ def test_saved_tensor_bytes_leaves_nothing_alive() -> None:
     assert outputs[0]() is None, "the forward's output must be freed after the measurement"
 
 
+class _Gpu(NamedTuple):
+    name: str
+    total_bytes: int
+    free_bytes: int
+
+
+def _fake_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+    gpus: list[_Gpu],
+    *,
+    current: int = 0,
+    capability: tuple[int, int] = (8, 0),
+) -> list[tuple[object, int]]:
+    """A fresh session over ``gpus`` (this process on ``current``), no tier or smoke run asked.
+
+    torch says bf16 is supported whatever the capability, as it does on a T4. Returns the list
+    that each ``apply_plan(plan, device)`` call is put in.
+    """
+    from types import SimpleNamespace
+
+    from jupyter_gpu.tutorials import session
+
+    applied: list[tuple[object, int]] = []
+    monkeypatch.setattr(session, "_PLAN", None)
+    monkeypatch.setattr(session, "_PLANNED", False)
+    monkeypatch.setattr(session, "apply_plan", lambda plan, device: applied.append((plan, device)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda d: SimpleNamespace(name=gpus[d].name, total_memory=gpus[d].total_bytes),
+    )
+    monkeypatch.setattr(
+        torch.cuda, "mem_get_info", lambda d: (gpus[d].free_bytes, gpus[d].total_bytes)
+    )
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 1.0)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.delenv("JUPYTER_GPU_TIER", raising=False)
+    monkeypatch.delenv("JUPYTER_GPU_SMOKE", raising=False)
+    return applied
+
+
 @pytest.mark.parametrize(
     ("capability", "bf16"),
     [((7, 5), False), ((8, 0), True), ((9, 0), True)],  # T4 (bf16 only emulated), A100, H100
@@ -150,64 +197,27 @@ def test_the_plan_is_the_current_devices_and_bf16_means_in_hardware(
     monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], bf16: bool
 ) -> None:
     """A %%torchrun rank on GPU 1 picks its tier from GPU 1 and caps GPU 1, not GPU 0."""
-    from types import SimpleNamespace
-
     from jupyter_gpu.tutorials import session
 
-    sizes = {0: int(79.2 * GiB), 1: int(15.6 * GiB)}  # GPU 1 is the one this process uses
-    free = {0: int(79.0 * GiB), 1: int(15.1 * GiB)}
-    applied: list[tuple[object, int]] = []
-    monkeypatch.setattr(session, "_PLAN", None)
-    monkeypatch.setattr(session, "_PLANNED", False)
-    monkeypatch.setattr(session, "apply_plan", lambda plan, device: applied.append((plan, device)))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    monkeypatch.setattr(
-        torch.cuda,
-        "get_device_properties",
-        lambda d: SimpleNamespace(name=f"GPU {d}", total_memory=sizes[d]),
-    )
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (free[d], sizes[d]))
-    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 1.0)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: capability)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # as on a T4
-    monkeypatch.delenv("JUPYTER_GPU_TIER", raising=False)
-    monkeypatch.delenv("JUPYTER_GPU_SMOKE", raising=False)
+    gpus = [
+        _Gpu("GPU 0", int(79.2 * GiB), int(79.0 * GiB)),
+        _Gpu("GPU 1", int(15.6 * GiB), int(15.1 * GiB)),  # the one this process uses
+    ]
+    applied = _fake_cuda(monkeypatch, gpus, current=1, capability=capability)
 
     plan = session.current_plan()
     assert plan is not None
     assert (plan.tier.name, plan.bf16, plan.tf32) == ("16gb", bf16, bf16)
-    assert plan.total_bytes == sizes[1]
-    assert plan.memory.free_bytes == free[1]
+    assert plan.total_bytes == gpus[1].total_bytes
+    assert plan.memory.free_bytes == gpus[1].free_bytes
     assert applied == [(plan, 1)]
 
 
 def test_the_kernel_reads_the_free_memory_not_the_total(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reading a notebook's first cell makes: a 40 GB card of which another kernel holds 22."""
-    from types import SimpleNamespace
-
     from jupyter_gpu.tutorials import session
 
-    total, free = int(39.4 * GiB), int(17.4 * GiB)
-    monkeypatch.setattr(session, "_PLAN", None)
-    monkeypatch.setattr(session, "_PLANNED", False)
-    monkeypatch.setattr(session, "apply_plan", lambda plan, device: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(
-        torch.cuda,
-        "get_device_properties",
-        lambda d: SimpleNamespace(name="NVIDIA A100-SXM4-40GB", total_memory=total),
-    )
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (free, total))
-    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 1.0)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (8, 0))
-    monkeypatch.delenv("JUPYTER_GPU_TIER", raising=False)
-    monkeypatch.delenv("JUPYTER_GPU_SMOKE", raising=False)
+    _fake_cuda(monkeypatch, [_Gpu("NVIDIA A100-SXM4-40GB", int(39.4 * GiB), int(17.4 * GiB))])
     plan = session.current_plan()
     assert plan is not None
     assert plan.tier.name == "16gb", "the card's total (40gb) would not fit beside the neighbour"
