@@ -258,6 +258,30 @@ def test_compile_facts_fire_when_recorded_and_are_quiet_otherwise(question: str)
     assert not {"cudagraphs", "recompiles", "graph_breaks"} & set(kinds(clean))
 
 
+@pytest.mark.parametrize(
+    ("guard", "advice", "not_advice"),
+    [
+        ("tensor 'x' size mismatch at index 0. expected 4, actual 8", "--dynamic", "num_threads"),
+        # notebook 07 on an H200: a checkpointed block re-run in autograd's backward thread,
+        # as benchmarks/checkpoint_threads.py measured it
+        (
+            "GLOBAL_STATE changed: num_threads ",
+            "torch.set_num_threads(torch.get_num_threads())",
+            "--dynamic",
+        ),
+        ("GLOBAL_STATE changed: grad_mode ", "grad mode", "--dynamic"),
+    ],
+)
+def test_a_recompile_s_advice_follows_the_guard_that_failed(
+    guard: str, advice: str, not_advice: str
+) -> None:
+    recorded = C.CompileFacts(graphs=1, recompiles=(("forward", guard),))
+    text = texts(C.Evidence("report", compile=recorded))
+    assert guard.strip() in text
+    assert advice in text
+    assert not_advice not in text
+
+
 def test_the_cuda_graph_slow_path_fires_only_when_torch_warned_it() -> None:
     ev = C.Evidence("bench", eager_s=1e-3, compiled_s=1e-3, pending_backward=True)
     assert "cudagraphs" in kinds(ev)
