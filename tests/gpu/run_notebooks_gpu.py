@@ -34,12 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +77,32 @@ def out_of_memory(nb: object) -> bool:
     return False
 
 
-def to_html(nb: object, path: Path) -> bool:
-    """Write ``nb`` as HTML beside ``path`` if nbconvert is available; True if written."""
+def local_paths_hidden(text: str, places: Mapping[str, str]) -> str:
+    """``text`` with each of this machine's folders in ``places`` written as its stand-in.
+
+    The HTML copies are committed (``benchmarks/h200-notebooks/``), and no committed file names
+    a path outside the repository: a path in the run's scratch folder becomes ``$RUN/...``, in
+    the repository ``./...``, in the temporary folder ``$TMPDIR/...``, in the home folder
+    ``~/...``, in Python's prefix (its packages, in warnings) ``$PYTHON/...``. The longest
+    folder goes first (the scratch folder lies in the temporary one). Only a path inside a
+    folder is replaced, where the folder's name stands whole: ``/tmp/x``, not ``/tmpfiles/x``
+    or ``/var/tmp/x``, and not a lesson's own ``/tmp`` (notebook 06 says what ``/tmp`` is on
+    this machine).
+    """
+    for place in sorted(places, key=len, reverse=True):
+        folder = place.rstrip("/")
+        if not folder:  # a home of "/" (some containers) would stand in for every slash
+            continue
+        pattern = r"(?<![\w.-])" + re.escape(folder) + r"(?=/)"
+        text = re.sub(pattern, lambda _match, stand_in=places[place]: stand_in, text)
+    return text
+
+
+def to_html(nb: object, path: Path, places: Mapping[str, str]) -> bool:
+    """Write ``nb`` as HTML beside ``path`` if nbconvert is available; True if written.
+
+    ``places``: the local folders to hide in it, as ``local_paths_hidden`` takes them.
+    """
     try:
         from nbconvert import HTMLExporter
     except ImportError:
@@ -95,7 +121,7 @@ def to_html(nb: object, path: Path) -> bool:
     except Exception as err:  # noqa: BLE001 (an HTML copy is a convenience: never lose the run)
         print(f"  (no HTML copy: {type(err).__name__}: {err})", flush=True)
         return False
-    path.write_text(body)
+    path.write_text(local_paths_hidden(body, places))
     return True
 
 
@@ -129,7 +155,14 @@ def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
     elapsed = time.perf_counter() - start
     out_ipynb = workdir / path.name
     nbformat.write(nb, out_ipynb)
-    html = to_html(nb, out_ipynb.with_suffix(".html"))
+    places = {
+        str(workdir.parent): "$RUN",
+        str(ROOT): ".",
+        tempfile.gettempdir(): "$TMPDIR",
+        str(Path.home()): "~",
+        sys.prefix: "$PYTHON",
+    }
+    html = to_html(nb, out_ipynb.with_suffix(".html"), places)
     return {
         "notebook": path.stem,
         "seconds": elapsed,
