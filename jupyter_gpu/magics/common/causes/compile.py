@@ -44,12 +44,16 @@ _SKIP_FIXES = (
 )
 
 
-def _skip_fix(reason: str) -> str:
+def _fix_for(reason: str, fixes: tuple[tuple[str, str], ...], otherwise: str) -> str:
+    """The fix of the first phrase of ``fixes`` found in torch's ``reason``, else ``otherwise``."""
     lowered = reason.lower()
-    for phrase, fix in _SKIP_FIXES:
-        if phrase in lowered:
-            return fix
-    return "see torch's reason; TORCH_LOGS=cudagraphs prints where it was found"
+    return next((fix for phrase, fix in fixes if phrase in lowered), otherwise)
+
+
+def _skip_fix(reason: str) -> str:
+    return _fix_for(
+        reason, _SKIP_FIXES, "see torch's reason; TORCH_LOGS=cudagraphs prints where it was found"
+    )
 
 
 def _cudagraphs(ev: Evidence) -> str:
@@ -66,41 +70,35 @@ def _cudagraphs(ev: Evidence) -> str:
 _RECOMPILE_FIXES = (
     (
         "global_state changed: num_threads",
-        "this guard compares torch.get_num_threads() in the thread that calls the compiled code; "
-        "activation checkpointing re-runs a block's forward in autograd's backward thread, which "
-        "takes the thread count last set anywhere, and a pinned DataLoader's thread sets 1 "
-        "(pytorch/pytorch#60469). It costs one compile, once: to avoid it, call "
+        "This guard compares torch.get_num_threads() in the thread that calls the compiled code, "
+        "and it differed there. One way that happens: activation checkpointing re-runs a "
+        "block's forward in autograd's backward thread, which takes the count torch keeps for "
+        "new threads, and a pinned DataLoader's thread sets that to 1 (pytorch/pytorch#60469). "
+        "It costs one compile, once; to avoid it, call "
         "torch.set_num_threads(torch.get_num_threads()) after the loader's iterator starts",
     ),
     (
         "global_state changed",
-        "a process-wide setting (grad mode, autocast, TF32, the default dtype, the thread "
+        "A process-wide setting (grad mode, autocast, TF32, the default dtype, the thread "
         "count) differed from the compile's: keep it the same around the compiled calls",
     ),
 )
-_RECOMPILE_FIX = (
-    "keep shapes and Python values the same from call to call, or pass --dynamic for shapes "
-    "that must change"
-)
-
-
-def _recompile_fix(reason: str) -> str:
-    lowered = reason.lower()
-    for phrase, fix in _RECOMPILE_FIXES:
-        if phrase in lowered:
-            return fix
-    return _RECOMPILE_FIX
 
 
 def _recompiles(ev: Evidence) -> str:
     c = ev.compile
     assert c is not None
     function, reason = c.recompiles[0]
-    fix = _recompile_fix(reason)
+    fix = _fix_for(
+        reason,
+        _RECOMPILE_FIXES,
+        "Keep shapes and Python values the same from call to call, or pass --dynamic for shapes "
+        "that must change",
+    )
     return (
         f"{len(c.recompiles)} recompile(s); the first guard that failed: {function}: "
         f"{reason.splitlines()[0][:160]}. Each recompile costs a compile and adds guards to "
-        f"check. {fix[0].upper()}{fix[1:]}."
+        f"check. {fix}."
     )
 
 
