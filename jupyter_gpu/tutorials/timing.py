@@ -2,7 +2,8 @@
 
 The measuring is ``jupyter_gpu.measure``'s, the same as the magics'. :func:`time_interleaved`
 times several variants of a step in alternating rounds, so that they share one baseline (a GPU
-that clocks down, or a neighbour's job, slows every variant alike); :func:`gpu_busy_per_call`
+that clocks down, or a neighbour's job, slows every variant alike), and gives each ratio with its
+interval; :func:`gpu_busy_per_call`
 says how much of a call the GPU spent running kernels.
 """
 
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from jupyter_gpu.measure import (
+    Comparison,
     Timing,
+    compare,
     synchronize,
     time_back_to_back,
     time_first_call,
@@ -23,6 +26,7 @@ from jupyter_gpu.measure import (
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
 __all__ = [
+    "Comparison",
     "GpuBusy",
     "Timing",
     "format_seconds",
@@ -56,11 +60,14 @@ def time_interleaved(
     runs: int,
     warmup: int,
     device: str | torch.device,
-) -> dict[str, Timing]:
-    """Time each of ``fns`` in ``rounds`` alternating rounds of ``runs`` calls each.
+) -> Comparison:
+    """Time each of ``fns`` in ``rounds`` interleaved rounds of ``runs`` calls back to back.
 
-    Each gets ``warmup`` untimed calls first (in order), then every round times each in turn;
-    a variant's :class:`Timing` holds all its ``rounds x runs`` times.
+    The magics' one timing method (:func:`jupyter_gpu.measure.compare`): each variant gets
+    ``warmup`` untimed calls (at least one), then every round times a block of ``runs`` calls of
+    each, the order reversed every other round. ``result["name"]`` is a variant's
+    :class:`Timing` (one per-call time per round); ``result.ratio("name")`` its speedup over
+    the first, with its interval (8 rounds or more reach a 95 % interval).
 
     Raises:
         ValueError: ``rounds`` or ``runs`` < 1, or ``warmup`` < 0.
@@ -69,14 +76,7 @@ def time_interleaved(
         raise ValueError(
             f"need rounds, runs >= 1 and warmup >= 0, got {rounds=}, {runs=}, {warmup=}"
         )
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name] += time_steady(fn, runs=runs, warmup=0, device=device).times_s
-    return {name: Timing(tuple(t), warmup) for name, t in times.items()}
+    return compare(fns, device=device, warmup=max(1, warmup), rounds=rounds, calls=runs)
 
 
 @dataclass(frozen=True)

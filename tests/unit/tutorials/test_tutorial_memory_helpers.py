@@ -80,17 +80,20 @@ def test_the_fresh_process_keeps_the_other_allocator_options(
     assert alloc_conf(existing, on) == expected
 
 
-def test_interleaved_timing_gives_each_variant_every_round() -> None:
+def test_interleaved_timing_alternates_the_order_round_by_round() -> None:
     order: list[str] = []
     timings = time_interleaved(
         {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-        rounds=3,
+        rounds=4,
         runs=2,
         warmup=1,
         device="cpu",
     )
-    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3
-    assert timings["a"].runs == timings["b"].runs == 6
+    # One warm-up call each, then a block of 2 calls per variant and round, A B then B A.
+    assert order == ["a", "b"] + ["a", "a", "b", "b", "b", "b", "a", "a"] * 2
+    assert timings["a"].runs == timings["b"].runs == timings.rounds == 4
+    assert timings["a"].calls_per_run == 2
+    assert timings.ratio("b").rounds == 4
     with pytest.raises(ValueError, match="rounds"):
         time_interleaved({"a": lambda: None}, rounds=0, runs=1, warmup=0, device="cpu")
 
