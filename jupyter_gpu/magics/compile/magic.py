@@ -203,6 +203,8 @@ class CompileMagics(ShellMagics):
         except (RuntimeError, ValueError, TypeError) as exc:
             raise UsageError(f"torch.compile refused these options: {exc}") from None
         result = CompileResult(name, eager, compiled, options, quiet=args.quiet)
+        if runs is not None:
+            runs.save_also(name, compiled)  # NAME is the compiled wrapper in half of the runs
         self.shell.user_ns[name] = compiled
         try:
             if bench_code is not None and runs is not None:
