@@ -269,7 +269,7 @@ def test_compile_facts_fire_when_recorded_and_are_quiet_otherwise(question: str)
             "torch.set_num_threads(torch.get_num_threads())",
             "--dynamic",
         ),
-        ("GLOBAL_STATE changed: grad_mode ", "grad mode", "--dynamic"),
+        ("GLOBAL_STATE changed: grad_mode ", "autograd on or off", "--dynamic"),
     ],
 )
 def test_a_recompile_s_advice_follows_the_guard_that_failed(

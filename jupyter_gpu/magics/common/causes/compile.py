@@ -6,6 +6,9 @@ of the compiled call.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
 from jupyter_gpu.magics.common.render import fmt_pct
 from jupyter_gpu.measure import fmt_seconds
@@ -44,10 +47,15 @@ _SKIP_FIXES = (
 )
 
 
-def _fix_for(reason: str, fixes: tuple[tuple[str, str], ...], otherwise: str) -> str:
+#: A fix: a sentence, or one made from torch's reason (to quote what it names).
+Fix = str | Callable[[str], str]
+
+
+def _fix_for(reason: str, fixes: tuple[tuple[str, Fix], ...], otherwise: str) -> str:
     """The fix of the first phrase of ``fixes`` found in torch's ``reason``, else ``otherwise``."""
     lowered = reason.lower()
-    return next((fix for phrase, fix in fixes if phrase in lowered), otherwise)
+    fix = next((fix for phrase, fix in fixes if phrase in lowered), otherwise)
+    return fix(reason) if callable(fix) else fix
 
 
 def _skip_fix(reason: str) -> str:
@@ -66,8 +74,70 @@ def _cudagraphs(ev: Evidence) -> str:
     )
 
 
-#: What to do about a recompile, by the guard that failed (the first phrase found in it).
-_RECOMPILE_FIXES = (
+# What to do about a recompile follows the kind of guard that failed. The phrases are those of
+# torch 2.13's reasons (torch/_dynamo/guards.py: "BACKEND_MATCH failure: ...", the guard code of
+# ID_MATCH "___check_obj_id(...)" and TYPE_MATCH "___check_type_id(...)", an EQUALS_MATCH's
+# "n == 2"; the C++ checks: "GLOBAL_STATE changed: grad_mode", "tensor 'x' size mismatch at
+# index 0. expected 4, actual 5", "... stride mismatch ...", "... dtype mismatch ...").
+# tests/unit/magics/test_recompile_advice.py gets each of them from a real recompile.
+
+#: What each process-wide setting in a ``GLOBAL_STATE changed: <names>`` reason is.
+_GLOBAL_STATE = {
+    "grad_mode": "autograd on or off (torch.no_grad(), torch.inference_mode())",
+    "autocast": "autocast (%amp on, torch.autocast)",
+    "default_dtype": "torch.set_default_dtype",
+    "deterministic_algorithms": "torch.use_deterministic_algorithms",
+    "torch_function": "a torch function mode or torch.overrides handler",
+}
+
+
+def _guard_code(reason: str) -> str:
+    """The guard's code from a reason's first line: ``n == 2`` (no compile id, no comment)."""
+    first = reason.splitlines()[0] if reason else ""
+    first = re.sub(r"^\s*\d+/\d+:\s*", "", first)  # "7/0: " (frame / compile id)
+    return first.split("  #")[0].strip()
+
+
+def _global_state_fix(reason: str) -> str:
+    names = reason.split("changed:", 1)[-1].split()
+    described = [
+        f"{name} ({next((v for k, v in _GLOBAL_STATE.items() if name.startswith(k)), name)})"
+        for name in names
+    ] or ["a process-wide setting"]
+    return (
+        f"The compiled code ran with {', '.join(described)} not as it was compiled: torch "
+        "compiles once for each state it meets (training under grad and evaluation under "
+        "torch.no_grad() are two compiles, each once). Keep the setting the same around the "
+        "compiled calls to compile once; shapes have nothing to do with it"
+    )
+
+
+def _equals_fix(reason: str) -> str:
+    guard = _guard_code(reason)
+    return (
+        f"The compiled code was specialised on a Python value ({guard}) and this call passed "
+        "another: each new value compiles again. A value with a few settings costs one compile "
+        "each; one that changes every call (a step counter, a Python float) is better passed "
+        "as a tensor, which is an input rather than a constant"
+    )
+
+
+_SHAPES_FIX = (
+    "A tensor's shape differed from the compile's: torch compiles again, and after such a "
+    "change compiles the sizes that changed as dynamic (automatic dynamic shapes, on by "
+    "default). Keep shapes fixed (drop or pad the last short batch), or pass --dynamic to "
+    "compile for changing shapes from the start"
+)
+
+_RECOMPILE_FIXES: tuple[tuple[str, Fix], ...] = (
+    (
+        "backend_match failure",
+        "The same code was compiled with another backend or other options (mode, dynamic): "
+        "dynamo keeps compiled code per code object, which two instances of one model class, "
+        "or a function compiled twice, share, so the second compile's calls recompile it for "
+        "their backend (once each). Compile once and reuse the result, or torch._dynamo.reset() "
+        "before compiling with other options; shapes have nothing to do with it",
+    ),
     (
         "global_state changed: num_threads",
         "This guard compares torch.get_num_threads() in the thread that calls the compiled code, "
@@ -77,11 +147,48 @@ _RECOMPILE_FIXES = (
         "It costs one compile, once; to avoid it, call "
         "torch.set_num_threads(torch.get_num_threads()) after the loader's iterator starts",
     ),
+    ("global_state changed", _global_state_fix),
+    ("size mismatch", _SHAPES_FIX),
+    (".size()[", _SHAPES_FIX),  # a guard on a dynamic size, after automatic dynamic shapes
     (
-        "global_state changed",
-        "A process-wide setting (grad mode, autocast, TF32, the default dtype, the thread "
-        "count) differed from the compile's: keep it the same around the compiled calls",
+        "stride mismatch",
+        "A tensor's memory layout (its strides) differed from the compile's: a transposed, "
+        "sliced or channels_last tensor where the compile saw another layout. Pass inputs in "
+        "one layout (.contiguous(), or channels_last every time)",
     ),
+    (
+        "dtype mismatch",
+        "A tensor's dtype differed from the compile's (float32 one call, float64 or bfloat16 "
+        "another): cast inputs to one dtype before the call",
+    ),
+    (
+        "requires_grad mismatch",
+        "A tensor needed gradients in one call and not in another (requires_grad): keep it the "
+        "same, or compile the training and the evaluation call apart",
+    ),
+    (
+        "device mismatch",
+        "A tensor was on another device than at the compile: move inputs to one device first",
+    ),
+    (
+        "___check_obj_id",
+        "The compiled code holds an object by its identity (the guard compares id(): a "
+        "function, a module, a global) and this call met another object, as when the cell "
+        "that defines a function or builds a model runs again. Each new object costs a "
+        "compile: keep the object (change its contents, not the name's binding), or compile "
+        "after defining it",
+    ),
+    (
+        "___check_type_id",
+        "An argument's or a global's type differed from the compile's (the guard compares "
+        "type(), e.g. a list one call and a tuple the next): pass the same type every call",
+    ),
+    (
+        ".training ==",
+        "A module's training flag differed from the compile's (model.train() / model.eval()): "
+        "torch compiles once for each, which is expected and costs nothing afterwards",
+    ),
+    (" == ", _equals_fix),
 )
 
 
@@ -92,8 +199,8 @@ def _recompiles(ev: Evidence) -> str:
     fix = _fix_for(
         reason,
         _RECOMPILE_FIXES,
-        "Keep shapes and Python values the same from call to call, or pass --dynamic for shapes "
-        "that must change",
+        "Keep what that guard checks the same from call to call (TORCH_LOGS=recompiles prints "
+        "every recompile with its guard and line)",
     )
     return (
         f"{len(c.recompiles)} recompile(s); the first guard that failed: {function}: "
