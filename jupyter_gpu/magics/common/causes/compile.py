@@ -228,9 +228,58 @@ def _graph_breaks(ev: Evidence) -> str:
 # ---------------------------------------------------------------------- bench: the profile
 
 
+#: What torch.compile's CUDA graphs cover (reduce-overhead, max-autotune). One per graph that
+#: Inductor compiled: AOTAutograd's forward and backward are separate captures ("The forward and
+#: backward are separate graph captures", PyTorch's CUDAGraph Trees notes,
+#: torch.compiler_cudagraph_trees), and each graph break starts another (its GRAPH 1-4
+#: example). What the expression runs outside the compiled function is not captured at all.
+_CUDA_GRAPHS_COVER = (
+    "one graph per compiled graph (the forward and, in training, the backward are separate "
+    "graphs, and each graph break adds more), while what runs outside the compiled code (a "
+    "loss computed after it, optimizer.step() unless compiled too) still launches its kernels "
+    "one by one."
+)
+
+
+#: Backends that generate no code (torch/_dynamo/backends/debugging.py): ``eager`` and its
+#: variants return the FX graph Dynamo captured, run op by op as eager code runs (``eager``
+#: returns ``gm.forward``); ``aot_eager`` and its variants trace the forward and backward with
+#: AOTAutograd and "compile" them with ``boxed_nop``, which returns them unchanged.
+_EAGER_BACKENDS = frozenset(("eager", "eager_noexcept", "eager_debug", "pre_dispatch_eager"))
+
+
+def _compiles_nothing(ev: Evidence) -> bool:
+    backend = ev.backend or ""
+    return backend in _EAGER_BACKENDS or backend.startswith("aot_eager")
+
+
+def _compiles_nothing_text(ev: Evidence) -> str:
+    p = ev.profile
+    backend = ev.backend or ""
+    guard = (
+        f"; the guard check (TorchDynamo Cache Lookup) took {fmt_seconds(p.guard_s)} of a "
+        "profiled call"
+        if p is not None and p.guard_s
+        else ""
+    )
+    what = (
+        "it traces the forward and backward graphs with AOTAutograd and runs them through a "
+        "compiler that returns them unchanged"
+        if backend.startswith("aot_eager")
+        else "it runs the graph Dynamo captured op by op, as eager code runs it"
+    )
+    return (
+        f"The {backend} backend compiles nothing: {what} (torch/_dynamo/backends/"
+        "debugging.py), so no kernel is generated or fused and it cannot be faster than eager "
+        f"code (eager {fmt_seconds(ev.eager_s)}, {backend} {fmt_seconds(ev.compiled_s)} a "
+        f"call{guard}). It is for finding graph breaks and recompiles; --backend inductor "
+        "(the default) compiles."
+    )
+
+
 def _overhead(ev: Evidence) -> bool:
     p, call = ev.profile, ev.compiled_s
-    if p is None or not call:
+    if p is None or not call or _compiles_nothing(ev):
         return False
     if p.cuda and p.gpu_busy_s is not None:
         return p.gpu_busy_s < OVERHEAD_SHARE * call
@@ -259,13 +308,17 @@ def _overhead_text(ev: Evidence) -> str:
         )
         if ev.mode in ("reduce-overhead", "max-autotune"):
             return text + (
-                " CUDA graphs are on in this mode, so what remains is Python and the guards "
-                "around the graph: a larger batch per call amortises it."
+                f" CUDA graphs are on in this mode: {_CUDA_GRAPHS_COVER} So what remains is "
+                "Python and the guards around the graphs, and any kernels launched outside "
+                "them: compile the loss and the optimizer step too, or a larger batch per call "
+                "amortises it."
             )
         if kernels >= 2:
             return text + (
-                " --mode reduce-overhead replays the kernels as one CUDA graph: it could come "
-                f"near {fmt_seconds(p.gpu_busy_s)} a call; a larger batch per call helps too."
+                " --mode reduce-overhead records the compiled code's kernels as CUDA graphs and "
+                f"replays them: {_CUDA_GRAPHS_COVER} A call comes near "
+                f"{fmt_seconds(p.gpu_busy_s)} only as far as those graphs cover its "
+                f"{kernels:.0f} kernels; a larger batch per call helps too."
             )
         return text + " A larger batch per call amortises it."
     graph = p.graph_s if p.graph_s is not None else p.work_s
@@ -281,6 +334,8 @@ def _overhead_text(ev: Evidence) -> str:
 def _tf32(ev: Evidence) -> bool:
     p, prec = ev.profile, ev.precision
     if p is None or prec is None or not p.cuda or not prec.tf32_hardware or p.busy_s <= 0:
+        return False
+    if _compiles_nothing(ev):
         return False
     matmul = 0.0 if prec.tf32_matmul else p.matmul_s(dtype="float32", conv=False)
     conv = 0.0 if prec.tf32_conv else p.matmul_s(dtype="float32", conv=True)
@@ -310,7 +365,7 @@ def _tf32_text(ev: Evidence) -> str:
 
 def _matmul_bound(ev: Evidence) -> bool:
     p = ev.profile
-    if p is None or p.busy_s <= 0 or _tf32(ev):
+    if p is None or p.busy_s <= 0 or _tf32(ev) or _compiles_nothing(ev):
         return False
     return p.matmul_s() >= MATMUL_SHARE * p.busy_s
 
@@ -318,13 +373,26 @@ def _matmul_bound(ev: Evidence) -> bool:
 def _matmul_text(ev: Evidence) -> str:
     p = ev.profile
     assert p is not None
+    share = p.matmul_s() / p.busy_s
+    if p.cuda:
+        # Kernel times, which the profiler does not stretch: per call as profiled.
+        rest = f"the other {fmt_seconds(max(0.0, p.busy_s - p.matmul_s()))} of GPU time a call"
+    else:
+        # CPU op times under the profiler include its cost per op, which stretches a call of
+        # many small ops well past its timed median: the share is what the profile measured,
+        # the seconds are that share of the timed call.
+        call = ev.compiled_s if ev.compiled_s else p.wall_s
+        rest = (
+            f"{fmt_pct(1.0 - share)} of the time in ops, about "
+            f"{fmt_seconds(max(0.0, 1.0 - share) * call)} of the {fmt_seconds(call)} a compiled "
+            "call takes"
+        )
     busy = "the GPU's busy time" if p.cuda else "the time in ops"
     library = "cuBLAS/cuDNN" if p.cuda else "the CPU's BLAS/oneDNN"
     return (
-        f"Matmuls and convolutions took {fmt_pct(p.matmul_s() / p.busy_s)} of {busy} in a "
-        f"profiled compiled call ({p.matmul_names()}): the compiled code calls them from "
-        f"{library} as eager code does, so compiling speeds up only the rest "
-        f"({fmt_seconds(max(0.0, p.busy_s - p.matmul_s()))} a call)."
+        f"Matmuls and convolutions took {fmt_pct(share)} of {busy} in a profiled compiled call "
+        f"({p.matmul_names()}): the compiled code calls them from {library} as eager code does, "
+        f"so compiling speeds up only the rest ({rest})."
     )
 
 
@@ -377,7 +445,8 @@ COMPILE_CAUSES: tuple[Cause, ...] = (
         lambda ev: bool(ev.compile and ev.compile.graph_break_count),
         _graph_breaks,
     ),
-    # ---- what a profile of the compiled call measured
+    # ---- what was compiled, and what a profile of the compiled call measured
+    Cause("no_compiler", BENCH, _compiles_nothing, _compiles_nothing_text),
     Cause("tf32", BENCH, _tf32, _tf32_text),
     Cause("launch_bound", BENCH, _overhead, _overhead_text),
     Cause("matmuls", BENCH, _matmul_bound, _matmul_text),
