@@ -121,9 +121,9 @@ def test_fp32_mlp_on_cpu_counts_float32_matmuls_and_names_no_tf32(dynamo: None) 
 
 
 def test_the_rest_of_a_matmul_bound_cpu_call_is_a_share_of_the_timed_call(dynamo: None) -> None:
-    # The profiler's cost per op stretches a profiled call (on CPU: "the rest (4.09 ms a call)"
-    # beside a compiled call timed at 253 µs): the figure is the profile's share of the call
-    # as timed without the profiler.
+    # A few profiled calls are slower than the timed median (the profiler's cost per op, other
+    # work on the cores: "the rest (4.09 ms a call)" beside a compiled call timed at 253 µs):
+    # the figure is the profile's share of the call as timed.
     model = mlp(width=1024, depth=3)
     x = torch.randn(512, 1024)
     compiled = torch.compile(model, backend="eager")
