@@ -1,4 +1,4 @@
-"""``%amp`` / ``%%amp``: mixed precision for one cell or for every following cell, and TF32."""
+"""``%amp`` / ``%%amp``: mixed precision for one cell or from a line on (``%amp on``), and TF32."""
 
 from __future__ import annotations
 
