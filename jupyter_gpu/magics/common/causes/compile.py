@@ -270,8 +270,9 @@ def _compiles_nothing_text(ev: Evidence) -> str:
     )
     return (
         f"The {backend} backend compiles nothing: {what} (torch/_dynamo/backends/"
-        "debugging.py), so no kernel is generated or fused and it cannot be faster than eager "
-        f"code (eager {fmt_seconds(ev.eager_s)}, {backend} {fmt_seconds(ev.compiled_s)} a "
+        "debugging.py), so no kernel is generated or fused: against eager code it changes only "
+        "the Python around the same ops (Dynamo's guard check in, the module calls it traced "
+        f"away out; eager {fmt_seconds(ev.eager_s)}, {backend} {fmt_seconds(ev.compiled_s)} a "
         f"call{guard}). It is for finding graph breaks and recompiles; --backend inductor "
         "(the default) compiles."
     )
