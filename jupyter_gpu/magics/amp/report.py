@@ -28,17 +28,21 @@ RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()
 
 
 def show_autocast_on(device: str, dtype: str) -> None:
-    """Say that ``%amp on`` autocasts the following cells, and what stays in float32."""
+    """Say that ``%amp on`` autocasts from its own line on, and what stays in float32."""
     show_note(
-        f"autocast on for the following cells: {device}, {dtype} (matmuls and "
-        f"convolutions run in {dtype}; reductions, softmax and losses stay in float32). "
-        "%amp off stops it."
+        f"autocast on from this line, in this cell and every following one: {device}, {dtype} "
+        f"(matmuls and convolutions run in {dtype}; reductions, softmax and losses stay in "
+        "float32). %amp off stops it."
     )
 
 
 def show_autocast_off(*, was_on: bool) -> None:
     """Say what ``%amp off`` did."""
-    show_note("autocast off from the next cell." if was_on else "autocast was not on.")
+    show_note(
+        "autocast off from this line, in this cell and every following one."
+        if was_on
+        else "autocast was not on."
+    )
 
 
 def show_status(status: AmpStatus, tf32_note: str) -> None:

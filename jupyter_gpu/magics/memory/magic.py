@@ -30,6 +30,7 @@ from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
 
 from . import tensors as _tensors
+from .context import context_footprint
 from .oom import FreeReport, free_references, is_oom, last_error_was_oom
 from .report import show_cell, show_freed, show_summary
 from .results import CellMemory, MemorySummary
@@ -130,6 +131,9 @@ class MemoryMagics(ShellMagics):
                 nvml.used_bytes,
                 nvml.reason,
             )
+            if nvml.used_bytes is not None:  # the gap is shown: measure its first part
+                context = context_footprint(index)
+                summary.context_bytes, summary.context_reason = context.used_bytes, context.reason
         summary.tensors = census.largest(args.top)
         summary.unnamed_bytes = census.unnamed_bytes
         summary.held_by_last_error_bytes = sum(t.nbytes for t in held)

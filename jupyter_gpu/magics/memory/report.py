@@ -56,11 +56,10 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
         parts_text.append(stats.text())
         parts_html.append(stats.html())
         if s.nvml_used_bytes is not None and s.reserved_bytes is not None:
-            gap = s.nvml_used_bytes - s.reserved_bytes
             note(
-                f"NVML: this process uses {fmt_bytes(s.nvml_used_bytes)} of GPU memory; torch "
-                f"reserved {fmt_bytes(s.reserved_bytes)}. The {fmt_bytes(gap)} gap is the "
-                "CUDA context, cuBLAS/cuDNN/NCCL workspaces and other libraries."
+                nvml_gap_text(
+                    s.nvml_used_bytes, s.reserved_bytes, s.context_bytes, s.context_reason
+                )
             )
         else:
             note(f"NVML's view of this process: not available ({s.nvml_reason}).")
@@ -103,6 +102,40 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
             warn=True,
         )
     publish("\n".join(parts_text), html_block(parts_html))
+
+
+def nvml_gap_text(
+    used_bytes: int, reserved_bytes: int, context_bytes: int | None, context_reason: str | None
+) -> str:
+    """NVML's figure for this process beside torch's reserved, and what lies between them.
+
+    The gap is what the process holds outside torch's caching allocator. cuBLAS's and cuBLASLt's
+    workspaces are not in it: torch allocates them from that allocator
+    (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``getNewWorkspace`` and
+    ``getNewCUDABlasLtWorkspace`` call ``c10::cuda::CUDACachingAllocator::get()->allocate``,
+    sized by ``CUBLAS_WORKSPACE_CONFIG`` and ``CUBLASLT_WORKSPACE_SIZE``), and so are cuDNN's
+    convolution workspaces (``aten/src/ATen/native/cudnn/Conv_v7.cpp``, ``Conv_v8.cpp``); notebook
+    00 measures the cuBLAS one inside ``allocated``. ``context_bytes`` is a bare context's size
+    (``context.py``); ``None`` with ``context_reason`` when it was not measured.
+    """
+    gap = used_bytes - reserved_bytes
+    text = (
+        f"NVML: this process uses {fmt_bytes(used_bytes)} of GPU memory; torch reserved "
+        f"{fmt_bytes(reserved_bytes)}. The {fmt_bytes(gap)} gap is memory outside torch's "
+        "caching allocator: the CUDA context, the kernel images (modules) loaded so far, NCCL's "
+        "own buffers and other libraries' own allocations. (cuBLAS's and cuDNN's workspaces are "
+        "not in it: torch allocates them from its caching allocator, inside reserved.)"
+    )
+    if context_bytes is None:
+        return f"{text} The context's own size was not measured: {context_reason}."
+    text += (
+        f" A bare CUDA context on this GPU takes {fmt_bytes(context_bytes)} (measured once in "
+        "this kernel, by a fresh process that opened only a context)"
+    )
+    rest = gap - context_bytes
+    if rest < 0:
+        return f"{text}: more than the gap, so this process's context is the smaller one."
+    return f"{text}; the other {fmt_bytes(rest)} are kernel images and libraries' own memory."
 
 
 def _peak_text(r: CellMemory) -> str:

@@ -27,6 +27,10 @@ class MemorySummary:
     ooms: int | None
     nvml_used_bytes: int | None
     nvml_reason: str | None
+    context_bytes: int | None = None
+    """A bare CUDA context on this GPU, measured once in a fresh process (``context.py``)."""
+    context_reason: str | None = None
+    """Why ``context_bytes`` was not measured."""
     tensors: list[TensorInfo] = field(default_factory=list)
     unnamed_bytes: int = 0
     held_by_last_error_bytes: int = 0

@@ -9,6 +9,7 @@ built by hand; tests/gpu/test_measure_gpu.py measures the same three cases on a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -18,6 +19,7 @@ import torch
 
 from jupyter_gpu.magics.common import causes as C
 from jupyter_gpu.magics.common.evidence import CallProfile, MatmulOp, profile_calls
+from jupyter_gpu.measure import fmt_seconds
 
 US = 1e-6
 FIRED: set[int] = set()  # which rows of the table these tests saw fire
@@ -118,6 +120,59 @@ def test_fp32_mlp_on_cpu_counts_float32_matmuls_and_names_no_tf32(dynamo: None) 
     assert "the CPU's BLAS" in texts(ev)
 
 
+def test_the_rest_of_a_matmul_bound_cpu_call_is_a_share_of_the_timed_call(dynamo: None) -> None:
+    # A few profiled calls are slower than the timed median (the profiler's cost per op, other
+    # work on the cores: "the rest (4.09 ms a call)" beside a compiled call timed at 253 µs):
+    # the figure is the profile's share of the call as timed.
+    model = mlp(width=1024, depth=3)
+    x = torch.randn(512, 1024)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        p = compiled_profile(lambda: compiled(x))
+        timed = []
+        for _ in range(5):
+            start = time.perf_counter()
+            compiled(x)
+            timed.append(time.perf_counter() - start)
+    call = min(timed)
+    ev = bench(p, eager_s=call, compiled_s=call)
+    assert kinds(ev) == ["matmuls"]
+    share = p.matmul_s() / p.busy_s
+    rest = fmt_seconds((1.0 - share) * call)
+    assert f"about {rest} of the {fmt_seconds(call)} a compiled call takes" in texts(ev)
+    # Profiled calls 16 times slower than the timed one (as in that report): the same rest.
+    stretched = replace(
+        p,
+        work_s=p.work_s * 16,
+        wall_s=p.wall_s * 16,
+        matmul=[replace(m, time_s=m.time_s * 16) for m in p.matmul],
+    )
+    assert texts(bench(stretched, call, call)) == texts(ev)
+
+
+def test_the_eager_backends_compile_nothing_and_no_matmul_or_tf32_is_blamed(
+    dynamo: None,
+) -> None:
+    model = mlp(width=1024, depth=3)
+    x = torch.randn(512, 1024)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        p = compiled_profile(lambda: compiled(x))
+    assert p.matmul_s() / p.busy_s >= C.MATMUL_SHARE  # matmul-bound: "matmuls" without a backend
+    for backend, what in (("eager", "op by op"), ("aot_eager", "AOTAutograd")):
+        ev = bench(p, eager_s=p.wall_s, compiled_s=p.wall_s * 1.2, backend=backend)
+        assert kinds(ev) == ["no_compiler"], texts(ev)
+        text = texts(ev)
+        assert f"The {backend} backend compiles nothing: " in text
+        assert what in text
+        assert "--backend inductor" in text
+        assert "Matmuls" not in text
+    # A GPU with TF32 off and float32 matmuls: still no TF32 line, nothing was compiled.
+    gpu = bench(cuda_profile(1e-3, kernels=12, matmul=FP32_MM), 1e-3, 1.1e-3, backend="eager")
+    assert kinds(replace(gpu, precision=TF32_OFF)) == ["no_compiler"]
+    assert kinds(replace(gpu, backend="inductor", precision=TF32_OFF)) == ["tf32"]
+
+
 def test_a_cpu_call_in_a_process_that_used_cuda_is_measured_as_a_cpu_call() -> None:
     # On a GPU machine CUDA is often initialised before a CPU function is benched: the profile
     # then asks for CUDA activity too, but nothing ran there (GPU run 3 of 2026-12-01: "the GPU
@@ -189,6 +244,20 @@ def test_gpu_busy_a_small_part_of_the_call_is_launch_bound_with_the_figures() ->
     assert "--mode reduce-overhead" in texts(many)
     graphs = bench(cuda_profile(200 * US, kernels=96), 2e-3, 2.1e-3, mode="reduce-overhead")
     assert "larger batch" in texts(graphs)
+
+
+def test_the_cuda_graph_hint_says_what_the_graphs_cover() -> None:
+    # One CUDA graph per compiled graph: forward and backward apart, one more per graph break;
+    # the loss and optimizer.step() outside the compiled code still launch kernel by kernel.
+    many = bench(cuda_profile(200 * US, kernels=96), eager_s=2e-3, compiled_s=2.1e-3)
+    on = bench(cuda_profile(200 * US, kernels=96), 2e-3, 2.1e-3, mode="reduce-overhead")
+    for ev in (many, on):
+        text = texts(ev)
+        assert "one CUDA graph" not in text
+        assert "the backward are separate graphs" in text
+        assert "each graph break adds more" in text
+        assert "optimizer.step() unless compiled too" in text
+    assert "only as far as those graphs cover its 96 kernels" in texts(many)
 
 
 def test_tf32_only_when_float32_matmuls_ran_with_tf32_off() -> None:
@@ -269,7 +338,7 @@ def test_compile_facts_fire_when_recorded_and_are_quiet_otherwise(question: str)
             "torch.set_num_threads(torch.get_num_threads())",
             "--dynamic",
         ),
-        ("GLOBAL_STATE changed: grad_mode ", "grad mode", "--dynamic"),
+        ("GLOBAL_STATE changed: grad_mode ", "autograd on or off", "--dynamic"),
     ],
 )
 def test_a_recompile_s_advice_follows_the_guard_that_failed(

@@ -97,6 +97,8 @@ class Evidence:
     eager_s: float | None = None
     compiled_s: float | None = None
     mode: str | None = None
+    #: The backend's name (``inductor``, ``eager``, ...); ``None`` for a backend function.
+    backend: str | None = None
     compile: CompileFacts | None = None
     pending_backward: bool = False
     profile: CallProfile | None = None
