@@ -135,7 +135,7 @@ def test_idle_split_adds_up_and_the_hint_names_the_largest_share(shell: Shell) -
     )
     ran = shell.run("%%profile -o\nfor _ in range(200):\n    out = tiny(t)")
     r = ran.result
-    from jupyter_gpu.magics.profile.analysis import IDLE_LABELS
+    from jupyter_gpu.magics.profile.idle import IDLE_LABELS
 
     total_idle = sum(r.idle_s.values())
     assert r.gpu_idle_fraction is not None
