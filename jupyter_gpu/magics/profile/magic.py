@@ -210,11 +210,13 @@ class ProfileMagics(ShellMagics):
         passes = Passes()
         start = time.perf_counter()
         if runs is None:
-            passes.value = _profiled_pass(prof, lambda: code.run(local_ns), total)
+            passes.value = _profiled_pass(prof, lambda: code.run(local_ns), args.warmup, args.steps)
         else:
             try:
                 with runs.recording():
-                    _profiled_pass(prof, runs.call(lambda: code.run(local_ns)), total)
+                    _profiled_pass(
+                        prof, runs.call(lambda: code.run(local_ns)), args.warmup, args.steps
+                    )
             finally:
                 passes.repeated = runs.finish()
         wall = time.perf_counter() - start
@@ -449,18 +451,24 @@ def _profiler(torch: Any, args: argparse.Namespace, cuda: bool) -> Any:
     )
 
 
-def _profiled_pass(prof: Any, run: Callable[[], Any], runs: int) -> Any:
-    """Run the code ``runs`` times under ``prof``, a profiler step after each; the last value.
+def _profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) -> Any:
+    """Run the code ``warmup + steps`` times under ``prof``, a profiler step after each.
 
-    The profiler's own start, steps and stop run with kineto's log lines kept out of the
-    output (``common/kineto.py``); the user's code never does. It stops even if the code raises.
+    Returns the last run's value. The profiler's own start and stop, and the steps that start
+    or stop its trace, run with kineto's log lines kept out of the output
+    (``common/kineto.py``); the steps between measured runs do not, so that its few syscalls
+    stay out of the measured window, and the user's code never does. It stops even if the code
+    raises.
     """
     with kineto_quiet():
         prof.start()
     value = None
     try:
-        for _ in range(runs):
+        for done in range(1, warmup + steps + 1):
             value = run()
+            if warmup < done < warmup + steps:  # between two measured steps: no transition
+                prof.step()
+                continue
             with kineto_quiet():
                 prof.step()
     finally:
