@@ -36,10 +36,15 @@ def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
 
 
 def _steps_text(r: ProfileResult) -> str:
-    """``2 steps (8.10 ms, steps 3 to 4)``: the window every share is of (``idle.py``)."""
-    if not r.steps:
-        return f"the profiled run ({fmt_seconds(r.window_s)})"
-    return f"{r.steps} step{'s' if r.steps != 1 else ''} ({fmt_seconds(r.window_s)}, {r.window})"
+    """The window every share is of (``idle.py``).
+
+    ``2 steps (8.10 ms, steps 3 to 4)``; one measured run: ``the measured run (2.32 s)``, with
+    its number after warm-up runs (``run 3``).
+    """
+    if r.steps > 1:
+        return f"{r.steps} steps ({fmt_seconds(r.window_s)}, {r.window})"
+    which = f", {r.window.replace('step', 'run')}" if r.steps and r.window != "step 1" else ""
+    return f"the measured run ({fmt_seconds(r.window_s)}{which})"
 
 
 def _syncs_note(r: ProfileResult, a: Analysis) -> str:

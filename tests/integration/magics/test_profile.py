@@ -189,7 +189,7 @@ def test_profile_line_form_profiles_one_statement(shell: Shell) -> None:
     ran = shell.ok("%profile --sort calls --row-limit 4 train_step()")
     assert "top 4 of" in ran.text
     assert "by calls" in ran.text
-    assert "; 1 step (" in ran.text
+    assert "; the measured run (" in ran.text
     assert ran.result.result is not None  # the statement's value (the loss) comes back
     shell.ok("r = %profile -o -q train_step()")
     r = shell["r"]
@@ -249,6 +249,8 @@ def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
     assert r.warmup.exact
     assert r.steps == 1
     assert r.window == "step 4"
+    assert "the measured run (" in ran.text
+    assert ", run 4)" in ran.text
     runs = "Runs (3 warm-up, 1 measured, then the cell's own run, not profiled): Restored after"
     assert runs in ran.text
     after_magic = training_bits(shell)

@@ -21,7 +21,8 @@ def _idle_kind(ev: Evidence) -> str | None:
 
 
 def _steps(c: ProfileFacts) -> str:
-    return f"{c.steps} step{'s' if c.steps != 1 else ''}"
+    """``10 steps``, or ``the measured run`` for one (a cell that loops is one run)."""
+    return f"{c.steps} steps" if c.steps > 1 else "the measured run"
 
 
 def _idle_share(ev: Evidence, kind: str) -> str:
