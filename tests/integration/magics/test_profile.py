@@ -335,3 +335,30 @@ def test_kinetos_own_lines_stay_out_of_the_output(
     # the user's own writes to fd 2 still reach it: only the profiler's calls are silenced
     shell.ok("%%profile\nimport os\nos.write(2, b'mine\\n')")
     assert "mine" in capfd.readouterr().err
+
+
+SLOW_LOADER = """
+import time
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        time.sleep(0.002)  # a costly decode: the loader's share is most of each batch
+        return torch.full((4,), float(i))
+
+loader = DataLoader(Slow(), batch_size=8)
+"""
+
+
+def test_a_slow_loader_is_named_with_its_settings_and_the_fix(shell: Shell) -> None:
+    shell.ok(SLOW_LOADER)
+    ran = shell.ok("%%profile -o\nfor xb in loader:\n    (xb * 2).sum()")
+    r = ran.result.result
+    assert r.loader_s > 0.5 * r.window_s  # 4 batches of 8 items of 2 ms each: most of the run
+    hint = next(h for h in r.hints if "DataLoader's __next__" in h)
+    assert "(_SingleProcessDataLoaderIter) took" in hint
+    assert "loader (num_workers=0, pin_memory=False, persistent_workers=False)" in hint
+    assert "DataLoader(..., " in hint or "make each batch cheaper" in hint  # 1 CPU: no workers
