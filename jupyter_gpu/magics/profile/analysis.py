@@ -90,8 +90,11 @@ class Analysis:
     syncs: Syncs = field(default_factory=Syncs)
     #: Idle seconds per IDLE_KINDS category (empty without CUDA).
     idle_s: dict[str, float] = field(default_factory=dict)
-    #: The GPU work of the profile (seconds), for other definitions of idle (HTA's).
+    #: The GPU work the measured steps launched (seconds), for other definitions of idle (HTA's).
     activity: list[GpuActivity] = field(default_factory=list)
+    #: GPU work launched before the steps that ran on into them (a warm-up run's tail): busy
+    #: time in the window, but not the steps' own (not in the table, not the window's end).
+    spill: list[GpuActivity] = field(default_factory=list)
     #: Seconds inside the DataLoader's ``__next__`` (the union of its ranges), and the range.
     loader_s: float = 0.0
     loader_range: str = ""
@@ -223,6 +226,14 @@ def analyse(
         if probe is not None:
             if gpu:
                 if not probe.launched_inside(launches.get(evt.id), start):
+                    if (
+                        end > probe.start_s
+                        and not evt.is_user_annotation
+                        and name not in BOOKKEEPING
+                    ):
+                        lowered = name.lower()
+                        copy = "memcpy" in lowered or "memset" in lowered
+                        analysis.spill.append(GpuActivity(start, end, copy, launches.get(evt.id)))
                     continue
             elif not probe.start_s <= start <= probe.cpu_end_s:
                 continue  # start-up, or the profiler's own closing synchronisation
@@ -308,11 +319,12 @@ def analyse(
         analysis.window_s = window.length_s
         syncs.steps = analysis.steps
     if cuda:
+        on_gpu = activity + analysis.spill
         analysis.gpu_busy_s = (
-            busy_s(activity, window.start_s, window.end_s) if window is not None else 0.0
+            busy_s(on_gpu, window.start_s, window.end_s) if window is not None else 0.0
         )
         if window is not None:
-            analysis.idle_s = idle_breakdown(activity, window.start_s, window.end_s)
+            analysis.idle_s = idle_breakdown(on_gpu, window.start_s, window.end_s)
     return analysis
 
 

@@ -366,9 +366,10 @@ class ProfileMagics(ShellMagics):
             return Counter()
         spy = SyncSpy(torch, cell_names)
         try:
-            with runs.recording(), spy:
-                runs.call(lambda: code.run(local_ns))()
-                synchronize()
+            with runs.recording():
+                with spy:
+                    runs.call(lambda: code.run(local_ns))()
+                synchronize()  # its work done before the state is put back
         finally:
             passes.sync_pass = runs.finish()
         return spy.places

@@ -306,6 +306,17 @@ def test_steps_are_runs_of_the_code_and_the_cell_counts_once(shell: Shell, tmp_p
     assert all(rng.name != "ProfilerStep*" for rng in r.ranges)  # a step is not a range
 
 
+def test_a_step_that_raises_stops_the_profiler_and_puts_the_runs_back(shell: Shell) -> None:
+    shell.ok("calls = []")
+    ran = shell.run(
+        "%%profile --steps 3\ncalls.append(1)\nif len(calls) == 2:\n    raise ValueError('bad')"
+    )
+    assert isinstance(ran.error, ValueError)
+    assert shell["calls"] == []  # the two runs were put back; no cell's own run after an error
+    assert not torch.autograd._profiler_enabled()
+    assert "aten::" in shell.ok("%%profile --steps 2\ntorch.ones(10).sum()").text
+
+
 def test_steps_refuse_what_they_cannot_put_back(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     shell.ok("train_step()")

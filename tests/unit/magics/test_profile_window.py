@@ -86,3 +86,16 @@ def test_first_to_last_gpu_activity_undercounts_idle_between_steps() -> None:
         assert span == pytest.approx(expected, abs=1e-4)
         assert span == pytest.approx(about, abs=0.01)
         assert a.gpu_idle_fraction == pytest.approx(true, abs=0.001)
+
+
+def test_a_warm_up_runs_gpu_tail_is_busy_time_in_the_first_step() -> None:
+    # the warm-up run launched a kernel that was still running when the first step began
+    trace = SyntheticTrace()
+    trace.launch(-50.0, (-10.0, 40.0), name="warmup_kernel")
+    trace.step(1, 0.0, 100.0)
+    trace.launch(1.0, (50.0, 90.0), name="step_kernel")
+    a = analyse(FakeProfile(trace.events()), cuda=True, autocast_on=False, cell_names={})
+    assert a.window_s == pytest.approx(100e-6)
+    assert a.gpu_busy_s == pytest.approx(80e-6)  # 0-40 the warm-up's tail, 50-90 the step's
+    assert a.kernel_count == 1  # the step's own
+    assert {row.name for row in a.rows if row.on_gpu} == {"step_kernel"}
