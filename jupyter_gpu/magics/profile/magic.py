@@ -222,6 +222,7 @@ class ProfileMagics(ShellMagics):
         wall = time.perf_counter() - start
         # Places syncs without --stack; only where CUDA is up already (never initialises it).
         traced = cuda and not args.stack and torch.cuda.is_initialized()
+        places: Counter[str] = Counter()
         if runs is not None:  # the cell's own run: unprofiled, the sync pass where CUDA is up
             passes.value, places = _run_once(torch, code, local_ns, cell_names, traced)
         try:
@@ -246,9 +247,9 @@ class ProfileMagics(ShellMagics):
             return None if args.output else passes.value
         if runs is None and traced and analysis.syncs.count and (args.output or not args.quiet):
             places = self._sync_pass(code, local_ns, named, cell_names, passes, torch)
-        if traced and (runs is not None or passes.sync_pass is not None):
+        places.pop("?", None)  # counted by the profile; no line to show
+        if places:
             analysis.syncs.places.update(places)
-            analysis.syncs.places.pop("?", None)
             analysis.syncs.places_from = "pass"
         if analysis.loader_s > 0:
             seen = find_loaders(self.shell.user_ns, analysis.loader_range)
@@ -348,7 +349,8 @@ class ProfileMagics(ShellMagics):
         """One more run, sync-debug mode on and no profiler, put back: the syncs' lines.
 
         Only for a single measured run that made syncs (with more runs, the cell's own run
-        finds them). Code whose changes cannot be put back is not run again: the report says so.
+        finds them). Code whose changes cannot be put back is not run again, and an error in
+        this extra run is not the cell's (the profiled run stands): the report says either.
         """
         try:
             runs = RepeatedRuns(
@@ -370,6 +372,12 @@ class ProfileMagics(ShellMagics):
                 with spy:
                     runs.call(lambda: code.run(local_ns))()
                 synchronize()  # its work done before the state is put back
+        except Exception as err:  # noqa: BLE001  # our extra run: the profiled one stands
+            passes.sync_note = (
+                f"their lines were not found: the sync pass (one more run) raised "
+                f"{type(err).__name__}: {str(err)[:200]}"
+            )
+            return Counter()
         finally:
             passes.sync_pass = runs.finish()
         return spy.places
