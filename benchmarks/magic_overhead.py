@@ -195,7 +195,7 @@ def replay(path: Path, runs: int) -> int:
     from traitlets.config import Config
 
     from jupyter_gpu.magics.common.args import parse
-    from jupyter_gpu.magics.profile.analysis import analyse
+    from jupyter_gpu.magics.profile.analysis import analyse, hints
     from jupyter_gpu.magics.profile.magic import ProfileMagics
     from jupyter_gpu.magics.profile.report import show_profile
     from jupyter_gpu.magics.profile.results import ProfileResult
@@ -219,6 +219,7 @@ def replay(path: Path, runs: int) -> int:
     def magic() -> None:
         args = parse(ProfileMagics.profile, "")
         a = analyse(Recorded(), cuda=gpu, autocast_on=False, cell_names={})
+        a.hints = hints(a, cuda=gpu, autocast_on=False)
         r = ProfileResult(
             a.rows, a.gpu_idle_fraction, a.hints, 0.0, None, "self_gpu_s" if gpu else "self_cpu_s"
         )

@@ -49,6 +49,10 @@ def test_magics_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     profile_mimetypes = {m for out in cells[5].outputs for m in out.get("data", {})}
     assert {"text/plain", "text/html", PLOTLY_MIMETYPE} <= profile_mimetypes
     assert "aten::mm" in _texts(cells[5])
+    # kineto's start/stop lines, written to the kernel's fd 2, would show as a stream output
+    # (of that cell or, forwarded late, of a later one)
+    assert not [cell.source for cell in cells if "USDT" in _texts(cell)]
+    assert not [cell.source for cell in cells if "profiler_start" in _texts(cell)]
     assert "torch.compile in this cell" in _texts(cells[7])
     assert "torch.Size([3])" in _texts(cells[7])
     assert "cell memory (cpu" in _texts(cells[8])

@@ -460,12 +460,15 @@ def test_profile_hints_follow_the_largest_idle_share() -> None:
         cell(
             **IDLE,
             idle_s={"host": 7e-4},
-            biggest_cpu_item=("enumerate(DataLoader)#_SingleProcessDataLoaderIter", 6e-4),
+            biggest_cpu_item=("enumerate(DataLoader)#_SingleProcessDataLoaderIter", 1e-4),
         )
     )
-    assert kinds(cell(**IDLE, idle_s={"host": 7e-4}, syncs=25, syncs_text="25 syncs")) == [
+    blocked = {"syncs": 25, "syncs_text": "25 syncs at cell [4] line 3 (x25)"}
+    assert kinds(cell(**IDLE, idle_s={"host": 7e-4}, **blocked, sync_blocked_s=3e-4)) == [
         "host_syncs"
     ]
+    # syncs, but little time blocked in them: not the cause
+    assert kinds(cell(**IDLE, idle_s={"host": 7e-4}, **blocked, sync_blocked_s=1e-5)) == ["host"]
     assert kinds(cell(**IDLE, idle_s={"host": 7e-4}, kernel_count=4100, gpu_busy_s=2e-2)) == [
         "launch_bound"
     ]
@@ -475,9 +478,53 @@ def test_profile_hints_follow_the_largest_idle_share() -> None:
     assert kinds(cell(gpu_idle_fraction=0.1, idle_s={"host": 1e-4})) == []  # busy: quiet
 
 
+STARVED = {  # notebook 04's starved pipeline as measured on the H200 (seconds)
+    "window_s": 2.32,
+    "gpu_busy_s": 0.05,
+    "gpu_idle_fraction": 0.98,
+    "idle_s": {"host": 2.2, "copies": 0.07},
+    "syncs": 20,
+    "syncs_text": "20 device sync(s) (cudaStreamSynchronize x20) at cell [9] line 5 (x10)",
+    "sync_blocked_s": 0.04,
+    "loader_s": 2.23,
+    "loader_range": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+    "loader_seen": "slow_batches (loader) (num_workers=0, pin_memory=False, "
+    "persistent_workers=False)",
+    "loader_fix": "DataLoader(..., num_workers=3, pin_memory=True, persistent_workers=True) "
+    "(3 = the 4 CPUs this kernel may use, less one for the training loop)",
+    "steps": 10,
+}
+
+
+def test_a_starved_loader_gets_the_loader_fix_not_the_sync_advice() -> None:
+    ev = cell(**STARVED)
+    assert kinds(ev) == ["dataloader"]
+    text = texts(ev)
+    assert "GPU idle 98% of 10 steps" in text
+    assert "(_SingleProcessDataLoaderIter) took 2.23 s of the 2.32 s measured (96%)" in text
+    assert "slow_batches (loader) (num_workers=0" in text
+    assert "Try DataLoader(..., num_workers=3, pin_memory=True, persistent_workers=True)" in text
+    assert "read losses" not in text
+    assert "every N steps" not in text
+    # the same run, where the CPU was blocked in its syncs longer than in the loader
+    syncs_won = cell(**{**STARVED, "loader_s": 0.3, "sync_blocked_s": 1.5})
+    assert kinds(syncs_won) == ["host_syncs"]
+    assert "blocked in syncs for 1.50 s of the 2.32 s measured (65%)" in texts(syncs_won)
+    assert "cell [9] line 5" in texts(syncs_won)
+    # on CPU the loader's share is said too (there is no GPU idle time to split)
+    cpu = cell(cuda=False, window_s=2.0, loader_s=1.8, loader_fix="DataLoader(..., num_workers=3)")
+    assert kinds(cpu) == ["dataloader"]
+    assert texts(cpu).startswith("the DataLoader's __next__ (its iterator) took 1.80 s")
+
+
 def test_profile_hints_on_syncs_matmuls_no_kernel_and_cpu() -> None:
     assert kinds(cell(kernel_count=0, gpu_busy_s=0.0)) == ["no_kernel"]
-    assert kinds(cell(syncs=12, syncs_text="12 device sync(s)")) == ["syncs"]
+    many = {"syncs": 12, "syncs_text": "12 device sync(s)"}
+    assert kinds(cell(**many, sync_blocked_s=5e-4)) == ["syncs"]
+    assert "blocked in syncs for 500 µs of the 1 ms measured (50%)" in texts(
+        cell(**many, sync_blocked_s=5e-4)
+    )
+    assert kinds(cell(**many, sync_blocked_s=1e-5)) == []  # counted, but hardly blocked
     assert kinds(cell(syncs=3, syncs_text="3 device sync(s)")) == []
     mm = {"gpu_total_s": 1e-3, "matmul_gpu_s": 8e-4, "matmul_names": "sm90_gemm"}
     assert kinds(cell(**mm)) == ["matmuls"]
