@@ -91,6 +91,7 @@ class _Deleter:
     dev: int
     uid: int = field(default_factory=os.geteuid)
     freed_bytes: int = 0
+    removed_bytes: int = 0  # what the cache's size went down by (a name's bytes, linked or not)
     files_removed: int = 0
     failed: list[str] = field(default_factory=list)
     # (st_dev, st_ino) -> st_ctime_ns after this clear unlinked one name of a hard-linked file:
@@ -129,6 +130,7 @@ class _Deleter:
                 os.close(pin)
         if st.st_nlink <= 1:  # another name still holds the data: nothing was freed
             self.freed_bytes += st.st_size
+        self.removed_bytes += st.st_size
         self.files_removed += 1
         return True
 
@@ -343,7 +345,7 @@ def trim_cache(kind: CacheKind, path: str, max_bytes: int, configured: bool = Fa
     try:
         total = sum(f.size_bytes for f in tree.files())
         for entry in sorted(_entries(tree), key=lambda e: e.newest_mtime):
-            if total - deleter.freed_bytes <= max_bytes:
+            if total - deleter.removed_bytes <= max_bytes:  # the cache's size, as scanned
                 break
             _remove_entry(fd, entry.chain, deleter)
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.compile_cache import CacheRefused, ClearResult, clear_cache, scan_dir
+from jupyter_gpu.compile_cache import CacheRefused, ClearResult, clear_cache, scan_dir, trim_cache
 from jupyter_gpu.compile_cache import clear as clear_module
 from jupyter_gpu.compile_cache.clear import remove_file_made_here
 from tests.compile_cache_races import KEY, OTHER_KEY, SwapOnOpen, small_cache
@@ -166,3 +166,15 @@ def test_a_file_made_here_is_removed_only_while_it_is_that_file(tmp_path: Path) 
         assert not (tmp_path / "made.partial").exists()
     finally:
         os.close(folder)
+
+
+def test_a_trim_counts_the_caches_size_not_what_was_freed(tmp_path: Path) -> None:
+    cache = small_cache(tmp_path)  # aa/ 1,500 bytes (oldest), bb/ 2,000
+    for f in (cache / "aa").iterdir():
+        os.utime(f, (1e9, 1e9))
+    os.link(cache / "aa" / f"{KEY}.py", tmp_path / "kept-elsewhere.py")
+    result = trim_cache("inductor", str(cache), 2000)
+    assert not (cache / "aa").exists()  # the oldest entry went: the cache is 2,000 bytes now
+    assert (cache / "bb" / f"{OTHER_KEY}.py").exists()  # and the trim stopped there
+    assert result.freed_bytes == 500  # the .py still has its other name
+    assert scan_dir(str(cache))[1] == 2000
