@@ -173,9 +173,15 @@ def _write_error(run_dir: Path, rank: int, exc: BaseException) -> None:
         "distributed": _is_distributed(exc),
         "missing_name": _missing_name(exc),
     }
-    tmp = run_dir / f"rank-{rank}.error.json.tmp"
-    tmp.write_text(json.dumps(record))
-    tmp.replace(run_dir / f"rank-{rank}.error.json")
+    # Whole or not at all (torchrun may kill this rank mid-write once another failed), and
+    # without a rename over the name: only jupyter_gpu.compile_cache deletes (new_files).
+    from jupyter_gpu.new_files import write_new
+
+    folder = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        write_new(folder, f"rank-{rank}.error.json", json.dumps(record).encode())
+    finally:
+        os.close(folder)
 
 
 def _init_process_group(config: dict[str, Any], local_rank: int) -> Any:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -139,14 +138,14 @@ def report_here(module_name: str, width: int) -> list[RankReport] | None:
         raise FileNotFoundError(f"{path} not found: run the %%writefile cell above first")
     student = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(student)  # the file as it is now, not as first imported
-    with tempfile.TemporaryDirectory() as store:
-        dist.init_process_group(
-            "gloo", init_method=Path(store, "store").as_uri(), rank=0, world_size=1
-        )
-        try:
-            return [_report(student, torch.device("cpu"), width)]
-        finally:
-            dist.destroy_process_group()
+    # A world of one needs no rendezvous file (nothing on disk, nothing to delete afterwards:
+    # only jupyter_gpu/compile_cache deletes): an in-memory store is the whole world's.
+    store = dist.HashStore()  # type: ignore[attr-defined]  # public (torch docs), not re-exported
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        return [_report(student, torch.device("cpu"), width)]
+    finally:
+        dist.destroy_process_group()
 
 
 def run_sharding(module_name: str, *, world: int, backend: str, width: int) -> Any:
