@@ -107,8 +107,10 @@ class MemoryMagics(ShellMagics):
     def _summary(self, args: argparse.Namespace) -> MemorySummary | None:
         device, index = self._device(args)
         census = _tensors.census(self.shell, device)
-        # What --free would release: tensors only Out[] or the last traceback name.
-        held = census.held_only_by(_tensors.OUTPUT, _tensors.TRACEBACK)
+        # What --free would release: tensors only Out[] or the last traceback name, each
+        # counted under the best name it has (Out[] before a traceback).
+        held_by_outputs = census.held_only_by(_tensors.OUTPUT)
+        held_by_error = census.held_only_by(_tensors.TRACEBACK)
         oom = last_error_was_oom()
         if index is None:
             summary = MemorySummary(device, None, None, None, None, None, None, None, "no CUDA")
@@ -132,10 +134,11 @@ class MemoryMagics(ShellMagics):
             )
         summary.tensors = census.largest(args.top)
         summary.unnamed_bytes = census.unnamed_bytes
-        summary.held_by_last_error_bytes = sum(t.nbytes for t in held)
+        summary.held_by_last_error_bytes = sum(t.nbytes for t in held_by_error)
+        summary.held_by_outputs_bytes = sum(t.nbytes for t in held_by_outputs)
         summary.last_error_was_oom = oom
         if not args.quiet:
-            show_summary(summary, index, len(held))
+            show_summary(summary, index, held_by_error, held_by_outputs)
         return summary if args.output else None
 
     def _free(self, args: argparse.Namespace) -> FreeReport | None:

@@ -21,10 +21,73 @@ from .results import CellMemory, MemorySummary
 
 if TYPE_CHECKING:
     from .oom import FreeReport
+    from .tensors import TensorInfo
 
 
-def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
-    """Display ``%memsummary``: allocator table, NVML's view, largest tensors, advice."""
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _outputs_named(held: list[TensorInfo]) -> str:
+    """``Out[4]``, ``Out[4] and Out[7]``... : the output entries that hold ``held``."""
+    entries: list[str] = []
+    for t in held:
+        for name in t.names:
+            entry = name[: name.index("]") + 1]  # Out[4][0] -> Out[4]
+            if name.startswith("Out[") and entry not in entries:
+                entries.append(entry)
+    shown = entries[:3] + ([f"{len(entries) - 3} more"] if len(entries) > 3 else [])
+    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+
+
+def held_note(
+    held_by_error: list[TensorInfo], held_by_outputs: list[TensorInfo], *, oom: bool, cuda: bool
+) -> str | None:
+    """What only the last error's traceback and only Out[] keep alive, each named as such.
+
+    ``None`` when neither holds a tensor. The traceback is named only when there was an error
+    (a traceback holds something); Out[] alone is IPython's output history, not an error.
+    """
+    parts = []
+    if held_by_error:
+        whose = (
+            "The last cell ran out of memory; its traceback"
+            if oom
+            else "The last error's traceback"
+        )
+        parts.append(
+            f"{whose} still holds {_count(len(held_by_error), 'tensor')}, "
+            f"{fmt_bytes(sum(t.nbytes for t in held_by_error))} (a traceback keeps every "
+            "frame's variables alive)"
+        )
+    if held_by_outputs:
+        which = "Out[]" if held_by_error else "IPython's output history"
+        parts.append(
+            f"{which} still holds {_count(len(held_by_outputs), 'tensor')}, "
+            f"{fmt_bytes(sum(t.nbytes for t in held_by_outputs))}, in "
+            f"{_outputs_named(held_by_outputs)} (a cell's displayed value stays in Out[])"
+        )
+    if not parts:
+        return None
+    them = "it" if len(held_by_error) + len(held_by_outputs) == 1 else "them"
+    empties = " and empties the CUDA cache" if cuda else ""
+    return (
+        f"{'; '.join(parts)}. %memsummary --free releases {them}{empties}; your own variables "
+        "are kept."
+    )
+
+
+def show_summary(
+    s: MemorySummary,
+    index: int | None,
+    held_by_error: list[TensorInfo],
+    held_by_outputs: list[TensorInfo],
+) -> None:
+    """Display ``%memsummary``: allocator table, NVML's view, largest tensors, advice.
+
+    ``held_by_error`` and ``held_by_outputs``: the tensors only the last error's traceback,
+    and only Out[], keep alive (what ``--free`` would release).
+    """
     parts_text: list[str] = []
     parts_html: list[str] = []
 
@@ -82,20 +145,12 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
             f"{fmt_bytes(s.unnamed_bytes)} of tensors is not reachable from any notebook name "
             "(held by libraries, closures, compiled graphs or CUDA graph pools)."
         )
-    if s.held_by_last_error_bytes > 0:
-        what = (
-            "The last cell ran out of memory; its traceback"
-            if s.last_error_was_oom
-            else "The last error's traceback"
-        )
-        note(
-            f"{what} and Out[] still hold {held_count} tensor(s), "
-            f"{fmt_bytes(s.held_by_last_error_bytes)} (a traceback keeps every frame's "
-            "variables alive). %memsummary --free releases them and empties the CUDA cache; "
-            "your own variables are kept.",
-            warn=True,
-        )
-    elif s.last_error_was_oom:
+    held = held_note(
+        held_by_error, held_by_outputs, oom=s.last_error_was_oom, cuda=index is not None
+    )
+    if held is not None:
+        note(held, warn=bool(held_by_error))
+    if s.last_error_was_oom and not held_by_error:
         note(
             "The last cell ran out of memory. Free memory by deleting large variables "
             "(del name), then torch.cuda.empty_cache(); or use a smaller batch, "

@@ -16,7 +16,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class MemorySummary:
-    """What ``%memsummary -o`` returns (bytes; ``None`` where not measured, e.g. on CPU)."""
+    """What ``%memsummary -o`` returns (bytes; ``None`` where not measured, e.g. on CPU).
+
+    ``held_by_last_error_bytes``: tensors that only the last error's traceback (its frames'
+    variables) keeps alive; ``held_by_outputs_bytes``: tensors that only IPython's output
+    history (``Out[n]``) keeps alive. A tensor both hold counts once, under ``Out[]``.
+    """
 
     device: str
     allocated_bytes: int | None
@@ -30,6 +35,7 @@ class MemorySummary:
     tensors: list[TensorInfo] = field(default_factory=list)
     unnamed_bytes: int = 0
     held_by_last_error_bytes: int = 0
+    held_by_outputs_bytes: int = 0
     last_error_was_oom: bool = False
 
     def __repr__(self) -> str:

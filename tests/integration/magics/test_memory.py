@@ -62,9 +62,14 @@ def test_output_cache_and_last_error_are_named_and_freed(shell: Shell) -> None:
     assert f"Out[{n}]" in names
     assert "<last error> step.activations" in names
     assert summary.last_error_was_oom
-    assert summary.held_by_last_error_bytes >= 400 * 400 * 4 + 300 * 300 * 4
+    assert summary.held_by_last_error_bytes == 400 * 400 * 4  # step.activations
+    assert summary.held_by_outputs_bytes == 300 * 300 * 4  # Out[n]
     advice = shell.ok("%memsummary").text
-    assert "ran out of memory" in advice
+    assert (
+        "The last cell ran out of memory; its traceback still holds 1 tensor, 625.0 KiB "
+        "(a traceback keeps every frame's variables alive); "
+        f"Out[] still holds 1 tensor, 351.6 KiB, in Out[{n}] "
+    ) in advice
     assert "%memsummary --free" in advice
 
     out_ref = weakref.ref(shell.ip.user_ns["Out"][n])
@@ -84,10 +89,25 @@ def test_held_count_leaves_out_tensors_no_name_reaches(shell: Shell) -> None:
     # A closure holds a tensor no notebook name reaches (it is listed as unnamed), and Out[]
     # holds one: the note about what Out[] and the last traceback hold counts only the latter.
     shell.ok("hidden = (lambda t: lambda: t)(torch.ones(50, 50))")
-    shell.ok("torch.zeros(300, 300)")
+    n = shell.ok("torch.zeros(300, 300)").result.execution_count
     summary = shell.ok("s = %memsummary -o")
     assert shell["s"].unnamed_bytes >= 50 * 50 * 4
-    assert "Out[] still hold 1 tensor(s)" in summary.text
+    assert f"output history still holds 1 tensor, 351.6 KiB, in Out[{n}]" in summary.text
+
+
+def test_what_only_out_holds_is_not_called_an_error(shell: Shell) -> None:
+    # Nothing failed in this kernel: a displayed value is what holds the tensor.
+    first = shell.ok("torch.ones(1)").result.execution_count
+    second = shell.ok("(torch.ones(2), torch.ones(3))").result.execution_count
+    summary = shell.ok("s = %memsummary -o")
+    assert shell["s"].held_by_last_error_bytes == 0
+    assert shell["s"].held_by_outputs_bytes == 4 + 8 + 12
+    assert (
+        f"IPython's output history still holds 3 tensors, 24 B, in Out[{first}] and "
+        f"Out[{second}] (a cell's displayed value stays in Out[])"
+    ) in summary.text
+    assert "error" not in summary.text
+    assert "traceback" not in summary.text
 
 
 FAILING_CALL = """
