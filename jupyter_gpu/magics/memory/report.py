@@ -183,15 +183,18 @@ def _peak_text(r: CellMemory) -> str:
 def show_cell(r: CellMemory) -> None:
     """Display ``%%memsummary``: the delta and peak line, and the timeline if recorded."""
     if r.device == "cpu":
-        text = (
-            f"cell memory (cpu, process resident memory): {fmt_bytes(r.before_bytes)} -> "
-            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}); "
-            + (
-                f"the process peak rose to {fmt_bytes(r.peak_bytes)} in this cell"
-                if r.peak_bytes is not None
-                else "peak: not above the process's earlier peak "
+        if r.peak_bytes is not None:
+            peak = f"the process peak rose to {fmt_bytes(r.peak_bytes)} in this cell"
+        elif r.peak_before_bytes is not None:
+            peak = (
+                "peak: not above the process's earlier peak "
                 f"({fmt_bytes(r.peak_before_bytes)}); torch keeps no CPU peak counter"
             )
+        else:
+            peak = "peak: not measured (no peak resident size read with the resident size here)"
+        text = (
+            f"cell memory (cpu, process resident memory): {fmt_bytes(r.before_bytes)} -> "
+            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}); {peak}"
         )
     else:
         text = (

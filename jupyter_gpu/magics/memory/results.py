@@ -57,6 +57,11 @@ class CellMemory:
     otherwise ``peak`` (a ``PeakReading``) holds the peak of the bytes requested, from the
     allocator's trace of the cell (``peak.source == "trace"``). ``best_known_peak_bytes`` is
     one figure for both cases.
+
+    On CPU, ``peak_before_bytes`` is the process's peak resident size before the cell
+    (``None``: not measured), and ``peak_bytes`` that peak after the cell when the cell raised
+    it; each is read with the resident size beside it, so it is never below the start or the
+    end (``common/process_memory.py``).
     """
 
     device: str

@@ -165,6 +165,29 @@ def test_cell_magic_reports_delta_and_returns_value(shell: Shell) -> None:
     assert result.after_bytes is not None
 
 
+def test_cpu_peak_is_never_below_the_start_or_the_end(shell: Shell) -> None:
+    # Three cells that each raise the process's peak, as the three runs did: the peak
+    # was read from getrusage (approximate) and the end from /proc (exact), and came out
+    # below the end every time.
+    from jupyter_gpu.magics.common.process_memory import read_process_memory
+
+    for _ in range(3):
+        now = read_process_memory()
+        assert now.rss_bytes is not None
+        assert now.peak_bytes is not None
+        floats = (now.peak_bytes - now.rss_bytes + 32 * 2**20) // 4  # 32 MiB above the peak
+        ran = shell.ok(f"%%memsummary -o\nblock = torch.ones({floats})")
+        result = ran.result.result
+        assert result.peak_bytes is not None, ran.text
+        assert result.peak_bytes >= max(result.before_bytes, result.after_bytes), ran.text
+        assert "the process peak rose to" in ran.text
+        shell.ok("del block")
+    # A cell below the earlier peak quotes that peak, which is not below its end either.
+    result = shell.ok("%%memsummary -o -q\nsmall = torch.ones(4)").result.result
+    assert result.peak_bytes is None
+    assert result.peak_before_bytes >= max(result.before_bytes, result.after_bytes)
+
+
 def test_cell_magic_with_error_reports_and_reraises(shell: Shell) -> None:
     ran = shell.run("%%memsummary\npartial = 1\nraise KeyError('missing')")
     assert isinstance(ran.error, KeyError)
