@@ -1,13 +1,15 @@
 """This process's resident memory and its lifetime peak, read together (``%%memsummary`` on CPU).
 
 On Linux both come from one read of ``/proc/self/status``: ``VmRSS`` (resident now) and
-``VmHWM`` (the high-water mark), which the kernel computes together so that the peak is never
-below the resident size beside it. ``getrusage``'s ``ru_maxrss`` is not used there: it is read
-from the kernel's per-CPU approximate counters, while ``VmRSS`` (and psutil's ``rss``, from
-``/proc/self/statm``) sums them exactly; on Linux 6.18 ``ru_maxrss`` read 68 to 192 KiB below
-``VmHWM`` in every one of 100 reads while the process grew, so a cell's "peak" came out below
-its end. Elsewhere (macOS) psutil's ``rss`` and ``ru_maxrss`` (bytes there) are read, and a
-peak below the resident size read with it is not taken as a peak.
+``VmHWM`` (the high-water mark), which the kernel computes together (``task_mem`` in
+``fs/proc/task_mmu.c``: the larger of the resident size it just summed and the recorded
+high-water mark), so the peak is never below the resident size beside it. ``getrusage``'s
+``ru_maxrss`` is not used there: it reads the kernel's per-CPU RSS counters without summing
+them (an approximation), where ``VmRSS`` and psutil's ``rss`` (``/proc/self/statm``) sum them;
+on Linux 6.18 ``ru_maxrss`` read 68 to 192 KiB below ``VmHWM`` in each of 100 reads while the
+process grew, so a cell's "peak" came out below its end. Elsewhere (macOS) psutil's ``rss``
+and ``ru_maxrss`` (bytes there) are read, and a peak below the resident size read with it is
+not taken as a peak.
 """
 
 from __future__ import annotations
