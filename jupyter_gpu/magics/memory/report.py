@@ -32,12 +32,15 @@ def _outputs_named(held: list[TensorInfo]) -> str:
     """``Out[4]``, ``Out[4] and Out[7]``... : the output entries that hold ``held``."""
     entries: list[str] = []
     for t in held:
-        for name in t.names:
-            entry = name[: name.index("]") + 1]  # Out[4][0] -> Out[4]
-            if name.startswith("Out[") and entry not in entries:
+        # Out[4][0] -> Out[4]; a traceback's name of the same tensor is not an entry.
+        for name in (n for n in t.names if n.startswith("Out[")):
+            entry = name[: name.index("]") + 1]
+            if entry not in entries:
                 entries.append(entry)
     shown = entries[:3] + ([f"{len(entries) - 3} more"] if len(entries) > 3 else [])
-    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+    if len(shown) < 2:
+        return "".join(shown) or "Out[]"
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
 def held_note(

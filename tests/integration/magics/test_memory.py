@@ -249,3 +249,18 @@ def test_fake_and_meta_tensors_are_skipped_without_a_warning(shell: Shell) -> No
     assert "meta" not in names
     assert "FakeTensor" not in ran.text
     assert not [w for w in caught if "FakeTensor" in str(w.message)]
+
+
+def test_a_tensor_out_and_the_traceback_both_hold_is_named_once_as_out(shell: Shell) -> None:
+    # The failing call's frame holds the tensor a cell displayed before: Out[] is its best
+    # name, and its traceback name must not break the note.
+    n = shell.ok("shown = torch.zeros(20, 20)\nshown").result.execution_count
+    shell.ok("del shown")
+    failing = shell.run(
+        f"def step(t=Out[{n}]):\n    raise RuntimeError('fails while holding it')\nstep()"
+    )
+    assert isinstance(failing.error, RuntimeError)
+    del failing
+    ran = shell.ok("s = %memsummary -o")
+    assert shell["s"].held_by_outputs_bytes == 20 * 20 * 4
+    assert f"output history still holds 1 tensor, 1.6 KiB, in Out[{n}]" in ran.text
