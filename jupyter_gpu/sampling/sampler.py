@@ -232,7 +232,7 @@ class Sampler:
         def scan(stop: threading.Event) -> CompileCacheSample:
             sources = dirs
             if with_kernels:
-                sources = merge_sources(dirs, kernel_cache_dirs(sorted(annotator.kernel_map)))
+                sources = merge_sources(dirs, kernel_cache_dirs(annotator.kernel_pids()))
             self.cache_sources = sources
             return scan_sources(sources, stop, min_free)
 

@@ -21,6 +21,7 @@ from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.options import api_config, sampler_values
 from jupyter_gpu.readings import BackendInfo, Sample
 from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
+from jupyter_gpu.sampling.process_facts import ProcessId
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
 from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
@@ -82,6 +83,7 @@ class GpuService:
         )
         self._metrics_registry = registry_for(self.metrics)
         self._kernel_refresh: PeriodicCallback | None = None
+        self._kernels_seen: dict[str, ProcessId] = {}  # kernel id -> (pid, start time)
         self._stopped = False
 
     def make_sampler(self, options: SamplerOptions | None = None, **kwargs: Any) -> Sampler:
@@ -129,7 +131,9 @@ class GpuService:
         if self._stopped or self._kernel_manager is None:
             return
         try:
-            kernels = await build_kernel_map(self._kernel_manager, self._session_manager, self.log)
+            kernels = await build_kernel_map(
+                self._kernel_manager, self._session_manager, self.log, self._kernels_seen
+            )
         except Exception:  # attribution is a nicety: log and keep the last map
             self.log.debug("jupyter_gpu: kernel map refresh failed", exc_info=True)
             return
