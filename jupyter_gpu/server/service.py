@@ -187,22 +187,27 @@ class GpuService:
         return len(self._clients)
 
     def devices_json(self) -> str | None:
-        """The ``GET devices`` body (built once), ``None`` before the backend is open."""
-        if self._devices_json is None:
-            info = self.sampler.info
-            if info is None:
-                return None
-            payload = {
-                "api_version": API_VERSION,
-                **info.to_dict(),
-                "hostname": socket.gethostname(),
-                "jupyter_gpu_version": __version__,
-                "config": api_config(
-                    self.config, {"history_capacity": self.sampler.history.capacity}
-                ),
-            }
-            self._devices_json = dumps(payload)
-        return self._devices_json
+        """The ``GET devices`` body, ``None`` before the sampler starts opening the backend.
+
+        Built once the backend is open; while NVML has not answered, built at each request
+        (no devices, the reason, ``nvml_wait_s``).
+        """
+        if self._devices_json is not None:
+            return self._devices_json
+        info = self.sampler.info
+        if info is None:
+            return None
+        payload = {
+            "api_version": API_VERSION,
+            **info.to_dict(),
+            "hostname": socket.gethostname(),
+            "jupyter_gpu_version": __version__,
+            "config": api_config(self.config, {"history_capacity": self.sampler.history.capacity}),
+        }
+        body = dumps(payload)
+        if info.nvml_wait_s is None:  # open: it no longer changes
+            self._devices_json = body
+        return body
 
     def _latest_with_info(self) -> tuple[Sample, BackendInfo] | None:
         entry = self.sampler.latest()
