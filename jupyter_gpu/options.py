@@ -316,6 +316,32 @@ OPTIONS: tuple[Option, ...] = (
         sampler=False,  # the server refreshes the map on its event loop
     ),
     Option(
+        "max_stream_clients",
+        "int",
+        64,
+        "How many WebSocket stream clients (browser tabs with the GPU monitor open, at one "
+        "socket each) the server serves at once (1 to 10000). One more is closed at once "
+        "with code 1013 and a reason the panel shows; it polls no faster for it and tries "
+        "again after a minute. Each client's unsent data is bounded by "
+        "stream_send_budget_kib, so the stream holds at most about this many times that.",
+        minimum=1,
+        maximum=10_000,
+        sampler=False,  # the stream's handler reads it
+    ),
+    Option(
+        "stream_send_budget_kib",
+        "int",
+        512,
+        "KiB of samples a stream client may leave unread on the server (its unsent data, "
+        "past what the operating system's socket buffers hold) before the server drops its "
+        "connection, freeing that data (64 to 1048576). A client that reads catches up; "
+        "one that stopped reading (a frozen tab, a dead link) reconnects and fills the gap "
+        "from the history when it can.",
+        minimum=64,
+        maximum=1_048_576,
+        sampler=False,  # the stream's handler reads it
+    ),
+    Option(
         "show_other_processes",
         "bool",
         False,

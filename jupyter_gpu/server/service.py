@@ -73,6 +73,7 @@ class GpuService:
         self._kernel_manager = kernel_manager
         self._session_manager = session_manager
         self._clients: set[StreamClient] = set()
+        self._full_logged = False  # the bound on clients was reached and that was logged
         self._ready = asyncio.Event()
         self._devices_json: str | None = None
         self.sampler = self.make_sampler()
@@ -175,11 +176,26 @@ class GpuService:
             return self.sampler.latest() is not None
         return True
 
-    def add_client(self, client: StreamClient) -> None:
+    def add_client(self, client: StreamClient, limit: int | None = None) -> bool:
+        """Count ``client`` in, unless ``limit`` clients are in already; whether it was.
+
+        The first refusal after a time under the limit is logged (a warning), not each one.
+        """
+        if limit is not None and len(self._clients) >= limit:
+            if not self._full_logged:
+                self._full_logged = True
+                self.log.warning(
+                    "jupyter_gpu: refusing stream clients: %d are connected, the most "
+                    "JupyterGpu.max_stream_clients allows (each refused one is told why)",
+                    len(self._clients),
+                )
+            return False
         self._clients.add(client)
+        return True
 
     def remove_client(self, client: StreamClient) -> None:
         self._clients.discard(client)
+        self._full_logged = False
 
     @property
     def client_count(self) -> int:
