@@ -2,7 +2,7 @@
 
 The sampler thread calls ``_on_sample`` for each new sample; that only schedules ``_publish`` on
 the event loop (Tornado's thread-safe ``add_callback``). ``_publish`` wraps the sample's JSON in
-the stream message once and writes that same text to every connected socket.
+the stream message and its WebSocket frame once, and writes those same bytes to every socket.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
 from jupyter_gpu.sampling.process_facts import ProcessId
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
-from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
+from jupyter_gpu.server.serialize import dumps, encode_sample, stream_frame, stream_message
 from jupyter_gpu.version import __version__
 
 API_VERSION = "1"
@@ -33,10 +33,11 @@ API_VERSION = "1"
 class StreamClient(Protocol):
     """What the service needs of a connected socket."""
 
-    def push(self, message: str, seq: int) -> None:
-        """Send sample ``seq``'s message; never raises (a closed or stuck client misses it).
+    def push(self, frame: bytes, seq: int) -> None:
+        """Send sample ``seq``'s message, a WebSocket frame built once (``stream_frame``).
 
-        A sample not newer than the last one sent to this client is skipped.
+        Never raises (a closed client misses it; one past its send budget is dropped). A
+        sample not newer than the last one sent to this client is skipped.
         """
 
     def close(self) -> None:
@@ -151,9 +152,9 @@ class GpuService:
         self._ready.set()
         if not self._clients:
             return
-        message = stream_message(entry.json, self.age_s(entry))
+        frame = stream_frame(stream_message(entry.json, self.age_s(entry)))
         for client in list(self._clients):
-            client.push(message, entry.sample.seq)
+            client.push(frame, entry.sample.seq)
 
     # -- readers (event loop)
 

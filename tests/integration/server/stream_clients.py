@@ -67,7 +67,16 @@ class FrameReader:
         return out
 
     def frame(self) -> tuple[int, bytes]:
-        """The next frame's opcode and payload (1: text, 8: close)."""
+        """The next frame's opcode and payload (1: text, 8: close, 9: ping).
+
+        A ping is answered with its pong here, as a browser does.
+        """
+        opcode, payload = self._frame()
+        if opcode == 9:
+            self.sock.sendall(client_frame(0xA, payload))
+        return opcode, payload
+
+    def _frame(self) -> tuple[int, bytes]:
         first, second = self._take(2)
         length = second & 0x7F
         if length == 126:
@@ -75,3 +84,11 @@ class FrameReader:
         elif length == 127:
             (length,) = struct.unpack("!Q", self._take(8))
         return first & 0x0F, self._take(length)
+
+
+def client_frame(opcode: int, payload: bytes) -> bytes:
+    """A frame from a client (RFC 6455 5.3: masked), of a payload under 126 bytes."""
+    assert len(payload) < 126
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return struct.pack("!BB", 0x80 | opcode, 0x80 | len(payload)) + mask + masked
