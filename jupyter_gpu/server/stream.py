@@ -198,4 +198,5 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
 def too_many_clients_reason(limit: int) -> str:
     """The close reason of a client over the bound (at most 123 bytes, as a close frame allows)."""
-    return f"this server streams to {limit} clients at most (JupyterGpu.max_stream_clients)"
+    clients = "1 client" if limit == 1 else f"{limit} clients"
+    return f"this server streams to {clients} at most (JupyterGpu.max_stream_clients)"
