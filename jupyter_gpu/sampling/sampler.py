@@ -172,8 +172,9 @@ class Sampler:
         options: cadence, backend choice and history length.
         encode: turns a sample into its JSON text, once, in the sampler thread.
         on_sample: called in the sampler thread with each new entry (keep it short: hand off).
-        backend_factory: opens the backend in the sampler thread (tests inject a fake NVML
-            through it); the default follows ``options.backend``.
+        backend_factory: opens the backend, in the ``jupyter-gpu-open`` thread (tests inject a
+            fake NVML through it); the default follows ``options.backend``. It may block (a
+            hung ``nvmlInit``): the sampler serves the host meanwhile.
         host: the host reader (tests pass one over a fake cgroup tree).
         caches: the compile-cache directories to scan (default: resolved as torch does).
         kernel_caches: also scan the caches the server's kernels use, found in their
@@ -337,7 +338,7 @@ class Sampler:
     # -- lifecycle
 
     def start(self) -> None:
-        """Start the threads; returns at once (the backend opens in the sampler thread)."""
+        """Start the threads; returns at once (the backend opens in a thread of its own)."""
         self._cache_scan.start()
         self._thread.start()
 
