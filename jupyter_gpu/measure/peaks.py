@@ -1,0 +1,475 @@
+"""NVIDIA's data-sheet peak FLOP rates per GPU model and dtype, dense; MFU by its definition.
+
+MFU (model FLOPs utilisation, PaLM: Chowdhery et al. 2022, appendix B) is the model FLOPs a step
+does per second over the hardware's peak FLOP rate. The peak is the one NVIDIA prints for the GPU
+model and the dtype the matrix products run in, **dense**: data sheets print most tensor-core
+figures "with sparsity" (2:4 structured sparsity, which a dense training step never uses), and the
+dense rate is half of that. Where a document prints both ("156 | 312*"), the table keeps both and
+uses the dense one; where it prints only the sparse one, the dense rate is that halved. Where the
+document prints only a dense rate (T4: Turing has no sparsity; FP32 on the CUDA cores) it is used
+as it is.
+
+Which figure is "bf16" or "fp16": a torch 16-bit matmul accumulates in FP32 (cuBLAS's
+``CUBLAS_COMPUTE_32F``), so the table holds the rates "with FP32 accumulate". Data-center GPUs run
+both accumulations at one rate; GeForce cards run FP32 accumulate at half the FP16-accumulate rate
+(Ada and RTX Blackwell whitepapers), and the table holds the slower, FP32-accumulate figure. FP8,
+where the GPU has it, is also the FP32-accumulate figure (``torch._scaled_mm`` accumulates in
+FP32 unless asked for fast accumulation). ``fp32`` is the non-tensor FP32 rate (a strict fp32
+matmul); ``tf32`` the TF32 tensor-core rate (fp32 tensors with TF32 allowed).
+
+Looking a GPU up: by the name NVML and CUDA report (``nvmlDeviceGetName``,
+``torch.cuda.get_device_name``), matched exactly (case and spacing aside), so that a laptop part
+("... RTX 4090 Laptop GPU") or a name nobody checked never borrows another board's peak. A MIG
+slice ("NVIDIA H100 80GB HBM3 MIG 1g.10gb") gets no peak: it has a share of the GPU's SMs and
+memory that the data sheet does not print. Read the name of the CUDA device the process runs on
+(``torch.cuda.get_device_name``): on a MIG slice it names the slice, where NVML's parent-GPU
+handle names the whole GPU.
+
+Nothing here imports torch or NVML: the caller passes the name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+#: The dtypes the table holds, by the names the project uses.
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+_DTYPE_ALIASES = {
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+}
+
+
+def dtype_key(dtype: object) -> str:
+    """The table's name for a dtype: ``"bf16"`` for ``torch.bfloat16``, ``"bfloat16"``, ``"bf16"``.
+
+    Raises:
+        ValueError: a dtype the table has no column for.
+    """
+    text = str(dtype).strip().lower().removeprefix("torch.")
+    if text not in _DTYPE_ALIASES:
+        raise ValueError(f"no data-sheet peak for dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return _DTYPE_ALIASES[text]
+
+
+@dataclass(frozen=True)
+class DataSheet:
+    """The NVIDIA document a GPU's figures come from."""
+
+    title: str
+    url: str
+
+
+@dataclass(frozen=True)
+class PrintedPeak:
+    """One dtype's peak as the document prints it, in TFLOP/s (10^12 FLOP/s).
+
+    Attributes:
+        dtype: one of :data:`DTYPES`.
+        printed_dense_tflops: the dense figure where the document prints one, else ``None``.
+        printed_sparse_tflops: the "with sparsity" figure where the document prints one.
+    """
+
+    dtype: str
+    printed_dense_tflops: float | None = None
+    printed_sparse_tflops: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}")
+        if self.printed_dense_tflops is None and self.printed_sparse_tflops is None:
+            raise ValueError(f"{self.dtype}: the document prints no figure")
+
+    @property
+    def dense_tflops(self) -> float:
+        """The dense rate: the printed dense figure, else half the sparse one."""
+        if self.printed_dense_tflops is not None:
+            return self.printed_dense_tflops
+        assert self.printed_sparse_tflops is not None  # __post_init__ holds one of them
+        return self.printed_sparse_tflops / 2
+
+
+@dataclass(frozen=True)
+class GpuPeaks:
+    """One GPU model's data-sheet peaks, the names NVML gives it, and where the figures are from.
+
+    Attributes:
+        model: the board, as NVIDIA names it (``"H200 SXM"``).
+        nvml_names: the names NVML and CUDA report for it, exactly.
+        peaks: the dtypes the document prints (a dtype it does not print is absent).
+        source: the document.
+        note: what a reader of the figure should know (accumulation, assumptions).
+    """
+
+    model: str
+    nvml_names: tuple[str, ...]
+    peaks: tuple[PrintedPeak, ...]
+    source: DataSheet
+    note: str = ""
+
+    def printed(self, dtype: str) -> PrintedPeak | None:
+        """The printed peak for ``dtype`` (any name :func:`dtype_key` reads), or ``None``."""
+        key = dtype_key(dtype)
+        return next((p for p in self.peaks if p.dtype == key), None)
+
+    def dense_tflops(self, dtype: str) -> float | None:
+        """Dense TFLOP/s for ``dtype``, or ``None`` where the document prints none."""
+        found = self.printed(dtype)
+        return None if found is None else found.dense_tflops
+
+
+def _peaks(**figures: tuple[float | None, float | None]) -> tuple[PrintedPeak, ...]:
+    """``bf16=(dense, sparse)``, as printed (``None`` where the document prints no such figure)."""
+    return tuple(PrintedPeak(k, dense, sparse) for k, (dense, sparse) in figures.items())
+
+
+_H100 = DataSheet(
+    "NVIDIA H100 Tensor Core GPU Datasheet",
+    "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+)
+_H100_PAGE = DataSheet(
+    "NVIDIA H100 Tensor Core GPU, product page (specifications)",
+    "https://www.nvidia.com/en-us/data-center/h100/",
+)
+_H200 = DataSheet(
+    "NVIDIA H200 Tensor Core GPU, product page (specifications)",
+    "https://www.nvidia.com/en-us/data-center/h200/",
+)
+_A100 = DataSheet(
+    "NVIDIA A100 Tensor Core GPU Datasheet",
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+)
+_A10 = DataSheet(
+    "NVIDIA A10 Tensor Core GPU Datasheet",
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
+)
+_L4 = DataSheet(
+    "NVIDIA L4 Tensor Core GPU Datasheet",
+    "https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet",
+)
+_T4 = DataSheet(
+    "NVIDIA T4 Tensor Core GPU Datasheet",
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
+    "t4-tensor-core-datasheet-951643.pdf",
+)
+_ADA = DataSheet(
+    "NVIDIA Ada GPU Architecture whitepaper (v2.01), appendix A",
+    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+)
+_RTX_BLACKWELL = DataSheet(
+    "NVIDIA RTX Blackwell GPU Architecture whitepaper, appendix A",
+    "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/"
+    "nvidia-rtx-blackwell-gpu-architecture.pdf",
+)
+
+_GEFORCE = (
+    "GeForce: 16-bit and FP8 rates with FP32 accumulate, half the FP16-accumulate rate; the "
+    "card's clock often runs above the rated boost clock, so a measured rate can exceed it"
+)
+
+#: The table: every figure as its document prints it (TFLOP/s; ``(dense, sparse)``).
+TABLE: tuple[GpuPeaks, ...] = (
+    GpuPeaks(
+        "H100 SXM",
+        ("NVIDIA H100 80GB HBM3",),
+        _peaks(
+            fp32=(67, None),
+            tf32=(None, 989),
+            bf16=(None, 1979),
+            fp16=(None, 1979),
+            fp8=(None, 3958),
+        ),
+        _H100,
+    ),
+    GpuPeaks(
+        "H100 PCIe",
+        ("NVIDIA H100 PCIe",),
+        _peaks(
+            fp32=(51, None),
+            tf32=(None, 756),
+            bf16=(None, 1513),
+            fp16=(None, 1513),
+            fp8=(None, 3026),
+        ),
+        _H100,
+    ),
+    GpuPeaks(
+        "H100 NVL",
+        ("NVIDIA H100 NVL",),
+        _peaks(
+            fp32=(60, None),
+            tf32=(None, 835),
+            bf16=(None, 1671),
+            fp16=(None, 1671),
+            fp8=(None, 3341),
+        ),
+        _H100_PAGE,
+        "per GPU of the 94 GB NVL board (an earlier data sheet printed a pair of them together)",
+    ),
+    GpuPeaks(
+        "H200 SXM",
+        ("NVIDIA H200",),
+        _peaks(
+            fp32=(67, None),
+            tf32=(None, 989),
+            bf16=(None, 1979),
+            fp16=(None, 1979),
+            fp8=(None, 3958),
+        ),
+        _H200,
+        "the name 'NVIDIA H200' is the SXM board's; the NVL board reports 'NVIDIA H200 NVL'",
+    ),
+    GpuPeaks(
+        "H200 NVL",
+        ("NVIDIA H200 NVL",),
+        _peaks(
+            fp32=(60, None),
+            tf32=(None, 835),
+            bf16=(None, 1671),
+            fp16=(None, 1671),
+            fp8=(None, 3341),
+        ),
+        _H200,
+    ),
+    GpuPeaks(
+        "A100 (SXM4 and PCIe, 40 and 80 GB)",
+        (
+            "NVIDIA A100-SXM4-40GB",
+            "NVIDIA A100-SXM4-80GB",
+            "NVIDIA A100-PCIE-40GB",
+            "NVIDIA A100 80GB PCIe",
+        ),
+        _peaks(fp32=(19.5, None), tf32=(156, 312), bf16=(312, 624), fp16=(312, 624)),
+        _A100,
+        "the data sheet prints the same rates for the SXM4 and PCIe boards, 40 and 80 GB",
+    ),
+    GpuPeaks(
+        "A10",
+        ("NVIDIA A10",),
+        _peaks(fp32=(31.2, None), tf32=(62.5, 125), bf16=(125, 250), fp16=(125, 250)),
+        _A10,
+    ),
+    GpuPeaks(
+        "L4",
+        ("NVIDIA L4",),
+        _peaks(
+            fp32=(30.3, None), tf32=(None, 120), bf16=(None, 242), fp16=(None, 242), fp8=(None, 485)
+        ),
+        _L4,
+    ),
+    GpuPeaks(
+        "T4",
+        ("Tesla T4",),
+        # "Mixed Precision (FP16/FP32)": FP16 products, FP32 accumulate; Turing has no bf16, no
+        # TF32 and no sparsity.
+        _peaks(fp32=(8.1, None), fp16=(65, None)),
+        _T4,
+    ),
+    GpuPeaks(
+        "GeForce RTX 4090",
+        ("NVIDIA GeForce RTX 4090",),
+        _peaks(
+            fp32=(82.6, None),
+            tf32=(82.6, 165.2),
+            bf16=(165.2, 330.4),
+            fp16=(165.2, 330.4),
+            fp8=(330.3, 660.6),
+        ),
+        _ADA,
+        _GEFORCE,
+    ),
+    GpuPeaks(
+        "GeForce RTX 4080",
+        ("NVIDIA GeForce RTX 4080",),
+        _peaks(
+            fp32=(48.7, None),
+            tf32=(48.7, 97.5),
+            bf16=(97.5, 194.9),
+            fp16=(97.5, 194.9),
+            fp8=(194.9, 389.9),
+        ),
+        _ADA,
+        _GEFORCE,
+    ),
+    GpuPeaks(
+        "GeForce RTX 5090",
+        ("NVIDIA GeForce RTX 5090",),
+        _peaks(
+            fp32=(104.8, None),
+            tf32=(104.8, 209.5),
+            bf16=(209.5, 419),
+            fp16=(209.5, 419),
+            fp8=(419, 838),
+        ),
+        _RTX_BLACKWELL,
+        _GEFORCE,
+    ),
+    GpuPeaks(
+        "GeForce RTX 5080",
+        ("NVIDIA GeForce RTX 5080",),
+        _peaks(
+            fp32=(56.3, None),
+            tf32=(56.3, 112.6),
+            bf16=(112.6, 225.1),
+            fp16=(112.6, 225.1),
+            fp8=(225.1, 450.2),
+        ),
+        _RTX_BLACKWELL,
+        _GEFORCE,
+    ),
+)
+
+# "MIG 1g.10gb", "MIG 3g.40gb", "MIG 1g.10gb+me": a slice's profile in the device's name.
+_MIG = re.compile(r"\bMIG\b(?:\s+(\d+g\.\d+gb\S*))?", re.IGNORECASE)
+
+
+def _normal(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+_BY_NAME = {_normal(n): gpu for gpu in TABLE for n in gpu.nvml_names}
+
+
+@dataclass(frozen=True)
+class PeakLookup:
+    """The data-sheet dense peak of one GPU and dtype, or why there is none.
+
+    Attributes:
+        gpu_name: the name looked up (as NVML or CUDA reported it).
+        dtype: the table's dtype name.
+        gpu: the table's record, or ``None`` for a GPU not in the table (or a MIG slice).
+        dense_tflops: the dense peak, or ``None``; ``why_none`` then says why.
+        why_none: a sentence, empty when there is a peak.
+    """
+
+    gpu_name: str
+    dtype: str
+    gpu: GpuPeaks | None
+    dense_tflops: float | None
+    why_none: str = ""
+
+    def describe(self) -> str:
+        """``NVIDIA H200 (H200 SXM): 989.5 TFLOP/s dense bf16, from the ...``, or why not."""
+        if self.dense_tflops is None or self.gpu is None:
+            return self.why_none
+        note = f"; {self.gpu.note}" if self.gpu.note else ""
+        return (
+            f"{self.gpu_name} ({self.gpu.model}): {self.dense_tflops:g} TFLOP/s dense "
+            f"{self.dtype}, from the {self.gpu.source.title}{note}"
+        )
+
+
+def find_gpu(gpu_name: str) -> tuple[GpuPeaks | None, str]:
+    """The table's record for an NVML/CUDA device name, or ``None`` and a sentence saying why."""
+    mig = _MIG.search(gpu_name)
+    if mig is not None:
+        profile = mig.group(1) or "a MIG profile"
+        return None, (
+            f"{gpu_name!r} is a MIG slice ({profile}): it has a share of the GPU's SMs and memory, "
+            "and the data sheet prints the whole GPU's peak, so no MFU is shown"
+        )
+    gpu = _BY_NAME.get(_normal(gpu_name))
+    if gpu is None:
+        return None, (
+            f"{gpu_name!r} is not in the data-sheet table (jupyter_gpu/measure/peaks.py), so no "
+            "MFU is shown; the matmul rate measured here is the figure to compare with"
+        )
+    return gpu, ""
+
+
+def peak_for(gpu_name: str, dtype: object) -> PeakLookup:
+    """The data-sheet dense peak for a device name and a dtype (``"bf16"``, ``torch.bfloat16``).
+
+    Raises:
+        ValueError: a dtype the table has no column for (see :func:`dtype_key`).
+    """
+    key = dtype_key(dtype)
+    gpu, why = find_gpu(gpu_name)
+    if gpu is None:
+        return PeakLookup(gpu_name, key, None, None, why)
+    dense = gpu.dense_tflops(key)
+    if dense is None:
+        return PeakLookup(
+            gpu_name,
+            key,
+            gpu,
+            None,
+            f"the {gpu.source.title} prints no {key} rate for the {gpu.model}, so no MFU is shown",
+        )
+    return PeakLookup(gpu_name, key, gpu, dense)
+
+
+@dataclass(frozen=True)
+class Mfu:
+    """Model FLOPs utilisation: model FLOP/s over the data-sheet dense peak, or why there is none.
+
+    Attributes:
+        fraction: model FLOP/s over the peak (0.57 for 57 %), or ``None``.
+        model_flops_per_s: the model FLOPs per second it was computed from.
+        peak: the lookup (its ``why_none`` says why ``fraction`` is ``None``).
+    """
+
+    fraction: float | None
+    model_flops_per_s: float
+    peak: PeakLookup
+
+    @property
+    def why_none(self) -> str:
+        return self.peak.why_none
+
+    def percent_text(self) -> str:
+        """``57%``, or ``n/a`` (for a table cell; the caption says the convention)."""
+        return "n/a" if self.fraction is None else f"{self.fraction:.0%}"
+
+    def describe(self, flops_convention: str) -> str:
+        """A sentence with the MFU, the peak, its source and the model-FLOPs convention.
+
+        ``flops_convention`` says how the model FLOPs were counted (e.g. ``"6 N + 12 L d T per
+        token, causal mask not subtracted"``): an MFU means nothing without it.
+        """
+        if self.fraction is None or self.peak.gpu is None:
+            return f"MFU: none. {self.why_none[:1].upper()}{self.why_none[1:]}."
+        gpu = self.peak.gpu
+        return (
+            f"MFU {self.fraction:.0%}: {self.model_flops_per_s / 1e12:.1f} model TFLOP/s over the "
+            f"{gpu.model}'s data-sheet dense {self.peak.dtype} peak of "
+            f"{self.peak.dense_tflops:g} TFLOP/s ({gpu.source.title}); model FLOPs: "
+            f"{flops_convention}"
+        )
+
+
+def mfu(model_flops_per_s: float, gpu_name: str, dtype: object) -> Mfu:
+    """Model FLOPs utilisation of a step on ``gpu_name`` whose matrix products run in ``dtype``.
+
+    Args:
+        model_flops_per_s: model FLOPs per second (FLOP/s, not TFLOP/s).
+        gpu_name: the device's name as NVML or ``torch.cuda.get_device_name`` reports it.
+        dtype: the dtype the matrix products run in (``"bf16"`` under bf16 autocast).
+
+    Returns:
+        an :class:`Mfu` whose ``fraction`` is ``None`` (with ``why_none``) for a GPU or dtype not
+        in the table, or a MIG slice.
+
+    Raises:
+        ValueError: a negative or non-finite rate, or a dtype the table has no column for.
+    """
+    if not math.isfinite(model_flops_per_s) or model_flops_per_s < 0:
+        raise ValueError(f"model FLOP/s must be a finite rate >= 0, not {model_flops_per_s}")
+    peak = peak_for(gpu_name, dtype)
+    if peak.dense_tflops is None:
+        return Mfu(None, model_flops_per_s, peak)
+    return Mfu(model_flops_per_s / (peak.dense_tflops * 1e12), model_flops_per_s, peak)
