@@ -473,3 +473,33 @@ def mfu(model_flops_per_s: float, gpu_name: str, dtype: object) -> Mfu:
     if peak.dense_tflops is None:
         return Mfu(None, model_flops_per_s, peak)
     return Mfu(model_flops_per_s / (peak.dense_tflops * 1e12), model_flops_per_s, peak)
+
+
+def _cell(printed: PrintedPeak | None) -> str:
+    if printed is None:
+        return "—"
+    dense, sparse = printed.printed_dense_tflops, printed.printed_sparse_tflops
+    if dense is None:
+        return f"{printed.dense_tflops:g} = {sparse:g}\\*/2"
+    if sparse is not None:
+        return f"{dense:g} \\| {sparse:g}\\*"
+    return f"{dense:g}"
+
+
+def markdown_table() -> str:
+    """The table as docs/measuring.md shows it (a test keeps the two the same).
+
+    A cell is the dense TFLOP/s; ``x = y*/2`` where the document prints only ``y`` with
+    sparsity, ``x | y*`` where it prints both, ``—`` where it prints no such rate.
+    """
+    lines = [
+        "| GPU | name NVML and CUDA report | " + " | ".join(DTYPES) + " | source |",
+        "|---|---|" + "---|" * len(DTYPES) + "---|",
+    ]
+    for gpu in TABLE:
+        names = "<br>".join(f"`{n}`" for n in gpu.nvml_names)
+        cells = " | ".join(_cell(gpu.printed(d)) for d in DTYPES)
+        lines.append(
+            f"| {gpu.model} | {names} | {cells} | [{gpu.source.title}]({gpu.source.url}) |"
+        )
+    return "\n".join(lines)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from jupyter_gpu.measure.peaks import DTYPES, TABLE, dtype_key, find_gpu, mfu, peak_for
+from jupyter_gpu.measure.peaks import (
+    DTYPES,
+    TABLE,
+    dtype_key,
+    find_gpu,
+    markdown_table,
+    mfu,
+    peak_for,
+)
 
 # Each NVML/CUDA name, the board it must find, and its dense bf16 peak (fp16 for the T4), from
 # the figures the documents print: sparse ones halved, dense ones as printed.
@@ -155,3 +164,8 @@ def test_dtype_names() -> None:
     assert dtype_key("TF32") == "tf32"
     with pytest.raises(ValueError, match="no data-sheet peak for dtype"):
         dtype_key("int8")
+
+
+def test_the_docs_show_the_table_as_the_code_holds_it() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs" / "measuring.md"
+    assert markdown_table() in docs.read_text()
