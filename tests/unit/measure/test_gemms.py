@@ -16,6 +16,8 @@ from jupyter_gpu.measure.gemms import (
 )
 from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec, student_shape
+from jupyter_gpu.tutorials.flops import gpt_matmul_params
+from jupyter_gpu.tutorials.gpt import GPT, GPTConfig, Style
 
 
 def test_one_linear_gives_forward_and_both_gradients() -> None:
@@ -78,6 +80,13 @@ def test_the_capstone_lists_its_own_gemms_as_its_model_has_them() -> None:
     labels = {g.label for g in final_shape_from_spec("d256-hd64-l3-t32").gemms(1, "bf16")}
     assert "blocks.*.mlp.fc grad weight" in labels
     assert "lm_head forward" in labels
+
+
+@pytest.mark.parametrize("style", ["llama", "gpt2"])
+def test_the_tutorial_gpt_s_gemms_do_the_6_n_of_its_model_flops(style: Style) -> None:
+    config = GPTConfig(style=style, n_layer=2, d_model=64, n_head=2, context=32)
+    gemms = model_gemms(GPT(config), (2, 32), "bf16")
+    assert step_flops(gemms) == 6 * gpt_matmul_params(config) * 2 * 32
 
 
 def test_merge_keeps_layouts_apart_and_sums_counts() -> None:

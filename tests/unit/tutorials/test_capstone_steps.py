@@ -52,7 +52,8 @@ def test_format_matmul_rate_times_a_square_product_and_puts_tf32_back() -> None:
     assert rate.tflops > 0
     assert rate.gemms[0].describe().startswith("64x64x64 tf32")
     assert rate.describe().startswith("the matmul rate measured here: ")
-    assert "a burst of" in rate.describe()  # 0.05 s is not sustained, and it says so
+    # 0.05 s asked: a burst, unless a loaded machine stretched the rounds past a second
+    assert ("a burst of" in rate.describe()) == (rate.timed_s < 1.0)
     with pytest.raises(ValueError, match="dtype"):
         format_matmul_rate("int8", device="cpu")
 
