@@ -2,8 +2,11 @@
 
 The rows are ``%%profile -o``'s (:class:`jupyter_gpu.magics.profile.rows.OpRow`): GPU rows are
 kernels and copies by the names the GPU ran them under, so a kernel's family shows in its name
-(cuBLAS's ``nvjet``/``sm90_xmma`` GEMMs, ``flash_fwd``, Triton's ``triton_*`` kernels, fused
-Adam's ``fused_adam``/``multi_tensor_apply``).
+(cuBLAS's ``nvjet``/``sm90_xmma`` GEMMs, ``flash_fwd``, cuDNN's ``..._sdpa_...``, Triton's
+``triton_*`` kernels, fused Adam's ``fused_adam``/``multi_tensor_apply``, the softmax and mask
+of an attention written out by hand). Shares are of the profile's window: whole periods of the
+measured steps (``%%profile --steps``), start-up and the profiler's closing synchronise left out
+(``docs/magics.md``, *The idle window*).
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from .shapes import ModelShape
 
 # (kind, fragments of a kernel's name), tried in order: a Triton matmul template
 # ("triton_tem_...") is a matrix product before it is a Triton kernel.
+#: The family of an attention written out by hand: its softmax and its causal mask (its two
+#: batched products are matrix products).
+WRITTEN_OUT = "softmax and mask (attention written out)"
 KERNEL_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("flash", "fmha", "sdpa", "attention")),
+    (WRITTEN_OUT, ("softmax", "masked_fill")),
     (
         "matrix products",
         ("gemm", "nvjet", "cutlass", "xmma", "triton_tem", "cublas", "splitk", "matmul"),
@@ -57,24 +64,84 @@ def attention_kernels(rows: Iterable[Any]) -> list[str]:
     return [r.name for r in sorted(found, key=lambda r: -r.self_gpu_s)]
 
 
+def attention_backend_of(kernels: list[str]) -> str | None:
+    """The SDPA kernel family that ran, from its kernels' names: ``"cudnn"``, ``"flash"``...
+
+    cuDNN's attention kernels carry ``sdpa`` or ``cudnn`` in their names, FlashAttention's
+    ``flash``, memory-efficient attention's ``fmha``/``efficient``; ``None`` when none of these
+    shows (no GPU kernels, or attention written out).
+    """
+    text = " ".join(kernels).lower()
+    for name, fragments in (
+        ("cudnn", ("cudnn", "sdpa")),
+        ("flash", ("flash",)),
+        ("efficient", ("fmha", "efficient")),
+    ):
+        if any(f in text for f in fragments):
+            return name
+    return None
+
+
 def syncs_per_step(profile: Any, steps: int) -> float:
     """Host synchronisations per training step in a profile of ``steps`` steps."""
     return float(profile.sync_count) / max(1, steps)
 
 
+def window_s(profile: Any) -> float:
+    """Seconds the shares are of: the measured steps' window, else the profiled wall time."""
+    return float(getattr(profile, "window_s", 0.0) or profile.wall_s or 0.0)
+
+
 def breakdown_text(profile: Any) -> str:
-    """Where the profiled time went: GPU time by kernel family, then idle time by cause."""
+    """Where the measured steps' time went: GPU time by kernel family, then idle time by cause."""
     kinds = gpu_time_by_kind(profile.rows)
     if not kinds:
         return "no GPU kernels in this profile: nothing to split by kernel family"
-    wall = profile.wall_s or 1.0
+    wall = window_s(profile) or 1.0
     parts = [f"{kind} {seconds / wall:.0%}" for kind, seconds in kinds.items()]
     idle = ", ".join(
         f"{cause} {seconds / wall:.0%}" for cause, seconds in profile.idle_s.items() if seconds
     )
-    text = "GPU time by kernel family, of the profiled wall time: " + ", ".join(parts)
+    steps = getattr(profile, "steps", 0)
+    of = f"{steps} steps ({wall * 1e3:.0f} ms)" if steps else "the profiled wall time"
+    text = f"GPU time by kernel family, of {of}: " + ", ".join(parts)
     if profile.gpu_idle_fraction is not None:
         text += f"; idle {profile.gpu_idle_fraction:.0%}" + (f" ({idle})" if idle else "")
+    return text
+
+
+def largest_cost(profile: Any) -> tuple[str, float] | None:
+    """The largest share of the measured steps besides the weights' matrix products.
+
+    The candidates are each kernel family but the matrix products (the useful work, which only
+    a format or a shape changes), the GPU's idle time by cause (``GPU idle, waiting on the
+    host``...) and the DataLoader's time on the CPU (``profile.loader_s``). ``None`` without a
+    window to take shares of, or without GPU kernels.
+    """
+    wall = window_s(profile)
+    kinds = gpu_time_by_kind(profile.rows)
+    if not wall or not kinds:  # no GPU kernels (a CPU run): no shares to rank
+        return None
+    costs = {k: s for k, s in kinds.items() if k != "matrix products"}
+    names = {"host": "waiting on the host", "kernels": "between kernels", "copies": "on copies"}
+    for cause, seconds in (getattr(profile, "idle_s", {}) or {}).items():
+        costs[f"GPU idle, {names.get(cause, cause)}"] = seconds
+    loader = getattr(profile, "loader_s", 0.0) or 0.0
+    if loader:
+        costs["the DataLoader (CPU time in its __next__)"] = loader
+    if not costs:
+        return None
+    name, seconds = max(costs.items(), key=lambda item: item[1])
+    return name, seconds / wall
+
+
+def where_time_goes(profile: Any) -> str:
+    """The breakdown, then the largest cost besides the matrix products (what to fix next)."""
+    text = breakdown_text(profile)
+    largest = largest_cost(profile)
+    if largest is not None:
+        name, share = largest
+        text += f". Largest besides the weights' matrix products: {name}, {share:.0%}"
     return text
 
 
@@ -107,7 +174,7 @@ def efficiency_lines(
         checkpointing: activation checkpointing was on (the attention forward ran twice).
     """
     kinds = gpu_time_by_kind(profile.rows)
-    wall = profile.wall_s
+    wall = window_s(profile)
     if not kinds or not wall:
         return ["no GPU kernels in this profile: nothing to split"]
     tokens = batch * shape.seq_len * steps

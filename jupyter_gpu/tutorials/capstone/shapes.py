@@ -206,7 +206,9 @@ class CapstoneSizes:
         student: the shape the run starts with.
         requested_batch: the batch the student asks for (halved until a step fits).
         autotune: measure max-autotune's GEMM tuning (``model.GEMM_AUTOTUNE``) as well (GPU
-            only; its compile takes minutes, ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=0`` leaves it out).
+            only, and only with ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=1``: its compile took 187 s of
+            the notebook's 494 on the H200 and was not faster, benchmarks/RESULTS.md, so the
+            notebook's 10 minutes leave it out unless asked).
         from_env: the final shape came from ``JUPYTER_GPU_CAPSTONE_SHAPE``.
     """
 
@@ -231,7 +233,7 @@ def capstone_sizes(
         raise ValueError(f"no capstone sizes for mode {mode!r}, tier {tier!r}")
     override = env.get(SHAPE_ENV, "").strip()
     final = final_shape_from_spec(override or FINAL_SPECS[key])
-    autotune = mode == "gpu" and env.get(AUTOTUNE_ENV, "1").strip().lower() not in ("0", "no")
+    autotune = mode == "gpu" and env.get(AUTOTUNE_ENV, "0").strip().lower() in ("1", "yes")
     return CapstoneSizes(
         final=final,
         student=student_shape(final),

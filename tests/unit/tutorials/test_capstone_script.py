@@ -33,13 +33,14 @@ def test_the_script_trains_and_reports() -> None:
 def test_compile_options_for_each_mode() -> None:
     from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, compile_options
 
-    assert compile_options("default", "inductor") == {"backend": "inductor"}
+    # one static graph per batch size: the climb runs two sizes side by side
+    assert compile_options("default", "inductor") == {"backend": "inductor", "dynamic": False}
     tuned = compile_options(GEMM_AUTOTUNE, "inductor")
     assert tuned["options"]["max_autotune_gemm"]
     assert tuned["options"]["autotune_in_subproc"]
     assert "mode" not in tuned  # torch.compile takes mode or options, not both
     assert compile_options("reduce-overhead", "inductor")["mode"] == "reduce-overhead"
-    assert compile_options(GEMM_AUTOTUNE, "aot_eager") == {"backend": "aot_eager"}
+    assert compile_options(GEMM_AUTOTUNE, "aot_eager") == {"backend": "aot_eager", "dynamic": False}
 
 
 def test_script_arguments() -> None:
