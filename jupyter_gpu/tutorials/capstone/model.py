@@ -46,6 +46,19 @@ ATTENTION_BACKENDS = {
 }
 
 
+def release_cuda_graphs() -> None:
+    """Free every CUDA graph ``mode="reduce-overhead"`` recorded, with its memory pool.
+
+    The graphs' pool stays reserved after their compiled blocks are set aside: a step at a batch
+    sized to the memory would then run out of it. ``torch._dynamo.reset()`` frees them too (it
+    calls this same ``reset_cudagraph_trees`` in ``torch/_inductor/cudagraph_trees.py``), but it
+    also drops every compiled block, which would all compile again.
+    """
+    from torch._inductor.cudagraph_trees import reset_cudagraph_trees
+
+    reset_cudagraph_trees()
+
+
 def compile_options(mode: str, backend: str) -> dict[str, Any]:
     """``torch.compile`` keyword arguments for a capstone compile mode.
 
