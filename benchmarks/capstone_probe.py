@@ -22,8 +22,10 @@ notebook's last section gains); the student's starting version (fp32, attention 
 default foreach Adam, ``.item()`` every step, a DataLoader without workers, the batch halved on
 OOM: the denominator of the 10x target, and the notebook's slowest section); the whole model
 compiled instead of its blocks; and, when asked (``--extras ...,cudnn-attention``), SDPA limited
-to cuDNN's attention kernel. The bf16 matmul ceiling is measured first, as the notebook
-does, for MFU.
+to cuDNN's attention kernel. MFU is model FLOPs over this GPU's data-sheet dense peak in the
+16-bit dtype (``jupyter_gpu.measure.peaks``; none for a GPU not in the table); the square product's
+rate sustained for 2 s (``jupyter_gpu.measure.matmul_rate``) is measured first and printed beside
+it as the matmul rate measured here, never as a ceiling.
 
 Model FLOPs: ``6 N + 12 L d T`` per token (``ModelShape.train_flops_per_token``, the convention
 of ``jupyter_gpu/tutorials/flops.py``; attention's two products counted whole, causal mask
@@ -70,12 +72,12 @@ ESTIMATE_S = {
     "cudnn-attention": 25,
 }
 TARGET_TFLOPS = 500.0
-TARGET_MFU = 0.63
 
 
 import torch  # noqa: E402 (after the path set-up above)
 
 from jupyter_gpu.magics.common.precision import set_tf32  # noqa: E402
+from jupyter_gpu.measure.peaks import PeakLookup, peak_for  # noqa: E402
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, student_loader  # noqa: E402
 from jupyter_gpu.tutorials.capstone.fit import (  # noqa: E402
     BatchFit,
@@ -94,7 +96,7 @@ from jupyter_gpu.tutorials.capstone.shapes import (  # noqa: E402
 )
 from jupyter_gpu.tutorials.capstone.steps import (  # noqa: E402
     StepFigures,
-    matmul_ceiling,
+    format_matmul_rate,
     measure_training,
 )
 from jupyter_gpu.tutorials.capstone.train_script import (  # noqa: E402
@@ -104,6 +106,7 @@ from jupyter_gpu.tutorials.capstone.train_script import (  # noqa: E402
     make_step,
     pick_dtype,
 )
+from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION  # noqa: E402
 from jupyter_gpu.tutorials.timing import synchronize  # noqa: E402
 from jupyter_gpu.tutorials.watch import GpuWatch  # noqa: E402
 
@@ -118,7 +121,8 @@ class Settings:
     device: str
     dtype: torch.dtype | None
     backend: str
-    ceiling_tflops: float
+    peak: PeakLookup  # the data-sheet dense peak MFU divides by, or why there is none
+    matmul_rate_tflops: float  # the square product's rate, sustained, measured here
     max_batch: int
     trial_batch: int
 
@@ -198,7 +202,8 @@ def figures_row(shape: ModelShape, batch: int, figs: StepFigures, st: Settings) 
         "tokens_per_s": figs.tokens_per_s,
         "tokens_per_s_range": figs.tokens_per_s_range,
         "tflops": figs.tflops,
-        "mfu": figs.tflops / st.ceiling_tflops,
+        "mfu": None if st.peak.dense_tflops is None else figs.tflops / st.peak.dense_tflops,
+        "of_matmul_rate": figs.tflops / st.matmul_rate_tflops,
         "spread": figs.spread,
         "steps_per_run": figs.timing.calls_per_run,
         "first_step_s": figs.first_step_s,
@@ -375,10 +380,12 @@ def row_line(row: dict[str, Any]) -> str:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in row["breakdown"].items())
         return f"{row['item']}: GPU busy {row['gpu_busy']:.0%} of 2 steps: {shares}"
     peak = "" if row.get("peak_gib") is None else f", peak {row['peak_gib']:.1f} GiB"
+    mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.0%}"
     return (
         f"{row['item']}: batch {row['batch']}, {row['tokens_per_s']:,.0f} tokens/s, "
-        f"{row['tflops']:.1f} TFLOP/s, MFU {row['mfu']:.0%}, spread {row['spread']:.1%}, "
-        f"compile {row['compile_s']:.1f} s{peak}"
+        f"{row['tflops']:.1f} model TFLOP/s, MFU {mfu} (data-sheet peak), "
+        f"{row['of_matmul_rate']:.0%} of the matmul rate measured here, spread "
+        f"{row['spread']:.1%}, compile {row['compile_s']:.1f} s{peak}"
     )
 
 
@@ -389,6 +396,7 @@ COLUMNS = (
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("tflops", "TFLOP/s", ".1f"),
     ("mfu", "MFU", ".1%"),
+    ("of_matmul_rate", "of matmul rate", ".0%"),
     ("spread", "spread", ".1%"),
     ("peak_gib", "peak GiB", ".1f"),
     ("predicted_peak_gib", "predicted GiB", ".1f"),
@@ -464,17 +472,19 @@ def extra_items(
         yield kind, labels[kind], table_[kind]
 
 
-def conclusions(report: dict[str, Any], ceiling: str) -> list[str]:
+def conclusions(report: dict[str, Any], scale: str) -> list[str]:
     """The lines that decide notebook 07's final configuration."""
     rows = [r for r in report["rows"] if "tflops" in r]
     finals = [r for r in rows if r.get("final")]
     if not finals:
         return ["no final configuration ran"]
     fastest = max(finals, key=lambda r: r["tflops"])
+    mfu = "n/a" if fastest.get("mfu") is None else f"{fastest['mfu']:.0%}"
     lines = [
-        f"{ceiling} (the ceiling); fastest final configuration: "
-        f"{fastest['item']} ({fastest['compile']}), {fastest['tflops']:.1f} TFLOP/s (target "
-        f"{TARGET_TFLOPS:.0f}), MFU {fastest['mfu']:.0%} (target {TARGET_MFU:.0%})",
+        f"{scale}; fastest final configuration: {fastest['item']} ({fastest['compile']}), "
+        f"{fastest['tflops']:.1f} model TFLOP/s (target {TARGET_TFLOPS:.0f}), MFU {mfu} of the "
+        f"data-sheet dense peak, {fastest['of_matmul_rate']:.0%} of the matmul rate measured "
+        f"here; model FLOPs: {MODEL_FLOPS_CONVENTION}",
         f"notebook 07 at this shape: JUPYTER_GPU_CAPSTONE_SHAPE={fastest['shape']}",
     ]
     regional = [
@@ -532,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
         "date": when,
         "cpus": cpu_count(),
-        "flops": "6 N + 12 L d T per token",
+        "flops": MODEL_FLOPS_CONVENTION,
         "dtype": dtype_name,
         "rows": [],
         "skipped": [],
@@ -557,11 +567,16 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out_path, report)
         return row
 
-    sizes = (4096, 8192) if device == "cuda" else (256,)
-    ceiling = matmul_ceiling(dtype_name, device=device, sizes=sizes)
-    report["ceiling"] = {"dtype": ceiling.dtype, "tflops": ceiling.tflops, "size": ceiling.size}
-    print(ceiling.describe(), flush=True)
-    st = Settings(device, dtype, args.backend, ceiling.tflops, args.max_batch, args.trial_batch)
+    size, seconds = (8192, 2.0) if device == "cuda" else (256, 0.2)
+    matmul_rate = format_matmul_rate(dtype_name, device=device, size=size, seconds=seconds)
+    peak = peak_for(gpu if device == "cuda" else "CPU", dtype_name)
+    report["matmul_rate"] = {"tflops": matmul_rate.tflops, "describe": matmul_rate.describe()}
+    report["peak"] = {"dense_tflops": peak.dense_tflops, "describe": peak.describe()}
+    print(matmul_rate.describe(), flush=True)
+    print(peak.describe(), flush=True)
+    st = Settings(
+        device, dtype, args.backend, peak, matmul_rate.tflops, args.max_batch, args.trial_batch
+    )
     candidates = []
     for spec in args.shapes.split(","):
         shape = final_shape_from_spec(spec)
@@ -573,7 +588,13 @@ def main(argv: list[str] | None = None) -> int:
         for kind, label, fn in extra_items(best, best_row, args, st):
             attempt(kind, label, fn)
     print("\n" + table(report["rows"]) + "\n")
-    report["conclusions"] = conclusions(report, ceiling.describe())
+    scale = (
+        f"data-sheet dense {dtype_name} peak {peak.dense_tflops:g} TFLOP/s"
+        if peak.dense_tflops is not None
+        else "no data-sheet peak"
+    )
+    scale += f", the matmul rate measured here {matmul_rate.tflops:.1f} TFLOP/s ({size}^3)"
+    report["conclusions"] = conclusions(report, scale)
     print("\n".join(report["conclusions"]))
     report["elapsed_s"] = time.perf_counter() - start
     write_json(out_path, report)

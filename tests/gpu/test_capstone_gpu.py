@@ -40,17 +40,20 @@ def _write_figures() -> Any:
         (Path(out) / "capstone_gpu.json").write_text(json.dumps(FIGURES, indent=1) + "\n")
 
 
-def test_ceiling_and_tf32_restored() -> None:
+def test_format_rates_and_tf32_restored() -> None:
     from jupyter_gpu.magics.common.precision import tf32_enabled
-    from jupyter_gpu.tutorials.capstone.steps import matmul_ceiling
+    from jupyter_gpu.tutorials.capstone.steps import format_matmul_rate
 
     before = tf32_enabled()
-    bf16 = matmul_ceiling("bf16", device="cuda")
-    tf32 = matmul_ceiling("tf32", device="cuda", sizes=(4096,))
+    bf16 = format_matmul_rate("bf16", device="cuda")
+    tf32 = format_matmul_rate("tf32", device="cuda", size=4096)
+    fp32 = format_matmul_rate("fp32", device="cuda", size=4096)
     assert tf32_enabled() == before
-    FIGURES["ceiling_bf16_tflops"] = bf16.tflops
-    FIGURES["ceiling_tf32_tflops"] = tf32.tflops
-    assert bf16.tflops > tf32.tflops > 10
+    FIGURES["matmul_rate_bf16_tflops"] = bf16.tflops
+    FIGURES["matmul_rate_tf32_tflops"] = tf32.tflops
+    FIGURES["matmul_rate_fp32_tflops"] = fp32.tflops
+    assert all(r.sustained for r in (bf16, tf32, fp32))
+    assert bf16.tflops > tf32.tflops > fp32.tflops > 10  # TF32 on only where asked
 
 
 @pytest.mark.parametrize("head_dim", [100, 128])

@@ -1,11 +1,18 @@
 """The climb: one row per step of the capstone, shown as a table and a chart.
 
 Each row is a configuration measured live (:class:`.steps.StepFigures`), with what ``%%profile``
-said about it (GPU idle share, host synchronisations per step). MFU is the row's model TFLOP/s
-over the matrix-product ceiling measured in the same notebook, in the 16-bit dtype the run
-trains in (:func:`.steps.matmul_ceiling`). A row that was measured but not kept (a step that
-did not pay off on this GPU) stays in the table, marked, and the next row starts from the last
-kept one.
+said about it (GPU idle share, host synchronisations per step). Two figures put a row's model
+TFLOP/s in proportion, each under its own name:
+
+- **MFU**: model TFLOP/s over the GPU's data-sheet dense peak in the 16-bit dtype the climb ends
+  in (``jupyter_gpu.measure.peaks``), the same denominator for every row; none for a GPU not in
+  the table, or a MIG slice, with the reason. Model FLOPs follow
+  :data:`jupyter_gpu.tutorials.flops.MODEL_FLOPS_CONVENTION`, which the caption states.
+- **% of the matmul rate measured here**: over the model's own GEMMs run sustained on this GPU
+  (:func:`.steps.model_matmul_rate`), when the notebook measured it.
+
+A row that was measured but not kept (a step that did not pay off on this GPU) stays in the
+table, marked, and the next row starts from the last kept one.
 """
 
 from __future__ import annotations
@@ -14,9 +21,13 @@ import html
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jupyter_gpu.measure.matmul_rate import NAME as MATMUL_RATE_NAME
+from jupyter_gpu.measure.matmul_rate import MatmulRate
+from jupyter_gpu.measure.peaks import Mfu, PeakLookup, mfu, peak_for
+from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION
 from jupyter_gpu.tutorials.plots import Chart, bar_chart
 
-from .steps import Ceiling, StepFigures
+from .steps import StepFigures
 
 
 @dataclass(frozen=True)
@@ -40,10 +51,25 @@ class ClimbRow:
 
 @dataclass
 class Climb:
-    """The rows of the climb, in the order they were measured."""
+    """The rows of the climb, in the order they were measured.
 
-    ceiling: Ceiling
+    Attributes:
+        gpu_name: the device's name (``torch.cuda.get_device_name()``, ``"CPU"``): MFU's peak is
+            looked up by it.
+        dtype: the 16-bit dtype the climb ends in (``"bf16"``, ``"fp16"``; ``"fp32"`` on a CPU):
+            MFU's peak is this dtype's, for every row.
+        matmul_rate: the matmul rate measured here on the model's GEMMs, once measured.
+    """
+
+    gpu_name: str
+    dtype: str
+    matmul_rate: MatmulRate | None = None
     rows: list[ClimbRow] = field(default_factory=list)
+
+    @property
+    def peak(self) -> PeakLookup:
+        """The data-sheet dense peak MFU divides by, or why there is none."""
+        return peak_for(self.gpu_name, self.dtype)
 
     def add(self, row: ClimbRow) -> ClimbRow:
         """Append a row (its key must be new); returns it.
@@ -85,9 +111,19 @@ class Climb:
         """The configuration the next step starts from."""
         return [r for r in self.rows if r.kept][-1]
 
-    def mfu(self, row: ClimbRow) -> float:
-        """The row's model TFLOP/s over the ceiling (a fraction)."""
-        return row.figures.tflops / self.ceiling.tflops
+    def mfu(self, row: ClimbRow) -> Mfu:
+        """The row's model FLOP/s over the data-sheet dense peak (``fraction`` None: no peak)."""
+        return mfu(row.figures.tflops * 1e12, self.gpu_name, self.dtype)
+
+    def of_matmul_rate(self, row: ClimbRow) -> float | None:
+        """The row's model TFLOP/s over the matmul rate measured here, or ``None`` before it."""
+        if self.matmul_rate is None:
+            return None
+        return self.matmul_rate.percent_of(row.figures.tflops)
+
+    def _of_rate_text(self, row: ClimbRow) -> str:
+        share = self.of_matmul_rate(row)
+        return "n/a" if share is None else f"{share:.0%}"
 
     def speedup(self, row: ClimbRow) -> float:
         """The row's tokens/s over the first row's."""
@@ -123,10 +159,13 @@ class Climb:
         syncs = "" if row.syncs_per_step is None else f", {row.syncs_per_step:g} syncs/step"
         kept = "" if row.kept else " (not kept)"
         note = f" {row.note}." if row.note else ""
+        share = self.of_matmul_rate(row)
+        of_rate = "" if share is None else f", {share:.0%} of {MATMUL_RATE_NAME}"
         return (
             f"{row.label}{kept}: batch {row.batch}, {row.figures.describe()}, MFU "
-            f"{self.mfu(row):.0%}{idle}{syncs}; {self.gain(row):.2f}x the step before "
-            f"({self.verdict(row)}), {self.speedup(row):.1f}x the start.{note}"
+            f"{self.mfu(row).percent_text()} (data-sheet {self.dtype} peak){of_rate}{idle}"
+            f"{syncs}; {self.gain(row):.2f}x the step before ({self.verdict(row)}), "
+            f"{self.speedup(row):.1f}x the start.{note}"
         )
 
     def _cells(self, row: ClimbRow) -> list[str]:
@@ -138,7 +177,8 @@ class Climb:
             f"{row.figures.tokens_per_s:,.0f}",
             f"{low:,.0f}-{high:,.0f}",
             f"{row.figures.tflops:.1f}",
-            f"{self.mfu(row):.0%}",
+            self.mfu(row).percent_text(),
+            self._of_rate_text(row),
             "n/a" if row.gpu_idle is None else f"{row.gpu_idle:.0%}",
             "n/a" if row.syncs_per_step is None else f"{row.syncs_per_step:g}",
             "n/a" if peak is None else f"{peak / 2**30:.1f}",
@@ -153,6 +193,7 @@ class Climb:
         "3 runs",
         "TFLOP/s",
         "MFU",
+        "of matmul rate",
         "GPU idle",
         "syncs/step",
         "peak GiB",
@@ -167,11 +208,21 @@ class Climb:
         return "\n".join([*lines, self.caption()])
 
     def caption(self) -> str:
-        """What the columns mean."""
+        """What the columns mean, with the peak's source and the model-FLOPs convention."""
+        peak = self.peak
+        if peak.dense_tflops is None:
+            mfu_text = f"MFU: none ({peak.why_none})."
+        else:
+            mfu_text = f"MFU: model TFLOP/s over the data-sheet dense peak, {peak.describe()}."
+        rate = (
+            f"of matmul rate: model TFLOP/s over {self.matmul_rate.describe()}"
+            if self.matmul_rate is not None
+            else f"of matmul rate: n/a ({MATMUL_RATE_NAME} was not measured)"
+        )
         return (
-            f"MFU: model TFLOP/s over the {self.ceiling.describe()} measured in this notebook. "
-            "tokens/s and TFLOP/s: the median of 3 runs of steps back to back (the range is the "
-            "slowest and fastest run); GPU idle and syncs: %%profile of 2 steps."
+            f"Model FLOPs: {MODEL_FLOPS_CONVENTION}. {mfu_text} {rate} tokens/s and TFLOP/s: the "
+            "median of 3 runs of steps back to back (the range is the slowest and fastest run); "
+            "GPU idle and syncs: %%profile of 2 steps."
         )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -195,12 +246,20 @@ class Climb:
         )
 
     def chart(self) -> Chart:
-        """Model TFLOP/s of every row, the ceiling in the title."""
+        """Model TFLOP/s of every row; the data-sheet peak and the measured rate in the title."""
         values = {
             (r.label if r.kept else f"{r.label} (not kept)"): r.figures.tflops for r in self.rows
         }
+        peak = self.peak
+        scale = [
+            "no data-sheet peak"
+            if peak.dense_tflops is None
+            else f"data-sheet dense {self.dtype} peak {peak.dense_tflops:g}"
+        ]
+        if self.matmul_rate is not None:
+            scale.append(f"{MATMUL_RATE_NAME} {self.matmul_rate.tflops:.0f}")
         return bar_chart(
             values,
-            title=f"The climb: model TFLOP/s per step ({self.ceiling.describe()})",
+            title=f"The climb: model TFLOP/s per step ({'; '.join(scale)})",
             unit="TFLOP/s",
         )

@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from jupyter_gpu.measure.matmul_rate import NAME as MATMUL_RATE_NAME
+from jupyter_gpu.measure.matmul_rate import MatmulRate
+from jupyter_gpu.tutorials.flops import causal_attention_flops
+
 from .shapes import ModelShape
-from .steps import Ceiling
 
 # (kind, fragments of a kernel's name), tried in order: a Triton matmul template
 # ("triton_tem_...") is a matrix product before it is a Triton kernel.
@@ -76,13 +79,32 @@ def breakdown_text(profile: Any) -> str:
 
 
 def efficiency_lines(
-    profile: Any, shape: ModelShape, batch: int, steps: int, ceiling: Ceiling
+    profile: Any,
+    shape: ModelShape,
+    batch: int,
+    steps: int,
+    matmul_rate: MatmulRate | None,
+    *,
+    checkpointing: bool = False,
 ) -> list[str]:
     """How fast each family ran in a profile of ``steps`` training steps, and what is left.
 
-    The model FLOPs split into the matrix products of the weights (``6 N`` per token) and
-    attention's (``12 L d T``); each over its kernels' measured time gives the rate it ran at.
-    The last line is the step if every weight's matrix product ran at the ceiling.
+    - The matrix products of the weights: their model FLOPs (``6 N`` per token) over the GEMM
+      kernels' time, beside the matmul rate measured here on this model's GEMMs.
+    - Attention: the work the fused kernels did (the causal half of ``Q K^T`` and ``P V``, the
+      backward recomputing the scores: :func:`jupyter_gpu.tutorials.flops.causal_attention_flops`)
+      over their time. Model FLOPs count attention whole (``12 L d T`` per token); a kernel's
+      rate that divided those would count work the kernel skipped.
+    - The rest, and the step if every weight's product ran at the measured matmul rate.
+
+    Args:
+        profile: ``%%profile -o``'s result for the steps.
+        shape: the model's shape.
+        batch: sequences per step.
+        steps: steps profiled.
+        matmul_rate: the matmul rate measured here on this model's GEMMs (``None``: not
+            measured; the lines then leave it out).
+        checkpointing: activation checkpointing was on (the attention forward ran twice).
     """
     kinds = gpu_time_by_kind(profile.rows)
     wall = profile.wall_s
@@ -90,20 +112,33 @@ def efficiency_lines(
         return ["no GPU kernels in this profile: nothing to split"]
     tokens = batch * shape.seq_len * steps
     matmul_flops = 6 * shape.matmul_params() * tokens
-    attention_flops = 12 * shape.n_layer * shape.d_model * shape.seq_len * tokens
     lines = []
     matmul_s = kinds.get("matrix products", 0.0)
     if matmul_s:
         rate = matmul_flops / matmul_s / 1e12
+        of_rate = (
+            f" ({matmul_rate.percent_of(rate):.0%} of {MATMUL_RATE_NAME} on this model's GEMMs, "
+            f"{matmul_rate.tflops:.0f} TFLOP/s)"
+            if matmul_rate is not None
+            else ""
+        )
         lines.append(
-            f"matrix products of the weights: {rate:.0f} TFLOP/s ({rate / ceiling.tflops:.0%} of "
-            f"the ceiling), {matmul_s / wall:.0%} of the profiled time"
+            f"matrix products of the weights: {rate:.0f} TFLOP/s{of_rate}, "
+            f"{matmul_s / wall:.0%} of the profiled time"
         )
     attention_s = kinds.get("attention", 0.0)
     if attention_s:
+        work = shape.n_layer * causal_attention_flops(
+            batch * steps,
+            shape.n_head,
+            shape.seq_len,
+            shape.head_dim,
+            forward_passes=2 if checkpointing else 1,
+        )
         lines.append(
-            f"attention: {attention_flops / attention_s / 1e12:.0f} TFLOP/s of model FLOPs (its "
-            f"causal half counted, as the convention does), {attention_s / wall:.0%} of the time"
+            f"attention kernels: {work / attention_s / 1e12:.0f} TFLOP/s of the work they did "
+            "(the causal half of Q K^T and P V, the backward recomputing the scores; model FLOPs "
+            f"count attention whole instead), {attention_s / wall:.0%} of the time"
         )
     rest = sum(s for k, s in kinds.items() if k not in ("matrix products", "attention"))
     idle = profile.gpu_idle_fraction or 0.0
@@ -111,12 +146,12 @@ def efficiency_lines(
         f"other kernels (elementwise, optimizer, copies): {rest / wall:.0%} of the time; "
         f"GPU idle: {idle:.0%}"
     )
-    if matmul_s:
-        ideal = wall - matmul_s + matmul_flops / (ceiling.tflops * 1e12)
-        total = matmul_flops + attention_flops
+    if matmul_s and matmul_rate is not None:
+        ideal = wall - matmul_s + matmul_flops / (matmul_rate.tflops * 1e12)
+        total = tokens * shape.train_flops_per_token()
         lines.append(
-            f"with every weight's matrix product at the ceiling the profiled steps would take "
-            f"{ideal / wall:.0%} of their time: {total / ideal / 1e12:.0f} TFLOP/s under the "
-            "profiler; the rest of the gap is the other lines"
+            f"with every weight's matrix product at {MATMUL_RATE_NAME} the profiled steps would "
+            f"take {ideal / wall:.0%} of their time: {total / ideal / 1e12:.0f} model TFLOP/s "
+            "under the profiler; the rest of the gap is the other lines"
         )
     return lines

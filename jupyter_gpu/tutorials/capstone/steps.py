@@ -1,4 +1,4 @@
-"""Measuring a training configuration: 3 runs of steps back to back, and the matmul ceiling.
+"""Measuring a training configuration (3 runs of steps back to back) and the matmul rates.
 
 Each figure of the climb comes from :func:`measure_training`: warm-up steps first (a recompile,
 the DataLoader's workers starting), then 3 runs of ``k`` steps queued back to back between two
@@ -6,8 +6,12 @@ synchronisations, as a training loop runs them (``k`` so that a run lasts about
 ``target_run_s``). The median run gives tokens/s and model TFLOP/s; the slowest and fastest
 runs give the spread. The allocator's peak over the runs is the step's peak memory.
 
-:func:`matmul_ceiling` is what a plain matrix product of the same dtype reaches on this device:
-the denominator of MFU (model FLOPs utilisation) in the climb.
+:func:`model_matmul_rate` is the matmul rate measured here: the model's own GEMMs at the run's
+batch, sustained for 2 s (``jupyter_gpu.measure.matmul_rate``), a second figure beside MFU, which
+divides by the data-sheet peak (``jupyter_gpu.measure.peaks``). :func:`format_matmul_rate` times one
+square product in each format (fp32, TF32, 16-bit), sustained for a second: what a format change
+can buy on this GPU. Neither is a ceiling: the model's own GEMMs can run faster than a square
+product, and a burst faster than a sustained loop.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from dataclasses import dataclass
 import torch
 
 from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
+from jupyter_gpu.measure.gemms import square_gemm
+from jupyter_gpu.measure.matmul_rate import MatmulRate, measure_matmul_rate
 from jupyter_gpu.tutorials.timing import Timing, synchronize, time_back_to_back, time_first_call
+
+from .shapes import ModelShape
 
 
 @dataclass(frozen=True)
@@ -109,60 +117,35 @@ def measure_training(
     return StepFigures(timing, tokens_per_step, flops_per_step, peak, first)
 
 
-@dataclass(frozen=True)
-class Ceiling:
-    """The best TFLOP/s of a square matrix product on this device, for one dtype."""
+def format_matmul_rate(
+    dtype: str, *, device: str, size: int = 8192, seconds: float = 1.0
+) -> MatmulRate:
+    """The sustained rate of a square ``size``-cubed product in ``dtype`` (fp32, tf32, bf16, fp16).
 
-    dtype: str
-    tflops: float
-    size: int
-
-    def describe(self) -> str:
-        """E.g. ``bf16 matmul 8192 x 8192: 781.2 TFLOP/s``."""
-        return f"{self.dtype} matmul {self.size} x {self.size}: {self.tflops:.1f} TFLOP/s"
-
-
-_DTYPES = {
-    "fp32": (torch.float32, False),
-    "tf32": (torch.float32, True),
-    "bf16": (torch.bfloat16, False),
-    "fp16": (torch.float16, False),
-}
-
-
-def matmul_ceiling(
-    dtype: str, *, device: str, sizes: tuple[int, ...] = (4096, 8192), calls: int = 10
-) -> Ceiling:
-    """The fastest of ``a @ b`` over square ``sizes`` in ``dtype`` (fp32, tf32, bf16, fp16).
-
-    Each size: 3 runs of ``calls`` products back to back after warm-up; its median counts.
-    TF32 is on only for ``tf32`` (and put back afterwards); autocast is off inside.
+    TF32 is on only for ``tf32`` (strict fp32 for ``fp32``) and put back afterwards; autocast is
+    off inside.
 
     Raises:
         ValueError: an unknown dtype name.
     """
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, not {dtype!r}")
-    torch_dtype, tf32 = _DTYPES[dtype]
     saved = Tf32Settings.read()
-    best = Ceiling(dtype, 0.0, sizes[0])
     try:
-        set_tf32(tf32)
-        device_type = torch.device(device).type
-        with torch.autocast(device_type, enabled=False):
-            for size in sizes:
-                a = torch.randn(size, size, device=device, dtype=torch_dtype)
-                b = torch.randn(size, size, device=device, dtype=torch_dtype)
-
-                def product(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
-                    return a @ b
-
-                timing = time_back_to_back(product, calls=calls, runs=3, warmup=2, device=device)
-                rate = 2 * size**3 / timing.median_s / 1e12
-                if rate > best.tflops:
-                    best = Ceiling(dtype, rate, size)
-                del a, b
+        set_tf32(dtype == "tf32")
+        return measure_matmul_rate([square_gemm(size, dtype)], device=device, seconds=seconds)
     finally:
         saved.apply()
         synchronize(device)
-    return best
+
+
+def model_matmul_rate(
+    shape: ModelShape, batch: int, dtype: str, *, device: str, seconds: float = 2.0
+) -> MatmulRate:
+    """The matmul rate measured here on this model's GEMMs at ``batch`` sequences, sustained.
+
+    Its operands take about the memory of the largest product's three matrices (see
+    :meth:`.shapes.ModelShape.gemms`); free the training's memory first on a small GPU.
+
+    Raises:
+        ValueError: an unknown dtype name.
+    """
+    return measure_matmul_rate(shape.gemms(batch, dtype), device=device, seconds=seconds)

@@ -5,6 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from jupyter_gpu.magics.profile.rows import OpRow
+from jupyter_gpu.measure.gemms import square_gemm
+from jupyter_gpu.measure.matmul_rate import MatmulRate
 from jupyter_gpu.tutorials.capstone.profiles import (
     OTHER,
     attention_kernels,
@@ -15,7 +17,6 @@ from jupyter_gpu.tutorials.capstone.profiles import (
     syncs_per_step,
 )
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
-from jupyter_gpu.tutorials.capstone.steps import Ceiling
 
 
 @pytest.mark.parametrize(
@@ -69,10 +70,30 @@ def test_breakdown_and_rates() -> None:
     assert attention_kernels(rows) == ["flash_fwd_kernel"]
     assert syncs_per_step(profile, steps) == 2.0
     assert "idle 10% (host" in breakdown_text(profile)
-    lines = efficiency_lines(profile, shape, batch, steps, Ceiling("bf16", 800.0, 8192))
-    assert lines[0].startswith("matrix products of the weights: 500 TFLOP/s (62% of the ceiling)")
+    measured = MatmulRate(
+        800.0, 790.0, 810.0, 0.95, 8, 2.0, "CUDA events", "NVIDIA H200",
+        (square_gemm(8192, "bf16"),), (800.0,),
+    )  # fmt: skip
+    lines = efficiency_lines(profile, shape, batch, steps, measured)
+    assert lines[0].startswith(
+        "matrix products of the weights: 500 TFLOP/s (62% of the matmul rate measured here on "
+        "this model's GEMMs, 800 TFLOP/s)"
+    )
+    # The attention kernel's rate divides the work it did: per sequence, head and layer the
+    # T (T + 1) / 2 query-key pairs the causal mask keeps, 4 head_dim FLOPs each forward, 2.5
+    # times that backward; not the model FLOPs' 12 L d T per token (which would read 1.7x more).
+    pairs = shape.seq_len * (shape.seq_len + 1) // 2
+    work = shape.n_layer * batch * steps * shape.n_head * 3.5 * 4 * shape.head_dim * pairs
+    assert f"attention kernels: {work / 0.001 / 1e12:.0f} TFLOP/s of the work they did" in lines[1]
+    model_count = 12 * shape.n_layer * shape.d_model * shape.seq_len * tokens
+    assert f"{model_count / 0.001 / 1e12:.0f} TFLOP/s" not in lines[1]
+    assert "at the matmul rate measured here" in lines[-1]
+    without = efficiency_lines(profile, shape, batch, steps, None)
+    assert without[0].endswith("% of the profiled time")
+    assert "measured" not in without[0]
+    assert not any("would take" in line for line in without)
     empty = SimpleNamespace(rows=[], wall_s=1.0, gpu_idle_fraction=None, idle_s={})
-    assert efficiency_lines(empty, shape, batch, steps, Ceiling("fp32", 1.0, 64)) == [
+    assert efficiency_lines(empty, shape, batch, steps, None) == [
         "no GPU kernels in this profile: nothing to split"
     ]
     assert breakdown_text(empty).startswith("no GPU kernels")
