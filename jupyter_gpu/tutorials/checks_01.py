@@ -11,7 +11,7 @@ decides with a Python float: a graph break. A rewrite must
 3. give finite gradients wherever the original does, which is everywhere (its ``float()`` takes
    the standard deviation out of the gradient). The plain ``torch.where(std > 1e-3, centred /
    std, centred)`` fails here on the constant input: the branch it does not pick still gets a
-   gradient, zero, and zero times the ``0 / 0`` of that branch is NaN (PyTorch's tutorial
+   gradient, zero, and the division's backward turns it into ``0 / 0``, NaN (PyTorch's tutorial
    *Distinguishing between 0 and NaN gradient*, on pytorch#10729). Dividing by a standard
    deviation made safe where it is not used, ``torch.where(std > 1e-3, std, 1)``, passes.
 
@@ -31,7 +31,7 @@ from .exercises import Feedback, check
 
 NAN_GRADIENT = (
     "torch.where sends a gradient to both of its branches, zero to the one it did not pick, and "
-    "zero times the infinity or NaN of centred / std there (0 / 0 on a constant input) is NaN. "
+    "the backward of centred / std divides that zero by std: on a constant input 0 / 0, NaN. "
     "Divide by a standard deviation made safe where it is not used, torch.where(std > 1e-3, std, "
     "torch.ones_like(std)), so that the branch not picked is finite too"
 )

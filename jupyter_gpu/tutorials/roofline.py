@@ -156,9 +156,16 @@ class Point:
 
 
 def measure_points(
-    workloads: Sequence[Workload], *, device: Any, rounds: int, warmup: int = 2
+    workloads: Sequence[Workload],
+    *,
+    device: Any,
+    rounds: int,
+    warmup: int = 2,
+    block_s: float = 0.02,
 ) -> list[Point]:
     """Time every workload in interleaved rounds (the one timing method), one :class:`Point` each.
+
+    ``block_s`` is about how long one timed block of a workload lasts (calls back to back).
 
     Raises:
         ValueError: no workloads, or ``rounds`` < 1.
@@ -166,7 +173,7 @@ def measure_points(
     if not workloads:
         raise ValueError("no workloads to time")
     named = {w.name: w.run for w in workloads}
-    timed = compare(named, device=device, rounds=rounds, warmup=warmup, block_s=0.02)
+    timed = compare(named, device=device, rounds=rounds, warmup=warmup, block_s=block_s)
     points = []
     for w in workloads:
         times = list(timed[w.name].times_s)

@@ -17,17 +17,7 @@ import torch
 from torch import nn
 
 from jupyter_gpu.tutorials.checks_01 import check_standardize
-
-
-class Standardize(nn.Module):
-    """Notebook 01's original: a Python float decides, so Dynamo breaks the graph."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        std = float(x.std())
-        if std > 1e-3:
-            return (x - x.mean()) / std
-        return x - x.mean()
-
+from tests.tutorial_solutions import Standardize, StandardizePlainWhere, StandardizeSafeWhere
 
 # ------------------------------------------------------------------ wrong answers
 
@@ -44,15 +34,6 @@ class ClampedStd(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - x.mean()) / x.std().clamp(min=1e-3)
-
-
-class PlainWhere(nn.Module):
-    """The old solution: right results, NaN gradient on a constant input (0 * (0 / 0))."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        std = x.std()
-        centred = x - x.mean()
-        return torch.where(std > 1e-3, centred / std, centred)
 
 
 class DetachedPlainWhere(nn.Module):
@@ -75,18 +56,6 @@ class NoGradient(nn.Module):
 
 
 # ------------------------------------------------------------------ correct answers
-
-
-class SafeWhere(nn.Module):
-    """The notebook's solution: the divisor is made safe where it is not used."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        std = x.std()
-        centred = x - x.mean()
-        divides = std > 1e-3
-        return torch.where(
-            divides, centred / torch.where(divides, std, torch.ones_like(std)), centred
-        )
 
 
 class DetachedSafeWhere(nn.Module):
@@ -147,7 +116,9 @@ def test_rejects_an_answer_that_divides_where_the_original_does_not(
     assert "torch.where" in feedback.message
 
 
-@pytest.mark.parametrize("answer", [PlainWhere, DetachedPlainWhere], ids=lambda a: a.__name__)
+@pytest.mark.parametrize(
+    "answer", [StandardizePlainWhere, DetachedPlainWhere], ids=lambda a: a.__name__
+)
 def test_rejects_a_nan_gradient_on_the_constant_input(answer: type[nn.Module]) -> None:
     feedback = _check(answer)
     assert not feedback
@@ -164,7 +135,7 @@ def test_rejects_an_answer_without_a_gradient() -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    [SafeWhere, DetachedSafeWhere, MaskArithmetic, FromVariance],
+    [StandardizeSafeWhere, DetachedSafeWhere, MaskArithmetic, FromVariance],
     ids=lambda a: a.__name__,
 )
 def test_accepts_every_correct_answer(answer: type[nn.Module]) -> None:
