@@ -1,13 +1,15 @@
-"""Notebook 03's exercise check (4.1): a step under a measured memory cap, on a real GPT (CPU)."""
+"""Notebook 03's exercise check (4.1): a step under a measured memory cap, with activation
+checkpointing written by the student, on a real GPT (CPU)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from jupyter_gpu.tutorials.checks_03 import CapExercise, check_step, prepare
-from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
+from jupyter_gpu.tutorials.gpt import GPT, GPTConfig, logits_or_loss
 
 
 def batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -23,8 +25,27 @@ def exercise() -> CapExercise:
     return prepare(model, x, y, batch_loss, "cpu")
 
 
+def checkpointed_loss(model: GPT, x: torch.Tensor, y: torch.Tensor, wrap: int) -> torch.Tensor:
+    """The GPT's forward with its first ``wrap`` blocks in torch.utils.checkpoint."""
+    h = model.drop(model.wte(x))
+    for i, block in enumerate(model.blocks):
+        h = (
+            checkpoint(block, h, model.rope, use_reentrant=False)
+            if i < wrap
+            else block(h, model.rope)
+        )
+    return logits_or_loss(model.lm_head(model.ln_f(h)), y)
+
+
 def my_step_solution(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The notebook's solution: four micro-batches, each loss divided by four."""
+    """The notebook's solution: every block's call wrapped in checkpoint."""
+    loss = checkpointed_loss(model, x, y, wrap=len(model.blocks))  # type: ignore[arg-type]
+    loss.backward()
+    return loss
+
+
+def micro_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Four micro-batches, each loss divided by four: it fits, but checkpoints nothing."""
     micro = 4
     total = torch.zeros(())
     for xs, ys in zip(x.chunk(micro), y.chunk(micro), strict=True):
@@ -32,6 +53,20 @@ def my_step_solution(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torc
         loss.backward()
         total += loss.detach()
     return total
+
+
+def flag_only(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The model's own switch: torch.utils.checkpoint never written by the student."""
+    model.checkpointing = True
+    loss = batch_loss(model, x, y)
+    loss.backward()
+    return loss
+
+
+def first_block_only(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    loss = checkpointed_loss(model, x, y, wrap=1)  # type: ignore[arg-type]
+    loss.backward()
+    return loss
 
 
 def unchanged(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -73,6 +108,9 @@ def test_memory_cap_accepts_the_solution(exercise: CapExercise) -> None:
         (not_divided, "times the full batch's"),
         (half_the_batch, "point elsewhere"),
         (None, "define my_step"),
+        (flag_only, "model.checkpointing = True"),
+        (micro_batches, "micro-batches do that"),
+        (first_block_only, "block 1 of 2 ran once"),
     ],
 )
 def test_memory_cap_rejects_wrong_steps(exercise: CapExercise, wrong: object, said: str) -> None:
@@ -81,13 +119,20 @@ def test_memory_cap_rejects_wrong_steps(exercise: CapExercise, wrong: object, sa
     assert said in feedback.message
 
 
-def test_memory_cap_accepts_checkpointing_and_puts_the_flag_back(exercise: CapExercise) -> None:
+def test_memory_cap_puts_the_models_flag_back(exercise: CapExercise) -> None:
     model = exercise.model
-
-    def checkpointed(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        model.checkpointing = True
-        return unchanged(model, x, y)
-
-    feedback = check_step(checkpointed, exercise)
-    assert feedback, feedback.message
+    assert not check_step(flag_only, exercise)
     assert model.checkpointing is False
+    model.checkpointing = True  # a flag the notebook left on stays on after the check
+    try:
+        assert check_step(my_step_solution, exercise)
+        assert model.checkpointing is True
+    finally:
+        model.checkpointing = False
+
+
+def test_memory_cap_reports_what_checkpointing_kept(exercise: CapExercise) -> None:
+    feedback = check_step(my_step_solution, exercise)
+    assert "every block recomputed" in feedback.message
+    assert exercise.plain_saved_bytes > 0
+    assert "of a plain forward's" in feedback.message
