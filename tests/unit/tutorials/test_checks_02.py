@@ -7,8 +7,6 @@ import math
 from collections.abc import Mapping
 
 import pytest
-import torch
-import torch.nn.functional as F
 
 from jupyter_gpu.tutorials.checks_02 import (
     Case,
@@ -18,6 +16,13 @@ from jupyter_gpu.tutorials.checks_02 import (
     check_fp16_step,
     check_pick,
     judge,
+)
+from tests.tutorial_answers_02_03 import (
+    clips_scaled,
+    never_updates,
+    no_scaler,
+    solution_step,
+    steps_around_the_scaler,
 )
 
 GiB = 2**30
@@ -191,57 +196,6 @@ def test_judge_rules_out_a_nan_loss() -> None:
 
 
 # ---- exercise 5.1: an fp16 step with a GradScaler and clipping (on the CPU) ----
-
-
-def solution_step(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(opt)
-    torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
-    scaler.step(opt)
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
-
-
-def no_scaler(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-
-
-def never_updates(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(opt)
-    torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
-    scaler.step(opt)
-    opt.zero_grad(set_to_none=True)
-
-
-def clips_scaled(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
-    scaler.scale(loss).backward()
-    torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)  # before unscale_: wrong numbers
-    scaler.step(opt)
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
-
-
-def steps_around_the_scaler(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(opt)
-    torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
-    opt.step()  # not scaler.step: an overflowing step is not skipped
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
 
 
 def test_fp16_step_accepts_the_solution() -> None:

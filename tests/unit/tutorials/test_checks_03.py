@@ -6,14 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from jupyter_gpu.tutorials.checks_03 import CapExercise, check_step, prepare
-from jupyter_gpu.tutorials.gpt import GPT, GPTConfig, logits_or_loss
-
-
-def batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return model(x, y)
+from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
+from tests.tutorial_answers_02_03 import (
+    batch_loss,
+    first_block_only,
+    flag_only,
+    micro_batches,
+    my_step_solution,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,50 +25,6 @@ def exercise() -> CapExercise:
     x = torch.randint(0, 256, (8, 64))
     y = torch.randint(0, 256, (8, 64))
     return prepare(model, x, y, batch_loss, "cpu")
-
-
-def checkpointed_loss(model: GPT, x: torch.Tensor, y: torch.Tensor, wrap: int) -> torch.Tensor:
-    """The GPT's forward with its first ``wrap`` blocks in torch.utils.checkpoint."""
-    h = model.drop(model.wte(x))
-    for i, block in enumerate(model.blocks):
-        h = (
-            checkpoint(block, h, model.rope, use_reentrant=False)
-            if i < wrap
-            else block(h, model.rope)
-        )
-    return logits_or_loss(model.lm_head(model.ln_f(h)), y)
-
-
-def my_step_solution(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The notebook's solution: every block's call wrapped in checkpoint."""
-    loss = checkpointed_loss(model, x, y, wrap=len(model.blocks))  # type: ignore[arg-type]
-    loss.backward()
-    return loss
-
-
-def micro_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Four micro-batches, each loss divided by four: it fits, but checkpoints nothing."""
-    micro = 4
-    total = torch.zeros(())
-    for xs, ys in zip(x.chunk(micro), y.chunk(micro), strict=True):
-        loss = batch_loss(model, xs, ys) / micro
-        loss.backward()
-        total += loss.detach()
-    return total
-
-
-def flag_only(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The model's own switch: torch.utils.checkpoint never written by the student."""
-    model.checkpointing = True
-    loss = batch_loss(model, x, y)
-    loss.backward()
-    return loss
-
-
-def first_block_only(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    loss = checkpointed_loss(model, x, y, wrap=1)  # type: ignore[arg-type]
-    loss.backward()
-    return loss
 
 
 def unchanged(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
