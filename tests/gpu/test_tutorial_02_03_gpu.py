@@ -91,7 +91,7 @@ def test_expandable_segments_on_both_patterns() -> None:
 def test_cudnn_benchmark_rounds() -> None:
     from jupyter_gpu.tutorials.cudnn_bench import compare_in_processes
 
-    settings = {"batch": 64, "size": 96, "new_shapes": 8, "steps": 10, "dtype": "bf16"}
+    settings = {"batch": 64, "size": 96, "new_shapes": 4, "steps": 10, "dtype": "bf16"}
     comparison = compare_in_processes(2, {**settings, "device": "cuda"})
     FIGURES["cudnn_benchmark"] = {
         kind: {
