@@ -162,7 +162,8 @@ def build_cases(steps: Mapping[str, Mapping[str, ModeMeasurement]], here: GpuFac
         half = max((peak[m] for m in ("bf16", "fp16") if m in peak), default=None)
         if here.step_memory_bytes is not None and half and peak.get("fp32", 0) > half:
             tight = (peak["fp32"] + half) // 2
-            name = f"{here.name} with {tight / 2**30:.2f} GiB for a step"
+            room = f"{tight / 2**30:.2f} GiB" if tight >= 2**30 else f"{tight / 2**20:.1f} MiB"
+            name = f"{here.name} with {room} for a step"
             cases.append(Case(step, measured, replace(here, name=name, step_memory_bytes=tight)))
     return cases
 
