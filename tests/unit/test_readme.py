@@ -111,8 +111,8 @@ def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:
 
 # Each tutorial notebook and how the README's list of them names it.
 TUTORIALS = {
-    "00-start-here": "start here (the monitor, `%gpu`)",
-    "01-torch-compile": ", torch.compile,",
+    "00-start-here": "start here (the monitor, `%gpu`",
+    "01-torch-compile": "), torch.compile (",
     "02-mixed-precision": "mixed precision",
     "03-gpu-memory": "GPU memory",
     "04-profiling": "profiling an input pipeline",
