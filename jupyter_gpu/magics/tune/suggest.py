@@ -1,0 +1,156 @@
+"""Changes ``%tune`` suggests but does not apply: each needs the user's code changed.
+
+Each comes with the measured share of the step it concerns and the line or op it is about:
+
+- **hand-written attention** (a softmax between two batched matmuls, seen in the profiled
+  steps' op order) -> ``torch.nn.functional.scaled_dot_product_attention``, which runs the same
+  computation as one fused kernel (flash attention where it can). The share is the time in the
+  batched matmuls and the softmax, forward and backward: what the fused kernel replaces, an
+  upper bound on what it removes. The line is the user's module source that calls softmax.
+- **host syncs** (CUDA): the time the host was blocked in them, and their lines (the sync pass).
+- **memory headroom** (CUDA): the batch the free memory allows, from the first step's peak
+  (the activations grow with the batch; the weights and optimizer state do not).
+- **torch.compile's own findings** (graph breaks, recompiles): the causes table's advice
+  (``common/causes``), quoting what the compile reported.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from jupyter_gpu.magics.common.render import fmt_bytes, fmt_pct
+from jupyter_gpu.magics.compile.explain import from_report
+from jupyter_gpu.measure import fmt_seconds
+
+from .results import Suggestion
+
+if TYPE_CHECKING:
+    from jupyter_gpu.magics.compile.dynamo_watch import CompileReport
+
+    from .evidence import Evidence
+
+_ATTENTION_OPS = ("aten::bmm", "aten::_softmax", "aten::_softmax_backward_data")
+#: What is left free for a larger batch: a margin for fragmentation and workspaces.
+HEADROOM_USE = 0.9
+
+
+def attention_patterns(prof: Any) -> int:
+    """How many times a softmax ran between two batched matmuls, in the profiled ops' order."""
+    if prof is None:
+        return 0
+    try:
+        events = [e for e in prof.events() if e.name in ("aten::bmm", "aten::_softmax")]
+    except (RuntimeError, UnicodeDecodeError, AttributeError):
+        return 0
+    events.sort(key=lambda e: e.time_range.start)
+    names = [e.name for e in events]
+    return sum(
+        1
+        for i in range(1, len(names) - 1)
+        if names[i] == "aten::_softmax" and names[i - 1] == names[i + 1] == "aten::bmm"
+    )
+
+
+def softmax_lines(model: Any) -> list[str]:
+    """``Attention.forward line 74: y = torch.softmax(scores, dim=-1) @ v`` in the user's code."""
+    found: list[str] = []
+    seen: set[type] = set()
+    for module in model.modules():
+        cls = type(module)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        forward = cls.__dict__.get("forward")
+        if not inspect.isfunction(forward) or cls.__module__.startswith("torch."):
+            continue  # torch's own modules call the fused kernels already
+        try:
+            lines, start = inspect.getsourcelines(forward)
+        except (OSError, TypeError):
+            continue
+        for offset, line in enumerate(lines):
+            if "softmax(" in line and "scaled_dot_product" not in line:
+                found.append(f"{cls.__name__}.forward line {start + offset}: {line.strip()}")
+    return found
+
+
+def _attention(ev: Evidence, model: Any) -> Suggestion | None:
+    a = ev.analysis
+    count = attention_patterns(ev.profiler)
+    if a is None or count == 0 or ev.window_s <= 0:
+        return None
+    rows = [r for r in a.rows if not r.on_gpu and r.name in _ATTENTION_OPS]
+    seconds = sum(r.self_gpu_s if ev.cuda else r.self_cpu_s for r in rows)
+    share = ev.share(seconds)
+    where = "; ".join(softmax_lines(model)[:2]) or "a softmax between two batched matmuls"
+    return Suggestion(
+        "scaled_dot_product_attention",
+        f"hand-written attention: {count // max(1, a.steps)} softmax(es) between two batched "
+        f"matmuls a step; those matmuls and softmaxes (forward and backward) took "
+        f"{fmt_seconds(seconds / max(1, a.steps))} a step ({fmt_pct(share)}), which "
+        "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) runs as one "
+        "fused kernel (and keeps no T x T scores for the backward pass)",
+        share,
+        where,
+    )
+
+
+def _syncs(ev: Evidence) -> Suggestion | None:
+    a = ev.analysis
+    if not ev.cuda or a is None or not ev.sync_count:
+        return None
+    places = ev.sync_places or dict(a.syncs.places)
+    where = "; ".join(f"{p} (x{n})" for p, n in sorted(places.items(), key=lambda kv: -kv[1])[:3])
+    idle = ev.gpu_idle
+    return Suggestion(
+        "no host syncs",
+        f"{a.syncs.describe()}; the host was blocked in them {fmt_pct(ev.sync_share)} of the "
+        "profiled steps. Read values (loss.item(), printing a CUDA tensor) every N steps or "
+        "keep them on the GPU, so the CPU queues the next step while the GPU works"
+        + (f" (the GPU idled {fmt_pct(idle)} of the steps)" if idle is not None else ""),
+        ev.sync_share,
+        where or "not traced to a line",
+    )
+
+
+def _headroom(ev: Evidence, batch_name: str | None) -> Suggestion | None:
+    peak, free = ev.first.peak_bytes, ev.free_bytes
+    if not ev.cuda or not peak or free is None or peak <= 0:
+        return None
+    factor = (peak + HEADROOM_USE * free) / peak
+    if factor < 1.5:
+        return None
+    name = batch_name or "the batch size"
+    return Suggestion(
+        "a larger batch",
+        f"the first step's peak rose {fmt_bytes(peak)} above the memory in use before it, with "
+        f"{fmt_bytes(free)} free (the device's free memory and torch's unused cache): a batch "
+        f"about {factor:.1f}x as large would fit, if the activations grow with the batch "
+        f"({HEADROOM_USE:.0%} of the free memory used). Raise {name} (and scale the learning "
+        "rate with it): more work per step for the same fixed costs",
+        None,
+        name,
+    )
+
+
+def _compile_causes(report: CompileReport | None, mode: str) -> list[Suggestion]:
+    if report is None:
+        return []
+    return [
+        Suggestion(f"torch.compile ({mode}): {e.kind}", e.text, None, "the compile report")
+        for e in from_report(report)
+    ]
+
+
+def suggestions(
+    ev: Evidence, model: Any, batch_name: str | None, reports: dict[str, CompileReport | None]
+) -> list[Suggestion]:
+    """Every suggestion the measurements support, the largest measured share first."""
+    found = [s for s in (_attention(ev, model), _syncs(ev)) if s is not None]
+    found.sort(key=lambda s: -(s.share or 0.0))
+    headroom = _headroom(ev, batch_name)
+    if headroom is not None:
+        found.append(headroom)
+    for mode, report in reports.items():
+        found += _compile_causes(report, mode)
+    return found
