@@ -81,7 +81,7 @@ def profile_lines(p: StepProfile, device: str) -> list[str]:
     if p.top_ops:
         what = "kernels" if device == "cuda" else "CPU ops (self time)"
         tops = ", ".join(f"{name[:50]} {fmt_seconds(s)}" for name, s in p.top_ops)
-        lines.append(f"top {what} a step: {tops}")
+        lines.append(f"top {what} a profiled step (the profiler slows the ops it records): {tops}")
     if p.peak_bytes is not None:
         free = f", {fmt_bytes(p.free_bytes)} free" if p.free_bytes is not None else ""
         lines.append(f"the first step's peak: {fmt_bytes(p.peak_bytes)} above its start{free}")

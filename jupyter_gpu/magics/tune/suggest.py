@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.common.render import fmt_bytes, fmt_pct
 from jupyter_gpu.magics.compile.explain import from_report
-from jupyter_gpu.measure import fmt_seconds
 
 from .results import Suggestion
 
@@ -87,9 +86,9 @@ def _attention(ev: Evidence, model: Any) -> Suggestion | None:
         "scaled_dot_product_attention",
         f"hand-written attention: {count // max(1, a.steps)} softmax(es) between two batched "
         f"matmuls a step; those matmuls and softmaxes (forward and backward) took "
-        f"{fmt_seconds(seconds / max(1, a.steps))} a step ({fmt_pct(share)}), which "
-        "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) runs as one "
-        "fused kernel (and keeps no T x T scores for the backward pass)",
+        f"{fmt_pct(share)} of the profiled steps' time, which "
+        "torch.nn.functional.scaled_dot_product_attention(q, k, v) runs as one fused kernel "
+        "(is_causal=True for a causal mask), keeping no T x T scores for the backward pass",
         share,
         where,
     )

@@ -90,12 +90,31 @@ def _optimizer(user_ns: dict[str, Any], name: str | None, torch: Any) -> Any:
     return optimizer
 
 
-def loader_in(value: Any, loader_type: type) -> Any:
-    """The DataLoader a generator over one holds in its frame (one level), or ``None``."""
-    if not inspect.isgenerator(value) or value.gi_frame is None:
+def loader_in(value: Any, loader_type: type, user_ns: dict[str, Any]) -> Any:
+    """The DataLoader behind an iterator, or ``None`` where it cannot be told.
+
+    A generator over one holds it in its frame (one level is read: ``endless(loader)``). A
+    DataLoader's own iterator does not hold its loader; it holds the loader's dataset and
+    index sampler (``torch.utils.data.dataloader``), so the notebook's loader with those same
+    two objects is the one.
+    """
+    if inspect.isgenerator(value):
+        if value.gi_frame is None:
+            return None
+        found = [v for v in value.gi_frame.f_locals.values() if isinstance(v, loader_type)]
+        return found[0] if len(found) == 1 else None
+    dataset = getattr(value, "_dataset", None)
+    sampler = getattr(value, "_index_sampler", None)
+    if dataset is None or sampler is None:
         return None
-    found = [v for v in value.gi_frame.f_locals.values() if isinstance(v, loader_type)]
-    return found[0] if len(found) == 1 else None
+    owners = {
+        id(v): v
+        for v in user_ns.values()
+        if isinstance(v, loader_type)
+        and getattr(v, "dataset", None) is dataset
+        and getattr(v, "_index_sampler", None) is sampler
+    }
+    return next(iter(owners.values())) if len(owners) == 1 else None
 
 
 def _device(model: Any) -> str:
@@ -147,12 +166,17 @@ def read_target(shell: Any, args: argparse.Namespace, torch: Any) -> Target:
             )
         target.batches_name, target.batches = args.batches, batches
         if target.loader is None:
-            target.loader = loader_in(batches, data.DataLoader)
+            target.loader = loader_in(batches, data.DataLoader, user_ns)
+            target.loader_name = next(
+                (k for k, v in user_ns.items() if v is target.loader and not k.startswith("_")),
+                None,
+            )
             if target.loader is None:
                 raise UsageError(
                     f"--batches {args.batches} is a {type_name(batches)} whose DataLoader "
-                    "%tune cannot find (it looks one level into a generator's variables): "
-                    "pass --loader NAME too, the DataLoader it draws from."
+                    "%tune cannot find (it reads a generator's variables one level down, and "
+                    "a DataLoader iterator's dataset and sampler): pass --loader NAME too, the "
+                    "DataLoader it draws from."
                 )
         _check_uses(shell, code, args.batches, expr)
     if args.batch:

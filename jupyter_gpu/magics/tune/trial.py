@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from .fixes import Fix
     from .session import Session
 
+#: Fewest rounds of a comparison: 12 give a 95 % interval that leaves out the two most extreme
+#: rounds on each side (8, compare's own floor, give the whole range at 99 %), which a busy
+#: machine's outliers would otherwise set.
+MIN_ROUNDS = 12
 #: A loss after one update within this share of the original's is "within tolerance": bf16's
 #: 8-bit mantissa alone moves a first step's loss by about 0.4 % per rounding.
 LOSS_RTOL = 0.02
@@ -109,6 +113,7 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
             warmup=fix.warmup,
             target_s=seconds,
             block_s=fix.block_s(s) or 0.01,
+            min_rounds=MIN_ROUNDS,
             on_round=s.progress.on_round,
         )
     except Exception as err:  # noqa: BLE001
@@ -184,6 +189,7 @@ def try_stack(
             warmup=max(f.warmup for f in fixes),
             target_s=seconds,
             block_s=max((f.block_s(s) or 0.01) for f in fixes),
+            min_rounds=MIN_ROUNDS,
             on_round=s.progress.on_round,
         )
     except Exception as err:  # noqa: BLE001  # the fixes together failing is a result too
