@@ -39,7 +39,11 @@ def attention_patterns(prof: Any) -> int:
     if prof is None:
         return 0
     try:
-        events = [e for e in prof.events() if e.name in ("aten::bmm", "aten::_softmax")]
+        events = [
+            e
+            for e in prof.events()
+            if e.name in ("aten::bmm", "aten::_softmax") and not _inside_fused_attention(e)
+        ]
     except (RuntimeError, UnicodeDecodeError, AttributeError):
         return 0
     events.sort(key=lambda e: e.time_range.start)
@@ -49,6 +53,16 @@ def attention_patterns(prof: Any) -> int:
         for i in range(1, len(names) - 1)
         if names[i] == "aten::_softmax" and names[i - 1] == names[i + 1] == "aten::bmm"
     )
+
+
+def _inside_fused_attention(evt: Any) -> bool:
+    """Run by ``scaled_dot_product_attention`` itself (its math kernel on a CPU: bmm, softmax)."""
+    parent = evt.cpu_parent
+    while parent is not None:
+        if "scaled_dot_product" in parent.name:
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def softmax_lines(model: Any) -> list[str]:
