@@ -43,6 +43,30 @@ def _four_d(model: Any) -> list[Any]:
     return [p for p in model.parameters() if p.dim() == 4]
 
 
+def _optimizers(s: Session) -> list[Any]:
+    """The user's optimizer and the one its name is bound to now (a rebuilt one, stacked)."""
+    t = s.target
+    found = {id(o): o for o in (t.optimizer, s.user_ns.get(t.optimizer_name or "")) if o}
+    return [o for o in found.values() if hasattr(o, "state")]
+
+
+def _convert_state(optimizers: list[Any], memory_format: Any) -> None:
+    """Give the 4-D state of each optimizer (momentum, moments) its parameter's memory format.
+
+    A model converted to channels_last before its optimizer is made gets state in that format
+    (``torch.zeros_like`` keeps it); fused kernels require it (params, grads and state of one
+    layout), and foreach ones otherwise take their slow path. The repeated runs put the
+    state's values back in whatever tensors hold them.
+    """
+    for opt in optimizers:
+        for param, state in opt.state.items():
+            if getattr(param, "dim", lambda: 0)() != 4:
+                continue
+            for key, value in list(state.items()):
+                if getattr(value, "shape", None) == param.shape:
+                    state[key] = value.contiguous(memory_format=memory_format)
+
+
 class ChannelsLast(Fix):
     """The model's 4-D weights in ``torch.channels_last`` (see the module doc)."""
 
@@ -66,23 +90,30 @@ class ChannelsLast(Fix):
     def applied(self, s: Session) -> Iterator[None]:
         torch = s.torch
         model = s.target.model
-        model.to(memory_format=torch.channels_last)
+        optimizers = _optimizers(s)
+        model.to(memory_format=torch.channels_last)  # its gradients too (Module._apply)
+        _convert_state(optimizers, torch.channels_last)
         try:
             yield
         finally:
             model.to(memory_format=torch.contiguous_format)
+            _convert_state(optimizers, torch.contiguous_format)
 
     def code(self, s: Session) -> list[str]:
         name = s.target.model_name
         return [
-            f"{name} = {name}.to(memory_format=torch.channels_last)"
-            "  # and x = x.to(memory_format=torch.channels_last) in the step"
+            f"{name} = {name}.to(memory_format=torch.channels_last)  # before making its optimizer",
+            "# and in the step: x = x.to(memory_format=torch.channels_last)",
         ]
 
     def apply(self, s: Session) -> str:
         name = s.target.model_name
         s.target.model.to(memory_format=s.torch.channels_last)
-        return f"{name}'s convolution weights are channels_last (convert the step's input too)"
+        _convert_state(_optimizers(s), s.torch.channels_last)
+        return (
+            f"{name}'s convolution weights (and its optimizer's state for them) are "
+            "channels_last; convert the step's input too"
+        )
 
 
 class CudnnBenchmark(Fix):
