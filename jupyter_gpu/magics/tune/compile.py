@@ -76,8 +76,8 @@ class Compile(Fix):
         """Why the budget left does not allow this compile (``None``: it does)."""
         if left_s < MIN_COMPILE_S:
             return (
-                f"{left_s:.0f} s of the budget left, under the {MIN_COMPILE_S:.0f} s a compile "
-                "needs"
+                f"not reached: {max(0.0, left_s):.0f} s of the budget left, under the "
+                f"{MIN_COMPILE_S:.0f} s a compile needs"
             )
         if self.mode == "max-autotune-no-cudagraphs":
             if default_compile_s is None:
@@ -85,7 +85,8 @@ class Compile(Fix):
             need = AUTOTUNE_FACTOR * default_compile_s
             if left_s < need:
                 return (
-                    f"{left_s:.0f} s of the budget left, under {AUTOTUNE_FACTOR}x the default "
+                    f"not reached: {left_s:.0f} s of the budget left, under {AUTOTUNE_FACTOR}x "
+                    "the default "
                     f"compile's {default_compile_s:.1f} s; --budget longer tries it"
                 )
         return None

@@ -37,7 +37,7 @@ from .results import FixResult, NotTried, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
-from .trial import timing_s, try_fix, try_stack
+from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
 
 #: Share of the budget kept for measuring the kept fixes together.
 STACK_RESERVE = 0.15
@@ -250,8 +250,7 @@ def _budget_note(
     if isinstance(fix, Compile):
         return fix.budget_note(left_s, default_compile_s)
     ev = s.evidence
-    step_s = ev.step_s if ev is not None else 0.0
-    need = 1.3 * seconds + 6 * step_s
+    need = fix.cost_s(ev.step_s if ev is not None else 0.0, seconds, MIN_ROUNDS)
     if left_s < need:
         return (
             f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "
