@@ -78,10 +78,10 @@ MEM_BASE_CUDA = (
     f"{WORK}\n_s = torch.cuda.memory._snapshot()\n"
     "torch.cuda.memory._record_memory_history(None)\n_a = torch.cuda.memory_stats()"
 )
+# The magic's own reads on CPU (resident size and peak, one /proc/self/status read each).
 MEM_BASE_CPU = (
-    "import psutil, resource\n_p = psutil.Process()\n"
-    "_b = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    f"{WORK}\n_a = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    "from jupyter_gpu.magics.common.process_memory import read_process_memory\n"
+    f"_b = read_process_memory()\n{WORK}\n_a = read_process_memory()"
 )
 PROFILE_BARE = (
     "from torch.profiler import ProfilerActivity, profile\n"

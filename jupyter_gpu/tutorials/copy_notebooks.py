@@ -92,9 +92,10 @@ class CopyReport:
         """A few lines for a terminal."""
         lines = [f"{self.folder}: {len(self.copied)} copied, {len(self.unchanged)} already there"]
         if self.kept:
+            copies, which = ("copy", "it") if len(self.kept) == 1 else ("copies", "one")
             lines.append(
-                f"kept your edited copies of {', '.join(self.kept)} (nothing is overwritten: "
-                "rename or delete one and run this again for a fresh copy)"
+                f"kept your edited {copies} of {', '.join(self.kept)} (nothing is overwritten: "
+                f"rename or delete {which} and run this again for a fresh copy)"
             )
         lines.extend(f"left alone: {why}" for why in self.skipped)
         lines.append("Open 00-start-here.ipynb first.")

@@ -1,6 +1,6 @@
 /**
  * The status-bar item: `GPU 0: 87% · 31.2/140 GiB`, the whole list in its tooltip; a click
- * opens the panel. It keeps the model running while the status bar shows it (the status bar
+ * opens a menu: the panel or the dashboard. It keeps the model running while the status bar shows it (the status bar
  * hides it when the setting is off).
  */
 import { statusText } from './format';

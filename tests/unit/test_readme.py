@@ -29,6 +29,11 @@ def _source(path: str) -> str:
     return (ROOT / path).read_text()
 
 
+def _flat(text: str) -> str:
+    """``text`` with every run of white space (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
 # ------------------------------------------------------------------------------------- names
 
 
@@ -102,6 +107,58 @@ def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:
         # A loaded extension keeps its filters on torch's log handlers for the rest of the
         # process, where later tests load and unload their own.
         ip.run_line_magic("unload_ext", "jupyter_gpu")
+
+
+# Each tutorial notebook and how the README's list of them names it.
+TUTORIALS = {
+    "00-start-here": "start here (the monitor, `%gpu`)",
+    "01-torch-compile": ", torch.compile,",
+    "02-mixed-precision": "mixed precision",
+    "03-gpu-memory": "GPU memory",
+    "04-profiling": "profiling an input pipeline",
+    "05-multi-gpu": "several GPUs (DDP, FSDP, NCCL with `%%torchrun`)",
+    "06-compile-cache": "the torch.compile cache (where it lives,",
+    "07-capstone": "a capstone",
+}
+
+
+def test_the_tutorial_list_names_every_notebook() -> None:
+    shipped = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert shipped == set(TUTORIALS), "a notebook to add to (or drop from) the README's list"
+    section = README.split("## Tutorial notebooks")[1].split("\n## ")[0]
+    listed = _flat(section.split(". They need no download")[0])
+    missing = [name for name, phrase in TUTORIALS.items() if phrase not in listed]
+    assert missing == []
+
+
+def test_the_status_bar_item_is_said_to_open_its_menu() -> None:
+    assert "whose click opens a menu: the monitor or the dashboard" in _flat(README)
+    assert "that opens it" not in README
+    index = _source("labextension/src/index.ts")
+    menu = re.search(r"const menu = new Menu\(.*?\n(.*?)new GpuStatusItem\(", index, re.S)
+    assert menu, "index.ts builds the status bar item's menu"
+    items = re.findall(r"menu\.addItem\(\{ command: (\w+) \}\)", menu.group(1))
+    assert items == ["OPEN_COMMAND", "DASHBOARD_COMMAND"]
+    assert "(x, y) => menu.open(x, y)" in index  # a click opens the menu
+    assert "const OPEN_COMMAND = 'jupyter-gpu:open';" in index  # the monitor (sidebar)
+    assert "const DASHBOARD_COMMAND = 'jupyter-gpu:dashboard';" in index
+
+
+def test_the_screenshots_with_a_seeded_past_are_said_to_be() -> None:
+    option = "simulated_seed_history_s"
+    assert (
+        "The dashboard's and the 8-GPU screenshots come from servers started with a synthetic "
+        f"past already in their history (`--JupyterGpu.{option}`)" in _flat(README)
+    )
+    assert option in JupyterGpu.class_trait_names(config=True)
+    dashboard = _source("ui-tests/tests/dashboard.spec.ts")
+    assert f"`--JupyterGpu.{option}=${{SEEDED_S}}`" in dashboard
+    assert "screenshot-dashboard.png" in dashboard
+    # The 8-GPU screenshot is taken on the perf project's server, which is seeded too.
+    perf_server = _source("ui-tests/playwright.config.js").split("server(ports.perf")[1]
+    assert f"'--JupyterGpu.{option}=" in perf_server.split("]")[0]
+    assert "'--JupyterGpu.simulated_devices=8'" in perf_server.split("]")[0]
+    assert "screenshot-8-gpus.png" in _source("ui-tests/tests/perf.spec.ts")
 
 
 def test_the_options_it_names_are_the_servers() -> None:
@@ -187,6 +244,7 @@ CHECKED = [
     re.compile(r"GPU 0: 87% · 31\.2/140 GiB"),
     re.compile(r"5 min live, or 1 h and 24 h"),
     re.compile(r"\*\*8 GPUs in a narrow sidebar"),
+    re.compile(r"the 8-GPU screenshots come from servers"),
     re.compile(r"about 21 ms per GPU per read"),
     re.compile(r"http://127\.0\.0\.1:8888"),
     re.compile(r"--JupyterGpu\.interval_s=0\.5"),

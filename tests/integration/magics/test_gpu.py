@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -33,6 +34,33 @@ def test_simulated_gpus_are_labelled(shell: Shell) -> None:
     html = "".join(ran.bundles("text/html"))
     assert "<table" in html
     assert "simulated" in html
+
+
+def test_simulated_memory_on_this_kernel_says_what_is_simulated(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the demo the simulated GPUs put a made-up job on each of their server's kernels,
+    # this one among them; its torch here uses no GPU at all (CUDA is hidden in this test).
+    import os
+
+    from jupyter_gpu.sampling import once
+
+    monkeypatch.setattr(once, "kernel_pids_of_server", lambda _root: [os.getpid()])
+    ran = shell.ok("%gpu --backend simulated")
+    first = next(line for line in ran.text.splitlines() if line.startswith("GPU 0 "))
+    mine = first.split("this kernel: ", 1)[1]
+    assert re.fullmatch(
+        r"[\d.]+ [KMG]iB simulated \(made up by the demo backend; this kernel's torch holds "
+        r"no GPU memory\)",
+        mine,
+    ), mine
+    assert "made up by the demo backend" in "".join(ran.bundles("text/html"))
+    # A kernel whose torch does use CUDA (a demo on a GPU machine): not these GPUs' figure.
+    from jupyter_gpu.magics.gpu import magic
+
+    monkeypatch.setattr(magic, "cuda_in_use", lambda: True)
+    again = shell.ok("%gpu --backend simulated").text
+    assert "this kernel's torch uses a real GPU, not shown here)" in again
 
 
 def test_gpu_never_imports_torch() -> None:

@@ -52,7 +52,14 @@ def test_an_edited_notebook_is_kept_and_a_deleted_one_comes_back(tmp_path: Path)
     assert report.kept == ["00-start-here.ipynb"]
     assert report.copied == ["01-torch-compile.ipynb"]
     assert edited.read_bytes() == mine, "an edited notebook must never be overwritten"
-    assert "kept your edited copies of 00-start-here.ipynb" in report.describe()
+    assert (
+        "kept your edited copy of 00-start-here.ipynb (nothing is overwritten: rename or "
+        "delete it and" in report.describe()
+    )
+    (tmp_path / "01-torch-compile.ipynb").write_text("{}")
+    two = copy_tutorials(tmp_path).describe()
+    assert "kept your edited copies of 00-start-here.ipynb, 01-torch-compile.ipynb" in two
+    assert "rename or delete one and" in two
 
 
 def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
