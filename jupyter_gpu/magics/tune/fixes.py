@@ -67,12 +67,13 @@ class Fix:
         """The call as the fix runs it (by default unchanged)."""
         return run
 
-    def cost_s(self, step_s: float, seconds: float, rounds: int) -> float:
-        """About how long its trial takes, from the step's time as it is (for the budget).
+    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
+        """About how long its trial takes, from the step as it was measured (for the budget).
 
         The rounds (at least ``rounds``, each a block of both variants), the warm-up of both,
         the first two steps and the state put back.
         """
+        step_s = ev.step_s
         return max(seconds, 2 * rounds * step_s) + (2 * self.warmup + 4) * step_s
 
     def block_s(self, s: Session) -> float | None:

@@ -152,14 +152,14 @@ class Loader(Fix):
             )
         return lines
 
-    def cost_s(self, step_s: float, seconds: float, rounds: int) -> float:
+    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
         """Ten of the old loader's batches a block, plus the loaders alone and one fixed batch.
 
-        A batch of the old loader takes about a step; each loader alone about a second; the
-        step on one fixed batch 8 rounds.
+        A batch of the old loader takes its measured share of a step; each loader alone about
+        a second; the step on one fixed batch 8 rounds.
         """
-        block = BLOCK_BATCHES * step_s
-        return 2.0 + 16 * block + max(seconds, 2 * rounds * block) + 8 * step_s
+        block = max(0.01, BLOCK_BATCHES * ev.loader_share * ev.step_s)
+        return 2.0 + 16 * block + max(seconds, 2 * rounds * block) + 8 * ev.step_s
 
     def block_s(self, s: Session) -> float | None:
         if self.alone is None:

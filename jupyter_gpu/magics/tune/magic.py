@@ -249,8 +249,8 @@ def _budget_note(
     """Why ``fix`` does not fit in the budget left (``None``: it does)."""
     if isinstance(fix, Compile):
         return fix.budget_note(left_s, default_compile_s)
-    ev = s.evidence
-    need = fix.cost_s(ev.step_s if ev is not None else 0.0, seconds, MIN_ROUNDS)
+    assert s.evidence is not None
+    need = fix.cost_s(s.evidence, seconds, MIN_ROUNDS)
     if left_s < need:
         return (
             f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "
