@@ -37,6 +37,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from jupyter_gpu.distributed.script import KERNEL_PID_ENV, RUN_DIR_ENV
 
 CELL_FILENAME = "<torchrun cell>"
@@ -245,6 +247,9 @@ def main(config_path: str) -> None:
     started = {
         "rank": rank,
         "pid": os.getpid(),
+        # With the pid, the process's identity: the stop button kills only this process at
+        # that pid, never one that got the pid after this rank ended (process.py).
+        "started_s": psutil.Process().create_time(),
         "host": socket.gethostname(),
         "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
     }

@@ -5,7 +5,10 @@
 - :mod:`.compare`: the one way to compare variants (interleaved rounds, CUDA events, a ratio
   with its interval, the machine's steadiness);
 - :mod:`.interval`: the ratio and its order-statistic interval;
-- :mod:`.machine`: whether the machine stayed steady while it was timed.
+- :mod:`.machine`: whether the machine stayed steady while it was timed;
+- :mod:`.peaks`: NVIDIA's data-sheet dense peaks per GPU and dtype, and MFU by its definition;
+- :mod:`.gemms`: a training step's matrix products, from a model's ``Linear`` layers;
+- :mod:`.matmul_rate`: the matmul rate measured here (those products, sustained, timed as above).
 
 The magics (``%compile --bench``, ``%amp compare``, ``%%profile``, ``%tune``), the tutorials
 (``jupyter_gpu.tutorials.timing``) and ``benchmarks/`` all time through here, so "1.33x faster

@@ -62,6 +62,7 @@ export class GpuStatusItem extends ModelView {
     const latest = this.model.latest;
     const warn =
       latest?.devices.some(d => d.state !== 'ok') ||
+      (latest?.nvml_wait_s ?? null) !== null ||
       this.model.status === 'disabled';
     setData(this.node, 'state', warn ? 'warn' : 'ok');
   }

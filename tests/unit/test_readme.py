@@ -89,8 +89,8 @@ def test_the_extras_it_names_exist_and_hold_what_it_says() -> None:
     assert {"lab", "torch", "tutorials"} <= named
     assert named <= set(extras), named - set(extras)
     tutorials = {re.split(r"[<>=\[ ]", r)[0] for r in extras["tutorials"]}
-    assert tutorials == {"torch", "numpy", "scikit-learn", "tqdm"}
-    assert "torch plus what the notebooks use (NumPy, scikit-learn, tqdm)" in README
+    assert tutorials == {"torch", "numpy", "scikit-learn", "tqdm", "torchao"}
+    assert "torch plus what the notebooks use (NumPy, scikit-learn, tqdm, and torchao" in README
 
 
 def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:

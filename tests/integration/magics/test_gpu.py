@@ -128,3 +128,30 @@ def test_a_hung_gpu_is_named_within_the_deadline(
     assert "util 50%" in lines[0]
     assert "util 50%" in lines[2]
     assert f"GPU 1 did not answer within {READ_DEADLINE_S:g} s" in lines[1]
+
+
+def test_a_driver_that_hangs_at_start_is_said_within_the_deadline(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeNvml(devices=2)
+    fake.hang(None, calls={"nvmlInit"})  # the driver does not answer nvmlInit
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    release = threading.Timer(30.0, fake.release, [None])
+    release.start()
+    try:
+        took = []
+        texts = []
+        for _ in range(2):  # asked again while the first call is still out
+            start = time.monotonic()
+            texts.append(shell.ok("%gpu --backend nvml").text)
+            took.append(time.monotonic() - start)
+        calls = fake.calls["nvmlInit"]
+    finally:
+        release.cancel()
+        fake.release(None)
+    assert max(took) < 2 * READ_DEADLINE_S + 0.1 + 1.5  # its start-up deadline, busy cores
+    for text in texts:
+        assert f"NVML did not answer within {2 * READ_DEADLINE_S:g} s while starting" in text
+        assert "start-up call is hung" in text  # what it means, not "no GPU here"
+        assert "--JupyterGpu.backend=simulated" not in text
+    assert calls == 1  # the second %gpu waited for the first's call: one thread in the driver

@@ -90,8 +90,11 @@ def test_compare_of_a_step_with_a_scheduler_and_a_scaler_puts_both_back(shell: S
     ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
     r = shell["r"]
     assert all(m.error is None for m in r.results), [m.error for m in r.results]
-    # Each mode started from the same state: the same schedule, the same scale.
-    assert len({m.loss for m in r.results if m.mode in ("fp32", "tf32")}) == 1
+    # Each mode started from the same state: the same schedule, the same scale (bf16's first
+    # loss is fp32's but for rounding; tf32 is fp32 on a CPU and is not run apart).
+    bf16 = next(m for m in r.results if m.mode == "bf16")
+    assert bf16.loss_diff is not None
+    assert bf16.loss_diff < 0.05
     assert schedule_bits(shell) == before
     assert r.restore.exact, r.restore.line
     assert "sched (state_dict)" in ran.text
