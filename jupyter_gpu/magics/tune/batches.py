@@ -5,7 +5,8 @@ loader being measured, epoch after epoch, or hands out one fixed batch. Switchin
 loader starts that loader's epoch afresh, which empties the queue its workers filled while the
 other loader was timed: a worker never gets credit for batches it made during someone else's
 turn (``DataLoader``'s persistent iterator does this in ``_reset``: it waits for the batches in
-flight and drops them).
+flight and drops them). The fresh epoch of a loader with workers then draws its first batch
+before the timed block starts (:meth:`BatchSource.use` says why).
 
 :func:`rebuilt` makes a DataLoader over the same dataset, sampler (or batch sampler), collate
 function, batch size, ``drop_last``, worker init function and generator as a given one, with
@@ -56,13 +57,24 @@ class BatchSource:
             return next(self._it)
 
     def use(self, loader: Any) -> None:
-        """Draw from ``loader`` from now on; a fresh epoch when it is not the one in use."""
+        """Draw from ``loader`` from now on; a fresh epoch when it is not the one in use.
+
+        A fresh epoch of a loader with workers starts with its pipeline filled: its first batch
+        is drawn here (untimed: this runs in a variant's context) and handed to the next call,
+        while the workers go on to the next batches. A timed block then starts as deep in an
+        epoch does: one batch ready, the next in the making. Without this, every block would
+        wait for a whole batch at its start, which a step deep in an epoch never does; with it,
+        a loader whose workers keep up is timed exactly, and one they cannot keep up with gains
+        at most a batch's production time a block, beyond the step's own time.
+        """
         if loader is self.loader and self._fixed is None and self._it is not None:
             return
         self._fixed = None
         self._held.clear()
         self.loader = loader
         self._it = iter(loader)
+        if getattr(loader, "num_workers", 0):
+            self.peek()
 
     def restart(self) -> None:
         """A fresh epoch of the loader in use (the same first batch from the same RNG state)."""

@@ -46,10 +46,23 @@ class Fix:
     exact: bool = False
     #: Whose figure the speedup is, for the report.
     source: ClassVar[str] = DEFAULT_SOURCE
+    #: Kept when faster, stacked and applied; ``False``: measured and suggested only (it
+    #: changes what the step trains on: a larger batch).
+    stacks: ClassVar[bool] = True
+    #: The loss after one update is compared with the original's (``False``: it cannot be,
+    #: e.g. it averages over other samples).
+    compares_loss: ClassVar[bool] = True
 
     def why_not(self, ev: Evidence) -> str | None:
         """The one line saying why it is not tried on this step, or ``None`` to try it."""
         return None
+
+    def samples_per_call(self, s: Session) -> float:
+        """How many times the step's samples one call with the fix does (1: the same).
+
+        Its figure is then per sample: the time ratio times this.
+        """
+        return 1.0
 
     def prepare(self, s: Session) -> None:
         """Make what the fix needs, from the state as saved (called after a reset)."""

@@ -16,8 +16,10 @@ Three figures, each said with where it comes from:
   the loader costs now, the most any loader can win (interleaved rounds, with its interval);
 - the speedup itself: the step with the new loader against the step as it is, both drawing real
   batches (interleaved rounds). Each of the new loader's timed blocks starts a fresh epoch, which
-  drops what its workers made while the step as it is was timed; blocks last at least ten of the
-  old loader's batches, so that the pipeline's filling at a block's start is a small part of it.
+  drops what its workers made while the step as it is was timed, and whose first batch is drawn
+  before the block is timed (``BatchSource.use``: a block starts as deep in an epoch does, one
+  batch ready); blocks last at least ten of the old loader's batches, so that a pipeline that
+  cannot keep up shows its own pace.
 """
 
 from __future__ import annotations
@@ -137,12 +139,15 @@ class Loader(Fix):
 
             from jupyter_gpu.measure import Variant
 
+            # A loader without workers has no pipeline to time over long blocks: each call
+            # reads its batch itself, so one call a block times it whole.
+            piped = bool(s.base_loader.num_workers)
             comparison = compare(
                 {"as is": base, "one fixed batch": Variant(s.step, one_batch)},
                 device=t.device,
                 warmup=1,
                 target_s=1.0,
-                block_s=self.block_s(s) or 0.01,
+                block_s=(self.block_s(s) or 0.01) if piped else 0.01,
                 on_round=s.progress.on_round,
             )
             ratio = comparison.ratio("one fixed batch")

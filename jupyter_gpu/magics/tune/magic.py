@@ -59,7 +59,12 @@ class TuneMagics(ShellMagics):
     @argument(
         "--batches", metavar="NAME", help="the iterator the step draws batches from with next()"
     )
-    @argument("--batch", metavar="NAME", help="the variable holding the batch size")
+    @argument(
+        "--batch",
+        metavar="NAME",
+        help="the variable holding the batch size: a larger batch is tried (per sample), then "
+        "suggested",
+    )
     @argument(
         "--budget",
         type=_budget,
@@ -67,7 +72,12 @@ class TuneMagics(ShellMagics):
         metavar="TIME",
         help="how long it may take: 5m, 90s, 1m30s (default 5m)",
     )
-    @argument("--only", metavar="FIXES", help="try only these: loader,precision,compile,...")
+    @argument(
+        "--only",
+        metavar="FIXES",
+        help="try only these: loader, precision (tf32, autocast), optimizer, conv "
+        "(channels_last, cudnn), threads, batch, compile",
+    )
     @argument("--skip", metavar="FIXES", help="do not try these (same words as --only)")
     @argument("--apply", action="store_true", help="apply the kept fixes in place afterwards")
     @output_options()
@@ -99,7 +109,8 @@ class TuneMagics(ShellMagics):
 
         Suggested, not applied (they need the code changed): hand-written attention ->
         scaled_dot_product_attention, host syncs with their lines, a larger batch from the free
-        memory, torch.compile's graph breaks and recompiles. --apply applies the kept fixes that
+        memory (with --batch NAME tried first: its figure per sample), torch.compile's graph
+        breaks and recompiles. --apply applies the kept fixes that
         can be applied in place and says what it did. Ctrl-C stops, puts everything back and
         reports what was measured. -o returns the result (fixes ranked best first).
         """
@@ -239,7 +250,10 @@ class TuneMagics(ShellMagics):
         if ev is None:
             return
         reports = {f.mode: f.report for p in planned if isinstance((f := p.fix), Compile)}
-        result.suggestions = suggestions(ev, s.target.model, s.target.batch_name, reports)
+        tried_batch = next((f for f in result.fixes if f.family == "batch"), None)
+        result.suggestions = suggestions(
+            ev, s.target.model, s.target.batch_name, reports, tried_batch
+        )
         result.profile = _profile(ev, result, stacked)
 
 

@@ -2,15 +2,15 @@
 
 The peaks and the definition are ``jupyter_gpu.measure.peaks`` (``mfu(model_flops_per_s,
 gpu_name, dtype)``: the GPU looked up by the name CUDA reports, the dtype the matrix products run
-in). That module may be absent from a build that predates it: then no MFU is shown, and the
-report says so, rather than dividing by a measured "ceiling". On a CPU there is no data-sheet
-peak to divide by.
+in); a GPU not in its table, or a MIG slice, gets no MFU and the table's reason. On a CPU there
+is no data-sheet peak to divide by: no MFU, said so, rather than dividing by a measured rate.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from jupyter_gpu.measure import peaks
 
 
 def mfu(flops_per_s: float | None, gpu_name: str, dtype: str) -> Any:
@@ -19,10 +19,6 @@ def mfu(flops_per_s: float | None, gpu_name: str, dtype: str) -> Any:
         return "no model FLOPs were counted"
     if not gpu_name:
         return "no MFU on a CPU: the data-sheet peaks are GPUs'"
-    try:
-        peaks = importlib.import_module("jupyter_gpu.measure.peaks")
-    except ImportError:
-        return "no data-sheet peak table in this build (jupyter_gpu.measure.peaks)"
     try:
         return peaks.mfu(flops_per_s, gpu_name, dtype)
     except ValueError as err:

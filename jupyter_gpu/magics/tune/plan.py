@@ -2,10 +2,11 @@
 
 The order puts the cheap fixes that touch the largest measured shares first and the compiles
 last (each costs its compile time): the input pipeline, TF32, autocast, the optimizer, the
-convolution formats, CPU threads, then ``torch.compile`` in its default mode, ``reduce-overhead``
+convolution formats, CPU threads, a larger batch (``--batch NAME``: measured and suggested, never
+stacked), then ``torch.compile`` in its default mode, ``reduce-overhead``
 where the step is launch-bound, and ``max-autotune-no-cudagraphs`` where the budget allows.
 ``--only``/``--skip`` take the families (``loader``, ``precision``, ``optimizer``, ``conv``,
-``threads``, ``compile``) or single fixes (``tf32``, ``autocast``, ``channels_last``,
+``threads``, ``compile``, ``batch``) or single fixes (``tf32``, ``autocast``, ``channels_last``,
 ``cudnn``).
 """
 
@@ -15,6 +16,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .batch_size import LargerBatch
 from .compile import Compile
 from .conv import ChannelsLast, CudnnBenchmark
 from .loader import Loader
@@ -35,6 +37,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "conv": ("channels_last", "cudnn"),
     "threads": ("threads",),
     "compile": ("compile",),
+    "batch": ("batch",),
 }
 KEYS = tuple(k for keys in FAMILIES.values() for k in keys)
 
@@ -83,12 +86,14 @@ def make_plan(s: Session, ev: Evidence, chosen: set[str]) -> list[Planned]:
     optimizer = FusedOptimizer.for_optimizer(t.optimizer)
     channels = ChannelsLast()
     threads = Threads(ev.cpus.usable if ev.cpus is not None else ev.threads)
+    larger = LargerBatch()
     planned = [
         Planned(loader, loader.explain_skip(s, ev)),
         *(Planned(fix, fix.why_not(ev)) for fix in (Tf32(), Autocast.for_device(t.device))),
         Planned(optimizer, optimizer.explain_skip(t.optimizer)),
         Planned(channels, channels.explain_skip(t.model, ev)),
         *(Planned(fix, fix.why_not(ev)) for fix in (CudnnBenchmark(), threads)),
+        Planned(larger, larger.explain_skip(s, ev)),
         *(
             Planned(fix, fix.why_not(ev))
             for fix in (

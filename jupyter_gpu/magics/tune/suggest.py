@@ -9,7 +9,9 @@ Each comes with the measured share of the step it concerns and the line or op it
   upper bound on what it removes. The line is the user's module source that calls softmax.
 - **host syncs** (CUDA): the time the host was blocked in them, and their lines (the sync pass).
 - **memory headroom** (CUDA): the batch the free memory allows, from the first step's peak
-  (the activations grow with the batch; the weights and optimizer state do not).
+  (the activations grow with the batch; the weights and optimizer state do not); with
+  ``--batch NAME`` it is tried (``batch_size.py``) and the suggestion quotes what it measured,
+  on a CPU too.
 - **torch.compile's own findings** (graph breaks, recompiles): the causes table's advice
   (``common/causes``), quoting what the compile reported.
 """
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from jupyter_gpu.magics.common.render import fmt_bytes, fmt_pct
 from jupyter_gpu.magics.compile.explain import from_report
 
-from .results import Suggestion
+from .batch_size import HEADROOM_USE, headroom_factor
+from .results import FixResult, Suggestion
+from .trial import memory_text
 
 if TYPE_CHECKING:
     from jupyter_gpu.magics.compile.dynamo_watch import CompileReport
@@ -30,8 +34,6 @@ if TYPE_CHECKING:
     from .evidence import Evidence
 
 _ATTENTION_OPS = ("aten::bmm", "aten::_softmax", "aten::_softmax_backward_data")
-#: What is left free for a larger batch: a margin for fragmentation and workspaces.
-HEADROOM_USE = 0.9
 
 
 def attention_patterns(prof: Any) -> int:
@@ -126,21 +128,39 @@ def _syncs(ev: Evidence) -> Suggestion | None:
     )
 
 
-def _headroom(ev: Evidence, batch_name: str | None) -> Suggestion | None:
+def _larger_batch(
+    ev: Evidence, batch_name: str | None, tried: FixResult | None
+) -> Suggestion | None:
+    """The batch the free memory allows (CUDA), with its measured figure where it was tried."""
+    if tried is not None and tried.ratio is not None:
+        if not tried.ratio.faster:
+            return None
+        return Suggestion(
+            "a larger batch",
+            f"tried ({tried.name}): {tried.ratio.describe()} in samples a second"
+            + (
+                f", its first step's peak {memory_text(tried.memory_delta_bytes)}"
+                if tried.memory_delta_bytes is not None
+                else ""
+            )
+            + f". Raise {batch_name} (and scale the learning rate with it): more work per step "
+            "for the same fixed costs",
+            None,
+            batch_name or "",
+        )
     peak, free = ev.first.peak_bytes, ev.free_bytes
-    if not ev.cuda or not peak or free is None or peak <= 0:
-        return None
-    factor = (peak + HEADROOM_USE * free) / peak
-    if factor < 1.5:
+    factor = headroom_factor(ev)
+    if factor is None or factor < 1.5 or not peak or free is None:
         return None
     name = batch_name or "the batch size"
+    how = "" if batch_name else "; pass --batch NAME (the variable with it) and %tune tries it"
     return Suggestion(
         "a larger batch",
         f"the first step's peak rose {fmt_bytes(peak)} above the memory in use before it, with "
         f"{fmt_bytes(free)} free (the device's free memory and torch's unused cache): a batch "
         f"about {factor:.1f}x as large would fit, if the activations grow with the batch "
         f"({HEADROOM_USE:.0%} of the free memory used). Raise {name} (and scale the learning "
-        "rate with it): more work per step for the same fixed costs",
+        f"rate with it): more work per step for the same fixed costs{how}",
         None,
         name,
     )
@@ -156,14 +176,21 @@ def _compile_causes(report: CompileReport | None, mode: str) -> list[Suggestion]
 
 
 def suggestions(
-    ev: Evidence, model: Any, batch_name: str | None, reports: dict[str, CompileReport | None]
+    ev: Evidence,
+    model: Any,
+    batch_name: str | None,
+    reports: dict[str, CompileReport | None],
+    tried_batch: FixResult | None = None,
 ) -> list[Suggestion]:
-    """Every suggestion the measurements support, the largest measured share first."""
+    """Every suggestion the measurements support, the largest measured share first.
+
+    ``tried_batch``: the larger batch as measured (``--batch NAME``), quoted by its suggestion.
+    """
     found = [s for s in (_attention(ev, model), _syncs(ev)) if s is not None]
     found.sort(key=lambda s: -(s.share or 0.0))
-    headroom = _headroom(ev, batch_name)
-    if headroom is not None:
-        found.append(headroom)
+    larger = _larger_batch(ev, batch_name, tried_batch)
+    if larger is not None:
+        found.append(larger)
     for mode, report in reports.items():
         found += _compile_causes(report, mode)
     return found

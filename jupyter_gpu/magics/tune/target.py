@@ -187,6 +187,13 @@ def read_target(shell: Any, args: argparse.Namespace, torch: Any) -> Target:
                 "batch size the step (or its loader) uses, a whole number such as batch = 64."
             )
         target.batch_name, target.batch_size = args.batch, size
+        by_loader = target.loader is not None and target.loader.batch_size == size
+        if not by_loader and args.batch not in _loaded_names(shell, code):
+            raise UsageError(
+                f"--batch {args.batch}: {expr} does not read {args.batch} (nor do the "
+                "functions it calls), and no --loader/--batches DataLoader batches by it "
+                f"(batch_size={size}): name the variable the step makes its batches with."
+            )
     if target.loader is not None and isinstance(target.loader.dataset, data.IterableDataset):
         target.loader_note = (
             "an IterableDataset: with workers, each worker yields the whole dataset unless the "
@@ -195,18 +202,20 @@ def read_target(shell: Any, args: argparse.Namespace, torch: Any) -> Target:
     return target
 
 
-def _check_uses(shell: Any, code: CodeType, name: str, expr: str) -> None:
-    """The step (or a function it calls) must load ``name``; else --batches would change nothing.
-
-    Reads the names the expression loads and, one level down, the notebook functions it calls.
-    """
+def _loaded_names(shell: Any, code: CodeType) -> set[str]:
+    """The global names ``code`` loads, and those of the notebook functions it calls."""
     names = set(code.co_names)
     for called in list(names):
         fn = shell.user_ns.get(called)
         inner = getattr(fn, "__code__", None)
         if inner is not None:
             names |= set(inner.co_names)
-    if name not in names:
+    return names
+
+
+def _check_uses(shell: Any, code: CodeType, name: str, expr: str) -> None:
+    """The step (or a function it calls) must load ``name``; else --batches would change nothing."""
+    if name not in _loaded_names(shell, code):
         raise UsageError(
             f"--batches {name}: {expr} does not draw from {name} (neither it nor the functions "
             f"it calls load that name): the step should call next({name})."

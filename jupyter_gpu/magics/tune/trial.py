@@ -15,12 +15,13 @@ original's. The stack is measured the same way, with every kept fix on.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.common.render import fmt_bytes
-from jupyter_gpu.measure import compare
+from jupyter_gpu.measure import Ratio, compare
 
 from .evidence import FirstSteps
 from .results import FixResult, StackResult
@@ -119,12 +120,22 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
     except Exception as err:  # noqa: BLE001
         return _failed(fix, code, err)
     ratio = comparison.ratio(fix.name)
-    delta, within, loss_note = loss_check(s.base_first, first)
+    samples = fix.samples_per_call(s)
+    if samples != 1.0:
+        notes = [*notes, f"per call (a step): {ratio.describe()}; per sample: x{samples:.3g}"]
+        ratio = per_sample(ratio, samples)
+    if fix.compares_loss:
+        delta, within, loss_note = loss_check(s.base_first, first)
+    else:
+        delta, within = None, True
+        loss_note = "not compared: the loss averages over other samples"
     memory = _memory_delta(s.base_first, first)
     if not ratio.faster:
         verdict = "not kept: " + ("slower" if ratio.slower else "no measurable difference")
     elif not within:
         verdict = f"not kept: {loss_note}"
+    elif not fix.stacks:
+        verdict = "suggested: it changes what a step trains on (not stacked)"
     else:
         verdict = "kept"
     if not comparison.machine.steady:
@@ -144,6 +155,17 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
         first_step_s=first.first_s,
         loss_note=loss_note,
         notes=tuple(notes),
+    )
+
+
+def per_sample(ratio: Ratio, samples: float) -> Ratio:
+    """A per-call ratio as a per-sample one (its interval too).
+
+    A call of the variant does ``samples`` times the samples of a call of the baseline, so its
+    samples per second are ``ratio * samples`` times the baseline's.
+    """
+    return dataclasses.replace(
+        ratio, value=ratio.value * samples, low=ratio.low * samples, high=ratio.high * samples
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,19 +16,25 @@ import torch
 
 from jupyter_gpu.host.cpus import CpuBudget
 from jupyter_gpu.magics.common.reach import Named, reach
+from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
+from jupyter_gpu.magics.profile.analysis import Analysis
+from jupyter_gpu.magics.profile.syncs import Syncs
+from jupyter_gpu.magics.tune import mfu
+from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
 from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt
-from jupyter_gpu.magics.tune.budget import parse_budget
+from jupyter_gpu.magics.tune.budget import Budget, parse_budget
 from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
 from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
 from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
+from jupyter_gpu.magics.tune.progress import Progress
 from jupyter_gpu.magics.tune.report import waterfall
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
-from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines
-from jupyter_gpu.magics.tune.target import loader_in
+from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
+from jupyter_gpu.magics.tune.target import Target, loader_in
 from jupyter_gpu.magics.tune.threads import Threads
-from jupyter_gpu.magics.tune.trial import LOSS_RTOL, loss_check
+from jupyter_gpu.magics.tune.trial import LOSS_RTOL, loss_check, per_sample
 from jupyter_gpu.measure import Timing
 from jupyter_gpu.measure.interval import Ratio
 
@@ -251,3 +258,131 @@ def test_the_waterfall_ends_on_the_stack_as_measured() -> None:
     assert trace["y"][1] == pytest.approx(100.0 / 1.6 - 100.0)
     assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 41.7 ms
     assert svg.startswith("<svg")
+
+
+def test_a_loader_with_workers_starts_each_turn_with_its_first_batch_drawn() -> None:
+    source = BatchSource()
+    plain, pooled = _loader(), _loader(num_workers=1, persistent_workers=True)
+    source.use(plain)
+    assert source._it._num_yielded == 0  # no workers: nothing to fill, nothing drawn ahead
+    source.use(pooled)
+    assert source._it._num_yielded == 1  # drawn before the timed block, handed out next
+    assert next(source)[0].tolist() == [0, 1, 2, 3]
+    assert next(source)[0].tolist() == [4, 5, 6, 7]
+    source.release()
+    pooled._iterator = None
+
+
+def test_a_per_call_ratio_becomes_a_per_sample_one() -> None:
+    ratio = Ratio(0.6, 0.55, 0.65, 12, 0.96, variant="batch 32")
+    scaled = per_sample(ratio, 2.0)
+    assert (scaled.value, scaled.low, scaled.high) == pytest.approx((1.2, 1.1, 1.3))
+    assert (scaled.rounds, scaled.variant) == (12, "batch 32")
+    assert scaled.faster
+    assert not ratio.faster
+
+
+def _target(**changes: Any) -> Any:
+    model = torch.nn.Linear(2, 2)
+    code = compile("step()", "<step>", "eval")
+    target = Target("step()", code, "model", model, None, None, **changes)
+    return SimpleNamespace(target=target)
+
+
+def test_a_larger_batch_is_sized_from_the_free_memory_or_doubled_on_a_cpu() -> None:
+    gib = 2**30
+    session = _target(batch_name="batch", batch_size=16)
+    fix = LargerBatch()
+    assert fix.explain_skip(session, _evidence()) is None  # a CPU: twice the batch
+    assert (fix.size, fix.new_size, fix.name) == (16, 32, "batch 32 (from 16), per sample")
+    cuda = _evidence(device="cuda", free_bytes=2 * gib)
+    cuda.first = FirstSteps((1.0, 0.9), 0.02, 1 * gib)
+    assert headroom_factor(cuda) == pytest.approx(1 + 0.9 * 2)
+    assert fix.explain_skip(session, cuda) is None
+    assert fix.new_size == int(16 * 2.8)
+    roomy = _evidence(device="cuda", free_bytes=100 * gib)
+    roomy.first = cuda.first
+    assert fix.explain_skip(session, roomy) is None
+    assert fix.new_size == MAX_FACTOR * 16  # at most 4x in one try
+    full = _evidence(device="cuda", free_bytes=gib // 10)
+    full.first = cuda.first
+    assert "holds a batch of 17 at most" in (fix.explain_skip(session, full) or "")
+    assert "no --batch NAME" in (LargerBatch().explain_skip(_target(), _evidence()) or "")
+
+
+def test_the_suggestions_name_the_syncs_lines_and_the_batch_memory_allows() -> None:
+    gib = 2**30
+    syncs = Syncs(blocked_s=0.03, steps=3)
+    syncs.by_call.update({"cudaStreamSynchronize": 3})
+    syncs.places.update({"cell [4] line 9 in train_step": 3})
+    analysis = Analysis(window_s=0.3, syncs=syncs, gpu_busy_s=0.2)
+    ev = _evidence(device="cuda", analysis=analysis, free_bytes=8 * gib)
+    ev.first = FirstSteps((1.0, 0.9), 0.02, 2 * gib)
+    found = {s.name: s for s in suggestions(ev, torch.nn.Linear(2, 2), None, {})}
+    sync = found["no host syncs"]
+    assert sync.share == pytest.approx(0.1)
+    assert sync.where == "cell [4] line 9 in train_step (x3)"
+    assert "10.0%" in sync.text or "10%" in sync.text
+    batch = found["a larger batch"]
+    assert "about 4.6x as large would fit" in batch.text
+    assert "pass --batch NAME" in batch.text
+    # Tried (--batch): the suggestion quotes the measured figure instead.
+    ratio = per_sample(Ratio(0.7, 0.65, 0.75, 12, 0.96), 2.0)
+    tried = FixResult(
+        "batch 32 (from 16), per sample", "batch", 1.4, (1.3, 1.5), gib, None, False, "", "", ratio
+    )
+    (batch,) = [s for s in suggestions(ev, None, "bs", {}, tried) if s.name == "a larger batch"]
+    assert "tried (batch 32 (from 16), per sample): 1.4x faster" in batch.text
+    assert "Raise bs" in batch.text
+    assert batch.where == "bs"
+
+
+def test_the_progress_bar_names_the_stage_and_its_rounds() -> None:
+    pytest.importorskip("ipywidgets")
+    kernel_shell = SimpleNamespace(kernel=object())  # a front end to draw in
+    progress = Progress(kernel_shell, 3, Budget(60.0), quiet=False)
+    assert progress._bar is not None
+    progress.grow(5)
+    progress.step()
+    progress.stage("trying input pipeline")
+    progress.on_round(4, 100)
+    assert progress._bar.max == 5
+    assert progress._bar.value == 1
+    assert "%tune 2/5: trying input pipeline, round 4" in progress._text.value
+    assert "of the budget left" in progress._text.value
+    assert progress.lines == []  # a bar, not lines
+    progress.close()
+    assert progress._box is None
+    quiet = Progress(kernel_shell, 3, Budget(60.0), quiet=True)
+    assert quiet._bar is None
+
+
+def test_a_graph_break_in_the_compile_report_becomes_the_causes_tables_advice() -> None:
+    def clamped(t: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(t)
+        h = h / max(1.0, h.abs().max().item())  # a Python number from a tensor: a graph break
+        return h.sin()
+
+    compiled = torch.compile(clamped, backend="eager")  # dynamo's own tracing, no codegen
+    watch = DynamoWatch()
+    watch.start()
+    try:
+        compiled(torch.randn(4))
+    finally:
+        report = watch.stop({})
+    assert report is not None
+    found = suggestions(_evidence(), None, None, {"default": report})
+    (advice,) = [s for s in found if s.name.startswith("torch.compile (default)")]
+    assert "1 graph break(s)" in advice.text
+    assert "max(1.0, h.abs().max().item())" in advice.text
+    assert "--fullgraph" in advice.text
+    assert advice.where == "the compile report"
+
+
+def test_mfu_divides_by_the_data_sheet_peak_of_the_dtype_the_matmuls_run_in() -> None:
+    h200 = mfu.mfu(4e14, "NVIDIA H200", "bf16")
+    assert mfu.percent(h200) == f"{4e14 / (h200.peak.dense_tflops * 1e12):.0%}"
+    assert "data-sheet dense bf16 peak" in mfu.describe(h200, "counted")
+    assert "on a CPU" in mfu.mfu(1e9, "", "fp32")
+    assert mfu.percent(mfu.mfu(1e9, "", "fp32")) == "n/a"
+    assert "not in the data-sheet table" in mfu.describe(mfu.mfu(1e12, "A GPU", "fp32"), "x")
