@@ -174,6 +174,10 @@ def hta_idle(trace: Path) -> float:
     return float(df["idle_time_pctg"].iloc[0]) / 100
 
 
+#: The process's first profile (see ``measure``), reported beside the table, not judged.
+FIRST: list[Case] = []
+
+
 def measure(
     ip: Any, torch: Any, out: Path, *, steps_list: tuple[int, ...], targets: tuple[float, ...],
     with_hta: bool,
@@ -185,6 +189,18 @@ def measure(
     cycles, kernel_s = calibrate(torch)
     ip.user_ns["cycles"] = cycles
     cases = []
+    # The process's first profile pays the profiler's own start-up on its first steps (kineto
+    # and CUPTI initialise on first use): on the H200 its 2 recorded steps ran 2.99 ms where the
+    # loop's period is 2.70 ms, and read 34.7 % idle against a true 25.9 % (GPU call 1 of round
+    # 4), while every later profile's steps ran at the loop's period. That case is measured
+    # first and reported apart, as "first profile"; the table's cases are the steady ones.
+    ip.user_ns["host_s"] = kernel_s * targets[0] / (1 - targets[0])
+    period = true_period(ip)
+    trace = out / "idle_first_profile.json"
+    first = Case(2, targets[0], kernel_s, period, 1 - kernel_s / period, trace=str(trace))
+    r = run(ip, STEP_CELL.format(steps=2, trace=trace))
+    first.ours, first.window, first.window_s = r.gpu_idle_fraction, r.window, r.window_s
+    FIRST.append(first)
     for target in targets:
         ip.user_ns["host_s"] = kernel_s * target / (1 - target)
         period = true_period(ip)
@@ -261,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         f"({time.perf_counter() - start:.0f} s)",
         *table(cases, args.tolerance, args.hta_tolerance),
     ]
+    for f in FIRST:
+        lines.append(
+            f"first profile in the process (not judged): 2 steps at {f.target:.0%}: ours "
+            f"{pct(f.ours)} % vs true {pct(f.true)} % over {f.window} ({f.window_s * 1e3:.1f} ms)"
+        )
     bad = failures(cases, args.tolerance, args.hta_tolerance)
     lines.append("FAIL: " + "; ".join(bad) if bad else "all within tolerance")
     print("\n".join(lines))

@@ -113,6 +113,15 @@ def _record(name: str, restored: Any, **extra: Any) -> None:
     }
 
 
+def _put_back_exactly(restored: Any) -> bool:
+    """Everything compared is back bit for bit, nothing uncompared or left changed.
+
+    ``exact`` also asks that torch's peak counter did not move, which a ResNet-50 step's runs
+    always raise (torch cannot set it back, and the line says so): not a restore failure.
+    """
+    return not restored.mismatched and not restored.not_restored and not restored.uncompared
+
+
 def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(shell: Shell) -> None:
     shell.run(RESNET)
     before = _state(shell)
@@ -120,14 +129,14 @@ def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(shell: S
     restored = shell["r"].bench.restored
     _record("resnet_bench", restored, model=shell["which"], speedup=shell["r"].bench.speedup)
     assert _state(shell) == before, restored.line
-    assert restored.exact, restored.line
+    assert _put_back_exactly(restored), restored.line
     assert "sched (state_dict)" in ran.text
     assert "scaler (state_dict)" in ran.text
     ran = shell.run('c = %amp compare "train_step()" --model model --optimizer opt --runs 5 -o')
     restore = shell["c"].restore
     _record("resnet_compare", restore, losses={m.mode: m.loss for m in shell["c"].results})
     assert _state(shell) == before, restore.line
-    assert restore.exact, restore.line
+    assert _put_back_exactly(restore), restore.line
     fp32 = next(m for m in shell["c"].results if m.mode == "fp32")
     shell.run("after = train_step().item()")  # the step the notebook takes next
     assert fp32.loss == pytest.approx(shell["after"], rel=1e-3)
