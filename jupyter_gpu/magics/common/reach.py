@@ -34,6 +34,7 @@ than followed.
 from __future__ import annotations
 
 import dis
+import enum
 import functools
 import logging
 import os
@@ -125,6 +126,21 @@ _BUILTIN_PROBLEMS = {
 _BUILDERS = frozenset(("__init__", "__new__", "__post_init__", "__init_subclass__"))
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range, slice)
 _MAX_ITEMS = 10_000
+
+
+def _enum_member(v: Any) -> bool:
+    """A member of an enum: Python's (``enum.Enum``) or a C++ one bound with pybind11.
+
+    Members hold no state a run can change (``torch.nn.attention.SDPBackend.FLASH_ATTENTION``
+    takes no attribute), so nothing needs saving; %tune was refused notebook 07's step for the
+    ``SDPBackend`` members in a module's table (GPU call 3 of round 4).
+    """
+    if isinstance(v, enum.Enum):
+        return True
+    members = getattr(type(v), "__members__", None)
+    return isinstance(members, dict) and v in members.values() and not hasattr(v, "__dict__")
+
+
 _MAX_DEPTH = 6
 
 
@@ -429,7 +445,7 @@ class _Walker:
 
     def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
         """Sort one object the code reaches (``loaded``: by a name the code loads)."""
-        if isinstance(v, (_IMMUTABLE, types.ModuleType)):
+        if isinstance(v, (_IMMUTABLE, types.ModuleType)) or _enum_member(v):
             return
         setting = _process_setting(v)
         if setting is not None:

@@ -256,3 +256,17 @@ def test_an_inference_tensor_is_put_back_in_inference_mode() -> None:
     state.restore()
     assert torch.equal(ns["buf"], torch.zeros(3))
     assert state.mismatches() == []
+
+
+def test_enum_members_a_step_reads_are_no_problem() -> None:
+    """A table of SDPBackend members (a pybind11 enum) made %tune refuse notebook 07's step."""
+    import enum
+
+    from torch.nn.attention import SDPBackend
+
+    class Mode(enum.Enum):
+        FAST = 1
+
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}
+    ns: dict[str, Any] = {"backends": backends, "mode": Mode.FAST}
+    assert problems(ns, "(backends['flash'], mode)") == []
