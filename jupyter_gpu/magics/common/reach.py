@@ -34,6 +34,7 @@ than followed.
 from __future__ import annotations
 
 import dis
+import enum
 import functools
 import logging
 import os
@@ -429,7 +430,7 @@ class _Walker:
 
     def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
         """Sort one object the code reaches (``loaded``: by a name the code loads)."""
-        if isinstance(v, (_IMMUTABLE, types.ModuleType)):
+        if isinstance(v, (_IMMUTABLE, types.ModuleType)) or _enum_member(v):
             return
         setting = _process_setting(v)
         if setting is not None:
@@ -679,6 +680,21 @@ def _process_setting(v: Any) -> str | None:
     if v is sys.path:
         return "sys.path"
     return None
+
+
+def _enum_member(v: Any) -> bool:
+    """An enum's member: one fixed value, nothing a run can change in it.
+
+    Python's ``enum.Enum`` members, and pybind11's enums (torch's own, such as
+    ``torch.nn.attention.SDPBackend``: a ``pybind11_type`` class with ``__members__``), whose
+    members are values bound once when the class is made.
+    """
+    if isinstance(v, enum.Enum):
+        return True
+    cls = type(v)
+    return type(cls).__name__ == "pybind11_type" and isinstance(
+        getattr(cls, "__members__", None), dict
+    )
 
 
 def _read_only_torch_types(torch: Any) -> tuple[type, ...]:
