@@ -8,14 +8,22 @@
    ``capstone_sizes("gpu", tier)``, fp32, attention by hand, the default Adam, ``.item()`` every
    step, ``DataLoader(dataset, batch_size=batch)`` without workers, the batch halved from 32 until
    a step fits). Prints each fix %tune tried (its speedup over the start, with the interval) beside
-   the notebook's matching row: that row's gain over the row before it, from the 07-capstone
-   table of ``benchmarks/RESULTS.md`` (or ``--notebook-json``, a ``07-capstone.json`` written
-   with ``JUPYTER_GPU_RESULTS_DIR``). The rows match where the climb before them changed
-   nothing the fix meets: the loader (row 1 over the start), TF32 (2a over 1, the loader having
-   bought 1.01x), the fused optimizer (4 over 3; the start's optimizer share is as small). The
-   notebook compiles after SDPA and bf16: its row is printed, not matched.
-   Target: the loader, TF32 (or bf16) and fused figures within their intervals of the rows;
-   the suggestions name the hand-written attention and the ``.item()`` sync line.
+   the notebook's matching row, each row timed against the row before it: from
+   ``--notebook-json`` (a ``07-capstone.json`` that notebook 07 writes with
+   ``JUPYTER_GPU_RESULTS_DIR``; rows by key) or else the 07-capstone table of
+   ``benchmarks/RESULTS.md`` (rows by label). The rows compare as follows:
+
+   - TF32: row 1 over the start, the same change on the same step: the same figure expected;
+   - bf16 (fp16) autocast: rows 1 and 2 together over the start (the product of their gains:
+     %tune measures autocast over strict fp32, and TF32 changes nothing a 16-bit matmul does);
+   - the fused optimizer: row 5 over row 4 comes after bf16, SDPA and compile, where the
+     optimizer is a larger share of a shorter step, so the ratios differ; the time it saves a
+     step (rows 0 to 6 share the shape and the batch) should not: both are printed in ms;
+   - torch.compile (row 4, each block compiled after bf16 and SDPA) and the input pipeline
+     (row 11, at the final shape and batch) are printed, not matched: other steps.
+
+   Target: TF32 and autocast within each other's intervals, the fused optimizer's saved ms
+   alike; the suggestions name the hand-written attention and the ``.item()`` sync line.
 2. ``gpt2``: a GPT-2-small-sized step (``gpt2`` style, d_model 768, 12 layers, 12 heads,
    1024 tokens, batch 16; AdamW; random windows of the corpus already on the GPU). Prints the
    total wall time. Target: under 5 minutes, compile included.
@@ -25,7 +33,9 @@
    Target: a stack of at least 3x, and the input pipeline ranked first.
 
 Each target's whole report goes to ``$JUPYTER_GPU_OUT/tune_<target>.txt`` (else ``$OUT``), and
-the figures to ``tune_targets.json`` beside it.
+its figures to ``tune_<target>.json`` beside it. One target fits a 10-minute call (set up, then
+``%tune`` within its budget, default 5m; a compile already running finishes): run them one call
+each (``--targets capstone``, ``--targets gpt2``, ``--targets resnet``).
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +101,14 @@ from jupyter_gpu.tutorials.corpus import load_corpus, random_batch
 from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
 
 config = GPTConfig(256, {context}, {layers}, {heads}, {width}, style="gpt2")
+batch = {batch}
 tokens = load_corpus({corpus}).train.to(device)
 torch.manual_seed(0)
 model = GPT(config).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
 
 def train_step():
-    x, y = random_batch(tokens, {batch}, config.context)
+    x, y = random_batch(tokens, batch, config.context)
     loss = model(x, y)
     loss.backward()
     optimizer.step()
@@ -139,7 +151,8 @@ class Jpegs(torch.utils.data.Dataset):
         return (image - mean) / std, self.labels[i]
 
 images = Jpegs({count}, {size})
-loader = torch.utils.data.DataLoader(images, batch_size={batch}, shuffle=True, drop_last=True)
+batch = {batch}
+loader = torch.utils.data.DataLoader(images, batch_size=batch, shuffle=True, drop_last=True)
 batches = iter(loader)
 torch.manual_seed(0)
 model = torchvision.models.resnet50().to(device)
@@ -224,49 +237,129 @@ def fix_rows(result: Any) -> list[str]:
     return rows
 
 
-def notebook_rows(path: Path | None) -> dict[str, float]:
-    """tokens/s by the climb's row label, from a 07-capstone.json or RESULTS.md's 07 table."""
-    rows: dict[str, float] = {}
+@dataclass(frozen=True)
+class NotebookRow:
+    """One row of notebook 07's climb: its gain over the row before (its interval where the run
+    recorded one) and its tokens/s."""
+
+    label: str
+    gain: float | None
+    low: float | None
+    high: float | None
+    tokens_per_s: float | None
+
+
+#: The climb's row keys (notebook 07's ``record(key, label, ...)``) and their labels' start
+#: (RESULTS.md's rows carry labels only).
+ROW_LABELS = {
+    "start": r"0 · the start",
+    "tf32": r"1 · TF32",
+    "autocast": r"2 · (?:bf16|fp16) autocast",
+    "sdpa": r"3 · scaled_dot_product_attention",
+    "compile": r"4 · torch\.compile",
+    "fused": r"5 · fused AdamW",
+    "pipeline": r"11 · \d+ workers",
+}
+_INTERVAL = re.compile(r"\(([\d.]+)-([\d.]+)x;")
+_TABLE_ROW = re.compile(r"^\| (.+?) \| ([\d,.]+)[^|]*\| (.*) \|$", re.M)
+
+
+def _figures(path: Path | None) -> dict[str, tuple[str, float, str]]:
+    """Key (JSON) or label (RESULTS.md) -> (label, value, detail)."""
+    figures: dict[str, tuple[str, float, str]] = {}
     if path is not None:
-        data = json.loads(path.read_text())
-        for figure in data.get("figures", []):
-            if figure.get("unit") == "tokens/s":
-                rows[figure["label"].removesuffix(": tokens/s")] = float(figure["value"])
-        return rows
+        for figure in json.loads(path.read_text()).get("figures", []):
+            figures[figure["key"]] = (figure["label"], float(figure["value"]), figure["detail"])
+        return figures
     text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     section = text.split("### 07-capstone", 1)[-1].split("\n### ", 1)[0]
-    for label, value in re.findall(r"^\| (.+?): tokens/s \| ([\d,]+) tokens/s", section, re.M):
-        rows[label] = float(value.replace(",", ""))
+    for label, value, detail in _TABLE_ROW.findall(section):
+        figures[label] = (label, float(value.replace(",", "")), detail)
+    return figures
+
+
+def notebook_rows(path: Path | None) -> dict[str, NotebookRow]:
+    """Notebook 07's climb rows by key, from a 07-capstone.json or RESULTS.md's 07 table."""
+    figures = _figures(path)
+
+    def find(key: str, suffix: str, label_end: str) -> tuple[str, float, str] | None:
+        if f"{key}_{suffix}" in figures:
+            return figures[f"{key}_{suffix}"]
+        wanted = re.compile(rf"{ROW_LABELS[key]}.*: {label_end}$")
+        return next((f for name, f in figures.items() if wanted.match(name)), None)
+
+    rows: dict[str, NotebookRow] = {}
+    for key in ROW_LABELS:
+        gain = find(key, "gain", "over the row before")
+        tflops = find(key, "tflops", "model TFLOP/s")
+        tokens = find(key, "tok_s", "tokens/s")
+        if gain is None and tokens is None:
+            continue
+        found = _INTERVAL.search(tflops[2]) if tflops else None
+        rows[key] = NotebookRow(
+            (tokens or gain or ("",))[0].split(":")[0],
+            gain[1] if gain else None,
+            float(found.group(1)) if found else None,
+            float(found.group(2)) if found else None,
+            tokens[1] if tokens else None,
+        )
     return rows
 
 
-# The fix %tune names, and the notebook row that makes the same change on the same kind of
-# step: (row, the row before it).
-MATCHING = {
-    "input pipeline": ("1 · ", "0 · "),
-    "TF32 matmuls and convolutions": ("2a · ", "1 · "),
-    "bf16 autocast": ("2b · ", "2a · "),
-    "fused optimizer": ("4 · ", "3 · "),
-    "torch.compile": ("5a · ", "4 · "),
-}
+def _row(rows: dict[str, NotebookRow], key: str) -> str:
+    r = rows.get(key)
+    if r is None or r.gain is None:
+        return f"no row {key!r}"
+    span = f" [{r.low:.2f}-{r.high:.2f}]" if r.low is not None and r.high is not None else ""
+    return f"{r.label}: {r.gain:.2f}x{span}"
 
 
-def beside_notebook(result: Any, rows: dict[str, float]) -> list[str]:
-    def find(prefix: str) -> tuple[str, float] | None:
-        return next(((k, v) for k, v in rows.items() if k.startswith(prefix)), None)
+def _ms_saved(tokens_per_step: int, rows: dict[str, NotebookRow]) -> float | None:
+    """Milliseconds a step the fused row saved over the row before (the same tokens a step)."""
+    before, after = rows.get("compile"), rows.get("fused")
+    if before is None or after is None or not before.tokens_per_s or not after.tokens_per_s:
+        return None
+    return (tokens_per_step / before.tokens_per_s - tokens_per_step / after.tokens_per_s) * 1e3
 
-    out = [
-        "  fix: %tune's speedup over the start [interval] | the notebook's row over the one before"
-    ]
+
+def beside_notebook(result: Any, rows: dict[str, NotebookRow], tokens_per_step: int) -> list[str]:
+    """Each fix %tune tried beside the notebook's matching row (the module doc says which)."""
+    out = ["  %tune's fix over the start [interval] | the notebook's row(s) [interval]"]
+    if not rows:
+        return [*out, "  no notebook rows found: pass --notebook-json (a 07-capstone.json)"]
+    base_s = result.profile.step_s if result.profile is not None else None
     for fix in result.fixes:
-        match = MATCHING.get(fix.name)
-        if match is None or fix.speedup is None:
+        if fix.speedup is None or fix.interval is None:
             continue
-        row, before = find(match[0]), find(match[1])
-        theirs = f"{row[0]}: {row[1] / before[1]:.2f}x" if row and before else "no row"
         low, high = fix.interval
-        note = " (after SDPA and bf16 there: not the same step)" if fix.family == "compile" else ""
-        out.append(f"  {fix.name}: {fix.speedup:.2f}x [{low:.2f}-{high:.2f}] | {theirs}{note}")
+        ours = f"{fix.speedup:.2f}x [{low:.2f}-{high:.2f}]"
+        if fix.name.startswith("TF32"):
+            theirs = _row(rows, "tf32") + " (the same change on the same step)"
+        elif fix.name.endswith("autocast"):
+            tf32, amp = rows.get("tf32"), rows.get("autocast")
+            if tf32 and amp and tf32.gain and amp.gain:
+                theirs = (
+                    f"rows 1 and 2 together: {tf32.gain * amp.gain:.2f}x "
+                    f"({_row(rows, 'tf32')}; {_row(rows, 'autocast')}), autocast over strict fp32"
+                )
+            else:
+                theirs = _row(rows, "autocast")
+        elif fix.name.endswith("optimizer"):
+            saved = _ms_saved(tokens_per_step, rows)
+            mine = base_s * 1e3 * (1 - 1 / fix.speedup) if base_s else None
+            theirs = (
+                f"{_row(rows, 'fused')} (after bf16, SDPA, compile); time saved a step: %tune "
+                + (f"{mine:.1f} ms" if mine is not None else "n/a")
+                + ", the notebook "
+                + (f"{saved:.1f} ms" if saved is not None else "n/a")
+            )
+        elif fix.family == "compile":
+            theirs = _row(rows, "compile") + " (after bf16 and SDPA, each block: another step)"
+        elif fix.family == "loader":
+            theirs = _row(rows, "pipeline") + " (at the final shape and batch: another step)"
+        else:
+            continue
+        out.append(f"  {fix.name}: {ours} | {theirs}")
     return out
 
 
@@ -340,17 +433,20 @@ def main(argv: list[str] | None = None) -> int:
                 run(ip, CAPSTONE_CELL.format(mode=mode, tier=tier, corpus=corpus))
                 line = (
                     '"train_step()" --model model --optimizer optimizer --batches batches '
-                    f"--budget {args.budget}"
+                    f"--batch batch --budget {args.budget}"
                 )
             elif target == "gpt2":
                 corpus = 1_000_000 if args.smoke else 8_000_000
                 run(ip, GPT2_CELL.format(corpus=corpus, **sizes["gpt2"]))
-                line = f'"train_step()" --model model --optimizer optimizer --budget {args.budget}'
+                line = (
+                    '"train_step()" --model model --optimizer optimizer --batch batch '
+                    f"--budget {args.budget}"
+                )
             elif target == "resnet":
                 run(ip, RESNET_CELL.format(**sizes["resnet"]))
                 line = (
                     '"train_step()" --model model --optimizer optimizer --batches batches '
-                    f"--loader loader --budget {args.budget}"
+                    f"--loader loader --batch batch --budget {args.budget}"
                 )
             else:
                 print(f"unknown target {target!r}")
@@ -374,7 +470,16 @@ def main(argv: list[str] | None = None) -> int:
         for s in result.suggestions:
             print(f"  suggested: {s.name} [{s.where}]")
         if target == "capstone":
-            print(*beside_notebook(result, notebook_rows(args.notebook_json)), sep="\n")
+            tokens = int(ip.user_ns["batch"]) * int(ip.user_ns["shape"].seq_len)
+            rows = notebook_rows(args.notebook_json)
+            print(*beside_notebook(result, rows, tokens), sep="\n")
+            named = {s.name: s.where for s in result.suggestions}
+            attention = "softmax" in named.get("scaled_dot_product_attention", "")
+            syncs = "line" in named.get("no host syncs", "")
+            print(
+                f"  target: suggestions name the hand-written attention "
+                f"({'yes' if attention else 'NO'}) and the sync line ({'yes' if syncs else 'NO'})"
+            )
         if target == "gpt2":
             print(f"  target: under 300 s -> {'met' if wall < 300 else 'NOT met'}")
         if target == "resnet":
@@ -386,7 +491,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{'met' if met else 'NOT met'} ({speed:.2f}x; first: {first})"
             )
         if folder is not None:
-            (folder / "tune_targets.json").write_text(json.dumps(figures, indent=1) + "\n")
+            (folder / f"tune_{target}.json").write_text(
+                json.dumps(figures[target], indent=1) + "\n"
+            )
         free(ip)
     return 1 if failed else 0
 

@@ -67,7 +67,7 @@ module.exports = {
   projects: [
     {
       name: 'simulated',
-      testMatch: /(simulated|layout)\.spec\.ts/,
+      testMatch: /(simulated|layout|tune)\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.simulated}${baseUrl}` }
     },
     {

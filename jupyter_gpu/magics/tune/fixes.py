@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .results import DEFAULT_SOURCE
 
 if TYPE_CHECKING:
+    from jupyter_gpu.measure import Comparison, Variant
+
     from .evidence import Evidence
     from .session import Session
 
@@ -69,6 +71,14 @@ class Fix:
 
     def measure_more(self, s: Session) -> list[str]:
         """Figures of its own to report beside the speedup (the loader alone, say)."""
+        return []
+
+    def beside(self, s: Session) -> dict[str, Variant]:
+        """More variants to time in the same rounds as the speedup (name -> variant)."""
+        return {}
+
+    def beside_notes(self, comparison: Comparison) -> list[str]:
+        """The figures of :meth:`beside`'s variants, from the comparison they were timed in."""
         return []
 
     @contextlib.contextmanager

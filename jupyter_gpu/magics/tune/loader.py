@@ -13,7 +13,8 @@ Three figures, each said with where it comes from:
 - the loader alone: its first batch, then its steady time per batch, drawing with nothing else
   running, as it is and new;
 - the step on a fixed batch (no loading at all) against the step as it is: how much of the step
-  the loader costs now, the most any loader can win (interleaved rounds, with its interval);
+  the loader costs now, the most any loader can win; timed in the same rounds as the speedup
+  (``Fix.beside``: a third variant), so that the two figures come from one measurement;
 - the speedup itself: the step with the new loader against the step as it is, both drawing real
   batches (interleaved rounds). Each of the new loader's timed blocks starts a fresh epoch, which
   drops what its workers made while the step as it is was timed, and whose first batch is drawn
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import dataloader_workers
 from jupyter_gpu.magics.common.render import fmt_pct
-from jupyter_gpu.measure import compare, fmt_seconds
+from jupyter_gpu.measure import Comparison, Variant, fmt_seconds
 
 from .batches import LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
 from .evidence import SMALL_SHARE
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 PREFETCH = 4
+#: The name of the variant that draws no batches (one fixed batch, handed out at every call).
+FIXED = "one fixed batch"
 #: A timed block of the loader comparison lasts at least this many of the old loader's batches.
 BLOCK_BATCHES = 10
 
@@ -68,6 +71,8 @@ class Loader(Fix):
         self.workers = dataloader_workers() if workers is None else workers
         self.new: Any = None
         self.alone: tuple[LoaderAlone, LoaderAlone] | None = None
+        #: The first batch of the step as it is, for the variant that loads nothing.
+        self.fixed: tuple[Any] | None = None
 
     def explain_skip(self, s: Session, ev: Evidence) -> str | None:
         """Why not on this step (``None``: try it)."""
@@ -112,8 +117,7 @@ class Loader(Fix):
             )
 
     def measure_more(self, s: Session) -> list[str]:
-        """The loader alone (as it is and new) and the step on a fixed batch."""
-        t = s.target
+        """The loader alone (as it is and new); the batch the fixed-batch variant hands out."""
         base_alone = time_loader(s.base_loader)
         new_alone = time_loader(self.new)
         self.alone = (base_alone, new_alone)
@@ -123,48 +127,50 @@ class Loader(Fix):
             f"{fmt_seconds(new_alone.per_batch_s)} a batch (first "
             f"{fmt_seconds(new_alone.first_s)}), over {new_alone.batches} batches each"
         ]
+        self.fixed = None
         if s.source is not None:
             s.reset()
             with s.as_is():
                 s.source.restart()
-                fixed = s.source.peek()
-            base = s.variant([])
-
-            @contextlib.contextmanager
-            def one_batch() -> Iterator[None]:
-                with s.as_is():
-                    assert s.source is not None
-                    s.source.use_fixed(fixed)
-                    yield
-
-            from jupyter_gpu.measure import Variant
-
-            # A loader without workers has no pipeline to time over long blocks: each call
-            # reads its batch itself, so one call a block times it whole.
-            piped = bool(s.base_loader.num_workers)
-            comparison = compare(
-                {"as is": base, "one fixed batch": Variant(s.step, one_batch)},
-                device=t.device,
-                warmup=1,
-                target_s=1.0,
-                block_s=(self.block_s(s) or 0.01) if piped else 0.01,
-                on_round=s.progress.on_round,
-            )
-            ratio = comparison.ratio("one fixed batch")
-            lines.append(
-                "the step on one fixed batch (no loading) against the step as it is: "
-                f"{ratio.describe()}: the most any loader can give this step"
-            )
+                self.fixed = (s.source.peek(),)
         return lines
 
+    def beside(self, s: Session) -> dict[str, Variant]:
+        """The step on one fixed batch, timed in the same rounds as the speedup.
+
+        The same rounds and blocks as the step with the new loader, so that the two figures are
+        set side by side from one measurement (and the step as it is is timed once for both).
+        """
+        if s.source is None or self.fixed is None:
+            return {}
+        fixed = self.fixed[0]
+
+        @contextlib.contextmanager
+        def one_batch() -> Iterator[None]:
+            with s.as_is():
+                assert s.source is not None
+                s.source.use_fixed(fixed)
+                yield
+
+        return {FIXED: Variant(s.step, one_batch)}
+
+    def beside_notes(self, comparison: Comparison) -> list[str]:
+        if FIXED not in comparison:
+            return []
+        return [
+            "the step on one fixed batch (no loading) against the step as it is, in the same "
+            f"rounds: {comparison.ratio(FIXED).describe()}: what the step would gain if loading "
+            "cost nothing, the most a loader can give it"
+        ]
+
     def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
-        """Ten of the old loader's batches a block, plus the loaders alone and one fixed batch.
+        """Ten of the old loader's batches a block, three variants a round, the loaders alone.
 
         A batch of the old loader takes its measured share of a step; each loader alone about
-        a second; the step on one fixed batch 8 rounds.
+        a second.
         """
         block = max(0.01, BLOCK_BATCHES * ev.loader_share * ev.step_s)
-        return 2.0 + 16 * block + max(seconds, 2 * rounds * block) + 8 * ev.step_s
+        return 2.0 + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
 
     def block_s(self, s: Session) -> float | None:
         if self.alone is None:

@@ -141,6 +141,10 @@ def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
                 "text": text,
                 "textposition": "outside",
                 "connector": {"line": {"color": "#999"}},
+                # A step that gets shorter is good news: green (plotly draws decreases red).
+                "decreasing": {"marker": {"color": "#2ca02c"}},
+                "increasing": {"marker": {"color": "#d62728"}},
+                "totals": {"marker": {"color": "#1f77b4"}},
             }
         ],
         "layout": {

@@ -109,7 +109,7 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
         return _failed(fix, code, err)
     try:
         comparison = compare(
-            {"as is": s.variant([]), fix.name: s.variant([fix])},
+            {"as is": s.variant([]), fix.name: s.variant([fix]), **fix.beside(s)},
             device=s.target.device,
             warmup=fix.warmup,
             target_s=seconds,
@@ -120,6 +120,7 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
     except Exception as err:  # noqa: BLE001
         return _failed(fix, code, err)
     ratio = comparison.ratio(fix.name)
+    notes = [*notes, *fix.beside_notes(comparison)]
     samples = fix.samples_per_call(s)
     if samples != 1.0:
         notes = [*notes, f"per call (a step): {ratio.describe()}; per sample: x{samples:.3g}"]

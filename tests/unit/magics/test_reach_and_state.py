@@ -270,3 +270,19 @@ def test_enum_members_a_step_reads_are_no_problem() -> None:
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}
     ns: dict[str, Any] = {"backends": backends, "mode": Mode.FAST}
     assert problems(ns, "(backends['flash'], mode)") == []
+
+
+def test_enum_members_are_values_with_nothing_to_put_back() -> None:
+    # torch's SDPBackend is a pybind11 enum (notebook 07's model pins attention kernels from a
+    # dict of them); a Python Enum's members are values too.
+    ns = run_source(
+        "import enum\n"
+        "from torch.nn.attention import SDPBackend\n"
+        "class Mode(enum.Enum):\n"
+        "    FAST = 1\n"
+        "BACKENDS = {'flash': SDPBackend.FLASH_ATTENTION, 'math': SDPBackend.MATH}\n"
+        "def pick(name):\n"
+        "    return BACKENDS[name], Mode.FAST\n"
+    )
+    r = reached(ns, "pick('math')")
+    assert r.problems == []

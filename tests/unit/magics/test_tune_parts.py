@@ -257,6 +257,7 @@ def test_the_waterfall_ends_on_the_stack_as_measured() -> None:
     assert trace["y"][0] == pytest.approx(100.0)
     assert trace["y"][1] == pytest.approx(100.0 / 1.6 - 100.0)
     assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 41.7 ms
+    assert trace["decreasing"]["marker"]["color"] == "#2ca02c"  # a shorter step: green
     assert svg.startswith("<svg")
 
 

@@ -1,0 +1,103 @@
+/**
+ * %tune in JupyterLab, on the CPU kernel of the simulated server: the progress bar while it
+ * runs, then the report (the ranked table, the code to paste, the waterfall). With
+ * UPDATE_SCREENSHOTS=1 the report is docs/screenshot-tune.png (docs/magics.md shows it).
+ */
+import { expect, test } from '@playwright/test';
+import { newNotebook, openLab, runCell } from './lab';
+
+// A step whose batches are read from "files" (each read waits 20 ms) by a DataLoader without
+// workers, and whose AdamW steps a large embedding table with its for-loop; the step then waits
+// for its stand-in GPU (5 ms). Both the input pipeline and the fused optimizer help.
+const SETUP = `%load_ext jupyter_gpu
+import time
+import torch
+torch.set_num_threads(1)
+
+class Files(torch.utils.data.Dataset):
+    def __init__(self):
+        self.x, self.y = torch.randn(4096, 64), torch.randn(4096, 4)
+    def __len__(self):
+        return len(self.x)
+    def __getitem__(self, i):
+        return self.__getitems__([i])[0]
+    def __getitems__(self, indices):
+        time.sleep(0.02)  # reading a batch's files
+        return [(self.x[i], self.y[i]) for i in indices]
+
+class Tagged(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tags = torch.nn.Embedding(50_000, 16)
+        self.head = torch.nn.Linear(64 + 16, 4)
+    def forward(self, t):
+        ids = (t[:, 0] * 1000).long().abs() % 50_000
+        return self.head(torch.cat([t, self.tags(ids)], dim=1))
+
+model = Tagged()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = torch.utils.data.DataLoader(Files(), batch_size=64)
+batches = iter(loader)
+
+def train_step():
+    x, y = next(batches)
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    time.sleep(0.005)  # waiting for the GPU's kernels
+    return loss`;
+
+const TUNE =
+  '%tune "train_step()" --model model --optimizer opt --batches batches --skip compile,threads --budget 40s';
+
+test("%tune's report in a notebook: the bar names the fix being tried, then the table, the code and the waterfall", async ({
+  page
+}) => {
+  // A new kernel imports torch, then %tune measures for up to a minute: slow on 2 busy cores.
+  test.setTimeout(420000);
+  await openLab(page);
+  const notebook = await newNotebook(page);
+  await runCell(notebook, 0, SETUP);
+  const cell = notebook.locator('.jp-CodeCell').nth(1);
+  const running = runCell(notebook, 1, TUNE);
+  // The live bar: an ipywidgets progress bar with the stage beside it.
+  const stage = cell.locator('.jp-OutputArea-output', {
+    hasText: /%tune \d+\/\d+: trying /
+  });
+  await expect(stage).toBeVisible({ timeout: 120000 });
+  await expect(
+    cell.locator('.widget-hprogress .progress-bar').first()
+  ).toBeVisible();
+  await running;
+  // The bar is gone; the report is there.
+  await expect(stage).toHaveCount(0, { timeout: 30000 });
+  const table = cell.locator('.jp-OutputArea-output table').first();
+  await expect(table).toContainText('input pipeline');
+  await expect(table).toContainText('fused optimizer');
+  await expect(cell.locator('.jp-OutputArea-output pre').first()).toContainText(
+    'num_workers'
+  );
+  await expect(cell.locator('.jp-OutputArea-output')).toContainText([
+    /the kept fixes together \(input pipeline \+ fused optimizer\)/
+  ]);
+  const figure = cell.locator('.jp-RenderedPlotly').first();
+  await expect(figure.locator('.main-svg text.gtitle')).toContainText(
+    'Step time',
+    {
+      timeout: 60000
+    }
+  );
+  // Four bars: the step as it was, each kept fix's own step, then the two measured together.
+  await expect(figure.locator('.main-svg .waterfalllayer .point')).toHaveCount(
+    4
+  );
+  // The whole cell in one picture: a viewport tall enough to hold it.
+  await page.setViewportSize({ width: 1280, height: 2400 });
+  await cell.scrollIntoViewIfNeeded();
+  await page.waitForTimeout(1000); // plotly redraws at the new width
+  await cell.screenshot({ path: 'test-results/tune-report.png' });
+  if (process.env.UPDATE_SCREENSHOTS) {
+    await cell.screenshot({ path: '../docs/screenshot-tune.png' });
+  }
+});
