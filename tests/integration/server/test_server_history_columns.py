@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -56,8 +55,12 @@ async def test_a_fine_resolution_comes_from_the_ring(api_get: Get) -> None:
         return bool(time.time() - (await api_get("snapshot"))["ts"] < 1.0)
 
     await wait_for_async(live, "no live sample after the seeded past", timeout_s=30.0)
-    await asyncio.sleep(0.3)
-    body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
+
+    async def three_live() -> Any:
+        body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
+        return body if len(body["ts"]) >= 3 else None
+
+    body = await wait_for_async(three_live, "the ring never held 3 live samples", poll_s=0.05)
     validate(body, "HistoryColumns")
     assert body["resolution_s"] == 0.1
     assert len(body["ts"]) >= 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from jupyter_gpu.compile_cache import (
     triton_cache_dir,
 )
 from jupyter_gpu.compile_cache.locate import _resolved
+from tests.helpers import wait_until_execd
 
 
 def _small_cache(root: Path) -> tuple[Path, int]:
@@ -95,7 +95,7 @@ def test_kernels_own_cache_dirs_are_found_from_their_environment(tmp_path: Path)
         for e in (env, other)
     ]
     try:
-        time.sleep(0.2)
+        wait_until_execd(procs)  # each reads its own environment from then on
         found = kernel_cache_dirs([p.pid for p in procs])
     finally:
         for p in procs:

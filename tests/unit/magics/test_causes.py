@@ -19,6 +19,10 @@ import torch
 from jupyter_gpu.magics.common import causes as C
 from jupyter_gpu.magics.common.evidence import CallProfile, MatmulOp, profile_calls
 
+# One xdist worker runs the whole file, in order (.ci/test's --dist loadgroup): the last test
+# checks what the others saw.
+pytestmark = pytest.mark.xdist_group("causes_table")
+
 US = 1e-6
 FIRED: set[int] = set()  # which rows of the table these tests saw fire
 RAN: set[str] = set()  # which of this file's tests ran in this process
@@ -423,13 +427,17 @@ def test_profile_hints_on_syncs_matmuls_no_kernel_and_cpu() -> None:
 
 def test_every_row_of_the_table_was_seen_firing(request: pytest.FixtureRequest) -> None:
     # Runs last in this file: every cause has a test above that makes it fire. FIRED is this
-    # process's own: pytest-xdist spreads the file's tests over its workers (on the H200, at -n 12,
-    # the worker that ran this check had not seen at least 6 of the 22 rows fire), and -k may
-    # leave some out, so the check needs every other test of the file to have run here first.
+    # process's own, so the check needs every other test of the file to have run here first:
+    # pytest-xdist keeps the file on one worker only with --dist loadgroup (the file's
+    # xdist_group; with plain -n, on the H200 at -n 12, the worker that ran this check had not
+    # seen at least 6 of the 22 rows fire), and -k may leave some out.
     others = {name for name in dir(request.module) if name.startswith("test_")}
     others.discard(request.node.originalname)
     if not others <= RAN:
         left = len(others - RAN)
-        pytest.skip(f"{left} of this file's other tests ran in another process, or not at all")
+        pytest.skip(
+            f"{left} of this file's other tests ran in another process (run pytest-xdist with "
+            "--dist loadgroup), or not at all"
+        )
     missing = [f"{i}: {c.kind}" for i, c in enumerate(C.CAUSES) if i not in FIRED]
     assert not missing, missing
