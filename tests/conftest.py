@@ -16,8 +16,9 @@ import pytest
 from tests.compile_cache_reference import Reference, shared
 
 # pytest-jupyter's fixtures (jp_fetch, jp_ws_fetch, jp_serverapp, ...) for the integration tests
-# against a real Jupyter server. pytest only honours pytest_plugins in the top-level conftest.
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+# against a real Jupyter server; tests/xdist_groups.py keeps an xdist_group on one worker. pytest
+# only honours pytest_plugins in the top-level conftest.
+pytest_plugins = ["pytest_jupyter.jupyter_server", "tests.xdist_groups"]
 
 #: Fixtures that make every test using them slow, and why.
 SLOW_FIXTURES = {
