@@ -39,6 +39,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not SLOW_FIXTURES.keys().isdisjoint(item.fixturenames):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Files with slow tests first (each file's tests in their order): a long test that
+        # starts last keeps one worker busy while the others have nothing left to do.
+        slow_files = {i.path for i in items if i.get_closest_marker("slow")}
+        items.sort(key=lambda i: i.path not in slow_files)
     if config.getoption("--slow") or config.getoption("markexpr"):
         return  # everything, or what -m chooses
     named = _named_tests(config)

@@ -85,10 +85,22 @@ def bench(profile: CallProfile, eager_s: float, compiled_s: float, **kw: Any) ->
     )
 
 
+def least_disturbed_profile(fn: Callable[[], Any], tries: int = 3) -> CallProfile:
+    """Of ``tries`` profiles of ``fn``, the one whose compiled graph took least.
+
+    Another process taking the core in the middle of an op only adds to that op's time: on a
+    busy machine one profile of a call of microseconds can show its one tiny op as most of the
+    call (342 µs once, under a load of 13 on 2 cores). The least disturbed profile is the
+    closest to the code's own shape.
+    """
+    profiles = [compiled_profile(fn) for _ in range(tries)]
+    return min(profiles, key=lambda p: p.graph_s if p.graph_s is not None else p.work_s)
+
+
 def test_tiny_elementwise_function_is_overhead_not_matmuls(dynamo: None) -> None:
     t = torch.randn(8)
     f = torch.compile(tiny, backend="eager")
-    p = compiled_profile(lambda: f(t))
+    p = least_disturbed_profile(lambda: f(t))
     assert p.matmul == []  # no matmul ran: nothing may blame one
     assert p.guard_s is not None  # torch.compile's own steps are in the profile
     assert p.region_s is not None

@@ -4,6 +4,7 @@ The known wrong answers: the unchanged model (no step), one step only, and two s
 measured speedup misses the target.
 """
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -86,6 +87,7 @@ def test_one_step_is_not_enough() -> None:
     assert feedback.found == ("fused optimizer",)
 
 
+@pytest.mark.slow
 def test_two_steps_pass_without_a_target_and_fail_a_missed_one() -> None:
     answer = training(fused=True, autocast=True)
     feedback = check(answer, fast_baseline(1.0), target=None)

@@ -9,6 +9,9 @@ from torch import nn
 from jupyter_gpu.tutorials.checks_03 import CapExercise, check_step, prepare
 from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
 
+# A real GPT and its measured cap (exercise), built once on one pytest-xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checks_03")]
+
 
 def batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return model(x, y)
