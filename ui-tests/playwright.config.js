@@ -42,6 +42,9 @@ module.exports = {
   testDir: './tests',
   outputDir: './test-results',
   timeout: 60000,
+  // A web-first assertion waits for its condition until this deadline: on 2 busy cores (the
+  // Python tests run beside these) a panel took more than Playwright's default 5 s to go live.
+  expect: { timeout: 15000 },
   retries: 0,
   workers: 1,
   reporter: [['list'], ['json', { outputFile: 'test-results/results.json' }]],

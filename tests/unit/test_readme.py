@@ -132,6 +132,29 @@ def test_the_options_it_names_are_the_servers() -> None:
     assert JupyterGpu(interval_s=0.5).interval_s == 0.5  # the example value is in bounds
 
 
+def test_the_test_commands_do_what_it_says() -> None:
+    section = README.split("## Run the tests")[1].split("\n## ")[0]
+    # "bash .ci/test ... runs every check ... all the Python tests ... with pytest-xdist": the
+    # slow ones too, on pytest-xdist workers that keep an xdist_group on one worker.
+    assert "bash .ci/test" in section
+    ci_test = _source(".ci/test").replace("\\\n", " ")  # a line continued is one line
+    (pytest_line,) = re.findall(r"python -m pytest[^\n]*", ci_test)
+    assert "--slow" in pytest_line
+    assert "-n " in pytest_line
+    assert "--dist loadgroup" in pytest_line
+    assert "pytest-xdist" in section
+    assert any(
+        r.startswith("pytest-xdist") for r in PYPROJECT["project"]["optional-dependencies"]["test"]
+    )
+    # "python -m pytest ... leaves out the tests marked `slow`; `--slow` runs them too"
+    assert re.search(r'addoption\(\s*"--slow"', _source("tests/conftest.py"))
+    markers = {m.split(":")[0] for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"]}
+    for marker in re.findall(r"marked `(\w+)`", section):
+        assert marker in markers, marker
+    for option in re.findall(r"`python -m pytest (--[\w-]+)`", section):
+        assert option == "--slow", option
+
+
 # ------------------------------------------------------------------------------------ figures
 
 
