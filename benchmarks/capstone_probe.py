@@ -11,8 +11,10 @@ writes: DataLoader workers, pinned memory and non-blocking copies; bf16 autocast
 the GPU has no bf16); ``scaled_dot_product_attention``; fused AdamW; each block compiled
 (regional compilation, default mode); no host sync in the loop; the batch sized from measured
 memory (``capstone/fit.py``: one eager trial step, ``mem_get_info``; stepped down by an eighth
-while it runs out of memory, ``settle_batch``). Each figure is the median of 3 runs of steps back
-to back (``capstone/steps.py``), as the notebook measures. ``max-autotune`` benchmarks its
+while it runs out of memory, ``settle_batch``). Each figure is a single throughput, the median of
+3 runs of steps back to back (``measure_training``); the percentages between items in the closing
+lines divide medians of separate runs, a guide for picking the shape: the notebook times each of
+its rows against the row before, interleaved, with an interval. ``max-autotune`` benchmarks its
 candidate kernels in subprocesses (``autotune_in_subproc``).
 
 Then, on the fastest candidate, as long as ``--budget-s`` allows (the cold compiles dominate):
@@ -21,9 +23,13 @@ a kernel breakdown of 2 profiled steps (where the GPU's time goes); ``max-autotu
 notebook's last section gains); the student's starting version (fp32, attention by hand, the
 default foreach Adam, ``.item()`` every step, a DataLoader without workers, the batch halved on
 OOM: the denominator of the 10x target, and the notebook's slowest section); the whole model
-compiled instead of its blocks; and, when asked (``--extras ...,cudnn-attention``), SDPA limited
-to cuDNN's attention kernel. The bf16 matmul ceiling is measured first, as the notebook
-does, for MFU.
+compiled instead of its blocks; SDPA pinned to cuDNN's attention kernel (notebook 07's attention
+row); and FP8 training of the blocks with torchao's float8, tensorwise (notebook 07's FP8 row;
+skipped with the reason where torchao or an FP8 GPU is missing). MFU is model FLOPs over this
+GPU's data-sheet dense peak in the
+16-bit dtype (``jupyter_gpu.measure.peaks``; none for a GPU not in the table); the square product's
+rate sustained for 2 s (``jupyter_gpu.measure.matmul_rate``) is measured first and printed beside
+it as the matmul rate measured here, never as a ceiling.
 
 Model FLOPs: ``6 N + 12 L d T`` per token (``ModelShape.train_flops_per_token``, the convention
 of ``jupyter_gpu/tutorials/flops.py``; attention's two products counted whole, causal mask
@@ -68,14 +74,17 @@ ESTIMATE_S = {
     "student-start": 35,
     "whole-model": 40,
     "cudnn-attention": 25,
+    "float8": 30,
 }
-TARGET_TFLOPS = 500.0
-TARGET_MFU = 0.63
+#: Notebook 07's target at full size on one H200 (issue 32): bf16-equivalent model FLOPs.
+TARGET_TFLOPS = 650.0
 
 
 import torch  # noqa: E402 (after the path set-up above)
 
+from jupyter_gpu.host.cpus import read_cpu_budget  # noqa: E402
 from jupyter_gpu.magics.common.precision import set_tf32  # noqa: E402
+from jupyter_gpu.measure.peaks import PeakLookup, peak_for  # noqa: E402
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, student_loader  # noqa: E402
 from jupyter_gpu.tutorials.capstone.fit import (  # noqa: E402
     BatchFit,
@@ -94,7 +103,7 @@ from jupyter_gpu.tutorials.capstone.shapes import (  # noqa: E402
 )
 from jupyter_gpu.tutorials.capstone.steps import (  # noqa: E402
     StepFigures,
-    matmul_ceiling,
+    format_matmul_rate,
     measure_training,
 )
 from jupyter_gpu.tutorials.capstone.train_script import (  # noqa: E402
@@ -104,6 +113,7 @@ from jupyter_gpu.tutorials.capstone.train_script import (  # noqa: E402
     make_step,
     pick_dtype,
 )
+from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION  # noqa: E402
 from jupyter_gpu.tutorials.timing import synchronize  # noqa: E402
 from jupyter_gpu.tutorials.watch import GpuWatch  # noqa: E402
 
@@ -118,7 +128,8 @@ class Settings:
     device: str
     dtype: torch.dtype | None
     backend: str
-    ceiling_tflops: float
+    peak: PeakLookup  # the data-sheet dense peak MFU divides by, or why there is none
+    matmul_rate_tflops: float  # the square product's rate, sustained, measured here
     max_batch: int
     trial_batch: int
 
@@ -129,7 +140,8 @@ def sixteen_bit(device: str) -> torch.dtype | None:
 
 
 def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The CPUs this process may keep busy: the cgroup's quota, not the host's cores."""
+    return read_cpu_budget().usable
 
 
 @functools.cache
@@ -198,7 +210,8 @@ def figures_row(shape: ModelShape, batch: int, figs: StepFigures, st: Settings) 
         "tokens_per_s": figs.tokens_per_s,
         "tokens_per_s_range": figs.tokens_per_s_range,
         "tflops": figs.tflops,
-        "mfu": figs.tflops / st.ceiling_tflops,
+        "mfu": None if st.peak.dense_tflops is None else figs.tflops / st.peak.dense_tflops,
+        "of_matmul_rate": figs.tflops / st.matmul_rate_tflops,
         "spread": figs.spread,
         "steps_per_run": figs.timing.calls_per_run,
         "first_step_s": figs.first_step_s,
@@ -228,16 +241,26 @@ def timed(
 
 
 def final_row(
-    shape: ModelShape, st: Settings, *, mode: str = "default", whole: bool = False
+    shape: ModelShape,
+    st: Settings,
+    *,
+    mode: str = "default",
+    whole: bool = False,
+    float8: str = "none",
 ) -> dict[str, Any]:
-    """The final configuration at ``shape``: fitted batch, compiled (regional unless ``whole``)."""
+    """The final configuration at ``shape``: fitted batch, compiled (regional unless ``whole``).
+
+    ``float8`` (a torchao recipe) trains the blocks' products in FP8, as notebook 07's FP8 row.
+    """
     device = torch.device(st.device)
     torch.manual_seed(0)
-    model, optimizer = build(shape, device, lr=3e-4, compile_mode="none", backend=st.backend)
+    model, optimizer = build(
+        shape, device, lr=3e-4, compile_mode="none", backend=st.backend, float8=float8
+    )
     scaler = torch.amp.GradScaler(device.type, enabled=st.dtype == torch.float16)
     fit = fit_from_trial(model, optimizer, scaler, st)
     batch = st.trial_batch if fit is None else max(1, min(fit.batch, st.max_batch))
-    options: dict[str, Any] = {"backend": st.backend}
+    options: dict[str, Any] = {"backend": st.backend, "dynamic": False}
     if mode != "default" and st.backend == "inductor":
         options["mode"] = mode
     net: torch.nn.Module = model
@@ -261,6 +284,8 @@ def final_row(
         # The fit predicts allocated memory, not the cache's fragmentation: step down on OOM.
         batch, (figs, clocks) = settle_batch(batch, attempt, fit=fit)
     row = {"final": True, "compile": ("whole model " if whole else "regional ") + mode}
+    if float8 != "none":
+        row |= {"compile": f"regional {mode}, FP8 {float8}", "float8": float8}
     row |= figures_row(shape, batch, figs, st) | clocks
     if fit is not None:
         row["fit"] = fit.describe()
@@ -269,7 +294,7 @@ def final_row(
 
 
 def cudnn_row(shape: ModelShape, st: Settings) -> dict[str, Any]:
-    """The final configuration with SDPA limited to cuDNN's attention (flash is the default)."""
+    """The final configuration with SDPA limited to cuDNN's attention (07's attention row)."""
     flags = (
         torch.backends.cuda.flash_sdp_enabled(),
         torch.backends.cuda.mem_efficient_sdp_enabled(),
@@ -285,6 +310,17 @@ def cudnn_row(shape: ModelShape, st: Settings) -> dict[str, Any]:
         torch.backends.cuda.enable_flash_sdp(flags[0])
         torch.backends.cuda.enable_mem_efficient_sdp(flags[1])
         torch.backends.cuda.enable_cudnn_sdp(flags[2])
+
+
+def float8_row(shape: ModelShape, st: Settings) -> dict[str, Any]:
+    """The final configuration with the blocks in FP8 (torchao float8, tensorwise), or why not."""
+    from jupyter_gpu.tutorials.capstone.float8 import float8_unavailable, torchao_version
+
+    why = float8_unavailable(st.device, bf16=st.dtype == torch.bfloat16)
+    if why:
+        return {"error": f"skipped: {why}"}
+    row = final_row(shape, st, float8="tensorwise")
+    return row | {"final": False, "torchao": torchao_version()}
 
 
 def profile_row(shape: ModelShape, batch: int, st: Settings) -> dict[str, Any]:
@@ -375,10 +411,12 @@ def row_line(row: dict[str, Any]) -> str:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in row["breakdown"].items())
         return f"{row['item']}: GPU busy {row['gpu_busy']:.0%} of 2 steps: {shares}"
     peak = "" if row.get("peak_gib") is None else f", peak {row['peak_gib']:.1f} GiB"
+    mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.0%}"
     return (
         f"{row['item']}: batch {row['batch']}, {row['tokens_per_s']:,.0f} tokens/s, "
-        f"{row['tflops']:.1f} TFLOP/s, MFU {row['mfu']:.0%}, spread {row['spread']:.1%}, "
-        f"compile {row['compile_s']:.1f} s{peak}"
+        f"{row['tflops']:.1f} model TFLOP/s, MFU {mfu} (data-sheet peak), "
+        f"{row['of_matmul_rate']:.0%} of the matmul rate measured here, spread "
+        f"{row['spread']:.1%}, compile {row['compile_s']:.1f} s{peak}"
     )
 
 
@@ -389,6 +427,7 @@ COLUMNS = (
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("tflops", "TFLOP/s", ".1f"),
     ("mfu", "MFU", ".1%"),
+    ("of_matmul_rate", "of matmul rate", ".0%"),
     ("spread", "spread", ".1%"),
     ("peak_gib", "peak GiB", ".1f"),
     ("predicted_peak_gib", "predicted GiB", ".1f"),
@@ -421,7 +460,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument(
         "--extras",
-        default="profile,max-autotune,student-final,student-start,whole-model",
+        default="profile,float8,cudnn-attention,student-final,student-start,max-autotune",
         help="what to measure on the fastest candidate, in order",
     )
     parser.add_argument("--max-batch", type=int, default=64, help="cap on the fitted batch")
@@ -448,6 +487,7 @@ def extra_items(
         "student-final": lambda: as_student(final_row(student, st)),
         "student-start": lambda: student_start_row(student, args.requested_batch, st),
         "cudnn-attention": lambda: cudnn_row(best, st),
+        "float8": lambda: float8_row(best, st),
     }
     labels = {
         "profile": f"profile {best.spec()}",
@@ -456,6 +496,7 @@ def extra_items(
         "student-final": f"student shape of {best.spec()}, final configuration",
         "student-start": f"student start, shape of {best.spec()}",
         "cudnn-attention": f"cuDNN attention {best.spec()}",
+        "float8": f"FP8 tensorwise {best.spec()}",
     }
     for kind in [e for e in args.extras.split(",") if e]:
         if kind not in table_:
@@ -464,17 +505,19 @@ def extra_items(
         yield kind, labels[kind], table_[kind]
 
 
-def conclusions(report: dict[str, Any], ceiling: str) -> list[str]:
+def conclusions(report: dict[str, Any], scale: str) -> list[str]:
     """The lines that decide notebook 07's final configuration."""
     rows = [r for r in report["rows"] if "tflops" in r]
     finals = [r for r in rows if r.get("final")]
     if not finals:
         return ["no final configuration ran"]
     fastest = max(finals, key=lambda r: r["tflops"])
+    mfu = "n/a" if fastest.get("mfu") is None else f"{fastest['mfu']:.0%}"
     lines = [
-        f"{ceiling} (the ceiling); fastest final configuration: "
-        f"{fastest['item']} ({fastest['compile']}), {fastest['tflops']:.1f} TFLOP/s (target "
-        f"{TARGET_TFLOPS:.0f}), MFU {fastest['mfu']:.0%} (target {TARGET_MFU:.0%})",
+        f"{scale}; fastest final configuration: {fastest['item']} ({fastest['compile']}), "
+        f"{fastest['tflops']:.1f} model TFLOP/s (target {TARGET_TFLOPS:.0f}), MFU {mfu} of the "
+        f"data-sheet dense peak, {fastest['of_matmul_rate']:.0%} of the matmul rate measured "
+        f"here; model FLOPs: {MODEL_FLOPS_CONVENTION}",
         f"notebook 07 at this shape: JUPYTER_GPU_CAPSTONE_SHAPE={fastest['shape']}",
     ]
     regional = [
@@ -489,11 +532,18 @@ def conclusions(report: dict[str, Any], ceiling: str) -> list[str]:
             "s); JUPYTER_GPU_CAPSTONE_AUTOTUNE=0 "
             "leaves it out of the notebook"
         )
+    fp8 = next((r for r in rows if r.get("float8")), None)
+    if regional and fp8 is not None:
+        lines.append(
+            f"FP8 (torchao {fp8.get('torchao')}, tensorwise): {fp8['tflops']:.1f} model TFLOP/s, "
+            f"{fp8['tflops'] / regional[0]['tflops'] - 1:+.1%} over bf16 at the same shape "
+            f"(target {TARGET_TFLOPS:.0f}; the notebook keeps it only with its loss within 2 %)"
+        )
     cudnn = next((r for r in rows if r.get("cudnn")), None)
     if regional and cudnn is not None:
         lines.append(
             f"cuDNN attention: {cudnn['tflops'] / regional[0]['tflops'] - 1:+.1%} over the default "
-            "choice of SDPA kernel (the notebook uses the default)"
+            "choice of SDPA kernel (notebook 07 times it as its own row, interleaved)"
         )
     start_row = next((r for r in rows if r.get("student_start")), None)
     if start_row is not None:
@@ -532,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
         "date": when,
         "cpus": cpu_count(),
-        "flops": "6 N + 12 L d T per token",
+        "flops": MODEL_FLOPS_CONVENTION,
         "dtype": dtype_name,
         "rows": [],
         "skipped": [],
@@ -557,11 +607,16 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out_path, report)
         return row
 
-    sizes = (4096, 8192) if device == "cuda" else (256,)
-    ceiling = matmul_ceiling(dtype_name, device=device, sizes=sizes)
-    report["ceiling"] = {"dtype": ceiling.dtype, "tflops": ceiling.tflops, "size": ceiling.size}
-    print(ceiling.describe(), flush=True)
-    st = Settings(device, dtype, args.backend, ceiling.tflops, args.max_batch, args.trial_batch)
+    size, seconds = (8192, 2.0) if device == "cuda" else (256, 0.2)
+    matmul_rate = format_matmul_rate(dtype_name, device=device, size=size, seconds=seconds)
+    peak = peak_for(gpu if device == "cuda" else "CPU", dtype_name)
+    report["matmul_rate"] = {"tflops": matmul_rate.tflops, "describe": matmul_rate.describe()}
+    report["peak"] = {"dense_tflops": peak.dense_tflops, "describe": peak.describe()}
+    print(matmul_rate.describe(), flush=True)
+    print(peak.describe(), flush=True)
+    st = Settings(
+        device, dtype, args.backend, peak, matmul_rate.tflops, args.max_batch, args.trial_batch
+    )
     candidates = []
     for spec in args.shapes.split(","):
         shape = final_shape_from_spec(spec)
@@ -573,7 +628,13 @@ def main(argv: list[str] | None = None) -> int:
         for kind, label, fn in extra_items(best, best_row, args, st):
             attempt(kind, label, fn)
     print("\n" + table(report["rows"]) + "\n")
-    report["conclusions"] = conclusions(report, ceiling.describe())
+    scale = (
+        f"data-sheet dense {dtype_name} peak {peak.dense_tflops:g} TFLOP/s"
+        if peak.dense_tflops is not None
+        else "no data-sheet peak"
+    )
+    scale += f", the matmul rate measured here {matmul_rate.tflops:.1f} TFLOP/s ({size}^3)"
+    report["conclusions"] = conclusions(report, scale)
     print("\n".join(report["conclusions"]))
     report["elapsed_s"] = time.perf_counter() - start
     write_json(out_path, report)

@@ -78,10 +78,10 @@ MEM_BASE_CUDA = (
     f"{WORK}\n_s = torch.cuda.memory._snapshot()\n"
     "torch.cuda.memory._record_memory_history(None)\n_a = torch.cuda.memory_stats()"
 )
+# The magic's own reads on CPU (resident size and peak, one /proc/self/status read each).
 MEM_BASE_CPU = (
-    "import psutil, resource\n_p = psutil.Process()\n"
-    "_b = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    f"{WORK}\n_a = (_p.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    "from jupyter_gpu.magics.common.process_memory import read_process_memory\n"
+    f"_b = read_process_memory()\n{WORK}\n_a = read_process_memory()"
 )
 PROFILE_BARE = (
     "from torch.profiler import ProfilerActivity, profile\n"
@@ -195,7 +195,7 @@ def replay(path: Path, runs: int) -> int:
     from traitlets.config import Config
 
     from jupyter_gpu.magics.common.args import parse
-    from jupyter_gpu.magics.profile.analysis import analyse
+    from jupyter_gpu.magics.profile.analysis import analyse, hints
     from jupyter_gpu.magics.profile.magic import ProfileMagics
     from jupyter_gpu.magics.profile.report import show_profile
     from jupyter_gpu.magics.profile.results import ProfileResult
@@ -219,6 +219,7 @@ def replay(path: Path, runs: int) -> int:
     def magic() -> None:
         args = parse(ProfileMagics.profile, "")
         a = analyse(Recorded(), cuda=gpu, autocast_on=False, cell_names={})
+        a.hints = hints(a, cuda=gpu, autocast_on=False)
         r = ProfileResult(
             a.rows, a.gpu_idle_fraction, a.hints, 0.0, None, "self_gpu_s" if gpu else "self_cpu_s"
         )

@@ -240,7 +240,7 @@ async def latency_runs(
 async def measure(hz: float, args: argparse.Namespace) -> dict[str, object]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory() as root:  # noqa: TID251 (a script, not the package)
         server = start_sampling_server(port, hz, args.devices, root)
         client = AsyncHTTPClient(max_clients=args.concurrency + 10)
         try:

@@ -109,6 +109,7 @@ def render(runs: list[dict[str, Any]], tier: str | None = None, *, copies: bool 
         "",
     ]
     checks: list[tuple[str, dict[str, Any]]] = []
+    claims: list[tuple[str, dict[str, Any]]] = []
     for run in runs:
         lines += [
             f"### {run['notebook']} (ran {run.get('elapsed_s', 0):.0f} s)",
@@ -122,6 +123,7 @@ def render(runs: list[dict[str, Any]], tier: str | None = None, *, copies: bool 
             lines.append(f"| {figure['label']} | {value} | {detail} |")
         lines.append("")
         checks += [(run["notebook"], c) for c in run.get("checks", [])]
+        claims += [(run["notebook"], c) for c in run.get("claims", [])]
     if checks:
         lines += ["### Targets", "", "| notebook | target | measured | met |", "|---|---|---:|---|"]
         for notebook, c in checks:
@@ -130,7 +132,33 @@ def render(runs: list[dict[str, Any]], tier: str | None = None, *, copies: bool 
             value = format_value(c["value"], c["unit"])
             lines.append(f"| {notebook} | {c['label']} >= {target} | {value} | {met} |")
         lines.append("")
+    lines += render_claims(claims)
     return "\n".join(lines)
+
+
+def render_claims(claims: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """How many of each notebook's claims held, and each one that did not, with its figures.
+
+    A claim checks a sentence the notebook teaches where it makes it
+    (``jupyter_gpu/tutorials/claims.py``); one that failed in a judged run (full size, its GPU)
+    means the notebook's text is not true there.
+    """
+    if not claims:
+        return []
+    lines = ["### Claims", "", "| notebook | held | did not hold |", "|---|---:|---|"]
+    by_notebook: dict[str, list[dict[str, Any]]] = {}
+    for notebook, c in claims:
+        by_notebook.setdefault(notebook, []).append(c)
+    for notebook, made in by_notebook.items():
+        failed = [c for c in made if not c["holds"]]
+        listed = "; ".join(
+            f"{c['statement']} (measured: {c['measured']})"
+            + ("" if c.get("judged", True) else " [not judged here]")
+            for c in failed
+        ).replace("|", "/")
+        lines.append(f"| {notebook} | {len(made) - len(failed)} of {len(made)} | {listed} |")
+    lines.append("")
+    return lines
 
 
 def render_benchmarks(results_dir: Path) -> list[str]:

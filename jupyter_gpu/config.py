@@ -136,7 +136,7 @@ class JupyterGpu(Configurable, metaclass=_DeclaredTraits, options=settings()):
 
     def _check_fault_devices(self) -> None:
         for fault in parse_faults(self.simulated_faults):
-            if fault.gpu >= self.simulated_devices:
+            if fault.gpu is not None and fault.gpu >= self.simulated_devices:
                 raise TraitError(
                     f"JupyterGpu.simulated_faults: {fault.spec!r} is on GPU {fault.gpu}, but "
                     f"JupyterGpu.simulated_devices is {self.simulated_devices} (GPUs 0 to "

@@ -283,9 +283,12 @@ OPTIONS: tuple[Option, ...] = (
         "Faults the 'simulated' backend shows on purpose, for demos and browser tests "
         "(ignored by the other backends; every message says 'simulated'). Each is "
         "'lost:<gpu>' (the GPU is lost, as when it falls off the bus), 'error:<gpu>' "
-        "(every read fails) or 'unsupported:<gpu>:<field>' (one field reads null, "
+        "(every read fails), 'hang:<gpu>' (every read blocks, as on a hung driver: the GPU "
+        "turns 'not responding') or 'unsupported:<gpu>:<field>' (one field reads null, "
         "'Not Supported (simulated)'), optionally followed by '@<start>' or "
-        "'@<start>-<end>' in seconds after the server started (0 to 86400). Fields: "
+        "'@<start>-<end>' in seconds after the server started (0 to 86400); or 'hang:init' "
+        "(the start-up blocks, as a hung nvmlInit does: host readings only, 'NVML has not "
+        "answered for N s'), optionally '@0-<end>' (the GPUs come in at <end> s). Fields: "
         f"{', '.join(UNSUPPORTED_FIELDS)}. At most {MAX_FAULTS}; GPU indices below "
         "simulated_devices. Example: --JupyterGpu.simulated_faults=lost:1@10 "
         "--JupyterGpu.simulated_faults=unsupported:0:power_w",
@@ -311,6 +314,32 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0.5,
         maximum=300.0,
         sampler=False,  # the server refreshes the map on its event loop
+    ),
+    Option(
+        "max_stream_clients",
+        "int",
+        64,
+        "How many WebSocket stream clients (browser tabs with the GPU monitor open, at one "
+        "socket each) the server serves at once (1 to 10000). One more is closed at once "
+        "with code 1013 and a reason the panel shows; it polls no faster for it and tries "
+        "again after a minute. Each client's unsent data is bounded by "
+        "stream_send_budget_kib, so the stream holds at most about this many times that.",
+        minimum=1,
+        maximum=10_000,
+        sampler=False,  # the stream's handler reads it
+    ),
+    Option(
+        "stream_send_budget_kib",
+        "int",
+        512,
+        "KiB of samples a stream client may leave unread on the server (its unsent data, "
+        "past what the operating system's socket buffers hold) before the server drops its "
+        "connection, freeing that data (64 to 1048576). A client that reads catches up; "
+        "one that stopped reading (a frozen tab, a dead link) reconnects and fills the gap "
+        "from the history when it can.",
+        minimum=64,
+        maximum=1_048_576,
+        sampler=False,  # the stream's handler reads it
     ),
     Option(
         "show_other_processes",

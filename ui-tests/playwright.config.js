@@ -10,6 +10,8 @@
  *   perf       the simulated backend with 8 devices at 1 Hz and 24 h of seeded past: the cost
  *              of one update, the dashboard's opening
  *   data       the simulated backend with prepared cache dirs (started by the test itself)
+ *   nvmlstart  the simulated backend hung at start-up, and one that streams to one client
+ *              (started by the tests themselves)
  */
 const path = require('path');
 const { ports, token, baseUrl } = require('./servers.json');
@@ -102,6 +104,12 @@ module.exports = {
       // Its server starts in the test (tests/data.spec.ts), with cache dirs made for it.
       name: 'data',
       testMatch: /data\.spec\.ts/
+    },
+    {
+      // Its servers start in the tests (tests/nvmlstart.spec.ts): NVML that hangs at start,
+      // a limit of one stream client.
+      name: 'nvmlstart',
+      testMatch: /nvmlstart\.spec\.ts/
     },
     {
       name: 'hang',

@@ -56,14 +56,25 @@ _PLAIN: tuple[tuple[str, str], ...] = (
 )
 
 
+NOT_ANSWERED_KEYS = ("did not answer within", "has not answered for")
+"""Words of the reasons given when NVML's start-up (``nvmlInit``, counting the GPUs) hangs."""
+NOT_ANSWERED_PLAIN = (
+    "The NVIDIA driver has not answered: its start-up call is hung (nvidia-smi would hang too). "
+    "The GPUs may be there; ask the administrator to check the driver, or to reset the GPUs."
+)
+
+
 def plain_no_gpu(reason: str | None) -> str:
     """A sentence or two for people: what ``reason`` means, and where the simulated demo is.
 
     ``reason`` is a backend's ``BackendInfo.reason`` (NVML's words). Monitoring switched off on
-    purpose (backend ``none``) gets no pointer to the demo.
+    purpose (backend ``none``) gets no pointer to the demo, nor does a driver that did not
+    answer (there may well be GPUs).
     """
     if reason and "switched off" in reason:
         return "GPU monitoring is switched off on this server (JupyterGpu.backend is 'none')."
+    if reason and any(key in reason for key in NOT_ANSWERED_KEYS):
+        return NOT_ANSWERED_PLAIN
     text = next((plain for key, plain in _PLAIN if reason and key in reason), None)
     if text is None:
         text = "No NVIDIA GPU can be used here" + (f" ({reason})." if reason else ".")

@@ -9,7 +9,10 @@ The only package in the project that deletes files. It imports neither torch nor
   it makes and how it names the files in them, never by a list of names a user's folder can
   match; anything else is refused with a reason that names what was found.
 - ``clear``: deleting a recognised cache, or its oldest entries, through file descriptors; and
-  the scratch folders other parts of jupyter-gpu made (``remove_folder_made_here``).
+  what other parts of jupyter-gpu made: scratch folders (``remove_folder_made_here``), a file's
+  temporary name (``remove_file_made_here``).
+- ``mounts``: the mount points no walk crosses (a bind mount has the same device number).
+- ``paths``: a path that is not UTF-8, shown and refused (``printable``, ``not_utf8``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from jupyter_gpu.compile_cache.clear import (
     ClearResult,
     CompileRunning,
     clear_cache,
+    remove_file_made_here,
     remove_folder_made_here,
     trim_cache,
 )
@@ -31,6 +35,7 @@ from jupyter_gpu.compile_cache.locate import (
     server_cache_dirs,
     triton_cache_dir,
 )
+from jupyter_gpu.compile_cache.paths import not_utf8, printable
 from jupyter_gpu.compile_cache.recognise import CacheRefused, refusal
 from jupyter_gpu.compile_cache.records import (
     NOT_SCANNED,
@@ -55,7 +60,10 @@ __all__ = [
     "inductor_cache_dir",
     "kernel_cache_dirs",
     "merge_sources",
+    "not_utf8",
+    "printable",
     "refusal",
+    "remove_file_made_here",
     "remove_folder_made_here",
     "scan_caches",
     "scan_dir",

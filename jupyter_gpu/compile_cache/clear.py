@@ -9,16 +9,24 @@ descriptors, so that what is deleted is what was checked:
   refuses the whole cache (``CacheRefused``) before anything is deleted;
 - each folder is opened again with ``dir_fd`` and ``O_NOFOLLOW`` and must still be the folder
   the walk saw (device and inode): a folder or symlink swapped in is never entered, only
-  reported; files and folders are removed with ``unlink``/``rmdir`` by name in their parent's
-  descriptor, so no path is resolved twice;
-- a mount point inside is never crossed; files and folders of another owner are left; a file
-  replaced since the walk, or written after it, is left. All of these are listed in ``failed``.
+  reported; a file must still have the device, inode *and* change time the walk saw
+  (``Node.same_as``: a reused inode number has another); files and folders are removed with
+  ``unlink``/``rmdir`` by name in their parent's descriptor, so no path is resolved twice;
+- a mount point inside (another device, or a bind mount the mount table lists) is never
+  crossed; files and folders of another owner are left; a file replaced or changed since the
+  walk, or written after it, is left. All of these are listed in ``failed``.
+
+``freed_bytes`` counts a file's bytes only when its last link goes (``st_nlink`` 1 when it is
+unlinked): removing one name of a hard-linked file frees nothing.
 
 ``remove_folder_made_here`` deletes, the same way, a scratch folder another part of jupyter-gpu
-made (``%%torchrun``'s run folder), identified by the device and inode it had when made.
+made (``%%torchrun``'s run folder), identified by the device and inode it had when made;
+``remove_file_made_here`` one file's name (the tutorials copy's temporary name).
 
 It refuses to start while a compile holds one of the cache's lock files (torch's ``FileLock``
-is an ``flock``). It is slow on a big cache: call it from a worker thread, never the event loop.
+is an ``flock``); the lock files are opened ``O_NONBLOCK | O_NOFOLLOW`` and must still be the
+regular files the walk saw, so a FIFO or device swapped in never blocks it. It is slow on a big
+cache: call it from a worker thread, never the event loop.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from jupyter_gpu.compile_cache.mounts import Mounts, mounts_under_fd
 from jupyter_gpu.compile_cache.recognise import DIR_FLAGS, CacheRefused, Node, open_root, walk
 from jupyter_gpu.compile_cache.records import CacheKind
 from jupyter_gpu.compile_cache.shapes import FOLDERS
@@ -37,7 +46,29 @@ from jupyter_gpu.compile_cache.shapes import FOLDERS
 if sys.platform != "win32":  # where nothing is recognised anyway (recognise.FD_WALKS)
     import fcntl
 
-_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# How a lock file is opened for the flock probe: never through a link, and never waiting (a FIFO
+# swapped in would block a plain open until a writer came; O_NOCTTY: a terminal device neither).
+_LOCK_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+# A handle on a file that reads nothing and opens nothing (O_PATH): only for fstat.
+_PIN_FLAGS = getattr(os, "O_PATH", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _pin(parent: int, name: str) -> int | None:
+    """A descriptor of the file ``name`` (Linux's ``O_PATH``), or None where there is none."""
+    if not hasattr(os, "O_PATH"):
+        return None  # then another name of it is left, and listed, as changed
+    try:
+        return os.open(name, _PIN_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
 
 
 class CompileRunning(CacheRefused):
@@ -60,8 +91,12 @@ class _Deleter:
     dev: int
     uid: int = field(default_factory=os.geteuid)
     freed_bytes: int = 0
+    removed_bytes: int = 0  # what the cache's size went down by (a name's bytes, linked or not)
     files_removed: int = 0
     failed: list[str] = field(default_factory=list)
+    # (st_dev, st_ino) -> st_ctime_ns after this clear unlinked one name of a hard-linked file:
+    # an unlink changes the file's ctime, and another of its names is still the file walked.
+    unlinked: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def result(self) -> ClearResult:
         return ClearResult(self.freed_bytes, self.files_removed, tuple(self.failed))
@@ -77,6 +112,28 @@ class _Deleter:
             done = self.remove(fd, child, rel) and done
         return done
 
+    def unlink(self, parent: int, name: str, st: os.stat_result, rel: str) -> bool:
+        """Remove the name of a file checked as ``st``; its bytes count if it was the last."""
+        pin = _pin(parent, name) if st.st_nlink > 1 else None  # to read its ctime afterwards
+        try:
+            try:
+                os.unlink(name, dir_fd=parent)  # removes the name; never follows a link
+            except FileNotFoundError:
+                return True
+            except OSError as err:
+                return self.leave(rel, err.strerror or "cannot be removed")
+            after = os.fstat(pin) if pin is not None else None
+            if after is not None and (after.st_dev, after.st_ino) == (st.st_dev, st.st_ino):
+                self.unlinked[(st.st_dev, st.st_ino)] = after.st_ctime_ns
+        finally:
+            if pin is not None:
+                os.close(pin)
+        if st.st_nlink <= 1:  # another name still holds the data: nothing was freed
+            self.freed_bytes += st.st_size
+        self.removed_bytes += st.st_size
+        self.files_removed += 1
+        return True
+
     def remove(self, parent: int, node: Node, rel: str) -> bool:
         """Remove ``node`` from the folder open as ``parent``; whether it went."""
         rel = f"{rel}{node.name}" + ("/" if node.folder is not None else "")
@@ -86,22 +143,15 @@ class _Deleter:
             return True  # gone already (torch cleaning up): nothing to do
         except OSError as err:
             return self.leave(rel, f"cannot be read ({err.strerror})")
-        if (st.st_dev, st.st_ino) != node.identity:
-            return self.leave(rel, "replaced since it was checked: left alone")
+        ours = self.unlinked.get((st.st_dev, st.st_ino)) == st.st_ctime_ns
+        if not node.same_as(st) and not (ours and node.identity == (st.st_dev, st.st_ino)):
+            return self.leave(rel, "replaced or changed since it was checked: left alone")
         if node.mount or st.st_dev != self.dev:
-            return self.leave(rel, "a mount point (another filesystem): not crossed")
+            return self.leave(rel, "a mount point: not crossed")
         if st.st_uid != self.uid:
             return self.leave(rel, f"owned by uid {st.st_uid}, not this server's user: left")
         if node.folder is None:
-            try:
-                os.unlink(node.name, dir_fd=parent)  # removes the name; never follows a link
-            except FileNotFoundError:
-                return True
-            except OSError as err:
-                return self.leave(rel, err.strerror or "cannot be removed")
-            self.freed_bytes += node.size_bytes
-            self.files_removed += 1
-            return True
+            return self.unlink(parent, node.name, st, rel)
         try:
             fd = os.open(node.name, DIR_FLAGS, dir_fd=parent)
         except OSError:  # ENOTDIR, ELOOP: swapped for a link or a file since the check
@@ -126,33 +176,67 @@ class _Deleter:
         return True
 
 
+def _probe_lock(fd: int, lock: Node, rel: str) -> bool:
+    """Whether a process holds ``lock`` (a file in the folder open as ``fd``).
+
+    Raises:
+        CacheRefused: it is no longer the regular file the walk saw (a FIFO, a device, a link
+            or another file swapped in, or torch re-created it): the clear starts again later.
+    """
+    changed = CacheRefused(
+        f"`{rel}{lock.name}` was replaced or changed since it was checked (a compile may have "
+        "started): try again"
+    )
+    try:  # first by name, so that what is no longer a regular file is not even opened
+        st = os.stat(lock.name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False  # gone: nobody holds it
+    except OSError:
+        raise changed from None
+    if not stat.S_ISREG(st.st_mode) or not lock.same_as(st):
+        raise changed
+    try:
+        held = os.open(lock.name, _LOCK_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return False
+    except OSError:  # ELOOP: a link swapped in since the stat
+        raise changed from None
+    try:
+        opened = os.fstat(held)
+        if not stat.S_ISREG(opened.st_mode) or not lock.same_as(opened):
+            raise changed  # swapped between the stat and the open
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False  # no flock on this filesystem (ENOLCK): torch's FileLock has none either
+        fcntl.flock(held, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(held)
+
+
 def _lock_held(fd: int, node: Node, rel: str) -> str | None:
-    """The first lock file under ``node`` that a process holds (a compile in progress)."""
+    """The first lock file under ``node`` that a process holds (a compile in progress).
+
+    Raises:
+        CacheRefused: a lock file changed since the walk (``_probe_lock``).
+    """
     if sys.platform == "win32":
         return None
     for child in node.children.values():
         if child.folder is None:
-            if not child.name.endswith(".lock"):
-                continue
-            try:
-                lock = os.open(child.name, _FILE_FLAGS, dir_fd=fd)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(lock, fcntl.LOCK_UN)
-            except BlockingIOError:
+            if child.name.endswith(".lock") and _probe_lock(fd, child, rel):
                 return f"{rel}{child.name}"
-            except OSError:
-                continue
-            finally:
-                os.close(lock)
         elif not child.mount and any(f.name.endswith(".lock") for f in child.files()):
             try:
                 sub = os.open(child.name, DIR_FLAGS, dir_fd=fd)
             except OSError:
-                continue
+                continue  # gone or swapped: the deletion finds it so and leaves it
             try:
+                if not child.same_as(os.fstat(sub)):
+                    continue  # another folder swapped in: not probed (nor ever entered)
                 held = _lock_held(sub, child, f"{rel}{child.name}/")
             finally:
                 os.close(sub)
@@ -261,7 +345,7 @@ def trim_cache(kind: CacheKind, path: str, max_bytes: int, configured: bool = Fa
     try:
         total = sum(f.size_bytes for f in tree.files())
         for entry in sorted(_entries(tree), key=lambda e: e.newest_mtime):
-            if total - deleter.freed_bytes <= max_bytes:
+            if total - deleter.removed_bytes <= max_bytes:  # the cache's size, as scanned
                 break
             _remove_entry(fd, entry.chain, deleter)
     finally:
@@ -283,8 +367,7 @@ def _remove_entry(root: int, chain: tuple[Node, ...], deleter: _Deleter) -> None
                 deleter.leave(rel, "replaced since it was checked: not followed")
                 return
             fds.append(sub)
-            st = os.fstat(sub)
-            if (st.st_dev, st.st_ino) != node.identity:
+            if not node.same_as(os.fstat(sub)):
                 deleter.leave(rel, "replaced since it was checked: not followed")
                 return
             parent = sub
@@ -327,7 +410,7 @@ def remove_folder_made_here(path: str, made: tuple[int, int]) -> ClearResult:
             if (opened.st_dev, opened.st_ino) != made:
                 return ClearResult(0, 0, (f"`{path}`: replaced since it was made: not followed",))
             root = Node(name, _OWN_FOLDER, *made, opened.st_uid, 0, 0.0)
-            _fill_plain(fd, root, opened.st_dev, 0)
+            _fill_plain(fd, root, opened.st_dev, mounts_under_fd(fd), "", 0)
         finally:
             os.close(fd)
         deleter = _Deleter(made[0])
@@ -337,12 +420,16 @@ def remove_folder_made_here(path: str, made: tuple[int, int]) -> ClearResult:
         os.close(parent)
 
 
-def _fill_plain(fd: int, node: Node, dev: int, depth: int) -> None:
+def _fill_plain(fd: int, node: Node, dev: int, mounts: Mounts, rel: str, depth: int) -> None:
     """``node``'s children as ``lstat`` sees them (nothing recognised: every name is taken)."""
     with os.scandir(fd) as entries:
         for entry in entries:
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
             is_dir = stat.S_ISDIR(st.st_mode)  # a link is a file here: unlink removes the name
+            path = f"{rel}{entry.name}"
             child = Node(
                 entry.name,
                 _OWN_FOLDER if is_dir else None,
@@ -351,7 +438,8 @@ def _fill_plain(fd: int, node: Node, dev: int, depth: int) -> None:
                 st.st_uid,
                 0 if is_dir else st.st_size,
                 st.st_mtime,
-                mount=is_dir and st.st_dev != dev,
+                st.st_ctime_ns,
+                mount=is_dir and (st.st_dev != dev or mounts.at(path)),
             )
             node.children[entry.name] = child
             if is_dir and not child.mount and depth < _OWN_MAX_DEPTH:
@@ -360,7 +448,24 @@ def _fill_plain(fd: int, node: Node, dev: int, depth: int) -> None:
                 except OSError:
                     continue  # swapped since the scan: the deleter finds it changed and leaves it
                 try:
-                    if os.fstat(sub).st_ino == st.st_ino:
-                        _fill_plain(sub, child, dev, depth + 1)
+                    if child.same_as(os.fstat(sub)):
+                        _fill_plain(sub, child, dev, mounts, f"{path}/", depth + 1)
                 finally:
                     os.close(sub)
+
+
+def remove_file_made_here(folder: int, name: str, made: tuple[int, int, int]) -> ClearResult:
+    """Remove one name of a file this process made, in the folder open as ``folder``.
+
+    For the tutorials copy, which writes each notebook under a temporary name and links it into
+    place (``jupyter_gpu.tutorials.new_files``): the temporary name goes here. It must still
+    name that file: ``made`` is its ``(st_dev, st_ino, st_ctime_ns)`` read from the open file
+    after its last change (a link changes the ctime), and it must be this user's. Anything else
+    at that name (another file, a link, a folder) is left and named in ``failed``. The name is
+    removed with ``unlink(name, dir_fd=folder)``; while another name holds the file (the
+    notebook linked into place), nothing is freed.
+    """
+    node = Node(name, None, made[0], made[1], os.geteuid(), 0, 0.0, made[2])
+    deleter = _Deleter(made[0])
+    deleter.remove(folder, node, "")
+    return deleter.result()

@@ -12,7 +12,9 @@ The locations are resolved the way torch and Triton resolve them, without import
 Kernels can have their own cache directories: a notebook started with its own
 ``TORCHINDUCTOR_CACHE_DIR``, ``TMPDIR`` or ``TRITON_CACHE_DIR`` (a kernel spec's ``env``, or a
 launcher) compiles into them. ``kernel_cache_dirs`` reads each local kernel's environment
-(``/proc/<pid>/environ`` through psutil: same user only) and resolves them as torch does.
+(``/proc/<pid>/environ`` through psutil: same user only) and resolves them as torch does, in
+that process: a relative path against the kernel's own working folder (``/proc/<pid>/cwd``),
+never the server's.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ CacheSource = tuple[CacheKind, str, str, bool]
 
 _UNSAFE_IN_USERNAME = re.compile(r'[\\/:*?"<>|]')
 _ENV_KEYS = ("TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "TRITON_CACHE_DIR", "TRITON_HOME", "HOME", "USER")
+# The variables holding a path that the kernel's torch, tempfile or Triton would resolve against
+# that kernel's working folder when relative (torch: os.path.abspath; tempfile: the same).
+_RELATIVE_TO_CWD = ("TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "TRITON_CACHE_DIR", "TRITON_HOME")
 
 
 def inductor_cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -81,8 +86,12 @@ def cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[tuple[CacheKin
 
 
 def cache_id(kind: str, path: str) -> str:
-    """The stable id a client names a cache by (never its path): 12 hex digits."""
-    return hashlib.sha256(f"{kind}\0{os.path.normpath(path)}".encode()).hexdigest()[:12]
+    """The stable id a client names a cache by (never its path): 12 hex digits.
+
+    Made from the path's bytes (``os.fsencode``), so that a path that is not UTF-8 has one too.
+    """
+    named = f"{kind}\0".encode() + os.fsencode(os.path.normpath(path))
+    return hashlib.sha256(named).hexdigest()[:12]
 
 
 def _configured(kind: CacheKind, path: str, environ: Mapping[str, str]) -> bool:
@@ -114,15 +123,45 @@ def server_cache_dirs(environ: Mapping[str, str] | None = None) -> tuple[CacheSo
     )
 
 
+def _relative_made_absolute(environ: Mapping[str, str], cwd: str) -> dict[str, str]:
+    """``environ`` with each relative cache path joined to ``cwd`` (a kernel's working folder).
+
+    torch makes ``TORCHINDUCTOR_CACHE_DIR`` absolute in the kernel (``os.path.abspath``, at its
+    first compile), tempfile does the same with ``TMPDIR``, and Triton opens its paths as they
+    are: all against the kernel's working folder, which the server reads as ``/proc/PID/cwd``.
+    (A notebook that changed folder before its first compile resolved it against that one.)
+    An empty ``TMPDIR`` is ignored, as tempfile ignores it.
+    """
+    env = dict(environ)
+    if env.get("TMPDIR") == "":
+        del env["TMPDIR"]
+    for key in _RELATIVE_TO_CWD:
+        value = env.get(key)
+        if value is not None and not value.startswith("/"):
+            env[key] = os.path.normpath(os.path.join(cwd, value))  # noqa: PTH118 (as torch)
+    return env
+
+
+def _needs_cwd(environ: Mapping[str, str]) -> bool:
+    return any(not environ.get(key, "/").startswith("/") for key in _RELATIVE_TO_CWD)
+
+
 def kernel_cache_dirs(pids: Iterable[int]) -> tuple[CacheSource, ...]:
-    """The caches the kernels with these pids use, from their environments (unreadable: skipped)."""
+    """The caches the kernels with these pids use, from their environments (unreadable: skipped).
+
+    A relative path is resolved against that kernel's working folder (``/proc/PID/cwd``); a
+    kernel whose folder cannot be read then is skipped (it is gone, or not this user's).
+    """
     out: list[CacheSource] = []
     for pid in pids:
         try:
-            environ = psutil.Process(pid).environ()
+            process = psutil.Process(pid)
+            environ = process.environ()
+            env = {k: v for k, v in environ.items() if k in _ENV_KEYS}
+            if _needs_cwd(env):
+                env = _relative_made_absolute(env, process.cwd())
         except (psutil.Error, OSError):  # gone, another user's, or no /proc
             continue
-        env = {k: v for k, v in environ.items() if k in _ENV_KEYS}
         for kind, path in _resolved(env):
             out.append((kind, path, "kernel", _configured(kind, path, env)))
     return tuple(out)

@@ -6,8 +6,9 @@ or a temporary root, named as torch names it unless an environment variable chos
 then reads the tree through that descriptor (``os.scandir(fd)``, each folder opened with
 ``dir_fd`` and ``O_NOFOLLOW``, its device and inode checked against what the listing said) and
 returns what it saw, or raises ``CacheRefused`` with the first thing torch does not write, named
-by its path in the cache: "`db/data.bin`: torch does not write this". It never crosses into
-another filesystem: a mount point is recorded, not read.
+by its path in the cache: "`db/data.bin`: torch does not write this". It never crosses a mount:
+a folder on another device, or one the mount table lists as a mount point (a bind mount of the
+same filesystem has the same device number: ``mounts.py``), is recorded, not read.
 
 The deletion (``clear.py``) works from the same tree, so that what is deleted is what was checked.
 """
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_gpu.compile_cache.mounts import Mounts, mounts_under_fd
 from jupyter_gpu.compile_cache.records import CacheKind
 from jupyter_gpu.compile_cache.shapes import file_allowed, subfolder
 
@@ -60,12 +62,28 @@ class Node:
     uid: int
     size_bytes: int
     mtime: float
-    mount: bool = False  # a folder on another filesystem: never entered
+    ctime_ns: int = 0  # a file's inode change time, part of its identity (``same_as``)
+    mount: bool = False  # a mount point (another device, or in the mount table): never entered
     children: dict[str, Node] = field(default_factory=dict)
 
     @property
     def identity(self) -> tuple[int, int]:
         return (self.dev, self.ino)
+
+    def same_as(self, st: os.stat_result) -> bool:
+        """Whether ``st`` is still this node: device and inode, and for a file its ctime too.
+
+        An inode number is reused once its file is gone, so a file deleted and another made in
+        its place can have the same ``(st_dev, st_ino)``; the new one has another change time
+        (``st_ctime_ns``, which nobody can set back), as has this file if it was written,
+        renamed or re-linked since the walk. A folder's ctime moves whenever an entry comes or
+        goes in it (torch writing, the clear itself deleting), so a folder is matched by device
+        and inode: nothing is deleted in it unless each file matches by ctime too, and a folder
+        is only ever removed empty (``rmdir``).
+        """
+        if (st.st_dev, st.st_ino) != self.identity:
+            return False
+        return self.folder is not None or st.st_ctime_ns == self.ctime_ns
 
     def files(self) -> Iterator[Node]:
         """Every file at or under this node."""
@@ -163,19 +181,28 @@ def walk(
             a folder that cannot be read, or ``stop`` was set.
     """
     st = os.fstat(fd)
-    root = Node("", kind, st.st_dev, st.st_ino, st.st_uid, 0, st.st_mtime)
-    _fill(fd, root, "", st.st_dev, _Budget(stop, yield_every), 0)
+    root = Node("", kind, st.st_dev, st.st_ino, st.st_uid, 0, st.st_mtime, st.st_ctime_ns)
+    _fill(fd, root, "", _Walk(st.st_dev, mounts_under_fd(fd), _Budget(stop, yield_every)), 0)
     return root
 
 
-def _fill(fd: int, node: Node, rel: str, root_dev: int, budget: _Budget, depth: int) -> None:
+@dataclass(frozen=True)
+class _Walk:
+    """What every level of one walk shares: the root's device, the mount points, the budget."""
+
+    dev: int
+    mounts: Mounts
+    budget: _Budget
+
+
+def _fill(fd: int, node: Node, rel: str, shared: _Walk, depth: int) -> None:
     assert node.folder is not None
     if depth > _MAX_DEPTH:
         raise CacheRefused(f"`{rel}`: deeper than any folder torch makes")
     with os.scandir(fd) as listing:
         entries = sorted(listing, key=lambda e: e.name)  # the same refusal every time
     for entry in entries:
-        budget.tick()
+        shared.budget.tick()
         path = f"{rel}{entry.name}"
         try:
             st = entry.stat(follow_symlinks=False)
@@ -189,7 +216,14 @@ def _fill(fd: int, node: Node, rel: str, root_dev: int, budget: _Budget, depth: 
             if not file_allowed(node.folder, entry.name):
                 raise CacheRefused(f"`{path}`: torch does not write this")
             node.children[entry.name] = Node(
-                entry.name, None, st.st_dev, st.st_ino, st.st_uid, st.st_size, st.st_mtime
+                entry.name,
+                None,
+                st.st_dev,
+                st.st_ino,
+                st.st_uid,
+                st.st_size,
+                st.st_mtime,
+                st.st_ctime_ns,
             )
             continue
         if not stat.S_ISDIR(st.st_mode):
@@ -197,10 +231,12 @@ def _fill(fd: int, node: Node, rel: str, root_dev: int, budget: _Budget, depth: 
         kind = subfolder(node.folder, entry.name)
         if kind is None:
             raise CacheRefused(f"`{path}/`: torch does not write this")
-        child = Node(entry.name, kind, st.st_dev, st.st_ino, st.st_uid, 0, st.st_mtime)
+        child = Node(
+            entry.name, kind, st.st_dev, st.st_ino, st.st_uid, 0, st.st_mtime, st.st_ctime_ns
+        )
         node.children[entry.name] = child
-        if st.st_dev != root_dev:
-            child.mount = True  # another filesystem: recorded, never entered
+        if st.st_dev != shared.dev or shared.mounts.at(path):
+            child.mount = True  # another filesystem, or a bind mount: recorded, never entered
             continue
         try:
             sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
@@ -213,7 +249,7 @@ def _fill(fd: int, node: Node, rel: str, root_dev: int, budget: _Budget, depth: 
             opened = os.fstat(sub)
             if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
                 raise CacheRefused(f"`{path}/`: replaced while it was checked")
-            _fill(sub, child, f"{path}/", root_dev, budget, depth + 1)
+            _fill(sub, child, f"{path}/", shared, depth + 1)
         finally:
             os.close(sub)
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from jupyter_gpu.compile_cache.locate import CacheSource, cache_dirs, cache_id
+from jupyter_gpu.compile_cache.mounts import mounts_under
+from jupyter_gpu.compile_cache.paths import not_utf8, printable
 from jupyter_gpu.compile_cache.recognise import refusal
 from jupyter_gpu.compile_cache.records import CacheDirSample, CacheKind, CompileCacheSample
 
@@ -25,17 +28,24 @@ def scan_dir(
 ) -> tuple[bool, int, int]:
     """Walk one tree: ``(exists, size_bytes, file_count)`` of its regular files.
 
-    A missing directory is ``(False, 0, 0)``; unreadable subdirectories are skipped. Every
-    ``yield_every`` entries the walk gives up the GIL for a moment and checks ``stop``.
+    A missing directory is ``(False, 0, 0)``; unreadable subdirectories are skipped, and so is
+    every mount point inside (another device, or a bind mount the mount table lists:
+    ``mounts.py``), whose files are not the cache's. Every ``yield_every`` entries the walk gives
+    up the GIL for a moment and checks ``stop``.
     """
-    if not Path(path).is_dir():
+    try:
+        top = Path(path).stat()
+    except OSError:
         return False, 0, 0
+    if not stat.S_ISDIR(top.st_mode):
+        return False, 0, 0
+    mounts = mounts_under(os.path.realpath(path))
     size = count = seen = 0
-    stack = [path]
+    stack = [(path, "")]
     while stack:
-        top = stack.pop()
+        folder, rel = stack.pop()
         try:
-            with os.scandir(top) as entries:
+            with os.scandir(folder) as entries:
                 for entry in entries:
                     seen += 1
                     if seen % yield_every == 0:
@@ -44,7 +54,10 @@ def scan_dir(
                         time.sleep(0)  # let the sampler's tick and the server run
                     try:
                         if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
+                            inner = f"{rel}{entry.name}"
+                            on_dev = entry.stat(follow_symlinks=False).st_dev == top.st_dev
+                            if on_dev and not mounts.at(inner):  # never into a mount point
+                                stack.append((entry.path, f"{inner}/"))
                         elif entry.is_file(follow_symlinks=False):
                             size += entry.stat(follow_symlinks=False).st_size
                             count += 1
@@ -72,7 +85,7 @@ def scan_caches(
     size_total = count_total = 0
     for i, (kind, path) in enumerate(dirs):
         exists, size, count = scan_dir(path, stop)
-        results.append(CacheDirSample(kind, path, exists, size, count))
+        results.append(CacheDirSample(kind, printable(path), exists, size, count))
         counted_elsewhere = any(_inside(path, other) for j, (_, other) in enumerate(dirs) if j < i)
         counted_elsewhere = counted_elsewhere or any(
             _inside(path, other) and not _inside(other, path)
@@ -111,19 +124,28 @@ def scan_sources(
 
     Each directory gets its id, whether it may be cleared (and why not, naming what was found),
     and its filesystem's free space; ``low_space`` when one has less than ``min_free_pct`` free.
+    A path that is not UTF-8 (from any environment: a byte no text can carry) refuses that one
+    directory, with the reason; it is listed (``printable``), sized, never cleared, and the
+    others are scanned as usual.
     """
     sample = scan_caches(tuple((kind, path) for kind, path, _, _ in sources), stop)
     dirs = []
     low = False
-    for d, (_, _, source, configured) in zip(sample.dirs, sources, strict=True):
-        reason, identity = refusal(d.kind, d.path, configured, stop) if d.exists else (None, None)
-        free, total = fs_space(d.path)
+    for d, (_, path, source, configured) in zip(sample.dirs, sources, strict=True):
+        reason, identity = None, None
+        if d.exists:
+            bad = not_utf8(path)
+            if bad is not None:
+                reason = f"its path is not UTF-8 text ({bad}), so it is not cleared from here"
+            else:
+                reason, identity = refusal(d.kind, path, configured, stop)
+        free, total = fs_space(path)
         if free is not None and total:
             low = low or free / total * 100.0 < min_free_pct
         dirs.append(
             replace(
                 d,
-                id=cache_id(d.kind, d.path),
+                id=cache_id(d.kind, path),
                 source="kernel" if source == "kernel" else "server",
                 clearable=d.exists and reason is None,
                 refusal=reason,

@@ -21,7 +21,7 @@ from typing import Any
 
 from jupyter_gpu.distributed.failure import Diagnosis, environment_report, explain, started_ranks
 from jupyter_gpu.distributed.output import RankOutput
-from jupyter_gpu.distributed.process import alive, stop_tree
+from jupyter_gpu.distributed.process import RankId, alive, stop_tree
 from jupyter_gpu.distributed.result import load_result
 from jupyter_gpu.distributed.script import (
     LaunchSpec,
@@ -176,25 +176,31 @@ def launch(
     return RunOutcome(spec.world_size, spec.nproc_per_node, elapsed, has_result, result)
 
 
+def rank_id(info: Mapping[str, object]) -> RankId:
+    """A rank's pid and start time from its ``rank-N.json`` (no start time: an older rank)."""
+    started = info.get("started_s")
+    return int(str(info["pid"])), float(started) if isinstance(started, (int, float)) else None
+
+
 def _stop(
     proc: subprocess.Popen[bytes], run_dir: Path, output: RankOutput, write: Callable[[str], None]
 ) -> None:
     """Stop every process of the run, even through more interrupts; then say what was done."""
-    rank_pids: list[int] = []
+    ranks: list[RankId] = []
     while True:
         try:
-            rank_pids = [int(str(info["pid"])) for info in started_ranks(run_dir).values()]
-            killed = stop_tree(proc, rank_pids)
+            ranks = [rank_id(info) for info in started_ranks(run_dir).values()]
+            killed = stop_tree(proc, ranks)
             with contextlib.suppress(Exception):
                 output.finish()
             break
         except KeyboardInterrupt:  # a second press of stop: keep cleaning up
             continue
-    left = alive(rank_pids)
+    left = alive(ranks)
     how = f"; {len(killed)} had to be killed" if killed else ""
     status = (
         f"still running: {left}"
         if left
-        else f"torchrun and its {len(rank_pids)} rank(s) have stopped{how}"
+        else f"torchrun and its {len(ranks)} rank(s) have stopped{how}"
     )
     write(f"\n%%torchrun interrupted: {status} (logs: {run_dir})\n")

@@ -5,6 +5,10 @@ start processes of its own (DataLoader workers). When the notebook's stop button
 ``%%torchrun`` cell, :func:`stop_tree` asks torchrun to stop its workers (SIGTERM, which its
 agent handles by stopping them), waits a little, then kills whatever is left: every process
 that was under torchrun when it began, and each rank's process group.
+
+A rank is named by its pid and its start time, as it reported them when it began: a rank that
+ended long before the stop may have left its pid to another process (another user's, when the
+kernel runs as root), which must not be signalled.
 """
 
 from __future__ import annotations
@@ -17,17 +21,38 @@ from collections.abc import Iterable
 
 import psutil
 
+RankId = tuple[int, float | None]
+"""A rank's ``(pid, start time in Unix seconds)``; ``None``: an older rank that did not say."""
 
-def _tree(root_pid: int, extra_pids: Iterable[int]) -> list[psutil.Process]:
+
+def _is(proc: psutil.Process, started_s: float | None) -> bool:
+    """Whether ``proc`` is the process that started at ``started_s`` (``None``: cannot tell)."""
+    return started_s is None or abs(proc.create_time() - started_s) < 0.005
+
+
+def rank_process(rank: RankId) -> psutil.Process | None:
+    """The rank's process if it still runs under its pid (not another process at that pid)."""
+    pid, started_s = rank
+    try:
+        proc = psutil.Process(pid)
+        return proc if _is(proc, started_s) else None
+    except psutil.Error:
+        return None
+
+
+def _tree(root_pid: int, ranks: Iterable[RankId]) -> list[psutil.Process]:
     found: dict[int, psutil.Process] = {}
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(root_pid).children(recursive=True):
             found[child.pid] = child
-    for pid in extra_pids:
+    for rank in ranks:
+        pid = rank[0]
         if pid in found:
             continue
+        proc = rank_process(rank)
+        if proc is None:
+            continue
         with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
             found[pid] = proc
             for child in proc.children(recursive=True):
                 found.setdefault(child.pid, child)
@@ -35,15 +60,17 @@ def _tree(root_pid: int, extra_pids: Iterable[int]) -> list[psutil.Process]:
 
 
 def stop_tree(
-    proc: subprocess.Popen[bytes], rank_pids: Iterable[int] = (), *, grace_s: float = 10.0
+    proc: subprocess.Popen[bytes], ranks: Iterable[RankId] = (), *, grace_s: float = 10.0
 ) -> list[int]:
     """Stop ``proc`` (torchrun) and all its descendants; returns the pids that had to be killed.
 
-    ``rank_pids`` are the ranks' pids as they reported them: found even if torchrun already died
-    and they were re-parented. Safe to call again (e.g. after a second interrupt).
+    ``ranks`` are the ranks' pids and start times as they reported them: found even if
+    torchrun already died and they were re-parented, and only while that process still holds
+    the pid. Safe to call again (e.g. after a second interrupt).
     """
-    rank_pids = list(rank_pids)
-    procs = _tree(proc.pid, rank_pids)
+    ranks = list(ranks)
+    rank_pids = [pid for pid, _ in ranks]
+    procs = _tree(proc.pid, ranks)
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)  # torchrun's agent stops its workers
@@ -70,11 +97,16 @@ def _as_psutil(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
         return []
 
 
-def alive(pids: Iterable[int]) -> list[int]:
-    """The pids of ``pids`` that still run (zombies count as gone)."""
+def alive(pids: Iterable[int | RankId]) -> list[int]:
+    """The pids of ``pids`` that still run (zombies count as gone).
+
+    A ``(pid, start time)`` counts only while the process at that pid started then.
+    """
     out = []
-    for pid in pids:
+    for item in pids:
+        pid, started_s = item if isinstance(item, tuple) else (item, None)
         with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            proc = psutil.Process(pid)
+            if _is(proc, started_s) and proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(pid)
     return out

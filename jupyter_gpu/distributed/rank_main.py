@@ -37,6 +37,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from jupyter_gpu.distributed.script import KERNEL_PID_ENV, RUN_DIR_ENV
 
 CELL_FILENAME = "<torchrun cell>"
@@ -173,9 +175,15 @@ def _write_error(run_dir: Path, rank: int, exc: BaseException) -> None:
         "distributed": _is_distributed(exc),
         "missing_name": _missing_name(exc),
     }
-    tmp = run_dir / f"rank-{rank}.error.json.tmp"
-    tmp.write_text(json.dumps(record))
-    tmp.replace(run_dir / f"rank-{rank}.error.json")
+    # Whole or not at all (torchrun may kill this rank mid-write once another failed), and
+    # without a rename over the name: only jupyter_gpu.compile_cache deletes (new_files).
+    from jupyter_gpu.new_files import write_new
+
+    folder = os.open(run_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        write_new(folder, f"rank-{rank}.error.json", json.dumps(record).encode())
+    finally:
+        os.close(folder)
 
 
 def _init_process_group(config: dict[str, Any], local_rank: int) -> Any:
@@ -239,6 +247,9 @@ def main(config_path: str) -> None:
     started = {
         "rank": rank,
         "pid": os.getpid(),
+        # With the pid, the process's identity: the stop button kills only this process at
+        # that pid, never one that got the pid after this rank ended (process.py).
+        "started_s": psutil.Process().create_time(),
         "host": socket.gethostname(),
         "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
     }

@@ -93,10 +93,38 @@ def torchrun_result(obj: T) -> T:
             f"file and load that in the notebook, or raise the limit with "
             f"%%torchrun --max-result {format_size(size * 2).replace(' ', '')}."
         )
-    tmp = folder / (RESULT_FILE + ".tmp")
-    tmp.write_bytes(buffer.getbuffer())
-    tmp.replace(folder / RESULT_FILE)
+    _send(folder, buffer.getbuffer())
     return obj
+
+
+_SENT: dict[Path, tuple[int, int, int]] = {}
+"""The result file this process wrote last, by run folder: its device, inode and ctime."""
+
+
+def _send(folder: Path, data: memoryview) -> None:
+    """Put ``data`` in ``folder/RESULT_FILE`` whole, in place of this process's last one.
+
+    No rename over the name (that would delete what held it: only jupyter_gpu.compile_cache
+    deletes): the previous result this process wrote is removed through that package, only
+    while it is still that file, then the new one is written (``jupyter_gpu.new_files``).
+    """
+    from jupyter_gpu.compile_cache import remove_file_made_here
+    from jupyter_gpu.new_files import write_new
+
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        previous = _SENT.pop(folder, None)
+        if previous is not None:
+            remove_file_made_here(fd, RESULT_FILE, previous)
+        written = write_new(fd, RESULT_FILE, data)
+        if not written.created:
+            raise FileExistsError(
+                f"torchrun_result: {RESULT_FILE} in the run folder is not the one this rank wrote"
+            )
+        if written.identity is not None:
+            _SENT[folder] = written.identity
+    finally:
+        os.close(fd)
 
 
 def load_result(run_dir: Path) -> tuple[bool, Any]:

@@ -2,9 +2,11 @@
 
 What ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p r`` show, read once on demand (for
 ``%gpu --topology`` and ``%%torchrun``), never on the sampler's tick. Every NVML error becomes
-a value (``None``), as in ``nvml.py``. Each GPU, then each pair, is read in its own thread
-behind the per-GPU deadline (``deadline.py``): a GPU that does not answer has an ``error``
-saying so, its pairs a path of ``"?"``, and the others are read as usual.
+a value (``None``), as in ``nvml.py``. Starting NVML (``nvmlInit``, counting the GPUs) has the
+deadline too (``readings/startup.py``): a driver that hangs there gives a reason, not a hung
+kernel. Each GPU, then each pair, is read in its own thread behind the per-GPU deadline
+(``deadline.py``): a GPU that does not answer has an ``error`` saying so, its pairs a path of
+``"?"``, and the others are read as usual.
 
 Path labels follow ``nvidia-smi topo -m``: ``NV<n>`` (n NVLinks, direct or through NVSwitch),
 ``PIX`` (one PCIe switch), ``PXB`` (several PCIe switches), ``PHB`` (a PCIe host bridge, the
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 
 from jupyter_gpu.nvml.session import NvmlSession, Stuck
 from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader
+from jupyter_gpu.readings.startup import NVML_START, NotAnswered, call_within
 
 T = TypeVar("T")
 _log = logging.getLogger("jupyter_gpu")
@@ -147,13 +150,40 @@ def read_topology(nvml: Any = None, deadline_s: float = READ_DEADLINE_S) -> Topo
             return Topology((), (), "nvidia-ml-py is not installed, so NVML cannot be used")
         nvml = pynvml
     try:
-        session = NvmlSession(nvml, deadline_s, _log)
+        started = call_within(
+            NVML_START,
+            "jupyter-gpu-topology-start",
+            lambda: _start(nvml, deadline_s),
+            deadline_s,
+            dispose=lambda opened: opened[0].close(),
+        )
     except nvml.NVMLError as err:
         return Topology((), (), f"NVML failed to initialise: {err}")
+    if isinstance(started, NotAnswered):
+        return Topology((), (), did_not_answer(started))
+    session, count = started
     try:
-        return _read(nvml, session)
+        return _read(nvml, session, count)
     finally:
         session.close()  # nvmlShutdown now, or when a hung call returns
+
+
+def did_not_answer(late: NotAnswered) -> str:
+    """Why there is no GPU to read: NVML's start-up has not returned within the deadline."""
+    return (
+        f"NVML did not answer within {late.deadline_s:g} s while starting: nvmlInit or counting "
+        f"the GPUs has been out for {late.waited_s:.0f} s (the driver is not responding)"
+    )
+
+
+def _start(nvml: Any, deadline_s: float) -> tuple[NvmlSession, int]:
+    """``nvmlInit`` and the GPU count (0 when NVML cannot count them).
+
+    Raises:
+        NVMLError: ``nvmlInit`` failed.
+    """
+    session = NvmlSession(nvml, deadline_s, _log)
+    return session, _call(nvml, nvml.nvmlDeviceGetCount) or 0
 
 
 @dataclass(frozen=True)
@@ -225,8 +255,7 @@ def _within(
         reader.close()
 
 
-def _read(nvml: Any, session: NvmlSession) -> Topology:
-    count = _call(nvml, nvml.nvmlDeviceGetCount) or 0
+def _read(nvml: Any, session: NvmlSession, count: int) -> Topology:
     if not count:
         return Topology((), (), "No NVIDIA GPU found")
     deadline = session.deadline_s
@@ -269,13 +298,30 @@ def _read(nvml: Any, session: NvmlSession) -> Topology:
     return Topology(tuple(g.links for g in gpus), tuple(pairs))
 
 
-def gpu_count() -> tuple[int, str | None]:
-    """How many GPUs NVML sees, and why none when it is 0 (NVML initialised and shut down)."""
-    try:
-        import pynvml
-    except ImportError:
-        return 0, "nvidia-ml-py is not installed"
-    nvml: Any = pynvml
+def gpu_count(nvml: Any = None, deadline_s: float = READ_DEADLINE_S) -> tuple[int, str | None]:
+    """How many GPUs NVML sees, and why none when it is 0 (NVML initialised and shut down).
+
+    ``nvmlInit`` and the count run behind ``deadline_s`` (``readings/startup.py``): a driver
+    that does not answer gives 0 and a reason that says so, within the deadline. The thread
+    left in the call shuts NVML down when it returns.
+
+    Args:
+        nvml: an object with pynvml's interface (default: ``pynvml``); tests pass a fake.
+        deadline_s: how long NVML may take to start and count the GPUs.
+    """
+    if nvml is None:
+        try:
+            import pynvml
+        except ImportError:
+            return 0, "nvidia-ml-py is not installed"
+        nvml = pynvml
+    counted = call_within(NVML_START, "jupyter-gpu-count", lambda: _count(nvml), deadline_s)
+    if isinstance(counted, NotAnswered):
+        return 0, did_not_answer(counted)
+    return counted
+
+
+def _count(nvml: Any) -> tuple[int, str | None]:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:

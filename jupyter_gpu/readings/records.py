@@ -196,7 +196,12 @@ class HostSample(JsonRecord):
 
 @dataclass(frozen=True, slots=True)
 class BackendInfo(JsonRecord):
-    """What a backend serves, fixed once it is open: the ``GET devices`` payload, less config."""
+    """What a backend serves, fixed once it is open: the ``GET devices`` payload, less config.
+
+    While NVML has not answered (``nvmlInit`` or counting the GPUs has not returned), the
+    sampler serves one of these with no devices, ``reason`` saying so and ``nvml_wait_s`` the
+    seconds it has waited (``None`` once the backend is open, and for every backend's own).
+    """
 
     backend: BackendName
     simulated: bool
@@ -206,6 +211,7 @@ class BackendInfo(JsonRecord):
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     devices: tuple[DeviceInfo, ...] = ()
+    nvml_wait_s: float | None = None
 
     def __post_init__(self) -> None:
         # A field (not a property) so that it is in the JSON, after `simulated`, as it was.
@@ -217,7 +223,9 @@ class Sample(JsonRecord):
     """Everything one tick saw: the GPUs, the host and the compile caches.
 
     ``seq`` counts ticks from 1 in a sampler (0 for ``read_once``); ``ts`` is Unix time in
-    seconds.
+    seconds. ``nvml_wait_s``: seconds NVML has not answered for while the server starts it
+    (``nvmlInit`` or counting the GPUs hung; ``reason`` then says so and ``devices`` is empty),
+    ``None`` once it has answered.
     """
 
     seq: int
@@ -228,3 +236,4 @@ class Sample(JsonRecord):
     devices: tuple[DeviceSample, ...]
     host: HostSample
     compile_cache: CompileCacheSample = NOT_SCANNED
+    nvml_wait_s: float | None = None

@@ -23,6 +23,13 @@ from types import MappingProxyType
 import psutil
 
 from jupyter_gpu.readings.records import DeviceSample, ProcessSample, ProcessScope
+from jupyter_gpu.sampling.process_facts import (
+    ProcessFacts,
+    ProcessId,
+    read_process,
+    same_process,
+    start_time_s,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +37,16 @@ class KernelRef:
     """A kernel of this server and the notebook of its session (``None`` without a session).
 
     ``last_activity_ts`` (Unix seconds) and ``busy`` are the kernel manager's view when the map
-    was built: the idle time of a GPU process is measured from them.
+    was built: the idle time of a GPU process is measured from them. ``started_s`` is the kernel
+    process's start time when the server first saw it (``process_facts.py``): a process at the
+    kernel's pid that started at another time is not that kernel (``None``: the pid decides).
     """
 
     kernel_id: str
     notebook: str | None
     last_activity_ts: float | None = None
     busy: bool = False
+    started_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +135,11 @@ def unattributable_reason(count: int, in_namespace: bool | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Lineage:
-    name: str | None
-    ancestors: tuple[int, ...]  # the process itself first, then its parents up to init
-    uid: int | None  # the real uid, None if unknown
-    visible: bool  # the pid is a process this server can see
-    seen: float
+class _Seen:
+    """A process's facts and when (monotonic seconds) they were read."""
+
+    facts: ProcessFacts
+    at: float
 
 
 class ProcessAnnotator:
@@ -144,8 +153,11 @@ class ProcessAnnotator:
     pid, name or command line, only their summed memory and count. Pids that match no visible
     process become one ``"unattributable"`` row per GPU with a reason.
 
-    What psutil says about a pid (its name, parents and uid) is cached for ``ttl_s`` seconds,
-    so a tick costs a dictionary lookup per process.
+    What psutil says about a process (its name, parents and uid) is cached for ``ttl_s``
+    seconds under its identity, pid and start time: a tick costs one read of each process's
+    start time, and a pid that another process took meanwhile (another user's, say) is looked
+    up afresh, never shown with the old one's name and owner. Kernels and the server itself
+    are matched by pid and start time too.
 
     Args:
         ttl_s: how long a pid's psutil facts are reused.
@@ -157,6 +169,9 @@ class ProcessAnnotator:
         own_uid_processes: count processes of this server's (non-root) unix user as its own.
         in_namespace: whether this server runs in its own pid namespace (default: looked up),
             for the reason of the unattributable row.
+        start_time: a pid's start time now (default: ``process_facts.start_time_s``; tests
+            pass their own to play a reused pid).
+        describe: a pid's facts now (default: ``process_facts.read_process``).
     """
 
     def __init__(
@@ -171,63 +186,73 @@ class ProcessAnnotator:
         show_other_processes: bool = False,
         own_uid_processes: bool = True,
         in_namespace: bool | None = None,
+        start_time: Callable[[int], float | None] = start_time_s,
+        describe: Callable[[int], ProcessFacts] = read_process,
     ) -> None:
         self._ttl_s = ttl_s
         self._clock = clock
         self._wall_clock = wall_clock
         self.idle = idle or IdlePolicy()
-        self._cache: dict[int, _Lineage] = {}
+        self._start_time = start_time
+        self._describe = describe
+        self._cache: dict[int, _Seen] = {}
         self.kernel_map: KernelMap = EMPTY_KERNEL_MAP
         self.root_pid = default_root_pid() if root_pid is None else root_pid
+        self._root: ProcessId = (self.root_pid, start_time(self.root_pid))
         own_uid = os.getuid() if uid is None else uid
         self._own_uid = own_uid if own_uid_processes and own_uid != 0 else None
         self.show_other_processes = show_other_processes
         self._in_namespace = in_own_pid_namespace() if in_namespace is None else in_namespace
 
-    def _lineage(self, pid: int, now: float) -> _Lineage:
+    def _facts(self, pid: int, now: float) -> ProcessFacts:
+        """``pid``'s facts: the cached ones while they are young and still that process's."""
         cached = self._cache.get(pid)
-        if cached is not None and now - cached.seen < self._ttl_s:
-            return cached
-        try:
-            if pid <= 0:  # what a driver may report for a process outside the namespace
-                raise psutil.NoSuchProcess(pid)
-            proc = psutil.Process(pid)
-        except psutil.Error:  # gone, or in another pid namespace
-            lineage = _Lineage(None, (pid,), None, False, now)
-        else:
-            name: str | None = None
-            uid: int | None = None
-            parents: tuple[int, ...] = ()
-            try:
-                with proc.oneshot():
-                    name = proc.name()
-                    uid = proc.uids().real
-                    parents = tuple(p.pid for p in proc.parents())
-            except psutil.Error:  # visible but not readable (hidepid, ended meanwhile)
-                pass
-            lineage = _Lineage(name, (pid, *parents), uid, True, now)
-        self._cache[pid] = lineage
-        return lineage
+        if (
+            cached is not None
+            and now - cached.at < self._ttl_s
+            and cached.facts.started_s == self._start_time(pid)
+        ):
+            return cached.facts
+        facts = self._describe(pid)
+        self._cache[pid] = _Seen(facts, now)
+        return facts
+
+    def kernel_pids(self) -> list[int]:
+        """The kernel map's pids whose process is still the kernel it names (sorted)."""
+        kernels = self.kernel_map
+        return sorted(
+            pid
+            for pid, ref in kernels.items()
+            if same_process(ref.started_s, self._start_time(pid))
+        )
 
     def _annotate(
         self, proc: ProcessSample, now: float, wall: float, kernels: KernelMap
     ) -> ProcessSample:
         assert proc.pid is not None  # backends list real pids; only this class drops them
-        lineage = self._lineage(proc.pid, now)
-        if not lineage.visible:
+        facts = self._facts(proc.pid, now)
+        if not facts.visible:
             return replace(proc, name=None, kernel_id=None, notebook=None, scope="unattributable")
-        ref = next((kernels[p] for p in lineage.ancestors if p in kernels), None)
+        root, root_started = self._root
+        ref = next(
+            (
+                kernels[p]
+                for p, started in facts.ancestors
+                if p in kernels and same_process(kernels[p].started_s, started)
+            ),
+            None,
+        )
         idle_s: float | None = None
         if ref is not None and ref.last_activity_ts is not None:
             idle_s = 0.0 if ref.busy else round(max(0.0, wall - ref.last_activity_ts), 1)
         mine = (
             ref is not None
-            or self.root_pid in lineage.ancestors
-            or (self._own_uid is not None and lineage.uid == self._own_uid)
+            or any(p == root and same_process(root_started, t) for p, t in facts.ancestors)
+            or (self._own_uid is not None and facts.uid == self._own_uid)
         )
         return replace(
             proc,
-            name=proc.name or lineage.name,
+            name=proc.name or facts.name,
             kernel_id=ref.kernel_id if ref else None,
             notebook=ref.notebook if ref else None,
             idle_s=idle_s,

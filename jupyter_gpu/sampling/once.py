@@ -10,7 +10,6 @@ that, so a hung GPU, or a hung driver, never hangs the kernel.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -21,6 +20,7 @@ from jupyter_gpu.host.reader import HostReader
 from jupyter_gpu.readings.backend import Backend, NoGpuBackend
 from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader, FastReading, Timed
 from jupyter_gpu.readings.records import NOT_SCANNED, DeviceSample, GpmReading, Sample
+from jupyter_gpu.readings.startup import NVML_START, NotAnswered, call_within
 from jupyter_gpu.sampling.attribution import (
     ProcessAnnotator,
     default_root_pid,
@@ -62,49 +62,35 @@ def _read_gpu(backend: Backend, index: int, slow: bool, window_end: float) -> _R
 
 
 def _open_within(choice: str, deadline_s: float) -> Backend:
-    """``open_backend(choice)`` in a thread; a no-GPU backend saying why if it takes too long.
+    """``open_backend(choice)`` behind a deadline; a no-GPU backend saying why if it is late.
 
     The open has the deadline per GPU (in parallel); the rest of it (``nvmlInit``, counting the
-    GPUs) gets as long again. A backend that opens after that is closed by its thread.
+    GPUs) gets as long again. A backend that opens after that is closed by its thread, and while
+    that open is still out a later ``%gpu`` waits for it rather than start another
+    (``readings/startup.py``).
     """
-    lock = threading.Lock()
-    result: list[Backend | BaseException] = []
-    gave_up = False
 
-    def run() -> None:
-        try:
-            # The simulated GPUs show this server's kernels, from the moment its own backend
-            # started, as the server's sampler does.
-            pids = kernel_pids_of_server(default_root_pid()) if choice == "simulated" else []
-            opened: Backend | BaseException = open_backend(
-                choice,
-                simulated_devices=simulated_devices_from_env(),
-                simulated_epoch=simulated_epoch_from_env(),
-                pids=lambda: pids,
-                deadline_s=deadline_s,
-            )
-        except BaseException as err:  # noqa: BLE001 (handed to the caller, raised there)
-            opened = err
-        with lock:
-            if not gave_up:
-                result.append(opened)
-                return
-        if isinstance(opened, Backend):
-            opened.close()
+    def open_now() -> Backend:
+        # The simulated GPUs show this server's kernels, from the moment its own backend
+        # started, as the server's sampler does.
+        pids = kernel_pids_of_server(default_root_pid()) if choice == "simulated" else []
+        return open_backend(
+            choice,
+            simulated_devices=simulated_devices_from_env(),
+            simulated_epoch=simulated_epoch_from_env(),
+            pids=lambda: pids,
+            deadline_s=deadline_s,
+        )
 
-    thread = threading.Thread(target=run, name="jupyter-gpu-once-open", daemon=True)
-    thread.start()
-    thread.join(2 * deadline_s)
-    with lock:
-        if not result:
-            gave_up = True
-            return NoGpuBackend(
-                f"NVML did not answer within {2 * deadline_s:g} s while starting (nvmlInit or "
-                "counting the GPUs hung: the driver is not responding)"
-            )
-    opened = result[0]
-    if isinstance(opened, BaseException):
-        raise opened
+    opened = call_within(
+        NVML_START, "jupyter-gpu-once-open", open_now, 2 * deadline_s, lambda b: b.close()
+    )
+    if isinstance(opened, NotAnswered):
+        return NoGpuBackend(
+            f"NVML did not answer within {2 * deadline_s:g} s while starting (nvmlInit or "
+            f"counting the GPUs has been out for {opened.waited_s:.0f} s: the driver is not "
+            "responding)"
+        )
     return opened
 
 

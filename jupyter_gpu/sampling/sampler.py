@@ -2,12 +2,16 @@
 
 Threads (all daemons, all stopped by ``stop``, which never waits for an NVML call):
 
-- ``jupyter-gpu-sampler``: opens the backend (so NVML initialises here, never on the event
-  loop), then every ``interval_s`` reads the GPUs and the host, merges the latest GPM and PCIe
-  readings with each group's age (``freshness.py``: a group older than two of its intervals is
-  stale and left out), attributes GPU processes to kernels, stamps a ``Sample``, encodes it
-  once and appends it to the history, then calls ``on_sample`` (the server hands it to its
-  event loop from there).
+- ``jupyter-gpu-open``: opens the backend (so NVML initialises here, never on the event loop).
+  ``nvmlInit`` and counting the GPUs may hang like any NVML call: the sampler waits for them a
+  second at most (``OPEN_WAIT_S``), then samples the host and the caches without GPUs, saying
+  "NVML has not answered for N s" (``Sample.nvml_wait_s``, ``reason``; logged once, then when
+  it answers), and takes the GPUs in at the first tick after the open returns.
+- ``jupyter-gpu-sampler``: every ``interval_s`` reads the GPUs and the host, merges the latest
+  GPM and PCIe readings with each group's age (``freshness.py``: a group older than two of its
+  intervals is stale and left out), attributes GPU processes to kernels, stamps a ``Sample``,
+  encodes it once and appends it to the history, then calls ``on_sample`` (the server hands it
+  to its event loop from there).
 - ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
 - ``jupyter-gpu-read-<gpu>``: each GPU's fast reads, in its own worker (``deadline.py``): the
   tick waits for them at most half an interval, and a read that hangs past
@@ -45,15 +49,18 @@ from jupyter_gpu.compile_cache import (
     server_cache_dirs,
 )
 from jupyter_gpu.host.reader import HostReader
-from jupyter_gpu.readings.backend import Backend
+from jupyter_gpu.readings.backend import Backend, NoGpuBackend
 from jupyter_gpu.readings.deadline import DeadlineReader, DeviceReader, FastReading
 from jupyter_gpu.readings.records import (
     NOT_SCANNED,
     BackendInfo,
+    BackendName,
     CompileCacheSample,
+    DeviceSample,
     GpmReading,
     Sample,
 )
+from jupyter_gpu.readings.startup import Background, not_answered_reason
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.buckets import Buckets
 from jupyter_gpu.sampling.freshness import (
@@ -80,6 +87,9 @@ __all__ = [
 ]
 
 MIN_INTERVAL_S = 0.01
+OPEN_WAIT_S = 1.0
+"""The longest the first sample waits for the backend to open (``read_deadline_s`` if shorter):
+after it, samples carry the host and the caches until NVML answers."""
 T = TypeVar("T")
 
 
@@ -162,8 +172,9 @@ class Sampler:
         options: cadence, backend choice and history length.
         encode: turns a sample into its JSON text, once, in the sampler thread.
         on_sample: called in the sampler thread with each new entry (keep it short: hand off).
-        backend_factory: opens the backend in the sampler thread (tests inject a fake NVML
-            through it); the default follows ``options.backend``.
+        backend_factory: opens the backend, in the ``jupyter-gpu-open`` thread (tests inject a
+            fake NVML through it); the default follows ``options.backend``. It may block (a
+            hung ``nvmlInit``): the sampler serves the host meanwhile.
         host: the host reader (tests pass one over a fake cgroup tree).
         caches: the compile-cache directories to scan (default: resolved as torch does).
         kernel_caches: also scan the caches the server's kernels use, found in their
@@ -200,7 +211,7 @@ class Sampler:
             own_uid_processes=self.options.own_uid_processes,
         )
         self.ready = threading.Event()
-        """Set once the backend is open and the first sample is in the history."""
+        """Set once the first sample is in the history (with the GPUs, or saying why not)."""
         self.last_tick_s: float | None = None
         """How long the last tick took, in seconds (its reads, encoding and hand-off)."""
         self._last_sample_mono: float | None = None
@@ -211,6 +222,8 @@ class Sampler:
         self._host = host
         self._info: BackendInfo | None = None
         self._backend: Backend | None = None
+        self._opening: Background[Backend] | None = None
+        self._wait_logged = False
         self._seq = 0
         self._last_ts = 0.0
         self._stop = threading.Event()
@@ -232,7 +245,7 @@ class Sampler:
         def scan(stop: threading.Event) -> CompileCacheSample:
             sources = dirs
             if with_kernels:
-                sources = merge_sources(dirs, kernel_cache_dirs(sorted(annotator.kernel_map)))
+                sources = merge_sources(dirs, kernel_cache_dirs(annotator.kernel_pids()))
             self.cache_sources = sources
             return scan_sources(sources, stop, min_free)
 
@@ -252,8 +265,29 @@ class Sampler:
 
     @property
     def info(self) -> BackendInfo | None:
-        """The open backend's static facts; ``None`` until the sampler thread has opened it."""
-        return self._info
+        """The open backend's static facts; ``None`` before the sampler thread starts opening it.
+
+        While the open has not returned (NVML has not answered): no devices, the reason, and
+        ``nvml_wait_s``, the seconds waited so far.
+        """
+        info, opening = self._info, self._opening
+        if info is not None or opening is None:
+            return info
+        return self._waiting_info(opening.waited_s())
+
+    def _waiting_info(self, waited_s: float) -> BackendInfo:
+        """What the sampler serves while the backend has not opened for ``waited_s`` seconds."""
+        requested = self.options.backend
+        name: BackendName = (
+            "simulated" if requested == "simulated" else "none" if requested == "none" else "nvml"
+        )
+        simulated = name == "simulated"
+        return BackendInfo(
+            backend=name,
+            simulated=simulated,
+            reason=not_answered_reason(waited_s, simulated=simulated),
+            nvml_wait_s=round(waited_s, 3),
+        )
 
     def latest(self) -> Entry | None:
         """The newest sample with its JSON, ``None`` before the first tick."""
@@ -304,7 +338,7 @@ class Sampler:
     # -- lifecycle
 
     def start(self) -> None:
-        """Start the threads; returns at once (the backend opens in the sampler thread)."""
+        """Start the threads; returns at once (the backend opens in a thread of its own)."""
         self._cache_scan.start()
         self._thread.start()
 
@@ -345,6 +379,9 @@ class Sampler:
         Empty after ``stop``, but for workers still in a hung NVML call.
         """
         alive = [self._thread.name] if self._thread.is_alive() else []
+        opening = self._opening
+        if opening is not None and not opening.done:  # in nvmlInit, or a hung GPU's open
+            alive.append(opening.thread.name)
         for periodic in (self._cache_scan, self._slow, self._gpm):
             if periodic is not None and periodic.alive:
                 alive.append(periodic.name)
@@ -356,28 +393,64 @@ class Sampler:
     # -- the sampler thread
 
     def _run(self) -> None:
-        try:
-            self._backend = self._backend_factory(self)
-            self._info = self._backend.info()
-        except Exception:  # a bug, not a missing GPU (that is a NoGpuBackend): say so, stop
-            self.log.exception("jupyter_gpu: could not open the GPU backend")
-            return
-        self._start_rounds(self._backend, self._info)
         if self._host is None:
             self._host = HostReader()
-        if self.options.simulated_seed_history_s > 0 and self._info.simulated:
+        if self.options.simulated_seed_history_s > 0 and self.options.backend == "simulated":
             self._seed_history()
+        opening: Background[Backend] = Background(
+            "jupyter-gpu-open", lambda: self._backend_factory(self)
+        )
+        self._opening = opening
+        opening.wait(min(self.options.read_deadline_s, OPEN_WAIT_S))
         interval = self.options.interval_s
         deadline = time.monotonic()
         while not self._stop.is_set():
+            if self._info is None:
+                self._adopt(opening)
             self.tick()
             deadline += interval
             now = time.monotonic()
             if deadline < now:  # fell behind (a suspended VM, a stalled read): skip, don't burst
                 deadline = now + interval
             self._stop.wait(deadline - now)
+        if self._info is None:  # still opening: close what it opens, when it does
+            opening.abandon(lambda backend: backend.close())
         self._signal_stop()
         self._close_backend()
+
+    def _adopt(self, opening: Background[Backend]) -> None:
+        """Take the opened backend in (its GPUs, their rounds).
+
+        While it has not opened, say so in the log, once, past the read deadline.
+        """
+        if not opening.done:
+            waited = opening.waited_s()
+            if not self._wait_logged and waited >= self.options.read_deadline_s:
+                self._wait_logged = True
+                self.log.warning(
+                    "jupyter_gpu: NVML has not answered for %.1f s (nvmlInit or counting the "
+                    "GPUs has not returned: the driver is slow to start, or hung); serving the "
+                    "host's readings until it answers",
+                    waited,
+                )
+            return
+        try:
+            backend = opening.result()
+            info = backend.info()
+        except Exception as err:  # a bug, not a missing GPU (that is a NoGpuBackend): say so
+            self.log.exception("jupyter_gpu: could not open the GPU backend")
+            backend = NoGpuBackend(f"the GPU backend failed to open ({err}): see the server log")
+            info = backend.info()
+        if self._wait_logged:
+            answered = opening.answered_at or time.monotonic()
+            self.log.warning(
+                "jupyter_gpu: NVML answered after %.1f s: %s",
+                answered - opening.since,
+                f"{len(info.devices)} GPU(s)" if info.devices else f"no GPU ({info.reason})",
+            )
+        self._backend = backend
+        self._start_rounds(backend, info)
+        self._info = info  # last: a reader that sees the info sees the backend and its rounds
 
     def _start_rounds(self, backend: Backend, info: BackendInfo) -> None:
         """The GPM and PCIe readers (a worker per GPU) and the threads that time their rounds.
@@ -428,12 +501,10 @@ class Sampler:
         A second simulated backend on a stepped clock makes the readings: the buckets get one each
         (one per bucket), the full-resolution history one per interval for its last ``history_s``.
         """
-        assert self._info is not None
         assert self._host is not None
         opts = self.options
-        info = self._info
         clock = [0.0]
-        fake = SimulatedBackend(len(info.devices), seed=1, clock=lambda: clock[0])
+        fake = SimulatedBackend(opts.simulated_devices, seed=1, clock=lambda: clock[0])
         host = self._host.read()
         now = time.time()
         start = now - opts.simulated_seed_history_s
@@ -449,9 +520,9 @@ class Sampler:
             sample = Sample(
                 seq=seq + 1,
                 ts=round(t, 6),
-                backend=info.backend,
+                backend="simulated",
                 simulated=True,
-                reason=info.reason,
+                reason=None,
                 devices=devices,
                 host=host,
                 compile_cache=NOT_SCANNED,
@@ -489,23 +560,17 @@ class Sampler:
     def tick(self) -> Entry | None:
         """One tick: read, stamp, encode, store, hand off. Errors are logged once, not raised."""
         start = time.perf_counter()
-        backend, info, host = self._backend, self._info, self._host
-        if backend is None or info is None or host is None:
+        backend, info, host, opening = self._backend, self._info, self._host, self._opening
+        if host is None or opening is None:
             return None
         try:
-            fast = self._read_devices(backend, info)
-            gpm, slow = self._gpm_reader, self._slow_reader
-            now = time.monotonic()  # the ages are to this moment, which is the sample's ts
+            if backend is None or info is None:  # NVML has not answered: the host, the caches
+                info = self._waiting_info(opening.waited_s())
+                devices: tuple[DeviceSample, ...] = ()
+            else:
+                devices = self._devices(backend, info)
             # Never let ts go backwards (the wall clock can): history queries rely on order.
             ts = max(time.time(), self._last_ts + 1e-6)
-            devices = merge_readings(
-                fast,
-                gpm.answers() if gpm is not None else {},
-                slow.answers() if slow is not None else {},
-                now,
-                self._stale_after(),
-            )
-            devices = self.annotator.annotate(devices)
             # seq and ts are committed only once the sample is stored, so a failed tick leaves
             # no gap: seq goes up by exactly 1 per sample (the frontend detects gaps with it).
             seq = self._seq + 1
@@ -518,6 +583,7 @@ class Sampler:
                 devices=devices,
                 host=host.read(),
                 compile_cache=self._cache_scan.latest,
+                nvml_wait_s=info.nvml_wait_s,
             )
             entry = Entry(sample, self._encode(sample) if self._encode else "")
             self.history.append(entry)
@@ -536,6 +602,19 @@ class Sampler:
         finally:
             self.last_tick_s = time.perf_counter() - start
         return entry
+
+    def _devices(self, backend: Backend, info: BackendInfo) -> tuple[DeviceSample, ...]:
+        """Every GPU's fast readings merged with the latest GPM and PCIe ones, annotated."""
+        fast = self._read_devices(backend, info)
+        gpm, slow = self._gpm_reader, self._slow_reader
+        devices = merge_readings(
+            fast,
+            gpm.answers() if gpm is not None else {},
+            slow.answers() if slow is not None else {},
+            time.monotonic(),  # the ages are to this moment, about the sample's ts
+            self._stale_after(),
+        )
+        return self.annotator.annotate(devices)
 
     def _read_devices(self, backend: Backend, info: BackendInfo) -> tuple[FastReading, ...]:
         """Every device, through the deadline reader (a hung read never blocks the tick)."""
@@ -565,4 +644,5 @@ def _default_factory(sampler: Sampler) -> Backend:
         pids=lambda: sorted(annotator.kernel_map),
         log=sampler.log,
         deadline_s=sampler.options.read_deadline_s,
+        stop=sampler._stop,  # ends a simulated start-up hang when the server stops
     )

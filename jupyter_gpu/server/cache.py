@@ -20,7 +20,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyter_gpu.compile_cache import CacheRefused, ClearResult, cache_id, clear_cache
+from jupyter_gpu.compile_cache import CacheRefused, ClearResult, cache_id, clear_cache, printable
 from jupyter_gpu.server.handlers import GpuApiHandler, json_body
 from jupyter_gpu.server.serialize import dumps
 
@@ -51,22 +51,23 @@ class CacheClearHandler(GpuApiHandler):
                 404, f"No compile cache with id {wanted[:40]!r} in this server's list."
             )
         kind, path, _source, configured = match
+        shown = printable(path)  # a path need not be UTF-8; the answer and the log are text
         if seen.identity is None:  # the scan did not recognise it: say why, delete nothing
             reason = seen.refusal or "it does not exist (nothing to clear)"
-            raise web.HTTPError(409, f"Not clearing {path}: {reason}.")
+            raise web.HTTPError(409, f"Not clearing {shown}: {reason}.")
         clear = functools.partial(clear_cache, kind, path, configured, expect=seen.identity)
         loop = asyncio.get_running_loop()
         async with _CLEARING:
             try:
                 result: ClearResult = await loop.run_in_executor(None, clear)
             except CacheRefused as err:
-                raise web.HTTPError(409, f"Not clearing {path}: {err.reason}.") from None
+                raise web.HTTPError(409, f"Not clearing {shown}: {err.reason}.") from None
             finally:
                 await loop.run_in_executor(None, sampler.rescan_caches)
         self.log.info(
             "jupyter_gpu: cleared the %s cache %s (%d bytes, %d files, %d left)",
             kind,
-            path,
+            shown,
             result.freed_bytes,
             result.files_removed,
             len(result.failed),
@@ -76,7 +77,7 @@ class CacheClearHandler(GpuApiHandler):
                 {
                     "id": wanted,
                     "kind": kind,
-                    "path": path,
+                    "path": shown,
                     "freed_bytes": result.freed_bytes,
                     "files_removed": result.files_removed,
                     "failed": list(result.failed),

@@ -2,7 +2,9 @@
 
 Kernel and session state belongs to the event loop, so the map is built there, every few seconds,
 and handed to the sampler thread as an immutable copy. Remote kernels (a gateway) have no local
-pid and are left out.
+pid and are left out. Each kernel's process is named by its pid and the start time it had when
+the server first saw that pid (``sampling/process_facts.py``): if the kernel ends and another
+process gets its pid before the next map, that process is not taken for the kernel.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from jupyter_core.utils import ensure_async
 
 from jupyter_gpu.sampling import KernelMap, KernelRef, freeze_kernel_map
+from jupyter_gpu.sampling.process_facts import ProcessId, start_time_s
 
 
 def kernel_pid(kernel_manager: Any) -> int | None:
@@ -36,9 +39,18 @@ def last_activity_ts(kernel_manager: Any) -> float | None:
 
 
 async def build_kernel_map(
-    multi_kernel_manager: Any, session_manager: Any, log: logging.Logger
+    multi_kernel_manager: Any,
+    session_manager: Any,
+    log: logging.Logger,
+    seen: dict[str, ProcessId] | None = None,
 ) -> KernelMap:
-    """Map each pid to (kernel id, notebook path) for this server's running local kernels."""
+    """Map each pid to (kernel id, notebook path) for this server's running local kernels.
+
+    ``seen`` (kernel id -> pid and start time, kept by the caller from one map to the next)
+    keeps each kernel process's start time from when its pid was first seen; kernels that are
+    gone are dropped from it. Without it, the start time is read now.
+    """
+    known = seen if seen is not None else {}
     paths: dict[str, str | None] = {}
     if session_manager is not None:
         try:
@@ -56,10 +68,15 @@ async def build_kernel_map(
             continue
         pid = kernel_pid(kernel)
         if pid is not None:
+            if known.get(kernel_id, (None, None))[0] != pid:  # new, or restarted
+                known[kernel_id] = (pid, start_time_s(pid))
             mapping[pid] = KernelRef(
                 kernel_id=kernel_id,
                 notebook=paths.get(kernel_id),
                 last_activity_ts=last_activity_ts(kernel),
                 busy=getattr(kernel, "execution_state", None) == "busy",
+                started_s=known[kernel_id][1],
             )
+    for gone in set(known) - {ref.kernel_id for ref in mapping.values()}:
+        del known[gone]
     return freeze_kernel_map(mapping)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """What ``generate_latest`` writes (Prometheus's text format 0.0.4)."""
 _MIB = 1024 * 1024
+NVML_NOT_ANSWERED_LABEL = "NVML has not answered yet (see jupyter_gpu_nvml_wait_seconds)"
+"""``jupyter_gpu_info``'s ``reason`` while NVML's start-up has not returned."""
 DEVICE_LABELS = ("gpu", "UUID", "modelName", "Hostname", "pci_bus_id", "GPU_I_ID", "GPU_I_PROFILE")
 
 
@@ -183,17 +185,28 @@ def sample_families(sample: Sample, info: BackendInfo, user: str, host: str) -> 
         "The sampling backend (reason: why there is no GPU).",
         ("backend", "simulated", "reason", "driver_version", "Hostname"),
     )
+    waited_s = sample.nvml_wait_s
+    waiting = waited_s is not None
     backend.add_metric(
         [
             info.backend,
             str(info.simulated).lower(),
-            info.reason or "",
+            # One label while NVML has not answered, not one per second the reason counts.
+            NVML_NOT_ANSWERED_LABEL if waiting else info.reason or "",
             info.driver_version or "",
             host,
         ],
         1,
     )
     out.append(backend)
+    if waited_s is not None:
+        wait = _gauge(
+            "jupyter_gpu_nvml_wait_seconds",
+            "Seconds NVML has not answered for while the server starts it (nvmlInit or "
+            "counting the GPUs hung); absent once it has answered.",
+        )
+        wait.add_metric([], waited_s)
+        out.append(wait)
     gpus = _gauge("jupyter_gpu_gpus", "How many GPUs the backend shows (simulated ones count).")
     gpus.add_metric([], len(sample.devices))
     out.append(gpus)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from typing import Any
 
 from jupyter_gpu.readings import Sample
@@ -42,6 +43,24 @@ def _age(age_s: float) -> str:
 def stream_message(sample_json: str, age_s: float) -> str:
     """The WebSocket message for one sample ``age_s`` seconds old, around its built JSON."""
     return '{"type":"sample","age_s":' + _age(age_s) + ',"sample":' + sample_json + "}"
+
+
+def stream_frame(message: str) -> bytes:
+    """``message`` as one WebSocket text frame from a server (RFC 6455 5.2: FIN, not masked).
+
+    Built once per sample and written as it is to every stream socket, whose buffers then share
+    it: a client that reads slowly holds references, not copies (the stream negotiates no
+    compression, which would make each socket's frames its own).
+    """
+    payload = message.encode("ascii")  # the JSON is ASCII (json.dumps escapes the rest)
+    size = len(payload)
+    if size < 126:
+        header = struct.pack("!BB", 0x81, size)
+    elif size <= 0xFFFF:
+        header = struct.pack("!BBH", 0x81, 126, size)
+    else:
+        header = struct.pack("!BBQ", 0x81, 127, size)
+    return header + payload
 
 
 def snapshot_body(sample_json: str, age_s: float) -> str:

@@ -2,7 +2,7 @@
 
 The sampler thread calls ``_on_sample`` for each new sample; that only schedules ``_publish`` on
 the event loop (Tornado's thread-safe ``add_callback``). ``_publish`` wraps the sample's JSON in
-the stream message once and writes that same text to every connected socket.
+the stream message and its WebSocket frame once, and writes those same bytes to every socket.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.options import api_config, sampler_values
 from jupyter_gpu.readings import BackendInfo, Sample
 from jupyter_gpu.sampling import Entry, Sampler, SamplerOptions
+from jupyter_gpu.sampling.process_facts import ProcessId
 from jupyter_gpu.server.kernels import build_kernel_map
 from jupyter_gpu.server.metrics import SampleCollector, registry_for
-from jupyter_gpu.server.serialize import dumps, encode_sample, stream_message
+from jupyter_gpu.server.serialize import dumps, encode_sample, stream_frame, stream_message
 from jupyter_gpu.version import __version__
 
 API_VERSION = "1"
@@ -32,10 +33,11 @@ API_VERSION = "1"
 class StreamClient(Protocol):
     """What the service needs of a connected socket."""
 
-    def push(self, message: str, seq: int) -> None:
-        """Send sample ``seq``'s message; never raises (a closed or stuck client misses it).
+    def push(self, frame: bytes, seq: int) -> None:
+        """Send sample ``seq``'s message, a WebSocket frame built once (``stream_frame``).
 
-        A sample not newer than the last one sent to this client is skipped.
+        Never raises (a closed client misses it; one past its send budget is dropped). A
+        sample not newer than the last one sent to this client is skipped.
         """
 
     def close(self) -> None:
@@ -72,6 +74,7 @@ class GpuService:
         self._kernel_manager = kernel_manager
         self._session_manager = session_manager
         self._clients: set[StreamClient] = set()
+        self._full_logged = False  # the bound on clients was reached and that was logged
         self._ready = asyncio.Event()
         self._devices_json: str | None = None
         self.sampler = self.make_sampler()
@@ -82,6 +85,7 @@ class GpuService:
         )
         self._metrics_registry = registry_for(self.metrics)
         self._kernel_refresh: PeriodicCallback | None = None
+        self._kernels_seen: dict[str, ProcessId] = {}  # kernel id -> (pid, start time)
         self._stopped = False
 
     def make_sampler(self, options: SamplerOptions | None = None, **kwargs: Any) -> Sampler:
@@ -129,7 +133,9 @@ class GpuService:
         if self._stopped or self._kernel_manager is None:
             return
         try:
-            kernels = await build_kernel_map(self._kernel_manager, self._session_manager, self.log)
+            kernels = await build_kernel_map(
+                self._kernel_manager, self._session_manager, self.log, self._kernels_seen
+            )
         except Exception:  # attribution is a nicety: log and keep the last map
             self.log.debug("jupyter_gpu: kernel map refresh failed", exc_info=True)
             return
@@ -146,9 +152,9 @@ class GpuService:
         self._ready.set()
         if not self._clients:
             return
-        message = stream_message(entry.json, self.age_s(entry))
+        frame = stream_frame(stream_message(entry.json, self.age_s(entry)))
         for client in list(self._clients):
-            client.push(message, entry.sample.seq)
+            client.push(frame, entry.sample.seq)
 
     # -- readers (event loop)
 
@@ -171,11 +177,26 @@ class GpuService:
             return self.sampler.latest() is not None
         return True
 
-    def add_client(self, client: StreamClient) -> None:
+    def add_client(self, client: StreamClient, limit: int | None = None) -> bool:
+        """Count ``client`` in, unless ``limit`` clients are in already; whether it was.
+
+        The first refusal after a time under the limit is logged (a warning), not each one.
+        """
+        if limit is not None and len(self._clients) >= limit:
+            if not self._full_logged:
+                self._full_logged = True
+                self.log.warning(
+                    "jupyter_gpu: refusing stream clients: %d are connected, the most "
+                    "JupyterGpu.max_stream_clients allows (each refused one is told why)",
+                    len(self._clients),
+                )
+            return False
         self._clients.add(client)
+        return True
 
     def remove_client(self, client: StreamClient) -> None:
         self._clients.discard(client)
+        self._full_logged = False
 
     @property
     def client_count(self) -> int:
@@ -183,22 +204,27 @@ class GpuService:
         return len(self._clients)
 
     def devices_json(self) -> str | None:
-        """The ``GET devices`` body (built once), ``None`` before the backend is open."""
-        if self._devices_json is None:
-            info = self.sampler.info
-            if info is None:
-                return None
-            payload = {
-                "api_version": API_VERSION,
-                **info.to_dict(),
-                "hostname": socket.gethostname(),
-                "jupyter_gpu_version": __version__,
-                "config": api_config(
-                    self.config, {"history_capacity": self.sampler.history.capacity}
-                ),
-            }
-            self._devices_json = dumps(payload)
-        return self._devices_json
+        """The ``GET devices`` body, ``None`` before the sampler starts opening the backend.
+
+        Built once the backend is open; while NVML has not answered, built at each request
+        (no devices, the reason, ``nvml_wait_s``).
+        """
+        if self._devices_json is not None:
+            return self._devices_json
+        info = self.sampler.info
+        if info is None:
+            return None
+        payload = {
+            "api_version": API_VERSION,
+            **info.to_dict(),
+            "hostname": socket.gethostname(),
+            "jupyter_gpu_version": __version__,
+            "config": api_config(self.config, {"history_capacity": self.sampler.history.capacity}),
+        }
+        body = dumps(payload)
+        if info.nvml_wait_s is None:  # open: it no longer changes
+            self._devices_json = body
+        return body
 
     def _latest_with_info(self) -> tuple[Sample, BackendInfo] | None:
         entry = self.sampler.latest()

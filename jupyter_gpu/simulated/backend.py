@@ -85,7 +85,7 @@ class SimulatedBackend(Backend):
         if not 1 <= count <= 16:
             raise ValueError(f"simulated device count must be 1 to 16, got {count}")
         for fault in faults:
-            if fault.gpu >= count:
+            if fault.gpu is not None and fault.gpu >= count:
                 raise ValueError(
                     f"simulated fault {fault.spec or fault.kind!r} is on GPU {fault.gpu}, but "
                     f"there are only {count} simulated GPUs (0 to {count - 1})"

@@ -8,18 +8,24 @@ Each is a short text spec (``JupyterGpu.simulated_faults``):
 - ``hang:<gpu>``: every read of the GPU blocks (the fast ones, GPM and PCIe), as a hung NVML
   call does, until the fault ends: the sampler's deadline makes it ``state "not_responding"``,
   and its GPM and PCIe readings age and turn stale, while the other GPUs keep updating.
+- ``hang:init``: the backend's start-up blocks, as a hung ``nvmlInit`` or
+  ``nvmlDeviceGetCount`` does, until the fault ends (``hang:init@0-30``: for the first 30 s;
+  ``hang:init``: until the server stops). The server serves the host meanwhile and says that
+  NVML has not answered; the GPUs come in when it ends.
 - ``unsupported:<gpu>:<field>``: one field reads ``null`` with ``unavailable[field]`` set to
   ``"Not Supported (simulated)"``, as NVML's ``NOT_SUPPORTED`` does on some GPUs.
 
 Each may end with ``@<start>`` or ``@<start>-<end>``: seconds after the sampler started when
 the fault begins (and ends); without it the fault lasts from the start. ``lost:1@10`` is GPU 1
-lost after 10 s; ``error:0@5-20`` is GPU 0 failing from 5 s to 20 s.
+lost after 10 s; ``error:0@5-20`` is GPU 0 failing from 5 s to 20 s. A start-up hang begins at
+the start: ``@0-<end>`` only.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,9 +48,11 @@ SIMULATED_ERROR_MESSAGE = (
     "Simulated fault: every NVML read of this GPU fails (JupyterGpu.simulated_faults)"
 )
 
+START_UP = "init"
+"""The ``<gpu>`` of a fault on the backend's start-up rather than on one GPU (``hang:init``)."""
 _NUMBER = r"\d+(?:\.\d*)?"
 _SPEC = re.compile(
-    rf"^(?P<kind>[a-z]+):(?P<gpu>\d+)(?::(?P<field>[a-z_]+))?"
+    rf"^(?P<kind>[a-z]+):(?P<gpu>\d+|{START_UP})(?::(?P<field>[a-z_]+))?"
     rf"(?:@(?P<start>{_NUMBER})(?:-(?P<end>{_NUMBER}))?)?$"
 )
 _KINDS: dict[str, FaultKind] = {
@@ -54,7 +62,8 @@ _KINDS: dict[str, FaultKind] = {
     "unsupported": "unsupported",
 }
 _FORMS = (
-    "lost:<gpu>, error:<gpu>, hang:<gpu> or unsupported:<gpu>:<field>, optionally @<start>[-<end>]"
+    "lost:<gpu>, error:<gpu>, hang:<gpu> or unsupported:<gpu>:<field>, optionally "
+    "@<start>[-<end>]; or hang:init, optionally @0-<end>"
 )
 
 
@@ -64,7 +73,7 @@ class SimulatedFault:
 
     Attributes:
         kind: ``lost``, ``error``, ``hang`` or ``unsupported``.
-        gpu: the device index.
+        gpu: the device index; ``None`` for a fault on the backend's start-up (``hang:init``).
         field: the field taken away (``unsupported`` only), one of ``UNSUPPORTED_FIELDS``.
         start_s: seconds after the backend opened when it begins.
         end_s: seconds after the backend opened when it ends (``None``: never).
@@ -72,7 +81,7 @@ class SimulatedFault:
     """
 
     kind: FaultKind
-    gpu: int
+    gpu: int | None
     field: str | None = None
     start_s: float = 0.0
     end_s: float | None = None
@@ -99,6 +108,8 @@ def parse_fault(spec: str) -> SimulatedFault:
             f"simulated fault {spec!r}: unknown kind {match['kind']!r} "
             "(lost, error, hang or unsupported)"
         )
+    if match["gpu"] == START_UP:
+        return _start_up_fault(spec, text, kind, field, match["start"], match["end"])
     gpu = int(match["gpu"])
     if gpu > MAX_GPU_INDEX:
         raise ValueError(f"simulated fault {spec!r}: GPU index must be 0 to {MAX_GPU_INDEX}")
@@ -120,6 +131,46 @@ def parse_fault(spec: str) -> SimulatedFault:
             f"{MAX_FAULT_TIME_S:g} s"
         )
     return SimulatedFault(kind, gpu, field, start, end, text)
+
+
+def _start_up_fault(
+    spec: str,
+    text: str,
+    kind: FaultKind,
+    field: str | None,
+    start: str | None,
+    end: str | None,
+) -> SimulatedFault:
+    """``hang:init`` or ``hang:init@0-<end>``: the start-up blocks from the start until ``end``."""
+    if kind != "hang" or field is not None:
+        raise ValueError(
+            f"simulated fault {spec!r}: only 'hang' applies to the start-up ({START_UP}): "
+            "write hang:init or hang:init@0-<end>"
+        )
+    if start is not None and (float(start) != 0.0 or end is None):
+        raise ValueError(
+            f"simulated fault {spec!r}: a start-up hang begins when the server starts: write "
+            "hang:init (until the server stops) or hang:init@0-<end> (answering at <end> s)"
+        )
+    end_s = float(end) if end is not None else None
+    if end_s is not None and not 0.0 < end_s <= MAX_FAULT_TIME_S:
+        raise ValueError(
+            f"simulated fault {spec!r}: the end must be after 0 and at most {MAX_FAULT_TIME_S:g} s"
+        )
+    return SimulatedFault(kind, None, None, 0.0, end_s, text)
+
+
+def start_up_hang_s(faults: Sequence[SimulatedFault], elapsed_s: float) -> float | None:
+    """Seconds the start-up still blocks ``elapsed_s`` after the server started.
+
+    ``None``: no start-up hang now; ``math.inf``: one without an end.
+    """
+    left: float | None = None
+    for fault in faults:
+        if fault.gpu is None and fault.kind == "hang" and fault.active(elapsed_s):
+            this = math.inf if fault.end_s is None else fault.end_s - elapsed_s
+            left = this if left is None else max(left, this)
+    return left
 
 
 def parse_faults(specs: list[str] | tuple[str, ...]) -> tuple[SimulatedFault, ...]:

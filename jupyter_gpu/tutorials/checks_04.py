@@ -1,10 +1,16 @@
-"""The checks of notebook 04's exercises: the top kernel (3.1) and the worker count (4.1)."""
+"""The checks of notebook 04's exercises: the top kernel (3.1) and the worker count (4.1).
+
+The worker count is judged with the one timing method (``jupyter_gpu.measure.compare``): a
+count beats another only when its ratio's interval lies above 1, never by a fixed percentage
+against windows that vary more than that.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
+
+from jupyter_gpu.measure import Comparison, Ratio
 
 from .exercises import Feedback, check
 
@@ -84,59 +90,107 @@ def check_top_kernel(averages: Iterable[Any], name: object, gpu: bool) -> Feedba
     return check(False, "", hint)
 
 
-def check_worker_choice(
-    rates: Mapping[int, float],
-    chosen: object,
-    *,
-    limit: int,
-    remeasure: Callable[[int], float],
-    keep: float,
-) -> Feedback:
-    """Exercise 4.1: ``chosen`` must be the smallest count within 90% of the best measured.
+WORKERS_PREFIX = "num_workers="
 
-    The measurements must support it: 0 and ``chosen`` among at least three counts, and either
-    a count above ``chosen`` measured (showing that more workers no longer pay) or ``chosen`` at
-    least ``limit`` (the most workers this kernel should start: its CPUs, since more processes
-    than that only share them, or fewer where ``/dev/shm`` holds fewer). Then ``chosen`` is
-    measured again (``remeasure``, the best of up to three tries) and must reach
-    ``keep`` times the rate it was picked with.
+
+def worker_variant(workers: int) -> str:
+    """The name a worker count's variant has in the exercise's comparison: ``num_workers=N``."""
+    return f"{WORKERS_PREFIX}{workers}"
+
+
+def measured_counts(comparison: Comparison) -> dict[int, str]:
+    """``{worker count: variant name}`` of the comparison's ``num_workers=N`` variants."""
+    counts: dict[int, str] = {}
+    for name in comparison:
+        number = name.removeprefix(WORKERS_PREFIX)
+        if name.startswith(WORKERS_PREFIX) and number.isdigit():
+            counts[int(number)] = name
+    return counts
+
+
+def _beats(comparison: Comparison, names: dict[int, str], faster: int, than: int) -> Ratio | None:
+    """The ratio of ``faster`` over ``than`` if it is measurably faster (interval above 1)."""
+    ratio = comparison.ratio(names[faster], baseline=names[than])
+    return ratio if ratio.faster else None
+
+
+def best_worker_count(comparison: Comparison, limit: int) -> int:
+    """The exercise's answer: the smallest count up to ``limit`` that none up to it beats.
+
+    "Beats" is the one timing method's: measurably faster, the ratio's interval above 1.
+    Counts above ``limit`` (the CPUs this kernel may use, less one for the training process)
+    are never the answer: their workers take the CPU the training loop needs.
+
+    Raises:
+        ValueError: no count up to ``limit`` was measured.
     """
-    if not isinstance(rates, Mapping) or len(rates) < 3 or 0 not in rates:
-        return check(False, "", "measure at least three worker counts, 0 among them")
-    if not all(isinstance(w, int) and w >= 0 for w in rates):
-        return check(False, "", "the keys of my_rates are worker counts: whole numbers >= 0")
-    if not all(isinstance(r, int | float) and math.isfinite(r) and r > 0 for r in rates.values()):
-        return check(False, "", "the values of my_rates are measured images/s, from loader_rate")
-    if chosen not in rates:
-        return check(False, "", f"{chosen!r} is not among the counts you measured")
-    assert isinstance(chosen, int)  # it is a key of rates
-    best = max(rates.values())
-    smallest = min(w for w, r in rates.items() if r >= 0.9 * best)
-    if chosen != smallest:
-        hint = f"{smallest} is the smallest count within 90% of your best rate ({best:,.0f})"
-        return check(False, "", hint)
-    if chosen < limit and not any(w > chosen for w in rates):
+    names = measured_counts(comparison)
+    allowed = sorted(w for w in names if w <= limit)
+    if not allowed:
+        raise ValueError(f"no worker count up to {limit} was measured")
+    for w in allowed:
+        if not any(_beats(comparison, names, v, w) for v in allowed if v != w):
+            return w
+    # Intervals can in principle disagree in a circle; the fastest median then decides.
+    return min(allowed, key=lambda w: comparison[names[w]].median_s)
+
+
+def check_worker_choice(comparison: object, chosen: object, *, limit: int) -> Feedback:
+    """Exercise 4.1: ``chosen`` is :func:`best_worker_count` of the student's comparison.
+
+    ``comparison`` is what ``compare_workers([...])`` returned (the one timing method: per-step
+    times in interleaved rounds, each ratio with its interval); ``limit`` is the CPUs this kernel
+    may use less one (and no more than ``/dev/shm`` holds). The measurements must support the
+    choice: 0 and ``chosen`` among at least three counts, and a larger count up to ``limit``
+    measured unless ``chosen`` is ``limit`` itself.
+    """
+    if not isinstance(comparison, Comparison):
+        return check(False, "", "my_comparison must be what compare_workers([...]) returned")
+    names = measured_counts(comparison)
+    if len(names) < 3 or 0 not in names:
+        return check(False, "", "compare at least three worker counts, 0 among them")
+    if isinstance(chosen, bool) or not isinstance(chosen, int) or chosen not in names:
+        return check(False, "", f"{chosen!r} is not among the counts you compared")
+    if chosen > limit:
         return check(
             False,
             "",
-            f"{chosen} is the largest count you measured, so nothing shows that more workers would "
-            f"not be faster: measure a larger count too (up to {limit} makes sense here)",
+            f"{chosen} workers is more than this kernel's CPUs less one for the training process "
+            f"({limit}): past that, the workers take turns with the training loop on its CPUs. "
+            f"Pick among the counts up to {limit}",
         )
-    again = 0.0
-    for _ in range(3):  # runs vary, more on a small shared CPU: the best of three counts
-        again = max(again, remeasure(chosen))
-        if again >= keep * rates[chosen]:
-            break
-    larger = [w for w in rates if w > chosen]
-    evidence = (
-        f"{max(larger)} workers were at most 11% faster (1/0.9)"
-        if larger
-        else f"and {limit} is the most workers that make sense here"
-    )
-    return check(
-        again >= keep * rates[chosen],
-        f"{chosen} workers: {again:,.0f} images/s again (you measured {rates[chosen]:,.0f}, best "
-        f"{best:,.0f}); {evidence}",
-        f"{chosen} workers gave {again:,.0f} images/s this time, against your "
-        f"{rates[chosen]:,.0f}: measure again with more windows",
-    )
+    if chosen < limit and not any(chosen < w <= limit for w in names):
+        return check(
+            False,
+            "",
+            f"{chosen} is the largest count up to {limit} you compared, so nothing shows that more "
+            f"workers would not be faster: compare a larger count too (up to {limit})",
+        )
+    right = best_worker_count(comparison, limit)
+    allowed = sorted(w for w in names if w <= limit)
+    if chosen != right:
+        if chosen > right:
+            ratio = comparison.ratio(names[chosen], baseline=names[right])
+            hint = (
+                f"{chosen} workers against {right}: {ratio.describe()}. Not measurably faster: "
+                f"take the smallest count that no other count up to {limit} beats"
+            )
+        else:
+            beaten_by = next(v for v in allowed if _beats(comparison, names, v, chosen))
+            ratio = comparison.ratio(names[beaten_by], baseline=names[chosen])
+            hint = (
+                f"{beaten_by} workers against {chosen}: {ratio.describe()}. A count that another "
+                "beats (its interval above 1) is not the answer"
+            )
+        return check(False, "", hint)
+    larger = [w for w in allowed if w > chosen]
+    if larger:
+        ratio = comparison.ratio(names[max(larger)], baseline=names[chosen])
+        evidence = f"{max(larger)} workers against {chosen}: {ratio.describe()}"
+    else:
+        evidence = f"{limit} is the most workers this kernel's CPUs allow"
+    smaller = [w for w in allowed if w < chosen]
+    if smaller:
+        beat = comparison.ratio(names[chosen], baseline=names[max(smaller)])
+        evidence += f"; {chosen} against {max(smaller)}: {beat.describe()}"
+    return check(True, f"{chosen} workers: {evidence}", "")

@@ -1,11 +1,15 @@
 """Notebook 05's exercise 5.1: shard a model with FSDP2 and read what each rank holds.
 
 The student writes a module with two functions, ``shard(model, mesh)`` and
-``rank_bytes(model)``. :func:`run_sharding` starts the ranks the way ``%%torchrun`` does (fresh
-processes, ``jupyter_gpu.distributed.launch``); on each, :func:`sharding_report` builds the same
-model, calls the student's functions and records what the rank really holds. :func:`check_fsdp`
-reads those reports in the notebook. :func:`report_here` runs the same in the notebook's own
-process first, as a world of one, so that an unsharded answer fails in a second.
+``rank_bytes(model)``. The notebook runs :func:`sharding_report` on two CPU ranks with
+``%%torchrun -n 2 --backend gloo``, whatever GPUs the machine has: on each rank it builds the
+same model, calls the student's functions and records what the rank really holds, and
+:func:`check_fsdp` reads those reports in the notebook. With two ranks each holds half of every
+sharded parameter, so a ``rank_bytes`` that counts the whole model fails; in a world of one (one
+GPU) it would pass by accident. :func:`check_fsdp_module` (the solution's check) starts the same
+ranks itself (:func:`run_sharding`, ``jupyter_gpu.distributed.launch``, the launcher behind
+``%%torchrun``), after :func:`report_here` has run the functions in the notebook's own process
+as a world of one, so that an unsharded answer fails in a second.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -139,14 +142,14 @@ def report_here(module_name: str, width: int) -> list[RankReport] | None:
         raise FileNotFoundError(f"{path} not found: run the %%writefile cell above first")
     student = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(student)  # the file as it is now, not as first imported
-    with tempfile.TemporaryDirectory() as store:
-        dist.init_process_group(
-            "gloo", init_method=Path(store, "store").as_uri(), rank=0, world_size=1
-        )
-        try:
-            return [_report(student, torch.device("cpu"), width)]
-        finally:
-            dist.destroy_process_group()
+    # A world of one needs no rendezvous file (nothing on disk, nothing to delete afterwards:
+    # only jupyter_gpu/compile_cache deletes): an in-memory store is the whole world's.
+    store = dist.HashStore()  # type: ignore[attr-defined]  # public (torch docs), not re-exported
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        return [_report(student, torch.device("cpu"), width)]
+    finally:
+        dist.destroy_process_group()
 
 
 def run_sharding(module_name: str, *, world: int, backend: str, width: int) -> Any:
@@ -169,10 +172,23 @@ def run_sharding(module_name: str, *, world: int, backend: str, width: int) -> A
     return launch(source, spec, cwd=str(Path.cwd())).result
 
 
-def check_fsdp(reports: object) -> Feedback:
-    """Exercise 5.1: every parameter sharded, every layer its own unit, each rank's bytes right."""
+def check_fsdp(reports: object, *, min_world: int = 2) -> Feedback:
+    """Exercise 5.1: every parameter sharded, every layer its own unit, each rank's bytes right.
+
+    ``min_world``: the fewest ranks the reports must come from. In a world of one a shard is
+    the whole tensor, so a ``rank_bytes`` that counts the whole model is right there by
+    accident: the exercise's check needs two ranks (the notebook runs two CPU ranks whatever
+    GPUs the machine has); :func:`check_fsdp_module`'s first look, in this process, passes 1.
+    """
     if not isinstance(reports, list) or not reports:
         return check(False, "", "no reports came back from the ranks: run the cell above")
+    if len(reports) < min_world:
+        return check(
+            False,
+            "",
+            f"{len(reports)} rank(s) reported: a rank's shard is only told from the whole model "
+            f"with {min_world} ranks or more. Run the %%torchrun cell above (-n 2 --backend gloo)",
+        )
     for r in reports:
         if not r.returned_module:
             return check(False, "", "shard(model, mesh) must return the model it wrapped")
@@ -224,20 +240,28 @@ def check_fsdp(reports: object) -> Feedback:
             f"; allocated on its GPU after sharding {first.allocated_bytes / _MIB:.2f} MiB, "
             f"peak of one forward and backward {first.peak_bytes / _MIB:.2f} MiB"
         )
-    if first.world == 1:
-        text += " (in a world of one a shard is the whole tensor: two ranks would hold half each)"
+    if first.world == 1:  # only as check_fsdp_module's first look (min_world=1)
+        text += " (in a world of one a shard is the whole tensor: two ranks hold half each)"
     return check(True, text, "")
 
 
-def check_fsdp_module(module_name: str, *, world: int, backend: str, width: int) -> Feedback:
+def check_fsdp_module(
+    module_name: str, *, width: int, world: int = 2, backend: str = "gloo"
+) -> Feedback:
     """Check ``module_name``'s functions: first here (:func:`report_here`), then on the ranks.
 
     What a world of one shows (a model left unsharded, layers not wrapped) fails at once; an
-    answer that passes here runs on ``world`` ranks (:func:`run_sharding`) for the real test.
+    answer that passes here runs on ``world`` ranks (:func:`run_sharding`, the launcher behind
+    ``%%torchrun``) for the real test: by default two CPU ranks with gloo, on any machine.
+
+    Raises:
+        ValueError: ``world`` < 2 (one rank cannot tell a shard from the whole model).
     """
+    if world < 2:
+        raise ValueError(f"the check needs 2 ranks or more, not {world}")
     here = report_here(module_name, width)
     if here is not None:
-        first = check_fsdp(here)
+        first = check_fsdp(here, min_world=1)
         if not first:
             return first
     return check_fsdp(run_sharding(module_name, world=world, backend=backend, width=width))

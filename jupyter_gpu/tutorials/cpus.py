@@ -11,66 +11,34 @@ tutorials and the sidebar's *Host* card agree on the number.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 
-from jupyter_gpu.host.cgroup import CgroupReader, affinity_cpu_count
+from jupyter_gpu.host.cgroup import CgroupReader
+
+# The quota and the worker count live with the host reader, where %%profile's DataLoader advice
+# reads them too (the magics cannot import the tutorials).
+from jupyter_gpu.host.cpus import CpuBudget, dataloader_workers, read_cpu_budget
+
+__all__ = [
+    "COMPILE_THREADS_ENV",
+    "CpuBudget",
+    "compile_threads",
+    "dataloader_workers",
+    "limit_compile_threads",
+    "read_cpu_budget",
+    "usable_cpus",
+]
 
 COMPILE_THREADS_ENV = "TORCHINDUCTOR_COMPILE_THREADS"
 # Inductor's own default caps its compile workers at 32 (torch/_inductor/config.py).
 _INDUCTOR_MAX_THREADS = 32
 
 
-@dataclass(frozen=True)
-class CpuBudget:
-    """The CPUs this process may use, and where the figure comes from.
-
-    Attributes:
-        affinity: CPUs in this process's affinity mask (what ``os.sched_getaffinity`` says).
-        quota: the cgroup's CPU quota in CPUs (``cpu.max``; 1.5 for ``150000 100000``), or
-            ``None`` without one.
-    """
-
-    affinity: int
-    quota: float | None
-
-    @property
-    def usable(self) -> int:
-        """Whole CPUs this process can keep busy: the quota rounded down, at least 1."""
-        if self.quota is None:
-            return max(1, self.affinity)
-        return max(1, min(self.affinity, math.floor(self.quota)))
-
-    def describe(self) -> str:
-        """One phrase, e.g. ``2 CPUs (cgroup quota 2.5 of 64 cores)``."""
-        if self.quota is None or self.quota >= self.affinity:
-            return f"{self.usable} CPUs"
-        return f"{self.usable} CPUs (cgroup quota {self.quota:g} of {self.affinity} cores)"
-
-
-def read_cpu_budget(reader: CgroupReader | None = None, affinity: int | None = None) -> CpuBudget:
-    """Read the quota now (a few small file reads). ``reader``/``affinity`` are for tests."""
-    limits = (reader or CgroupReader()).read()
-    return CpuBudget(affinity if affinity is not None else affinity_cpu_count(), limits.cpu_quota)
-
-
 def usable_cpus(reader: CgroupReader | None = None) -> int:
     """Whole CPUs this process may keep busy (:attr:`CpuBudget.usable`), read now."""
     return read_cpu_budget(reader).usable
-
-
-def dataloader_workers(most: int = 8, budget: CpuBudget | None = None) -> int:
-    """DataLoader worker processes for this process's CPU quota, at most ``most``.
-
-    One CPU stays with the training process itself (it launches the GPU's work and collates
-    batches), so the count is the usable CPUs less one: 0 on a single CPU, where a worker would
-    only take turns with the training loop on the same CPU.
-    """
-    usable = (budget or read_cpu_budget()).usable
-    return max(0, min(most, usable - 1))
 
 
 def compile_threads(budget: CpuBudget | None = None) -> int:

@@ -2,8 +2,8 @@
 
 :class:`AugmentedDigits` is a deliberately ordinary, CPU-heavy input pipeline: each item is
 upscaled to ``size x size`` with a random rotation, scale and shift (bilinear sampling in
-NumPy) plus noise, one image at a time, as many real pipelines do with PIL. It costs about
-0.2 ms of CPU per 64x64 image, enough to starve a GPU when it runs in the training process.
+NumPy) plus noise, one image at a time, as many real pipelines do with PIL: enough CPU per
+image to starve a GPU when it runs in the training process (notebook 04 measures how much).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ class AugmentedDigits(Dataset[tuple[torch.Tensor, int]]):
 
     ``length`` items per epoch (images repeat with fresh augmentation). Each item's random
     numbers are seeded from torch's generator, which the DataLoader seeds differently in each
-    worker, so workers never repeat each other's augmentation (NumPy's global RNG, copied into
-    every forked worker, would: a classic bug).
+    worker (``base_seed + worker_id``), so workers never repeat each other's augmentation; a
+    NumPy ``Generator`` made once and held by the dataset would be copied into every worker and
+    repeat. Notebook 04 (section 4, "Random numbers in workers") measures both.
 
     Raises:
         ValueError: ``size`` < 8 or ``length`` < 1.
@@ -171,12 +172,19 @@ def augmented_tensor(
 
 
 def digits_loader(
-    dataset: AugmentedDigits, batch: int, *, workers: int = 0, pin_memory: bool = False
+    dataset: AugmentedDigits,
+    batch: int,
+    *,
+    workers: int = 0,
+    pin_memory: bool = False,
+    persistent_workers: bool | None = None,
 ) -> DataLoader[tuple[torch.Tensor, int]]:
     """A shuffling loader that drops the last partial batch (steady shapes for the GPU).
 
-    With ``workers > 0`` the workers stay alive between epochs (``persistent_workers``) and
-    each prefetches ``PREFETCH_FACTOR`` batches.
+    With ``workers > 0`` each worker prefetches ``PREFETCH_FACTOR`` batches (torch's default
+    is 2 when ``num_workers > 0``), and the workers stay alive between epochs unless
+    ``persistent_workers=False`` (a loader whose workers each timed block starts afresh:
+    ``pipeline_timing.FreshBatches``).
     """
     return DataLoader(
         dataset,
@@ -185,7 +193,7 @@ def digits_loader(
         drop_last=True,
         num_workers=workers,
         pin_memory=pin_memory,
-        persistent_workers=workers > 0,
+        persistent_workers=workers > 0 if persistent_workers is None else persistent_workers,
         prefetch_factor=PREFETCH_FACTOR if workers > 0 else None,
     )
 

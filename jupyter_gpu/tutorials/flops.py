@@ -6,7 +6,12 @@ attention's two matrix products per layer (scores ``QK^T`` and ``softmax @ V``: 
 FLOPs per token forward, three times that with the backward pass, so ``12 * L * d * T``). The
 causal mask is not subtracted, as in that convention. Work that is not a matrix product
 (LayerNorm, GELU, softmax, the optimizer) is not counted: it is what fusion makes cheaper, not
-useful work.
+useful work. Every place that prints MFU states this convention (:data:`MODEL_FLOPS_CONVENTION`).
+
+An attention *kernel's* rate is another matter: a causal flash or cuDNN attention kernel skips
+the blocks above the diagonal, so the work it did is about half of what the model-FLOPs
+convention counts for it. :func:`causal_attention_flops` counts that work (its own convention,
+stated there); it is for a kernel's achieved FLOP/s, never for MFU.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from __future__ import annotations
 import itertools
 
 from .gpt import GPTConfig
+
+#: How model FLOPs are counted here, in the words every MFU figure is printed with.
+MODEL_FLOPS_CONVENTION = (
+    "6 N + 12 L d T per token (N the weights in matrix products; attention's two products "
+    "counted whole, the causal mask not subtracted, as in PaLM's MFU)"
+)
 
 
 def gpt_matmul_params(config: GPTConfig) -> int:
@@ -56,3 +67,54 @@ def tflops(flops: float, seconds: float) -> float:
     if seconds <= 0:
         raise ValueError(f"seconds must be positive, not {seconds}")
     return flops / seconds / 1e12
+
+
+def causal_attention_flops(
+    batch: int,
+    heads: int,
+    seq_len: int,
+    head_dim: int,
+    *,
+    forward_passes: int = 1,
+    backward: bool = True,
+    causal: bool = True,
+) -> int:
+    """FLOPs a fused attention kernel does: what a per-kernel TFLOP/s should divide.
+
+    The convention (FlashAttention's benchmarks, ``benchmarks/benchmark_flash_attention.py`` in
+    Dao-AILab/flash-attention, with the mask counted exactly):
+
+    - forward: ``Q K^T`` and ``P V`` over the query-key pairs the mask keeps, ``2 * head_dim``
+      FLOPs per pair each: ``4 * head_dim * pairs`` per sequence and head, where ``pairs`` is
+      ``T (T + 1) / 2`` for a causal mask (each query and the keys up to it, the diagonal
+      included) and ``T^2`` without one. FlashAttention's own count uses ``T^2 / 2`` for causal;
+      the two differ by ``1 / T``.
+    - backward: 2.5 times the forward: the kernel recomputes ``Q K^T`` and runs four gradient
+      products (``dV``, ``dP``, ``dQ``, ``dK``), five products against the forward's two.
+
+    A kernel that works in tiles also computes the masked half of each diagonal tile and throws
+    it away; that work is not counted (it depends on the tile size, which the profile does not
+    show), so the rate is the useful work's, a little below what the tensor cores did.
+
+    Args:
+        batch: sequences.
+        heads: attention heads per layer (one layer: multiply by the layers yourself).
+        seq_len: ``T``.
+        head_dim: the width of one head.
+        forward_passes: forward passes per step (2 with activation checkpointing, which runs
+            the forward again in the backward pass).
+        backward: count the backward pass.
+        causal: the kernel skips the masked pairs (``is_causal=True``); ``False`` counts all.
+
+    Raises:
+        ValueError: a size below 1 or ``forward_passes`` below 0.
+    """
+    if min(batch, heads, seq_len, head_dim) < 1 or forward_passes < 0:
+        raise ValueError(
+            f"need sizes >= 1 and forward_passes >= 0: {batch=}, {heads=}, {seq_len=}, "
+            f"{head_dim=}, {forward_passes=}"
+        )
+    pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+    forward = 4 * head_dim * pairs * batch * heads
+    # 2.5 x forward, kept in integers: 5 products against the forward's 2.
+    return forward_passes * forward + (5 * forward // 2 if backward else 0)

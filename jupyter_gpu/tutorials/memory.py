@@ -183,3 +183,78 @@ def read_oom_message(text: str) -> OomMessage:
     found = {key: re.search(pattern, text) for key, pattern in _OOM_PARTS.items()}
     parts = {key: (m.group(1) if m else None) for key, m in found.items()}
     return OomMessage(text=text, **parts)
+
+
+@dataclass(frozen=True)
+class OomVerdict:
+    """Why an out-of-memory error happened, read from what was measured.
+
+    ``cause`` is ``"cap"`` (the step needs more than the process may hold: no allocator setting
+    makes it fit), ``"fragmentation"`` (it fits on paper, and the allocator held enough reserved
+    but unallocated bytes for the failed request, just not in one piece) or ``"unexplained"``
+    (it fits on paper and the cache was smaller than the request: something else held memory).
+    ``sentence`` says it with the figures.
+    """
+
+    cause: str
+    sentence: str
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
+
+
+def oom_verdict(
+    need_bytes: int, cap_bytes: int, tried_bytes: int | None, cached_bytes: int | None
+) -> OomVerdict:
+    """Compare a step's measured need with the cap first, the message's figures second.
+
+    Args:
+        need_bytes: what the step holds at its peak: allocated before it plus its peak above
+            that, measured without the cap (``torch.cuda.max_memory_allocated``).
+        cap_bytes: the most this process may hold (``set_per_process_memory_fraction`` x the
+            GPU's memory). torch's allocator checks the cap against *reserved* memory, which is
+            never below allocated, so a need above the cap cannot fit whatever the cache does.
+        tried_bytes: the failed request, from the error message (:func:`read_oom_message`);
+            ``None`` where the message lacks it.
+        cached_bytes: the reserved-but-unallocated bytes when it failed, from the message;
+            ``None`` where the message lacks them.
+    """
+    cached = (
+        f"; the {_gib(cached_bytes)} reserved but unallocated" if cached_bytes is not None else ""
+    )
+    if need_bytes > cap_bytes:
+        short = need_bytes - cap_bytes
+        tail = (
+            f"{cached} when it failed could not have covered that, fragmented or not"
+            if cached_bytes is not None and cached_bytes < short
+            else f"{cached} when it failed is beside the point: had it served the request, "
+            "a later one in the same step would have failed"
+            if cached_bytes is not None
+            else ""
+        )
+        return OomVerdict(
+            "cap",
+            f"the step needs {_gib(need_bytes)} at its peak (measured without the cap) and the "
+            f"cap allows {_gib(cap_bytes)}: {_gib(short)} short{tail}. No allocator setting "
+            "makes it fit: hold less at once (a smaller batch, checkpointing)",
+        )
+    if tried_bytes is not None and cached_bytes is not None and cached_bytes >= tried_bytes:
+        return OomVerdict(
+            "fragmentation",
+            f"the step needs {_gib(need_bytes)}, within the cap of {_gib(cap_bytes)}, and the "
+            f"allocator held {_gib(cached_bytes)} reserved but unallocated against the "
+            f"{_gib(tried_bytes)} it asked for: enough bytes, not in one piece. That is "
+            "fragmentation",
+        )
+    return OomVerdict(
+        "unexplained",
+        f"the step needs {_gib(need_bytes)}, within the cap of {_gib(cap_bytes)}, and the cache "
+        + (
+            f"({_gib(cached_bytes)}) was smaller than the request ({_gib(tried_bytes)})"
+            if tried_bytes is not None and cached_bytes is not None
+            else "figures are not in this message"
+        )
+        + ": memory this measurement does not see was held (tensors allocated since, another "
+        "stream's blocks)",
+    )

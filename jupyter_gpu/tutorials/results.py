@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .claims import Claim
 from .sizing import Machine
 from .tiers import GpuPlan
 
@@ -99,6 +100,7 @@ class Results:
         self.plan = plan
         self.figures: dict[str, Figure] = {}
         self.checks: dict[str, Check] = {}
+        self.claims: dict[str, Claim] = {}
         self.started = time.time()
 
     def add(self, key: str, label: str, value: float, unit: str, detail: str = "") -> float:
@@ -135,10 +137,40 @@ class Results:
         self.checks[key] = check
         return check
 
+    def claim(
+        self,
+        key: str,
+        statement: str,
+        *,
+        holds: bool,
+        measured: str,
+        applies_to: str = "",
+    ) -> Claim:
+        """Check a sentence where it is made, record it, and return it (the cell shows it).
+
+        ``statement`` is the sentence the notebook teaches; ``holds`` whether this run's
+        measurement bears it out; ``measured`` what was measured, in words with its figures
+        (printed either way). The claim counts for the notebook's verdict on a full-size GPU
+        run whose GPU name contains ``applies_to`` ("" for any GPU), at the tier the GPU picks
+        (see :mod:`.claims`).
+
+        Raises:
+            ValueError: the key is used twice.
+        """
+        self._new_key(key, self.claims)
+        gpu = self.machine.gpu_name or ""
+        emulated = self.plan is not None and self.plan.emulated
+        judged = self.machine.mode == "gpu" and not emulated and applies_to.lower() in gpu.lower()
+        made = Claim(key, statement, bool(holds), measured, judged)
+        self.claims[key] = made
+        return made
+
     def __getitem__(self, key: str) -> float:
         return self.figures[key].value
 
-    def _new_key(self, key: str, table: dict[str, Figure] | dict[str, Check]) -> None:
+    def _new_key(
+        self, key: str, table: dict[str, Figure] | dict[str, Check] | dict[str, Claim]
+    ) -> None:
         if key in table:
             raise ValueError(f"{key!r} is recorded already (run the notebook from the top)")
 
@@ -153,6 +185,7 @@ class Results:
             "elapsed_s": time.time() - self.started,
             "figures": [asdict(f) for f in self.figures.values()],
             "checks": [asdict(c) for c in self.checks.values()],
+            "claims": [asdict(c) for c in self.claims.values()],
         }
 
     def save(self, directory: str | Path | None = None) -> Path | None:
@@ -180,6 +213,12 @@ class Results:
             lines.append(
                 f"  target: {check.label} {format_value(check.value, check.unit)} "
                 f">= {target}: {check.verdict()}"
+            )
+        failed = [c for c in self.claims.values() if not c.holds]
+        if self.claims:
+            lines.append(
+                f"  claims: {len(self.claims) - len(failed)} of {len(self.claims)} held"
+                + "".join(f"\n    {c.line()}" for c in failed)
             )
         return "\n".join(lines)
 

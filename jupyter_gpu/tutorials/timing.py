@@ -2,19 +2,24 @@
 
 The measuring is ``jupyter_gpu.measure``'s, the same as the magics'. :func:`time_interleaved`
 times several variants of a step in alternating rounds, so that they share one baseline (a GPU
-that clocks down, or a neighbour's job, slows every variant alike); :func:`gpu_busy_per_call`
-says how much of a call the GPU spent running kernels.
+that clocks down, or a neighbour's job, slows every variant alike), and gives each ratio with its
+interval; :func:`gpu_busy_per_call`
+says how much of a call the GPU spent running kernels, through :func:`profile_calls` (one
+``torch.profiler`` run, without torch 2.11's false "clears events" warning).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from jupyter_gpu.measure import (
+    Comparison,
     Timing,
+    compare,
     synchronize,
     time_back_to_back,
     time_first_call,
@@ -23,10 +28,12 @@ from jupyter_gpu.measure import (
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
 __all__ = [
+    "Comparison",
     "GpuBusy",
     "Timing",
     "format_seconds",
     "gpu_busy_per_call",
+    "profile_calls",
     "synchronize",
     "time_back_to_back",
     "time_calls",
@@ -56,11 +63,14 @@ def time_interleaved(
     runs: int,
     warmup: int,
     device: str | torch.device,
-) -> dict[str, Timing]:
-    """Time each of ``fns`` in ``rounds`` alternating rounds of ``runs`` calls each.
+) -> Comparison:
+    """Time each of ``fns`` in ``rounds`` interleaved rounds of ``runs`` calls back to back.
 
-    Each gets ``warmup`` untimed calls first (in order), then every round times each in turn;
-    a variant's :class:`Timing` holds all its ``rounds x runs`` times.
+    The magics' one timing method (:func:`jupyter_gpu.measure.compare`): each variant gets
+    ``warmup`` untimed calls (at least one), then every round times a block of ``runs`` calls of
+    each, the order reversed every other round. ``result["name"]`` is a variant's
+    :class:`Timing` (one per-call time per round); ``result.ratio("name")`` its speedup over
+    the first, with its interval (8 rounds or more reach a 95 % interval).
 
     Raises:
         ValueError: ``rounds`` or ``runs`` < 1, or ``warmup`` < 0.
@@ -69,14 +79,7 @@ def time_interleaved(
         raise ValueError(
             f"need rounds, runs >= 1 and warmup >= 0, got {rounds=}, {runs=}, {warmup=}"
         )
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name] += time_steady(fn, runs=runs, warmup=0, device=device).times_s
-    return {name: Timing(tuple(t), warmup) for name, t in times.items()}
+    return compare(fns, device=device, warmup=max(1, warmup), rounds=rounds, calls=runs)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,34 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def profile_calls(fn: Callable[[], object], *, calls: int, activities: Sequence[Any]) -> Any:
+    """Run ``fn`` ``calls`` times under one fresh ``torch.profiler.profile``; return the profiler.
+
+    The profiler is made with ``acc_events=True``: it runs one cycle, so keeping events across
+    cycles changes nothing, and without it torch 2.10 and 2.11 warn "Profiler clears events at
+    the end of each cycle" on every new profiler, a cycle nobody restarted (pytorch#180348, fixed
+    in later torch by pytorch#180387), which the extension shows as "a torch.profiler.profile
+    object was started again". Kineto's own start and stop lines are kept out of the output
+    (:func:`~jupyter_gpu.magics.common.kineto.kineto_quiet`). CUDA is synchronised before the
+    profiler stops, so the calls' GPU work is in it.
+    """
+    from torch.profiler import profile
+
+    from jupyter_gpu.magics.common.kineto import kineto_quiet  # here: it loads the magics
+
+    prof = profile(activities=list(activities), acc_events=True)
+    with kineto_quiet():
+        prof.start()
+    try:
+        for _ in range(calls):
+            fn()
+        synchronize()
+    finally:
+        with kineto_quiet():
+            prof.stop()
+    return prof
+
+
 def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy | None:
     """Profile ``calls`` calls of ``fn`` on the GPU (``torch.profiler``, CUDA activity only).
 
@@ -111,14 +142,11 @@ def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy |
     if not torch.cuda.is_available():
         return None
     from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     fn()  # not the first call: its one-off work (allocations, autotuning) is not the step's
     synchronize("cuda")
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        synchronize("cuda")
+    prof = profile_calls(fn, calls=calls, activities=[ProfilerActivity.CUDA])
     kernels = [
         e
         for e in prof.events()

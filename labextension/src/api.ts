@@ -76,10 +76,10 @@ export class GpuApiClient implements IGpuTransport {
       }
     };
     // `error` is always followed by `close`; one callback is enough.
-    socket.onclose = () => {
+    socket.onclose = (event: CloseEvent) => {
       if (!closed) {
         closed = true;
-        handlers.onClose();
+        handlers.onClose(event.code, event.reason);
       }
     };
     return {

@@ -2,7 +2,8 @@
  * The torch.compile caches, one line each: size (or "not scanned yet"), whose (the server's or
  * a kernel's own), the free space of its filesystem with a warning when low, and "Clear…"; a
  * folder the server will not clear has the button greyed and, beside it, why (the server's
- * sentence, which names what it found), in the row itself as well as in the tooltip.
+ * sentence, which names what it found), in the row itself as well as in the tooltip. An
+ * empty cache (no files: 0 B) has the button greyed too, its tooltip saying so.
  *
  * Clearing asks first (`confirm`), then posts the cache's id (never its path) through
  * `clear`; the server validates the directory again and says how much it freed.
@@ -57,7 +58,7 @@ export class CacheSection {
     const dirs = cache?.dirs ?? [];
     let key = `${scanned}\0${cache?.low_space}`;
     for (const d of dirs) {
-      key += `\0${d.id}\0${d.size_bytes}\0${d.exists}\0${d.clearable}\0${d.refusal}\0${d.fs_free_bytes}`;
+      key += `\0${d.id}\0${d.size_bytes}\0${d.file_count}\0${d.exists}\0${d.clearable}\0${d.refusal}\0${d.fs_free_bytes}`;
     }
     if (key === this._key) {
       return;
@@ -109,7 +110,15 @@ export class CacheSection {
         'aria-label',
         trans.__('Clear the %1 cache %2', dir.kind, dir.path)
       );
-      if (dir.clearable) {
+      if (dir.clearable && dir.file_count === 0) {
+        // Nothing a clear would free: greyed, and the tooltip says why.
+        button.disabled = true;
+        button.title = trans.__(
+          'Nothing to clear: %1 holds no files (0 B).',
+          dir.path
+        );
+        li.append(button);
+      } else if (dir.clearable) {
         button.title = trans.__('Delete what is inside %1', dir.path);
         button.addEventListener('click', () => void this._clear(dir, button));
         li.append(button);

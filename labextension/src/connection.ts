@@ -4,12 +4,20 @@
  *  2. when the stream drops: reconnect with exponential backoff (2 s doubling to 30 s, ±20 %
  *     jitter), filling the gap from `GET history?since=<last sample>` before the stream resumes;
  *  3. when WebSockets are blocked (the socket never opens but HTTP works): poll
- *     `GET history?since=…` every refresh interval, and try the socket again now and then.
- * Stopped, it holds no socket and no timer.
+ *     `GET history?since=…` every refresh interval, and try the socket again now and then;
+ *  4. when the server refuses the socket (it streams to as many clients as it allows): say
+ *     its reason and try again after a minute (history filled each time), never sooner.
+ * When NVML had not answered at the server's start (`nvml_wait_s`), `GET devices` is read
+ * again once a sample says it has. Stopped, it holds no socket and no timer.
  */
 import { trans } from './i18n';
-import { TickScheduler } from './scheduler';
-import { LiveStream, StreamOpenError, TransportMode } from './stream';
+import { backoffMs, TickScheduler } from './scheduler';
+import {
+  LiveStream,
+  StreamOpenError,
+  StreamRefusedError,
+  TransportMode
+} from './stream';
 import { ApiError, IDevicesInfo, IGpuTransport, ISample } from './types';
 
 /** Where the connection stands, as the panel tells it. */
@@ -34,11 +42,16 @@ export type ConnectionStatus =
   | 'signed-out'
   /** The API answered 503 with the server's configuration error. */
   | 'misconfigured'
+  /** The server refused the stream: it serves as many clients as it allows. */
+  | 'refused'
   /** The server speaks another version of the API. */
   | 'incompatible';
 
 /** The API version this frontend speaks (`api_version` of `GET devices`). */
 export const API_VERSION = '1';
+
+/** After the server refused the stream, the next attempt waits this long (ms, ±20 %). */
+export const REFUSED_RETRY_MS = 60000;
 
 /** The error for a server that speaks another API version. */
 export class IncompatibleApiError extends Error {
@@ -134,6 +147,10 @@ export class Connection {
 
   /** Until the next step when all is well: the poll interval, or the stream's watchdog. */
   private _intervalMs(): number {
+    const refused = this._refusedUntil - Date.now();
+    if (refused > 0) {
+      return refused;
+    }
     if (this.mode === 'poll') {
       return Math.max(this._state.refreshMs, this._serverIntervalS() * 1000);
     }
@@ -203,6 +220,14 @@ export class Connection {
       try {
         await this._stream.open();
       } catch (err) {
+        if (err instanceof StreamRefusedError && current()) {
+          // Not blocked WebSockets and not a failure to back off from: the server is full.
+          // The history just came; say why there is no live stream, and ask again later.
+          this._refusedUntil =
+            Date.now() + backoffMs(1, REFUSED_RETRY_MS, REFUSED_RETRY_MS);
+          sink.setStatus('refused', err.reason);
+          return;
+        }
         if (!(err instanceof StreamOpenError) || !current()) {
           throw err;
         }
@@ -215,6 +240,7 @@ export class Connection {
         throw err;
       }
       this._mode.socketOpened();
+      this._refusedUntil = 0;
       if (current()) {
         sink.setStatus('live', null);
       }
@@ -288,6 +314,18 @@ export class Connection {
     const history = await this._transport.history(since);
     if (epoch === this._scheduler.epoch) {
       this._sink.ingest(history.samples, true);
+      this._noteNvmlAnswered(history.samples[history.samples.length - 1]);
+    }
+  }
+
+  /**
+   * `GET devices` said NVML had not answered yet; `sample` says it has: read the devices
+   * again (the GPUs came in without a restart).
+   */
+  private _noteNvmlAnswered(sample: ISample | undefined): void {
+    const waiting = this._state.info?.nvml_wait_s ?? null;
+    if (sample && waiting !== null && (sample.nvml_wait_s ?? null) === null) {
+      void this._reloadInfo();
     }
   }
 
@@ -317,6 +355,7 @@ export class Connection {
       }
     }
     this._sink.ingest([sample], false);
+    this._noteNvmlAnswered(sample);
   }
 
   private async _backfill(since: number): Promise<void> {
@@ -338,10 +377,16 @@ export class Connection {
   }
 
   private async _reloadInfo(): Promise<void> {
+    if (this._reloading) {
+      return;
+    }
+    this._reloading = true;
     try {
       this._sink.setInfo(await this._transport.devices());
     } catch {
       // Kept the old info; the next step's error says what is wrong.
+    } finally {
+      this._reloading = false;
     }
   }
 
@@ -353,6 +398,9 @@ export class Connection {
   private _mode: TransportMode;
   private _watchdogMs: number;
   private _backfilling = false;
+  private _reloading = false;
+  /** While the server refuses the stream: when to ask again (ms since the epoch). */
+  private _refusedUntil = 0;
   private _recheckInfo = false;
   private _retrying = false;
 }

@@ -182,6 +182,15 @@ export function statusText(
   const simulated =
     latest.simulated || info.simulated ? trans.__(' (simulated)') : '';
   const devices = latest.devices ?? [];
+  if (!devices.length && (latest.nvml_wait_s ?? null) !== null) {
+    return {
+      text: trans.__('GPU: waiting for NVML'),
+      title: trans.__(
+        '%1 Open the monitor for the host metrics.',
+        nvmlWaitMessage(latest)
+      )
+    };
+  }
   if (!devices.length) {
     const reason =
       latest.reason ?? info.reason ?? trans.__('No NVIDIA GPU found');
@@ -258,6 +267,21 @@ export function unavailableHelp(reason: string): string {
     );
   }
   return trans.__('%1 (NVML).', reason);
+}
+
+/**
+ * What a sample says while NVML has not answered at the server's start (`nvml_wait_s`): for
+ * how long, what that means, and that the GPUs come in by themselves.
+ */
+export function nvmlWaitMessage(sample: ISample): string {
+  const seconds = Math.round(sample.nvml_wait_s ?? 0);
+  const text = trans.__(
+    'NVML has not answered for %1 s: its start-up (nvmlInit, counting the GPUs) has not returned on the server, so the driver is slow to start or hung. The GPUs appear here when it answers, without a restart.',
+    seconds
+  );
+  return sample.simulated
+    ? trans.__('Simulated fault (hang:init): %1', text)
+    : text;
 }
 
 /** "No NVIDIA GPU found: NVML Shared Library Not Found", without saying it twice. */

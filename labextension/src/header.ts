@@ -11,7 +11,7 @@ import {
   setTextWithOptions,
   setTitle
 } from './dom';
-import { noGpuMessage, plainNoGpu } from './format';
+import { nvmlWaitMessage, noGpuMessage, plainNoGpu } from './format';
 import { trans } from './i18n';
 import { ConnectionStatus, GpuMonitorModel } from './model';
 import { IDevicesInfo } from './types';
@@ -63,6 +63,13 @@ function statusLabel(status: ConnectionStatus): [string, string] {
       return [
         trans.__('misconfigured'),
         trans.__("The server's jupyter-gpu configuration is invalid.")
+      ];
+    case 'refused':
+      return [
+        trans.__('refused'),
+        trans.__(
+          'The server streams to as many clients as it allows: no live stream for this tab.'
+        )
       ];
     case 'incompatible':
       return [
@@ -210,11 +217,23 @@ export class PanelHeader {
         '%1 Install the same jupyter-gpu version for the server and JupyterLab (pip install -U jupyter-gpu), then restart Jupyter and reload the page.',
         error ?? ''
       );
+    } else if (status === 'refused') {
+      kind = 'error';
+      text = trans.__(
+        'The server refused the live stream: %1. Close other JupyterLab tabs of this server, or ask its administrator to raise JupyterGpu.max_stream_clients. The charts show the history up to now; trying again every minute.',
+        error ?? ''
+      );
     } else if (status === 'reconnecting' && error) {
       kind = 'error';
       text = trans.__(
         '%1 Retrying; the charts keep their history and fill the gap on reconnect.',
         error
+      );
+    } else if (latest && (latest.nvml_wait_s ?? null) !== null) {
+      kind = 'waiting';
+      text = trans.__(
+        '%1 Host metrics are still shown.',
+        nvmlWaitMessage(latest)
       );
     } else if (
       info &&

@@ -287,6 +287,13 @@ export class GpuPanel extends ModelView {
     if (same) {
       return this._order;
     }
+    if (info !== this._orderOf) {
+      // New device info (the GPUs came in after NVML answered): the cards made before it
+      // get their names too.
+      for (const [index, card] of this._deviceCards) {
+        card.setInfo(info.devices.find(d => d.index === index));
+      }
+    }
     this._orderOf = info;
     this._latestIndices = devices.map(d => d.index);
     const indices = new Set<number>(this._latestIndices);

@@ -1,6 +1,6 @@
 /**
  * The status-bar item: `GPU 0: 87% · 31.2/140 GiB`, the whole list in its tooltip; a click
- * opens the panel. It keeps the model running while the status bar shows it (the status bar
+ * opens a menu: the panel or the dashboard. It keeps the model running while the status bar shows it (the status bar
  * hides it when the setting is off).
  */
 import { statusText } from './format';
@@ -62,6 +62,7 @@ export class GpuStatusItem extends ModelView {
     const latest = this.model.latest;
     const warn =
       latest?.devices.some(d => d.state !== 'ok') ||
+      (latest?.nvml_wait_s ?? null) !== null ||
       this.model.status === 'disabled';
     setData(this.node, 'state', warn ? 'warn' : 'ok');
   }

@@ -18,6 +18,19 @@ export class StreamOpenError extends Error {
   }
 }
 
+/** The close code of a client over the server's limit (RFC 6455's "try again later"). */
+export const CLOSE_TOO_MANY_CLIENTS = 1013;
+
+/**
+ * The server refused the socket: it streams to as many clients as it allows
+ * (`JupyterGpu.max_stream_clients`). `reason` is its close frame's, for people.
+ */
+export class StreamRefusedError extends StreamOpenError {
+  constructor(readonly reason: string) {
+    super(reason || 'the server refused the live stream');
+  }
+}
+
 export interface ILiveStreamOptions {
   transport: IGpuTransport;
   /** Give up on a socket that has not delivered a first sample after this long (ms). */
@@ -72,7 +85,7 @@ export class LiveStream {
           }
           this._options.onSample(sample);
         },
-        onClose: () => {
+        onClose: (code, reason) => {
           if (this._socket !== connection) {
             return;
           }
@@ -81,6 +94,8 @@ export class LiveStream {
           this._open = false;
           if (opened) {
             this._options.onDropped();
+          } else if (code === CLOSE_TOO_MANY_CLIENTS) {
+            reject(new StreamRefusedError(reason ?? ''));
           } else {
             reject(
               new StreamOpenError('the socket closed before its first sample')

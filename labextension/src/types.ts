@@ -43,6 +43,8 @@ export interface IDevicesInfo {
   cuda_driver_version: string | null;
   hostname: string | null;
   devices: IDeviceInfo[];
+  /** Seconds NVML has not answered for while the server starts it (null once it has). */
+  nvml_wait_s?: number | null;
   config: IServerConfig;
 }
 
@@ -169,6 +171,11 @@ export interface ISample {
   devices: IDeviceSample[];
   host: IHostSample | null;
   compile_cache: ICompileCacheSample | null;
+  /**
+   * Seconds NVML has not answered for while the server starts it (`nvmlInit` or counting the
+   * GPUs hung): no devices meanwhile, the host still sampled; null once it has answered.
+   */
+  nvml_wait_s?: number | null;
   /** Seconds since it was sampled, when the server sent it (snapshot and stream only). */
   age_s?: number;
 }
@@ -220,8 +227,12 @@ export class ApiError extends Error {
 export interface IStreamHandlers {
   /** A sample arrived. */
   onSample(sample: ISample): void;
-  /** The socket closed (or never opened); not called after `close()` by the caller. */
-  onClose(): void;
+  /**
+   * The socket closed (or never opened); not called after `close()` by the caller. `code`
+   * and `reason` are the server's close frame's (1013 and why, for a client over the
+   * server's limit); 1006 when the connection just ended.
+   */
+  onClose(code?: number, reason?: string): void;
 }
 
 /** An open (or opening) stream; `close()` ends it without calling `onClose`. */

@@ -12,6 +12,7 @@ patched. Labelled fake everywhere: device names start with "Fake".
     fake.hang(1)            # every call on GPU 1 blocks (a hung driver) ...
     fake.release(1)         # ... until released: the blocked calls return
     fake.hang(0, calls={"nvmlGpmSampleGet"})  # only these calls on GPU 0 block
+    fake.hang(None, calls={"nvmlInit"})  # a call on no GPU blocks: the driver hangs at start
 
 Memory: ``mem_used`` is v2's ``used`` (what ``nvidia-smi`` shows); v1 adds ``mem_reserved``, as
 real NVML does. ``memory_v2=False`` models a driver without ``nvmlDeviceGetMemoryInfo_v2``.
@@ -157,7 +158,7 @@ class FakeNvml:
         self.shutdowns = 0
         self._faults: dict[tuple[str, int | None], int] = {}
         self._lost: set[int] = set()
-        self._hangs: dict[int, tuple[threading.Event, frozenset[str] | None]] = {}
+        self._hangs: dict[int | None, tuple[threading.Event, frozenset[str] | None]] = {}
         self.hung_calls = 0
         """Calls that blocked in a hang (released or not)."""
         self._lock = threading.Lock()
@@ -178,16 +179,17 @@ class FakeNvml:
         """The GPU falls off the bus: every call on it raises NVML_ERROR_GPU_IS_LOST."""
         self._lost.add(device)
 
-    def hang(self, device: int, calls: Collection[str] | None = None) -> None:
+    def hang(self, device: int | None, calls: Collection[str] | None = None) -> None:
         """Every call on ``device`` blocks, as NVML's do when a driver stops answering.
 
         ``calls``: only these functions block (e.g. ``{"nvmlGpmSampleGet"}``); default all.
+        ``device`` ``None``: the calls on no GPU (``nvmlInit``, ``nvmlDeviceGetCount``, ...).
         """
         with self._lock:
             only = frozenset(calls) if calls is not None else None
             self._hangs.setdefault(device, (threading.Event(), only))
 
-    def release(self, device: int) -> None:
+    def release(self, device: int | None) -> None:
         """The GPU answers again: calls blocked by ``hang`` return, new ones do not block."""
         with self._lock:
             hang = self._hangs.pop(device, None)
@@ -220,7 +222,7 @@ class FakeNvml:
             self.calls[function] += 1
         index = handle.index if handle is not None else None
         with self._lock:
-            hang = self._hangs.get(index) if index is not None else None
+            hang = self._hangs.get(index)
             blocked = None
             if hang is not None and (hang[1] is None or function in hang[1]):
                 blocked = hang[0]

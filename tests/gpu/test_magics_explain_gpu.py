@@ -113,6 +113,34 @@ def test_explicit_synchronize_is_counted_exactly_with_its_line(shell: Shell) -> 
     assert r.sync_count == 25, r.sync_places
     # The cell's own numbers, as the notebook shows them: In [N], line 4 under "%%profile".
     assert r.sync_places == {f"cell [{ran.execution_count}] line 4": 25}
+    # found by the sync pass, a run of its own after the profiled one, put back
+    assert r.sync_pass is not None
+    assert r.sync_pass.exact, r.sync_pass.line
+    assert r.sync_blocked_s > 0
+
+
+def test_sync_debug_mode_is_never_on_while_the_profiler_records(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    seen: list[tuple[object, bool]] = []
+    real = torch.cuda.set_sync_debug_mode
+
+    def spy(mode: object) -> None:
+        seen.append((mode, torch.autograd._profiler_enabled()))
+        real(mode)  # type: ignore[arg-type]  # whatever the magic passes, torch checks
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", spy)
+    shell.run("x = torch.randn(512, 512, device='cuda')\n(x @ x).sum().item()")
+    for line in ("--steps 3", "--warmup 1 --steps 2", ""):
+        seen.clear()
+        ran = shell.run(f"%%profile -o -q {line}\ny = x @ x\nv = y.sum().item()")
+        r = ran.result
+        assert seen, line  # the sync pass switched the mode on (and back)
+        assert not any(profiling for _, profiling in seen), (line, seen)
+        assert r.sync_count == r.steps, (line, r.sync_count)  # one .item() a step
+        assert r.sync_places == {f"cell [{ran.execution_count}] line 3": 1}, r.sync_places
 
 
 def test_item_on_cuda_is_a_sync_and_on_cpu_it_is_not(shell: Shell) -> None:
@@ -135,7 +163,7 @@ def test_idle_split_adds_up_and_the_hint_names_the_largest_share(shell: Shell) -
     )
     ran = shell.run("%%profile -o\nfor _ in range(200):\n    out = tiny(t)")
     r = ran.result
-    from jupyter_gpu.magics.profile.analysis import IDLE_LABELS
+    from jupyter_gpu.magics.profile.idle import IDLE_LABELS
 
     total_idle = sum(r.idle_s.values())
     assert r.gpu_idle_fraction is not None

@@ -3,7 +3,9 @@
 ruff bans ``pynvml`` outside ``jupyter_gpu/nvml/``, torch in the server and deleting outside
 ``jupyter_gpu/compile_cache/``; this test holds the rest of the plan (docs/architecture.md):
 which package each lower package may import, and no circle between packages. Imports inside
-functions count too: a lazy import is still a tie.
+functions count too: a lazy import is still a tie. It also reads every call for what ruff's
+bans cannot see: ``Path.unlink``, ``.rmdir``, ``.rename``, ``.replace`` on a path (methods of
+an object, not names ruff can resolve), so that only the compile-cache package deletes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "jupyter_gpu"
 ALLOWED: dict[str, set[str]] = {
     "json_record": set(),
     "compile_cache": {"json_record"},
+    "new_files": {"compile_cache"},  # its temporary names go through the package that deletes
     "readings": {"compile_cache", "json_record"},  # a Sample carries the caches' records
     "host": {"readings"},
     "simulated": {"readings"},
@@ -79,3 +82,64 @@ def test_no_circle_between_packages() -> None:
 
     for package in sorted(graph):
         visit(package, ())
+
+
+# Calls that delete or replace a file, by the module they are called on ("" for any object).
+DELETING: dict[str, set[str]] = {
+    "os": {"remove", "unlink", "rmdir", "removedirs", "replace", "rename", "renames"},
+    "shutil": {"rmtree", "move"},
+    "tempfile": {"TemporaryDirectory", "NamedTemporaryFile"},
+    "": {"unlink", "rmdir", "rmtree", "rename"},  # Path's methods (and anything so named)
+}
+
+
+def _deletions(path: Path) -> list[str]:
+    """``line: call`` for each call in one module that deletes, or replaces, a file."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module in DELETING:
+            found += [
+                f"{node.lineno}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name in DELETING[node.module]
+            ]
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        attr, owner = node.func.attr, node.func.value
+        module = owner.id if isinstance(owner, ast.Name) and owner.id in DELETING else ""
+        # Path.replace(target) takes one argument; str.replace two or three.
+        path_replace = attr == "replace" and len(node.args) == 1 and not node.keywords
+        if attr in DELETING[module] or attr in DELETING[""] or path_replace:
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}()")
+    return found
+
+
+def test_only_the_compile_cache_package_deletes() -> None:
+    deleting = {
+        str(path.relative_to(PACKAGE.parent)): calls
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in {"compile_cache", "labextension"}
+        and (calls := _deletions(path))
+    }
+    assert deleting == {}
+
+
+def test_the_deletion_check_sees_what_it_looks_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os, shutil, tempfile\n"
+        "from os import unlink\n"
+        "os.replace('a', 'b')\n"
+        "p.replace(q)\n"
+        "p.unlink(missing_ok=True)\n"
+        "tempfile.TemporaryDirectory()\n"
+        "'text'.replace('a', 'b')\n"
+        "items.remove(3)\n"
+    )
+    assert _deletions(sample) == [
+        "2: from os import unlink",
+        "3: os.replace()",
+        "4: p.replace()",
+        "5: p.unlink()",
+        "6: tempfile.TemporaryDirectory()",
+    ]

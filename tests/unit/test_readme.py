@@ -33,6 +33,11 @@ def _source(path: str) -> str:
     return (ROOT / path).read_text()
 
 
+def _flat(text: str) -> str:
+    """``text`` with every run of white space (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
 # ------------------------------------------------------------------------------------- names
 
 
@@ -121,6 +126,69 @@ def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:
         # A loaded extension keeps its filters on torch's log handlers for the rest of the
         # process, where later tests load and unload their own.
         ip.run_line_magic("unload_ext", "jupyter_gpu")
+
+
+def _listed_items(sentence: str) -> list[str]:
+    """The items of the list ``sentence`` ends with ("a, b (c, d), and e, which ..."): split at
+    the commas outside parentheses; the item after "and" is the last, with what follows it."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(sentence):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(sentence[start:i].strip())
+            start = i + 1
+    parts.append(sentence[start:].strip())
+    last = next(i for i, part in enumerate(parts) if part.startswith("and "))
+    return [*parts[:last], ", ".join(parts[last:])[len("and ") :]]
+
+
+def test_the_tutorial_list_names_every_notebook() -> None:
+    # The README lists the notebooks' skills in order, one item each ("start here (...), torch.
+    # compile (...), mixed precision, ..., and a capstone ..."): as many items as notebooks, and
+    # each names a word of its notebook's file name (05-multi-gpu: "several GPUs").
+    shipped = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    section = README.split("## Tutorial notebooks")[1].split("\n## ")[0]
+    first_sentence = _flat(section).split(". ")[0]
+    listed = first_sentence.split(": ", 1)[-1]  # the list, after its introduction
+    items = _listed_items(listed)
+    assert len(items) == len(shipped), (shipped, items)
+    for stem, item in zip(shipped, items, strict=True):
+        words = stem.split("-")[1:]
+        assert any(w in item.lower() for w in words), (stem, item)
+
+
+def test_the_status_bar_item_is_said_to_open_its_menu() -> None:
+    assert "whose click opens a menu: the monitor or the dashboard" in _flat(README)
+    assert "that opens it" not in README
+    index = _source("labextension/src/index.ts")
+    menu = re.search(r"const menu = new Menu\(.*?\n(.*?)new GpuStatusItem\(", index, re.S)
+    assert menu, "index.ts builds the status bar item's menu"
+    items = re.findall(r"menu\.addItem\(\{ command: (\w+) \}\)", menu.group(1))
+    assert items == ["OPEN_COMMAND", "DASHBOARD_COMMAND"]
+    assert "(x, y) => menu.open(x, y)" in index  # a click opens the menu
+    assert "const OPEN_COMMAND = 'jupyter-gpu:open';" in index  # the monitor (sidebar)
+    assert "const DASHBOARD_COMMAND = 'jupyter-gpu:dashboard';" in index
+
+
+#: "the 8-GPU screenshots come from servers started with a synthetic past": a count of GPUs.
+SEEDED_SCREENSHOTS = re.compile(r"\b(\d+)-GPU screenshots\b")
+
+
+def test_the_screenshots_with_a_seeded_past_are_said_to_be() -> None:
+    option = "simulated_seed_history_s"
+    assert option in JupyterGpu.class_trait_names(config=True)
+    # The paragraph that names the option beside the screenshots says which ones were seeded.
+    (said,) = [p for p in README.split("\n\n") if "screenshot" in p and f"JupyterGpu.{option}" in p]
+    (count,) = SEEDED_SCREENSHOTS.findall(_flat(said))
+    assert "dashboard" in said
+    dashboard = _source("ui-tests/tests/dashboard.spec.ts")
+    assert f"`--JupyterGpu.{option}=${{SEEDED_S}}`" in dashboard
+    assert "screenshot-dashboard.png" in dashboard
+    # The many-GPU screenshot is taken on the perf project's server, which is seeded too.
+    perf_server = _source("ui-tests/playwright.config.js").split("server(ports.perf")[1]
+    assert f"'--JupyterGpu.{option}=" in perf_server.split("]")[0]
+    assert f"'--JupyterGpu.simulated_devices={count}'" in perf_server.split("]")[0]
+    assert f"screenshot-{count}-gpus.png" in _source("ui-tests/tests/perf.spec.ts")
 
 
 def test_the_options_it_names_are_the_servers() -> None:
@@ -256,6 +324,7 @@ CHECKED = [
     STATUS_EXAMPLE,
     RANGE,
     EIGHT_GPUS,
+    SEEDED_SCREENSHOTS,
     PCIE_READ,
     ADDRESS,
     re.compile(r"--JupyterGpu\.interval_s=0\.5"),

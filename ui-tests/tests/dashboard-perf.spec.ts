@@ -3,15 +3,22 @@
  * it takes to open, to show 24 h, and the JavaScript of one live update
  * (`jupyter-gpu:dashboard-update` measures). Figures printed and written to
  * test-results/dashboard-perf.json.
+ *
+ * Asserted in every run: the typical update against the time between updates, both measured
+ * here (medians of 7 to 11 ms were seen on the shared 2-core CI machine under load, against
+ * 1 s between updates). The budgets (1 s to open, 1 s for 24 h, 4 ms per update) only where
+ * PERF_ASSERT=1 is set (a quiet machine).
  */
 import { expect, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as os from 'os';
-import { command, openLab } from './lab';
+import { command, openLab, updateGaps } from './lab';
 
 const OPEN_BUDGET_MS = 1000;
 const UPDATE_BUDGET_MS = 4;
 const SECONDS = 20;
+/** An update's median share of the median time between updates, at most. */
+const MAX_SHARE = 0.1;
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -29,7 +36,7 @@ async function timeUntil(
   return (await page.evaluate(() => performance.now())) - t0;
 }
 
-test('8 GPUs, 24 h: opens in under 1 s, 24 h in under 1 s, an update under 4 ms', async ({
+test('8 GPUs, 24 h: opening and 24 h timed; an update under a tenth of the time between updates (budgets with PERF_ASSERT=1)', async ({
   page
 }) => {
   test.setTimeout(180000);
@@ -70,6 +77,9 @@ test('8 GPUs, 24 h: opens in under 1 s, 24 h in under 1 s, an update under 4 ms'
         .map(e => e.duration)
     )
   ).sort((a, b) => a - b);
+  const gaps = (await updateGaps(page, 'jupyter-gpu:dashboard-update')).sort(
+    (a, b) => a - b
+  );
   const result = {
     devices: 8,
     history_s: 86400,
@@ -78,6 +88,7 @@ test('8 GPUs, 24 h: opens in under 1 s, 24 h in under 1 s, an update under 4 ms'
     range_24h_fetch_ms: fetchMs,
     updates: durations.length,
     update_median_ms: +quantile(durations, 0.5).toFixed(2),
+    between_updates_median_ms: +quantile(gaps, 0.5).toFixed(1),
     update_p90_ms: +quantile(durations, 0.9).toFixed(2),
     update_max_ms: +durations[durations.length - 1].toFixed(2),
     browser: page.context().browser()?.version(),
@@ -90,6 +101,9 @@ test('8 GPUs, 24 h: opens in under 1 s, 24 h in under 1 s, an update under 4 ms'
     JSON.stringify(result, null, 2)
   );
   expect(durations.length).toBeGreaterThanOrEqual(SECONDS - 3);
+  expect(result.update_median_ms).toBeLessThan(
+    MAX_SHARE * result.between_updates_median_ms
+  );
   // The budgets are 1 s to open and 4 ms per update. Timing on the shared 2-core CI machine
   // measures preemption as much as our code (7 to 11 ms medians were seen there under load),
   // so the figures are printed and recorded in test-results/dashboard-perf.json, and

@@ -265,6 +265,15 @@ test('cache clear: refused without XSRF, for paths and for a symlink escape; cle
   await expect(inductorRow.locator('.jp-gpu-cache-size')).toHaveText('0 B', {
     timeout: 15000
   });
+  // Empty now: nothing to clear, and the greyed button's tooltip says so.
+  const emptied = inductorRow.getByRole('button', {
+    name: /^Clear the inductor cache/
+  });
+  await expect(emptied).toBeDisabled();
+  await expect(emptied).toHaveAttribute(
+    'title',
+    /^Nothing to clear: .* \(0 B\)\.$/
+  );
 });
 
 test('the cache row says why a folder cannot be cleared, beside its greyed button', async ({

@@ -48,6 +48,21 @@ export async function updateDurations(page: Page): Promise<number[]> {
   );
 }
 
+/**
+ * The times (ms) between the starts of consecutive measures named `name` (by default the
+ * panel's `jupyter-gpu:update`): how often the view is updated, measured in the page.
+ */
+export async function updateGaps(
+  page: Page,
+  name = 'jupyter-gpu:update'
+): Promise<number[]> {
+  const starts = await page.evaluate(
+    name => performance.getEntriesByName(name).map(e => e.startTime),
+    name
+  );
+  return starts.slice(1).map((start, i) => start - starts[i]);
+}
+
 /** Run a JupyterLab command in the page (as the command palette would). */
 export async function command(
   page: Page,

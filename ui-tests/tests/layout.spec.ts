@@ -5,7 +5,9 @@
  * kernels holding GPU memory: nothing sticks out past the panel, no table is squeezed below
  * its rows, nothing scrolls sideways, every chart is at least 80 % of the panel's width under
  * its value line (its scale beside the value, not over the line), names stay on one line and
- * every process row keeps its kernel actions in reach. The dashboard at two window widths:
+ * every process row keeps its kernel actions in reach; at the default width the GPU's and the
+ * notebooks' names are whole (their figures move to the next line instead), each with its
+ * whole name in a tooltip. The dashboard at two window widths:
  * a GPU's four charts on one line or two by two, filling it, their legends level. Against the
  * simulated backend with 2 devices (the `simulated` project's server).
  */
@@ -85,6 +87,50 @@ test('cards stay readable from a narrow sidebar to a wide one', async ({
   }
 });
 
+test("at the sidebar's default width the GPU's and the notebooks' names are whole, and in their tooltips", async ({
+  page
+}) => {
+  await openLab(page);
+  const panel = await openPanel(page);
+  await expect(panel.locator('.jp-gpu-status')).toHaveText('live');
+  const sessions = await startKernels(page, ['00-start-here.ipynb']);
+  try {
+    await expect(
+      panel.locator('.jp-gpu-proctable .jp-gpu-proc-notebook', {
+        hasText: '00-start-here'
+      })
+    ).toBeVisible({ timeout: 30000 });
+    await setPanelWidth(page, 250);
+    const names = await panel.evaluate(node =>
+      [
+        ...node.querySelectorAll<HTMLElement>(
+          '.jp-gpu-card[data-gpu-index] .jp-gpu-card-name, .jp-gpu-proc-name, .jp-gpu-proc-notebook'
+        )
+      ]
+        .filter(n => n.getClientRects().length && n.textContent?.trim())
+        .map(n => ({
+          text: n.textContent!.trim(),
+          cut: n.scrollWidth > n.clientWidth + 1,
+          // Its own tooltip, its button's (a notebook to open) or its row's.
+          tooltip:
+            n.title ||
+            n.querySelector<HTMLElement>('[title]')?.title ||
+            n.closest<HTMLElement>('[title]:not([title=""])')?.title ||
+            ''
+        }))
+    );
+    const texts = names.map(n => n.text);
+    expect(texts).toContain('Simulated NVIDIA H200');
+    expect(texts.filter(t => t === '00-start-here')).toHaveLength(2); // card and table
+    expect(names.filter(n => n.cut)).toEqual([]);
+    for (const name of names) {
+      expect(name.tooltip, name.text).toContain(name.text);
+    }
+  } finally {
+    await stopKernels(page, sessions);
+  }
+});
+
 const PANEL_WIDTHS = [250, 320, 480];
 const DASHBOARD = '#jupyter-gpu-dashboard';
 
@@ -126,6 +172,14 @@ for (const height of [700, 1000]) {
       for (const width of PANEL_WIDTHS) {
         await setPanelWidth(page, width);
         const at = `${width} px wide, ${height} px high`;
+        // A card draws its charts once it has been in view (panel.ts): scroll to each once,
+        // as a person would, before its charts are measured.
+        for (const card of await panel.locator('.jp-gpu-card').all()) {
+          await card.scrollIntoViewIfNeeded();
+          await expect
+            .poll(() => card.locator('.jp-gpu-chart:not(:has(canvas))').count())
+            .toBe(0);
+        }
         expect(
           await boxProblems(page, PANEL, {
             charts: { selector: '.jp-gpu-chart', minShare: 0.8 }

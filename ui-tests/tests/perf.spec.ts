@@ -2,20 +2,27 @@
  * The cost of the monitor in the browser: 8 simulated devices sampled at 1 Hz, every chart
  * shown. Each panel update is a `jupyter-gpu:update` performance measure (data in, DOM and
  * canvases drawn); the figures are printed and written to test-results/perf.json.
+ *
+ * Asserted in every run: the typical update against the time between updates, both measured
+ * here (a ratio that preemption on a loaded machine does not break: medians of 8.5 and 9.9 ms
+ * were seen on the shared 2-core CI machine, against 1 s between updates). The 4 ms budget
+ * itself only where PERF_ASSERT=1 is set (a quiet machine).
  */
 import { expect, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as os from 'os';
-import { openLab, openPanel, updateDurations } from './lab';
+import { openLab, openPanel, updateDurations, updateGaps } from './lab';
 
 const SECONDS = 30;
 const BUDGET_MS = 4;
+/** An update's median share of the median time between updates, at most. */
+const MAX_SHARE = 0.1;
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
-test('one update with 8 GPUs at 1 Hz costs less than 4 ms of JavaScript', async ({
+test('8 GPUs at 1 Hz: an update takes under a tenth of the time between updates (4 ms with PERF_ASSERT=1)', async ({
   page
 }) => {
   test.setTimeout(120000);
@@ -27,11 +34,13 @@ test('one update with 8 GPUs at 1 Hz costs less than 4 ms of JavaScript', async 
   await page.evaluate(() => performance.clearMeasures('jupyter-gpu:update'));
   await page.waitForTimeout(SECONDS * 1000);
   const durations = (await updateDurations(page)).sort((a, b) => a - b);
+  const gaps = (await updateGaps(page)).sort((a, b) => a - b);
   const result = {
     devices: 8,
     seconds: SECONDS,
     updates: durations.length,
     median_ms: +quantile(durations, 0.5).toFixed(2),
+    between_updates_median_ms: +quantile(gaps, 0.5).toFixed(1),
     p90_ms: +quantile(durations, 0.9).toFixed(2),
     p95_ms: +quantile(durations, 0.95).toFixed(2),
     max_ms: +durations[durations.length - 1].toFixed(2),
@@ -44,9 +53,13 @@ test('one update with 8 GPUs at 1 Hz costs less than 4 ms of JavaScript', async 
   fs.mkdirSync('test-results', { recursive: true });
   fs.writeFileSync('test-results/perf.json', JSON.stringify(result, null, 2));
   expect(durations.length).toBeGreaterThanOrEqual(SECONDS - 3);
+  expect(result.median_ms).toBeLessThan(
+    MAX_SHARE * result.between_updates_median_ms
+  );
   // The typical update against its budget, asserted only where PERF_ASSERT=1 is set (a quiet
   // machine): on the shared 2-core CI machine timing measures preemption as much as our code
-  // (a 4.8 ms median was seen under load), so there it is printed and recorded only.
+  // (medians of 4.8, 8.5 and 9.9 ms were seen under load), so there it is printed and
+  // recorded only.
   if (process.env.PERF_ASSERT === '1') {
     expect(result.median_ms).toBeLessThan(BUDGET_MS);
   }

@@ -11,6 +11,7 @@ import {
   openPanel,
   PANEL,
   PANEL_TAB,
+  runCell,
   STATUS_ITEM,
   updateDurations
 } from './lab';
@@ -252,6 +253,67 @@ test('shows which notebook holds GPU memory', async ({ page }) => {
   );
   if (process.env.UPDATE_SCREENSHOTS) {
     await screenshots(page);
+  }
+});
+
+test("a magic's plotly figure follows the dark theme: no white block, the theme's text colour", async ({
+  page
+}) => {
+  // A new kernel that imports torch and profiles a cell: slow on a loaded 2-core machine.
+  test.setTimeout(180000);
+  await openLab(page);
+  const notebook = await newNotebook(page);
+  await runCell(notebook, 0, '%load_ext jupyter_gpu\nimport torch');
+  await runCell(notebook, 1, '%%profile\nx = torch.ones(64, 64)\ny = x @ x');
+  const figure = notebook.locator('.jp-RenderedPlotly').first();
+  await expect(figure.locator('.main-svg text.gtitle')).toBeVisible({
+    timeout: 90000
+  });
+  await figure.screenshot({ path: 'test-results/plotly-figure-light.png' });
+  await command(page, 'apputils:change-theme', { theme: 'JupyterLab Dark' });
+  try {
+    await expect
+      .poll(() => page.evaluate(() => document.body.dataset.jpThemeLight))
+      .toBe('false');
+    const drawn = () =>
+      figure.evaluate(node => {
+        // The theme's text colour, as the browser resolves it here.
+        const probe = document.createElement('span');
+        probe.style.color = 'var(--jp-ui-font-color1)';
+        node.append(probe);
+        const theme = getComputedStyle(probe).color;
+        probe.remove();
+        const svg = node.querySelector<SVGElement>('.main-svg')!;
+        const texts = [
+          ...node.querySelectorAll<SVGTextElement>(
+            '.main-svg text.gtitle, .main-svg .xtick text, .main-svg .ytick text'
+          )
+        ];
+        return {
+          theme,
+          paper: getComputedStyle(svg).backgroundColor,
+          // The plot area's background, where plotly draws one.
+          plotAreas: [...node.querySelectorAll('.main-svg rect.bg')].map(
+            r => getComputedStyle(r).fillOpacity
+          ),
+          textFills: [...new Set(texts.map(t => getComputedStyle(t).fill))],
+          texts: texts.length
+        };
+      });
+    // The dark theme's text is light: its red, green and blue all high.
+    const lowest = (colour: string) =>
+      Math.min(...colour.match(/\d+/g)!.slice(0, 3).map(Number));
+    await expect
+      .poll(async () => lowest((await drawn()).theme))
+      .toBeGreaterThan(200);
+    const seen = await drawn();
+    expect(seen.paper).toBe('rgba(0, 0, 0, 0)'); // plotly's default: white
+    expect(seen.plotAreas.filter(opacity => opacity !== '0')).toEqual([]);
+    expect(seen.texts).toBeGreaterThan(2);
+    expect(seen.textFills).toEqual([seen.theme]);
+    await figure.screenshot({ path: 'test-results/plotly-figure-dark.png' });
+  } finally {
+    await command(page, 'apputils:change-theme', { theme: 'JupyterLab Light' });
   }
 });
 

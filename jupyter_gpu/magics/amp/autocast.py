@@ -80,6 +80,19 @@ def make_autocast(device: str, dtype: str) -> Any:
     return ctx
 
 
+def autocast_nesting() -> int:
+    """How many ``torch.autocast`` contexts are open in this thread now (0: none).
+
+    torch counts them (``autocast_increment_nesting`` in ``torch.autocast.__enter__``, the
+    decrement in ``__exit__``, which drops the cast cache at 0) and offers no reader, so this
+    counts one up and back down: neither step clears the cache or changes what autocast does.
+    """
+    torch = torch_module()
+    level = int(torch.autocast_increment_nesting())
+    torch.autocast_decrement_nesting()
+    return level - 1
+
+
 @contextlib.contextmanager
 def precision_mode(mode: str, device: str) -> Iterator[None]:
     """TF32 on for tf32, off otherwise; autocast off for fp32/tf32 (see ``step_in_mode``)."""

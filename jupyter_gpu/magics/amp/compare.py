@@ -1,15 +1,20 @@
 """``%amp compare``: one training step under fp32, tf32, bf16 and fp16, side by side.
 
 Each mode starts from the same state (model, optimizer, gradients, RNG, the tensors the step
-uses), so the losses are comparable; the first step's loss is the one compared, then more runs
-give a steady-state time, then one profiled step gives the evidence for the "Why" lines. All of
-it goes through the repeated-runs helper (``common/runs.py``): it refuses before running when
-the step would change what it cannot put back, and afterwards everything is as it was.
+uses), so the losses are comparable: its first step's loss is the one compared, and one profiled
+step after it gives the evidence for the "Why" lines. Then the modes are timed together, in
+interleaved rounds, with fp32 as the baseline (``jupyter_gpu.measure.compare``): each speedup
+carries its interval. A mode that computes exactly as another on this device (tf32 on a CPU) is
+not timed apart. All of it goes through the repeated-runs helper (``common/runs.py``): it
+refuses before running when the step would change what it cannot put back, and afterwards
+everything is as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -19,9 +24,10 @@ from jupyter_gpu.magics.common.causes import Evidence, Explanation, ModeFacts, e
 from jupyter_gpu.magics.common.evidence import profile_calls
 from jupyter_gpu.magics.common.lazy_torch import loss_value, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
+from jupyter_gpu.magics.common.precision import tf32_supported
 from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.runs import RepeatedRuns
-from jupyter_gpu.measure import Timing, time_steady
+from jupyter_gpu.measure import Comparison, Variant, compare
 
 from . import autocast as prec
 from .report import show_comparison
@@ -30,6 +36,8 @@ from .results import AmpComparison, AmpModeResult
 MODES = ("fp32", "tf32", "bf16", "fp16")
 #: Reduced precision is "no faster" below this speedup over the faster of fp32 and tf32.
 NO_FASTER = 1.1
+#: About how long each timed mode takes, in interleaved rounds (seconds).
+_SECONDS_PER_MODE = 1.0
 
 
 def _parse_modes(text: str) -> list[str]:
@@ -116,14 +124,21 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
         with runs.recording():
             _warm_up(step, device)
             for mode in modes:
+                same = same_as(mode, device)
+                if same is not None:
+                    comparison.results.append(AmpModeResult(mode, None, 0, None, None, None))
+                    comparison.same_as[mode] = same
+                    continue
                 start()
-                result = _run_mode(mode, device, step, args.runs, comparison.results)
+                result = _first_step(mode, device, step, comparison.results)
                 if mode == "fp32" and result.error is not None:
                     raise UsageError(
                         f"{expr} failed in fp32, before any mixed precision ({result.error}): "
                         "fix the step (run it in a cell to see the traceback), then compare."
                     )
                 comparison.results.append(result)
+            start()
+            comparison.timing = _time_modes(comparison, step, device, args.runs)
     finally:
         if batch_name:
             shell.user_ns[batch_name] = batch
@@ -135,12 +150,63 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
     return comparison if args.output else None
 
 
+def same_as(mode: str, device: str) -> str | None:
+    """The mode that ``mode`` computes exactly as, on this device; ``None`` if none.
+
+    TF32 changes float32 matmuls and convolutions on CUDA GPUs with TF32 tensor cores (compute
+    capability 8.0 and later) only: on a CPU, or an older GPU, the tf32 mode runs fp32's
+    kernels, so timing it apart would only measure noise as a difference.
+    """
+    if mode == "tf32" and (device != "cuda" or not tf32_supported()):
+        return "fp32"
+    return None
+
+
+def _time_modes(
+    comparison: AmpComparison, step: Any, device: str, rounds: int | None
+) -> Comparison:
+    """The modes whose first step worked, timed in interleaved rounds (fp32 the baseline)."""
+    timed = [
+        r.mode for r in comparison.results if r.error is None and r.mode not in comparison.same_as
+    ]
+    timing = compare(
+        {
+            mode: Variant(
+                prec.step_in_mode(step, mode, device),
+                functools.partial(prec.precision_mode, mode, device),
+            )
+            for mode in timed
+        },
+        baseline="fp32",
+        device=device,
+        warmup=1,
+        rounds=rounds,
+        target_s=_SECONDS_PER_MODE * len(timed),
+    )
+    comparison.results = [
+        replace(r, time_s=timing[r.mode].median_s, runs=timing.rounds) if r.mode in timed else r
+        for r in comparison.results
+    ]
+    return timing
+
+
 def why_no_faster(comparison: AmpComparison) -> list[Explanation]:
-    """The table's causes when bf16/fp16 is less than 10 % faster than fp32/tf32, else none."""
+    """The table's causes unless bf16/fp16 is measurably 10 % faster than fp32/tf32, else none.
+
+    "Measurably": the interval of the reduced mode's ratio over the faster of fp32 and tf32
+    excludes 1.0; a difference the rounds cannot tell from noise is no speedup.
+    """
     ok = {r.mode: r.time_s for r in comparison.results if r.error is None and r.time_s}
-    ref = [t for m, t in ok.items() if m in ("fp32", "tf32") and t]
-    red = [t for m, t in ok.items() if m in ("bf16", "fp16") and t]
-    if not ref or not red or min(ref) / min(red) >= NO_FASTER:
+    timing = comparison.timing
+    ref = [m for m in ok if m in ("fp32", "tf32")]
+    red = [m for m in ok if m in ("bf16", "fp16")]
+    if timing is None or not ref or not red:
+        return []
+    best_ref = min(ref, key=lambda m: ok[m])
+    if any(
+        (ratio := timing.ratio(m, baseline=best_ref)).faster and ratio.value >= NO_FASTER
+        for m in red
+    ):
         return []
     profiles = {r.mode: r.profile for r in comparison.results}
     facts = {m: ModeFacts(t or 0.0, profiles.get(m)) for m, t in ok.items()}
@@ -163,13 +229,16 @@ def _warm_up(step: Any, device: str) -> None:
         pass
 
 
-def _run_mode(
+def _first_step(
     mode: str,
     device: str,
     step: Any,
-    runs: int | None,
     previous: list[AmpModeResult],
 ) -> AmpModeResult:
+    """``mode``'s first step from the shared start: its loss and peak, then one profiled step.
+
+    The time comes later, from all the modes' interleaved rounds (``_time_modes``).
+    """
     torch = torch_module()
     cuda = device == "cuda"
     run = prec.step_in_mode(step, mode, device)
@@ -186,7 +255,6 @@ def _run_mode(
             finally:
                 reading = watch.stop() if watch is not None else None
             loss = loss_value(first)
-            timing: Timing = time_steady(run, warmup=1, runs=runs, min_runs=3, max_runs=50)
             profile = profile_calls(run, calls=1)
     except Exception as exc:  # noqa: BLE001  # one mode failing (fp16 on CPU, say) is a result
         return AmpModeResult(mode, None, 0, None, None, None, f"{type(exc).__name__}: {exc}")
@@ -195,4 +263,4 @@ def _run_mode(
     if loss is not None and reference is not None and mode != "fp32":
         diff = abs(loss - reference)
     peak = reading.above_start_bytes if reading is not None else None
-    return AmpModeResult(mode, timing.median_s, timing.runs, peak, loss, diff, profile=profile)
+    return AmpModeResult(mode, None, 0, peak, loss, diff, profile=profile)

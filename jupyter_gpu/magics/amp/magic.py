@@ -1,4 +1,4 @@
-"""``%amp`` / ``%%amp``: mixed precision for one cell or for every following cell, and TF32."""
+"""``%amp`` / ``%%amp``: mixed precision for one cell or from a line on (``%amp on``), and TF32."""
 
 from __future__ import annotations
 
@@ -29,66 +29,19 @@ from jupyter_gpu.magics.common.precision import (
 )
 
 from . import autocast as prec
+from .hooks import AmpHooks, check_nesting
 from .report import show_autocast_off, show_autocast_on, show_scaler, show_status, show_tf32
 from .results import AmpRun, AmpStatus
 
 
-class AmpHooks:
-    """Pre/post-run-cell hooks that enter autocast before each cell and leave it after.
-
-    The post hook leaves exactly what the pre hook entered, even when the cell raised, so no
-    autocast state leaks between cells. ``stop`` unregisters the pre hook at once; the post hook
-    still closes the running cell's autocast, then unregisters itself.
-    """
-
-    def __init__(self, shell: Any, device: str, dtype: str) -> None:
-        self.shell = shell
-        self.device = device
-        self.dtype = dtype
-        self._ctx: Any = None
-        self._stopping = False
-
-    def start(self) -> None:
-        self.shell.events.register("pre_run_cell", self.pre_run_cell)
-        self.shell.events.register("post_run_cell", self.post_run_cell)
-
-    def pre_run_cell(self, info: Any = None) -> None:
-        if self._ctx is None and not self._stopping:
-            ctx = prec.make_autocast(self.device, self.dtype)
-            ctx.__enter__()
-            self._ctx = ctx
-
-    def post_run_cell(self, result: Any = None) -> None:
-        self._leave()
-        if self._stopping:
-            self._unregister("post_run_cell", self.post_run_cell)
-
-    def stop(self, *, now: bool = False) -> None:
-        """Stop after the running cell (``now``: at once, e.g. when the extension unloads)."""
-        self._stopping = True
-        self._unregister("pre_run_cell", self.pre_run_cell)
-        if now:
-            self._leave()
-            self._unregister("post_run_cell", self.post_run_cell)
-
-    def _leave(self) -> None:
-        ctx, self._ctx = self._ctx, None
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
-
-    def _unregister(self, event: str, fn: Any) -> None:
-        if fn in self.shell.events.callbacks[event]:
-            self.shell.events.unregister(event, fn)
-
-
 @magics_class
 class AmpMagics(ShellMagics):
-    """The ``%amp`` magics; they keep the hooks of ``%amp on`` until ``%amp off``."""
+    """The ``%amp`` magics; they keep the autocast of ``%amp on`` until ``%amp off``."""
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.hooks: AmpHooks | None = None
-        """The hooks of ``%amp on``; ``None`` when off (stopped hooks are dropped at once)."""
+        """The autocast of ``%amp on`` and its hooks; ``None`` when off."""
 
     @magic_arguments()
     @argument(
@@ -118,10 +71,12 @@ class AmpMagics(ShellMagics):
     def amp(
         self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
     ) -> Any:
-        """Mixed precision: autocast for one cell (%%amp) or every following cell (%amp on).
+        """Mixed precision: autocast for one cell (%%amp) or from a line on (%amp on).
 
         %%amp [--dtype bf16|fp16] [--device cuda|cpu]  runs the cell under torch.autocast.
-        %amp on [--dtype ...] [--device ...]  autocasts every following cell; %amp off stops.
+        %amp on [--dtype ...] [--device ...]  autocasts from its own line: the rest of its cell
+        and every following cell. %amp off stops it, from its own line too. Neither may sit
+        inside a `with torch.autocast(...)` block or a %%amp cell.
         %amp  shows what is on.  %amp tf32 on|off  switches TF32 for float32 matmuls/convs.
         %amp compare "train_step()" --model model --optimizer opt  runs the step under fp32,
         tf32, bf16 and fp16 from the same state and shows time, peak memory and loss side by
@@ -182,31 +137,44 @@ class AmpMagics(ShellMagics):
         device = prec.resolve_device(args.device)
         dtype = prec.resolve_dtype(args.dtype, device)
         prec.make_autocast(device, dtype)  # raises UsageError before anything changes
+        hooks = self.hooks
+        unchanged = (
+            hooks is not None
+            and hooks.is_open
+            and (hooks.device, hooks.dtype)
+            == (
+                device,
+                dtype,
+            )
+        )
+        if not unchanged:  # it opens (or reopens) autocast at this line
+            check_nesting("%amp on", 0 if hooks is None else hooks.open_level)
         if dtype == "fp16":
             self._ensure_scaler(args.scaler, device, quiet=args.quiet)
-        if self.hooks is not None:
-            self.hooks.device, self.hooks.dtype = device, dtype
-        else:
+        if hooks is None:
             self.hooks = AmpHooks(self.shell, device, dtype)
             self.hooks.start()
+        elif not unchanged:
+            hooks.switch(device, dtype)
         if not args.quiet:
             show_autocast_on(device, dtype)
         return self._status_value() if args.output else None
 
     def _off(self, args: argparse.Namespace) -> AmpStatus | None:
         self._no_extra_args(args, "%amp off")
-        was_on = self.hooks is not None
-        if self.hooks is not None:
-            self.hooks.stop()
+        hooks = self.hooks
+        if hooks is not None:
+            check_nesting("%amp off", hooks.open_level)
+            hooks.stop()
             self.hooks = None
         if not args.quiet:
-            show_autocast_off(was_on=was_on)
+            show_autocast_off(was_on=hooks is not None)
         return self._status_value() if args.output else None
 
     def unload(self) -> None:
-        """Remove the hooks now (``%unload_ext``), leaving autocast off."""
+        """Close autocast and remove the hooks now (``%unload_ext``)."""
         if self.hooks is not None:
-            self.hooks.stop(now=True)
+            self.hooks.stop()
             self.hooks = None
 
     # -------------------------------------------------------------------------- status, tf32

@@ -19,7 +19,7 @@ from jupyter_gpu.magics.common.render import (
     publish,
     show_note,
 )
-from jupyter_gpu.measure import fmt_seconds
+from jupyter_gpu.measure import Ratio, fmt_seconds
 
 from .results import AmpComparison, AmpStatus
 
@@ -28,17 +28,21 @@ RECIPE = "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()
 
 
 def show_autocast_on(device: str, dtype: str) -> None:
-    """Say that ``%amp on`` autocasts the following cells, and what stays in float32."""
+    """Say that ``%amp on`` autocasts from its own line on, and what stays in float32."""
     show_note(
-        f"autocast on for the following cells: {device}, {dtype} (matmuls and "
-        f"convolutions run in {dtype}; reductions, softmax and losses stay in float32). "
-        "%amp off stops it."
+        f"autocast on from this line, in this cell and every following one: {device}, {dtype} "
+        f"(matmuls and convolutions run in {dtype}; reductions, softmax and losses stay in "
+        "float32). %amp off stops it."
     )
 
 
 def show_autocast_off(*, was_on: bool) -> None:
     """Say what ``%amp off`` did."""
-    show_note("autocast off from the next cell." if was_on else "autocast was not on.")
+    show_note(
+        "autocast off from this line, in this cell and every following one."
+        if was_on
+        else "autocast was not on."
+    )
 
 
 def show_status(status: AmpStatus, tf32_note: str) -> None:
@@ -95,14 +99,18 @@ def comparison_table(comparison: AmpComparison) -> Table:
         if r.error is not None:
             table.rows.append([r.mode, "failed", "", "", r.error[:60], ""])
             continue
-        speed = comparison.speedup(r.mode)
+        same = comparison.same_as.get(r.mode)
+        if same is not None:
+            table.rows.append([r.mode, f"= {same} here (not timed apart)", "", "", "", ""])
+            continue
+        ratio = comparison.ratio(r.mode)
         loss = "n/a" if r.loss is None else f"{r.loss:.6g}"
         diff = "-" if r.mode == "fp32" else ("n/a" if r.loss_diff is None else f"{r.loss_diff:.2g}")
         table.rows.append(
             [
                 r.mode,
-                Cell(f"{fmt_seconds(r.time_s)} ({r.runs} runs)", r.time_s),
-                Cell("n/a" if speed is None else f"{speed:.2f}x", speed),
+                Cell(fmt_seconds(r.time_s), r.time_s),
+                _versus(r.mode, ratio),
                 Cell(fmt_bytes(r.peak_bytes), r.peak_bytes),
                 Cell(loss, r.loss),
                 Cell(diff, r.loss_diff),
@@ -111,17 +119,34 @@ def comparison_table(comparison: AmpComparison) -> Table:
     return table
 
 
+def _versus(mode: str, ratio: Ratio | None) -> Cell:
+    """The "vs fp32" cell: ``1.32x (1.28-1.36x)``, or ``no difference (0.97-1.04x)``."""
+    if mode == "fp32":
+        return Cell("1x (baseline)", 1.0)
+    if ratio is None:
+        return Cell("n/a", None)
+    if not ratio.measurable:
+        return Cell(f"no difference ({ratio.span()})", ratio.value)
+    return Cell(f"{ratio.value:.2f}x ({ratio.span()})", ratio.value)
+
+
 def comparison_notes(comparison: AmpComparison) -> list[str]:
     """The lines under the table: how it was measured, why no faster, what was put back."""
-    synced = ", CUDA synchronised" if comparison.device == "cuda" else ""
+    timing = comparison.timing
+    how = timing.method() if timing is not None else "not timed"
     notes = [
-        f"time: median of the runs after two warm-up steps{synced}; loss: that of the first "
-        "step, from the same starting state in every mode."
+        f"time: a step's median; {how}. loss: that of the first step, from the same starting "
+        "state in every mode."
     ]
-    if comparison.device == "cpu":
+    if timing is not None:
+        notes += [f"Not steady: {n}." for n in timing.machine.notes]
+    if "tf32" in comparison.same_as:
         notes.append(
-            "CPU: no peak-memory figure (torch tracks it for CUDA only); TF32 = fp32 here."
+            "tf32 = fp32 here: TF32 changes float32 matmuls and convolutions on CUDA GPUs with "
+            "TF32 tensor cores (compute capability 8.0 and later) only."
         )
+    if comparison.device == "cpu":
+        notes.append("CPU: no peak-memory figure (torch tracks it for CUDA only).")
     else:
         notes.append(
             "step peak memory: the most the mode's first step held above what was allocated "
@@ -153,7 +178,7 @@ def show_comparison(comparison: AmpComparison) -> None:
     table = comparison_table(comparison)
     notes = comparison_notes(comparison)
     text = table.text() + "\n" + "\n".join(notes)
-    warn = ("Why", "A loss", "Note", "Put back")
+    warn = ("Why", "A loss", "Note", "Not steady", "Put back")
     publish(
         text, html_block([table.html(), *(html_note(n, warn=n.startswith(warn)) for n in notes)])
     )

@@ -8,7 +8,7 @@ from typing import Any
 from jupyter_gpu.magics.common.causes import Explanation
 from jupyter_gpu.magics.common.evidence import CallProfile
 from jupyter_gpu.magics.common.runs import Restored
-from jupyter_gpu.measure import fmt_seconds
+from jupyter_gpu.measure import Comparison, Ratio, fmt_seconds
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,25 @@ class AmpComparison:
     explanations: list[Explanation] = field(default_factory=list)
     #: What was put back after the runs, and the report's line for it.
     restore: Restored | None = None
+    #: The modes' interleaved timing (``None`` until timed): ratios with their intervals.
+    timing: Comparison | None = field(default=None, repr=False)
+    #: Modes not timed apart because they compute exactly as another here (tf32 -> fp32 on CPU).
+    same_as: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         times = ", ".join(f"{r.mode} {fmt_seconds(r.time_s)}" for r in self.results)
         return f"<AmpComparison {self.expr} on {self.device}: {times}>"
 
-    def speedup(self, mode: str) -> float | None:
-        """fp32 time divided by ``mode``'s time (``None`` if either is missing)."""
-        times = {r.mode: r.time_s for r in self.results}
-        base, this = times.get("fp32"), times.get(mode)
-        if base is None or this is None or this <= 0:
+    def ratio(self, mode: str) -> Ratio | None:
+        """fp32's time over ``mode``'s, with its interval (``None`` if either was not timed)."""
+        mode = self.same_as.get(mode, mode)
+        if self.timing is None or mode == "fp32" or mode not in self.timing.timings:
             return None
-        return base / this
+        return self.timing.ratio(mode)
+
+    def speedup(self, mode: str) -> float | None:
+        """fp32's time over ``mode``'s: the median of the rounds' ratios (``None``: not timed)."""
+        if self.same_as.get(mode, mode) == "fp32":
+            return 1.0 if self.timing is not None else None
+        ratio = self.ratio(mode)
+        return ratio.value if ratio is not None else None

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,27 +124,3 @@ def nvml_process_view(device: int) -> NvmlProcessView:
     used = mine[0].used_mem_bytes
     why = None if used is not None else "NVML does not report per-process memory here"
     return NvmlProcessView(used, match.mem_total_bytes, match.mem_used_bytes, why)
-
-
-@functools.cache
-def _this_process() -> Any:
-    """``psutil.Process()`` of this process, made once (it reads /proc when made)."""
-    import psutil
-
-    return psutil.Process()
-
-
-def process_rss_bytes() -> tuple[int | None, int | None]:
-    """This process's resident memory now and its lifetime peak (bytes), for the CPU case."""
-    try:
-        rss = int(_this_process().memory_info().rss)
-    except (ImportError, OSError):
-        rss = None
-    try:
-        import resource
-
-        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-        peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
-    except (ImportError, OSError):
-        peak = None
-    return rss, peak

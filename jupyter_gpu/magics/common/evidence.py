@@ -19,16 +19,14 @@ process's stderr at start and stop, are kept out of the notebook (stderr is poin
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kineto import kineto_quiet as _stderr_silenced
 from .lazy_torch import torch_if_imported
 
 _US = 1e-6
@@ -154,26 +152,6 @@ class CallProfile:
     def busy_s(self) -> float:
         """The work the measured figures compare with: GPU busy time on CUDA, else op time."""
         return self.gpu_busy_s if self.cuda and self.gpu_busy_s is not None else self.work_s
-
-
-@contextlib.contextmanager
-def _stderr_silenced() -> Iterator[None]:
-    """Point fd 2 at /dev/null for the block (kineto's start/stop lines), then back."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:  # noqa: PTH123  # a raw fd is what dup2 takes
-            os.dup2(null.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
 
 
 def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | None:

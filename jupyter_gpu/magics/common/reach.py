@@ -7,17 +7,21 @@ the user's own (cells and the user's modules; a library's code is not followed, 
 its closures, defaults and bound methods hold are), the methods and hooks of the user's modules,
 closures and default arguments. Every object found is sorted into:
 
-- **state the magic restores**: the named models and optimizers; tensors and NumPy arrays
-  (values put back in place); dicts, lists and plain objects (their items put back); random
+- **state the magic restores**: the named models and optimizers (every parameter the
+  optimizers step, in a named model or not); other modules whose tensors those hold (their
+  hooks and submodules); tensors and NumPy arrays (values put back in place, a leaf's gradient
+  too); objects with ``state_dict``/``load_state_dict`` (LR schedulers, ``GradScaler``, EMA
+  helpers: through those); dicts, lists and plain objects (their items put back); random
   generators (their state); names the code rebinds (``global x``, a cell's assignments);
-  closure cells it writes (``nonlocal``);
+  closure cells it writes (``nonlocal``); ``os.environ`` and ``sys.path`` where the code
+  touches them (the other process-wide settings are always saved: ``settings.py``);
 - **harmless**: Python and torch modules, numbers, strings, dtypes, classes, library functions,
-  modules without parameters or buffers (a loss, an activation);
-- **problems**, each one phrase that says what cannot be put back: a model or optimizer that is
-  not named, a scheduler or scaler, an iterator (each run draws the next item), an object it
-  cannot look into, an attribute set on an object (``self.count += 1``), a call by a name that
-  writes files (``open``, ``.save``, ``.write``...), changes a global setting
-  (``set_float32_matmul_precision``) or resets the peak memory counters.
+  loggers (their levels are saved with the settings; what they write is output, as ``print``);
+- **problems**, each one phrase that says what cannot be put back: a model with tensors of its
+  own or an optimizer that is not named, an iterator (each run draws the next item), an object
+  it cannot look into, an attribute set on an object (``self.count += 1``), a call by a name
+  that writes files (``open``, ``.save``, ``.write``...), changes a process-wide setting that
+  torch gives no way to read back (``set_flush_denormal``) or resets the peak memory counters.
 
 Limits (also in docs/magics.md): the reading is by name and by what the code holds, not a proof.
 Attribute calls are judged by their name (``.save`` is assumed to write a file, a ``.write``
@@ -31,6 +35,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import logging
+import os
 import random
 import sys
 import types
@@ -81,19 +87,16 @@ FILE_WRITERS = frozenset(
         "add_scalars",
     )
 )
-#: Calls that change a process-wide setting the magic does not save.
+#: Calls that change a process-wide setting that cannot be read back, so not put back: torch
+#: has no getter for denormal flushing or the legacy tensor type, the interop thread count can
+#: be set once only, and the memory fraction has no reader in every supported torch. (The
+#: settings that can be read back are saved and put back: ``settings.py``.)
 GLOBAL_SETTERS = frozenset(
     (
-        "set_float32_matmul_precision",
-        "set_default_dtype",
-        "set_default_device",
         "set_default_tensor_type",
-        "use_deterministic_algorithms",
-        "set_num_threads",
         "set_num_interop_threads",
         "set_per_process_memory_fraction",
         "set_flush_denormal",
-        "set_anomaly_enabled",
     )
 )
 #: Calls that reset torch's memory counters (the magic checks them after the runs).
@@ -167,8 +170,14 @@ class Reached:
     bindings: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: Closure cells the code writes: their contents put back.
     cells: list[Any] = field(default_factory=list)
-    #: Library objects whose attributes are their whole state (a GradScaler): put back.
+    #: Objects with ``state_dict``/``load_state_dict`` (schedulers, scalers): put back that way.
     stateful: dict[str, Any] = field(default_factory=dict)
+    #: Modules that are not named but whose tensors the named models and optimizers hold (a
+    #: second model under the one optimizer): their hooks and submodules put back.
+    modules: dict[str, Any] = field(default_factory=dict)
+    #: The process-wide settings the code reaches that are saved only then ("os.environ",
+    #: "sys.path"; see ``settings.py``).
+    process: set[str] = field(default_factory=set)
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -196,6 +205,8 @@ class _Walker:
         #: One the code only reads data attributes of (``cfg.lr``, ``corpus.train``) is no
         #: problem; one it passes on or calls a method of is.
         self.opaque: dict[int, list[Any]] = {}
+        #: Objects saved through their state_dict, by id (their methods are followed).
+        self.stateful_objects: dict[int, Any] = {}
         self._index_named()
 
     # ------------------------------------------------------------------ named state
@@ -210,6 +221,11 @@ class _Walker:
                     self.named_tensors.add(id(t.grad))
         torch = _torch()
         for opt in self.named.optimizers.values():
+            for group in opt.param_groups:  # saved with their optimizer, wherever they live
+                for p in group["params"]:
+                    self.named_tensors.add(id(p))
+                    if p.grad is not None:
+                        self.named_tensors.add(id(p.grad))
             for state in opt.state.values():
                 for v in state.values():
                     if torch is not None and isinstance(v, torch.Tensor):
@@ -240,12 +256,18 @@ class _Walker:
         cells: dict[str, Any],
         owner: type | None = None,
         depth: int = 0,
+        *,
+        stores_ok: bool = False,
     ) -> None:
-        """Follow one code object: ``ns`` its globals, ``cells`` its closure (free variables)."""
+        """Follow one code object: ``ns`` its globals, ``cells`` its closure (free variables).
+
+        ``stores_ok``: a method of an object whose ``state_dict`` is saved, so the attributes it
+        sets are put back with it.
+        """
         if id(code) in self.codes or depth > _MAX_DEPTH:
             return
         self.codes.add(id(code))
-        builder = code.co_name in _BUILDERS
+        builder = stores_ok or code.co_name in _BUILDERS
         prefix = "" if ns.get("__name__") == "__main__" else f"{ns.get('__name__', '?')}."
         line: int | None = None
         loaded: tuple[str, Any] | None = None  # the object the last instruction loaded
@@ -271,7 +293,7 @@ class _Walker:
                     self.out.bindings.append((ns, name))
             elif op in _ATTR_LOADS and isinstance(name, str):
                 self.attribute(name, code, line)
-                current = self.attribute_of(loaded, name, owner, depth)
+                current = self.attribute_of(loaded, name, owner, depth, stores_ok)
             elif op in _ATTR_STORES and not builder:
                 self.problem(
                     "",
@@ -298,7 +320,7 @@ class _Walker:
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 inner = {n: cells[n] for n in const.co_freevars if n in cells}
-                self.code(const, ns, inner, owner, depth + 1)
+                self.code(const, ns, inner, owner, depth + 1, stores_ok=stores_ok)
 
     def attribute(self, name: str, code: types.CodeType, line: int | None) -> None:
         where = self.where(code, line)
@@ -310,22 +332,42 @@ class _Walker:
             self.problem("", f"calls .{name}() at {where}, which resets torch's peak counters")
 
     def attribute_of(
-        self, loaded: tuple[str, Any] | None, name: str, owner: type | None, depth: int
+        self,
+        loaded: tuple[str, Any] | None,
+        name: str,
+        owner: type | None,
+        depth: int,
+        stores_ok: bool = False,
     ) -> tuple[str, Any] | None:
         """The value of ``loaded.name`` where it can be read without running code.
 
-        Attributes of the user's own Python modules (``data.next_batch``), and methods of the
-        class whose method is being read (``self.helper``, followed in turn).
+        Attributes of the user's own Python modules (``data.next_batch``), methods of the
+        class whose method is being read (``self.helper``, followed in turn), and methods of
+        an object saved through its ``state_dict`` whose class is the user's own
+        (``ema.update``: followed, the attributes they set being that object's state).
         """
         if owner is not None:
             for cls in owner.__mro__:
                 fn = cls.__dict__.get(name)
                 if isinstance(fn, types.FunctionType):
-                    self.function(fn, f"{owner.__name__}.{name}", depth + 1, owner)
+                    self.function(
+                        fn, f"{owner.__name__}.{name}", depth + 1, owner, stores_ok=stores_ok
+                    )
                     break
         if loaded is None:
             return None
         label, obj = loaded
+        if obj is os or obj is sys:  # os.environ, os.putenv, sys.path...
+            setting = _process_setting(getattr(obj, name, None))
+            if setting is not None:
+                self.out.process.add(setting)
+            return None
+        if self.stateful_objects.get(id(obj)) is obj:
+            method = _class_function(type(obj), name)
+            if method is not None:
+                label = f"{type(obj).__name__}.{name}"
+                self.function(method, label, depth + 1, type(obj), stores_ok=True)
+            return None
         entry = self.opaque.get(id(obj))
         if entry is not None and entry[1] is obj:
             attr = _data_attribute(obj, name)
@@ -358,7 +400,13 @@ class _Walker:
     # ------------------------------------------------------------------ values
 
     def function(
-        self, fn: types.FunctionType, label: str, depth: int, owner: type | None = None
+        self,
+        fn: types.FunctionType,
+        label: str,
+        depth: int,
+        owner: type | None = None,
+        *,
+        stores_ok: bool = False,
     ) -> None:
         if id(fn) in self.followed:
             return
@@ -374,11 +422,15 @@ class _Walker:
                 except ValueError:
                     continue
             return
-        self.code(code, fn.__globals__, cells, owner, depth)
+        self.code(code, fn.__globals__, cells, owner, depth, stores_ok=stores_ok)
 
     def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
         """Sort one object the code reaches (``loaded``: by a name the code loads)."""
         if isinstance(v, (_IMMUTABLE, types.ModuleType)):
+            return
+        setting = _process_setting(v)
+        if setting is not None:
+            self.out.process.add(setting)
             return
         if id(v) in self.seen or depth > _MAX_DEPTH:
             return
@@ -391,6 +443,8 @@ class _Walker:
             return
         if isinstance(v, random.Random):
             self.out.generators[label] = v
+            return
+        if isinstance(v, logging.Logger):  # its level is saved (settings.py); it writes output
             return
         if isinstance(v, types.FunctionType):
             self.function(v, label, depth)
@@ -435,11 +489,10 @@ class _Walker:
             for key, item in list(vars(v).items())[:_MAX_ITEMS]:
                 self.value(item, f"{label}.{key}", depth + 1)
             return
-        if callable(getattr(v, "state_dict", None)):
-            self.problem(
-                label,
-                f"a {type(v).__name__} whose state (state_dict) it does not save",
-            )
+        if callable(getattr(v, "state_dict", None)) and callable(
+            getattr(v, "load_state_dict", None)
+        ):
+            self.stateful(v, label, depth)
             return
         if torch is not None and isinstance(v, _read_only_torch_types(torch)):
             return
@@ -471,9 +524,6 @@ class _Walker:
         if isinstance(v, torch.Generator):
             self.out.generators[label] = v
             return True
-        if isinstance(v, torch.amp.GradScaler):  # its attributes are all its state
-            self.out.stateful[label] = v
-            return True
         return False
 
     def numpy_value(self, v: Any, label: str, np: Any) -> bool:
@@ -495,7 +545,9 @@ class _Walker:
             return
         if id(m) not in self.named_modules:
             state = [t for t in [*m.parameters(), *m.buffers()] if id(t) not in self.named_tensors]
-            if state:
+            if not state:  # its tensors are saved with the named state: its structure here
+                self.out.modules[label] = m
+            else:
                 fix = f"{self.named.model_option} {label}" if self.named.model_option else ""
                 self.problem(
                     label,
@@ -553,6 +605,34 @@ class _Walker:
             for i, hook in enumerate((getattr(opt, hooks, None) or {}).values()):
                 self.value(hook, f"{label}'s hook {i}", depth + 1)
 
+    def stateful(self, v: Any, label: str, depth: int) -> None:
+        """An object with ``state_dict``/``load_state_dict``: saved and put back through those.
+
+        What its state_dict leaves out is judged on its own: a scheduler's optimizer (a
+        scheduler changes the learning rate in its optimizer's ``param_groups``, so that
+        optimizer must be named). The methods the code calls on an object of the user's own
+        class are followed for what else they reach (``attribute_of``); the attributes they set
+        are the object's own, put back with it.
+        """
+        self.out.stateful[label] = v
+        self.stateful_objects[id(v)] = v
+        torch = _torch()
+        if torch is not None:
+            for attr in list(getattr(v, "__dict__", {}).values()):
+                if isinstance(attr, torch.optim.Optimizer) and id(attr) not in (
+                    self.named_optimizers
+                ):
+                    option = self.named.optimizer_option
+                    self.problem(
+                        label,
+                        f"a {type(v).__name__} over a {type(attr).__name__} that is not named: "
+                        "each run changes that optimizer's param_groups"
+                        + (f" (name it with {option})" if option else ""),
+                    )
+        call = _class_function(type(v), "__call__")  # ema(model): its __call__ runs
+        if call is not None:
+            self.function(call, f"{type(v).__name__}.__call__", depth + 1, type(v), stores_ok=True)
+
     def owner_of(self, opt: Any) -> str:
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
         for name, model in self.named.models.items():
@@ -583,6 +663,17 @@ class _Walker:
         elif not isinstance(v, set | frozenset | bytearray):
             for i, item in enumerate(list(v)[:_MAX_ITEMS]):
                 self.value(item, f"{label}[{i}]", depth + 1)
+
+
+def _process_setting(v: Any) -> str | None:
+    """Which of ``os.environ`` and ``sys.path`` ``v`` is, or changes (``os.putenv``), or None."""
+    if v is os.environ or v is getattr(os, "environb", None):
+        return "os.environ"
+    if any(v is getattr(os, name, None) for name in ("putenv", "unsetenv")):
+        return "os.environ"
+    if v is sys.path:
+        return "sys.path"
+    return None
 
 
 def _read_only_torch_types(torch: Any) -> tuple[type, ...]:

@@ -5,7 +5,8 @@ Every output carries ``text/plain`` (a terminal IPython shows only that) and, wh
 renderer shipped with the ``plotly`` package draws in JupyterLab without any CDN; their HTML
 fallback is a small inline SVG, so that a notebook exported to HTML stays light (inline
 plotly.js would add about 4 MB per figure). Figures are built as plain dicts: importing plotly
-costs half a second, and ``go.Figure`` validation is slow for thousands of events.
+costs half a second, and ``go.Figure`` validation is slow for thousands of events. Every
+published figure follows JupyterLab's light or dark theme (``figure_theme.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_gpu.measure import fmt_seconds
+
+from .figure_theme import follow_theme
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 
@@ -185,7 +188,7 @@ def publish(text: str, html_text: str | None = None, plotly: dict[str, Any] | No
     if html_text is not None:
         data["text/html"] = html_text
     if plotly is not None:
-        data[PLOTLY_MIMETYPE] = plotly
+        data[PLOTLY_MIMETYPE] = follow_theme(plotly)
     publish_display_data(data)  # type: ignore[no-untyped-call]  # IPython has no types here
 
 

@@ -7,13 +7,17 @@ cell many times. :class:`RepeatedRuns` is what each of them goes through:
    change something it cannot put back (an optimizer that is not named, a file, an object it
    cannot look into), it raises a ``UsageError`` that names each one and the option that fixes
    it, or ``--allow-side-effects``;
-2. it saves the named model and optimizer, the tensors and other state the code reaches, the
-   RNG, the gradients and the CUDA peak counters (``state.py``);
+2. it saves the named models (with their hooks and submodules) and optimizers (with every
+   parameter they step), the tensors, gradients and other state the code reaches, objects with
+   a ``state_dict`` (schedulers, scalers), the RNG, the process-wide settings and the CUDA peak
+   counters (``state.py``);
 3. the magic runs the code through :meth:`RepeatedRuns.call` (counted), inside
    :meth:`RepeatedRuns.recording`, which keeps each warning the user's code raises to be said
    once, in the magic's words, and drops those the magic's own machinery raises;
-4. :meth:`RepeatedRuns.finish` puts everything back, checks it bit for bit and returns the one
-   line the report prints (:class:`Restored`).
+4. :meth:`RepeatedRuns.finish` puts everything back, compares it with the saved copy and
+   returns what it put back, part by part (:class:`Restored`), with the one line the report
+   prints: that line names only what was compared, and says what was put back but could not be
+   compared.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from IPython.core.error import UsageError
 from .cell import cell_filenames
 from .reach import Named, Problem, reach
 from .render import fmt_bytes
-from .state import SavedState
+from .state import RestoredPart, SavedState
+
+__all__ = ["RepeatedRuns", "Restored", "RestoredPart", "refusal", "restored_line"]
 
 #: Warnings raised by these files are the magic's own doing (its profiler), never the user's.
 _OWN_WARNING_FILES = ("/torch/profiler/", "/torch/autograd/profiler", "\\torch\\profiler\\")
@@ -38,12 +44,20 @@ _OWN_WARNING_FILES = ("/torch/profiler/", "/torch/autograd/profiler", "\\torch\\
 
 @dataclass
 class Restored:
-    """What :meth:`RepeatedRuns.finish` put back, and the report's line for it."""
+    """What :meth:`RepeatedRuns.finish` put back, and the report's line for it.
+
+    ``parts`` lists each thing saved and put back (a model, an optimizer, a scheduler's
+    state_dict, a tensor, a gradient, the RNG, each process-wide setting) and whether it was
+    compared with its saved copy afterwards; ``line`` says the same in words.
+    """
 
     runs: int
-    names: list[str]
-    #: Saved tensors whose value differs after restoring (labels); empty when all match.
+    parts: list[RestoredPart] = field(default_factory=list)
+    #: What differs from its saved copy after restoring (labels); empty when all match.
     mismatched: list[str] = field(default_factory=list)
+    #: What the runs had changed in the models' and optimizers' tables and in the process-wide
+    #: settings (words: "model's hooks", "anomaly mode"); all of it was put back.
+    changed: list[str] = field(default_factory=list)
     #: CUDA device -> (peak before, peak now) where a run raised torch's peak counter.
     peaks_raised: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: What was not put back (``--allow-side-effects``).
@@ -53,9 +67,27 @@ class Restored:
     cuda: bool = False
 
     @property
+    def names(self) -> list[str]:
+        """The labels of what was compared after putting it back (settings included)."""
+        return [p.label for p in self.parts if p.compared]
+
+    @property
+    def uncompared(self) -> list[RestoredPart]:
+        """What was put back but could not be compared with its saved copy."""
+        return [p for p in self.parts if not p.compared]
+
+    @property
     def exact(self) -> bool:
-        """Everything saved is back bit for bit and the peak counters did not move."""
-        return not self.mismatched and not self.peaks_raised and not self.not_restored
+        """Everything saved was compared and is back; nothing was left out; peaks unmoved.
+
+        Left out: what ``--allow-side-effects`` ran without saving.
+        """
+        return (
+            not self.mismatched
+            and not self.peaks_raised
+            and not self.not_restored
+            and not self.uncompared
+        )
 
 
 @dataclass
@@ -144,9 +176,24 @@ class RepeatedRuns:
         if self.problems and not allow_side_effects:
             raise UsageError(refusal(what, self.problems, expected_runs))
         self.state = SavedState(named.models, named.optimizers, reached, what=what)
+        if self.state.unsaved:  # a state_dict that cannot be copied, found while saving
+            self.problems += self.state.unsaved
+            if not allow_side_effects:
+                self.state.release()
+                raise UsageError(refusal(what, self.state.unsaved, expected_runs))
         self.reached = reached
         self.runs = 0
         self.warnings = UserWarnings()
+
+    def save_also(self, label: str, obj: Any) -> None:
+        """Save, as it is now, a module the magic made after the others were saved.
+
+        ``%compile`` wraps the named model (torch.compile's ``OptimizedModule``) after the
+        check and the save, and binds the name to the wrapper for the compiled runs: a hook the
+        step registers then lands on the wrapper. Its tables are saved here and put back with
+        the rest; the model inside it was saved already. Anything but a module: nothing to do.
+        """
+        self.state.save_also(label, obj)
 
     def call(self, fn: Callable[[], Any]) -> Callable[[], Any]:
         """``fn``, counted as one run each time it is called."""
@@ -176,14 +223,16 @@ class RepeatedRuns:
         state = self.state
         try:
             state.restore()
-            mismatched = state.mismatches()
+            check = state.check()
+            parts = state.parts(check)
             peaks = state.peak_changes()
         finally:
             state.release()
         restored = Restored(
             runs=self.runs,
-            names=self._names(),
-            mismatched=mismatched,
+            parts=parts,
+            mismatched=check.mismatched,
+            changed=list(state.changed),
             peaks_raised=peaks,
             not_restored=[p.sentence() for p in self.problems],
             cuda=bool(state.cuda_devices),
@@ -193,18 +242,6 @@ class RepeatedRuns:
 
     def warning_notes(self) -> list[str]:
         return self.warnings.notes(self.what)
-
-    def _names(self) -> list[str]:
-        names = list(self.named.models) + list(self.named.optimizers)
-        r = self.reached
-        names += list(r.tensors)
-        names += list(r.containers)
-        names += list(r.generators)
-        names += list(r.stateful)
-        names += [name for _, name in r.bindings if name not in names]
-        if r.cells:
-            names.append(f"{len(r.cells)} closure variable(s)")
-        return names
 
 
 def refusal(what: str, problems: list[Problem], expected_runs: str) -> str:
@@ -224,17 +261,38 @@ def _short(names: list[str], limit: int = 6) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _named_part(p: RestoredPart) -> str:
+    """A compared part as the line names it: ``opt (and its 3 parameter(s) outside model)``."""
+    return f"{p.label} ({p.detail})" if p.detail else p.label
+
+
 def restored_line(r: Restored) -> str:
-    """E.g. ``Restored after 1,042 runs, bit for bit: model, opt, x, the RNG; ...``."""
-    kept = ["the RNG and grad mode"]
-    what = _short([*r.names, *kept]) if r.names else "the RNG and grad mode"
+    """One line: what was compared after putting it back, what was not, what stays changed.
+
+    E.g. ``Restored after 1,042 runs, checked bit for bit: model, opt (and its 3 parameter(s)
+    outside model), sched (state_dict), x, x.grad, the RNG, 19 process-wide settings; the runs
+    had changed model's hooks, anomaly mode (put back); the CUDA peak counters as they were.``
+    Only compared parts are named as checked; the structured list is ``r.parts``.
+    """
+    compared = [p for p in r.parts if p.compared]
+    objects = [_named_part(p) for p in compared if p.kind not in ("rng", "setting")]
+    tail = [p.label for p in compared if p.kind == "rng"]
+    settings = sum(1 for p in compared if p.kind == "setting")
+    if settings:
+        tail.append(f"{settings} process-wide settings")
+    what = ", ".join(x for x in (_short(objects, 8), *tail) if x) or "nothing"
     if r.mismatched:
         head = (
-            f"Put back after {r.runs:,} runs: {what}; but {len(r.mismatched)} tensor(s) differ "
+            f"Put back after {r.runs:,} runs: {what}; but {len(r.mismatched)} differ "
             f"from their saved copy ({_short(r.mismatched, 3)})"
         )
     else:
         head = f"Restored after {r.runs:,} runs, checked bit for bit: {what}"
+    if r.changed:
+        head += f"; the runs had changed {_short(r.changed, 4)} (put back)"
+    if r.uncompared:
+        listed = "; ".join(f"{p.label}: {p.detail}" for p in r.uncompared[:3])
+        head += f"; put back but not compared: {listed}"
     if r.peaks_raised:
         peaks = ", ".join(
             f"cuda:{d} {fmt_bytes(now)} (was {fmt_bytes(was)})"

@@ -1,26 +1,35 @@
-"""A copy of everything repeated runs may change, put back in place afterwards, bit for bit.
+"""A copy of everything repeated runs may change, put back in place afterwards and checked.
 
 What is saved (see ``common/reach.py`` for how the reached objects are found):
 
 - each named model, submodule by submodule: its parameters and buffers (the objects, their
-  values and ``requires_grad``), their gradients, plain tensor attributes, ``training``;
-- each named optimizer: its per-parameter state and its param_groups (every value but the
-  parameters, which stay the same objects);
-- the tensors, arrays, containers, generators, name bindings and closure cells the code
-  reaches;
+  values and ``requires_grad``), their gradients and hooks, plain tensor attributes, and what
+  the module *is* (``structure.py``: its ``__dict__``, the tables ``_parameters``,
+  ``_buffers``, ``_modules`` and every hook table, ``training``);
+- each named optimizer: every parameter of its ``param_groups`` that no named model holds
+  (value, gradient, hooks), its per-parameter state, its param_groups (every value but the
+  parameters, which stay the same objects) and its hook tables;
+- the tensors and arrays the code reaches, and the gradients of the reached leaf tensors;
+  modules the code reaches whose tensors the optimizers hold (their structure);
+- objects with ``state_dict``/``load_state_dict`` (LR schedulers, ``GradScaler``, EMA
+  helpers), through those (``stateful.py``);
+- the containers, generators, name bindings and closure cells the code reaches;
 - the RNG: torch's CPU generator and every CUDA device's, Python's ``random``, NumPy's global
-  one; grad mode;
+  one; the process-wide settings (``settings.py``: grad and anomaly mode, autocast, TF32,
+  determinism, threads, logging levels...);
 - the CUDA allocator's peak counters (``memory_stats``' ``*.peak``), to check afterwards. torch
   has no way to set a peak counter: ``reset_peak_memory_stats`` sets it to the memory in use
   now. So the counters are never reset here: when the runs stay within the peak that was there
   before, they end as they were; when a run went higher, the counter keeps that run's peak and
   the report says so.
 
-Where the copy lives is decided before copying: on the GPU when it fits well within the memory
-the GPU has left, else on the host (pinned while that fits), so a model sized to the GPU does
-not run out of memory. ``restore`` copies the saved values back into the live tensors, in place
-(a tensor whose shape, dtype or device was changed gets its data back), so no second copy is
-made on the GPU; objects the runs replaced are put back too.
+Every tensor is copied once. Where the copy lives is decided before copying: on the GPU when it
+fits well within the memory the GPU has left, else on the host (pinned while that fits), so a
+model sized to the GPU does not run out of memory. ``restore`` copies the saved values back
+into the live tensors, in place (a tensor whose shape, dtype or device was changed gets its
+data back), so no second copy is made on the GPU; objects the runs replaced are put back too.
+``check`` then compares each saved thing with what is live (tensors with one ``torch.equal``
+each, on their device) and says what it could not compare.
 """
 
 from __future__ import annotations
@@ -35,9 +44,15 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from .equality import bitwise_equal, same_value
 from .lazy_torch import torch_module
-from .reach import Reached
+from .reach import Problem, Reached
 from .render import fmt_bytes
+from .settings import SavedSettings
+from .stateful import CannotCopy, SavedStateDict, save_tree, tensors_in
+from .structure import SavedStructure, SavedTensorHooks
+
+__all__ = ["RestoredPart", "SavedState", "StateCheck", "bitwise_equal"]
 
 #: Keep the copy on the GPU only while it takes at most this share of the memory the GPU has
 #: left (the runs still need theirs); on the host, pinned up to this share of the available
@@ -46,6 +61,33 @@ GPU_SHARE = 0.4
 PINNED_SHARE = 0.6
 HOST_SHARE = 0.85
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class RestoredPart:
+    """One thing the runs could change that was saved and put back (``Restored.parts``).
+
+    ``kind``: ``model``, ``optimizer``, ``module`` (a reached module whose tensors an optimizer
+    holds), ``state_dict``, ``tensor``, ``gradient``, ``container``, ``generator``,
+    ``binding``, ``closure``, ``rng`` or ``setting``. ``compared``: checked against its saved
+    copy after putting it back; ``detail``: what more the report says of it (the optimizer's
+    parameters outside the models, or why it was not compared).
+    """
+
+    label: str
+    kind: str
+    compared: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """What :meth:`SavedState.check` found after putting everything back."""
+
+    #: What differs from its saved copy (labels: tensors, tables, settings).
+    mismatched: list[str] = field(default_factory=list)
+    #: Part label -> why it could not be compared.
+    uncompared: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,13 +102,12 @@ class _Tensor:
 
 
 @dataclass
-class _Module:
-    """One submodule: its parameter, buffer and tensor-attribute objects, and ``training``."""
+class _Grad:
+    """A leaf tensor's gradient: its saved copy, or None where it had none."""
 
-    module: Any
-    training: bool
-    parameters: dict[str, Any]
-    buffers: dict[str, Any]
+    label: str
+    tensor: Any
+    saved: Any
 
 
 @dataclass
@@ -76,6 +117,9 @@ class _Optimizer:
     groups: list[tuple[dict[str, Any], dict[str, Any], list[Any]]]
     state: dict[int, dict[str, Any]]  # index of the parameter -> its state, values saved
     params: list[Any]
+    structure: SavedStructure
+    #: How many of its parameters no named model holds (saved here).
+    outside: int = 0
     devices: dict[tuple[int, str], Any] = field(default_factory=dict)
 
 
@@ -109,17 +153,31 @@ class SavedState:
         self.models = models
         self.optimizers = optimizers
         self.reached = reached or Reached()
+        self.settings = SavedSettings(self.reached.process)
+        #: What could not be saved after all (a state_dict that cannot be copied).
+        self.unsaved: list[Problem] = []
+        #: What the runs had changed in the tables and settings (words), over every restore.
+        self.changed: list[str] = []
+        self._failed: list[str] = []
+        state_dicts = self._state_dicts()
         self.gpu_room = self.host_room = 0
-        live = self._live_tensors()
+        live = self._live_tensors(state_dicts)
         self.saved_bytes = sum(int(t.numel() * t.element_size()) for t in live if t.is_cuda)
         self.where, self.pinned = self._place(self.saved_bytes)
         self.tensors: list[_Tensor] = []
-        #: (label, parameter, its saved gradient or None)
-        self.grads: list[tuple[str, Any, Any]] = []
-        self.modules: list[_Module] = []
-        self._save_models()
+        self.grads: list[_Grad] = []
+        self.structures: list[SavedStructure] = []
+        self.tensor_hooks: list[SavedTensorHooks] = []
+        self._saved_ids: set[int] = set()
+        self._module_ids: set[int] = set()
+        self._reached_grads: list[str] = []
+        for name, model in models.items():
+            self._save_module(name, model)
         self.optimizer_states = [self._save_optimizer(n, o) for n, o in optimizers.items()]
+        for label, module in self.reached.modules.items():
+            self._save_module(label, module)
         self._save_reached()
+        self.stateful = self._save_state_dicts(state_dicts)
         if self.where == "cpu":
             torch.cuda.synchronize()  # the non-blocking copies to pinned memory are done
         self.cuda_devices = (
@@ -128,24 +186,46 @@ class SavedState:
             else []
         )
         self.rng = self._save_rng()
-        self.grad_enabled = torch.is_grad_enabled()
         self.peaks = self._peaks()
 
     # ---------------------------------------------------------------- what to save
 
-    def _live_tensors(self) -> list[Any]:
+    def _state_dicts(self) -> dict[str, tuple[Any, Any]]:
+        out = {}
+        for label, obj in self.reached.stateful.items():
+            try:
+                out[label] = (obj, obj.state_dict())
+            except Exception as exc:  # noqa: BLE001  # any failure: it cannot be saved
+                self.unsaved.append(
+                    Problem(label, f"its state_dict() failed ({type(exc).__name__}: {exc})")
+                )
+        return out
+
+    def _live_tensors(self, state_dicts: dict[str, tuple[Any, Any]]) -> list[Any]:
         torch = self.torch
         out: list[Any] = []
-        for model in self.models.values():
+        for model in [*self.models.values(), *self.reached.modules.values()]:
             for t in [*model.parameters(), *model.buffers()]:
                 out.append(t)
                 if t.grad is not None:
                     out.append(t.grad)
         for opt in self.optimizers.values():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    out.append(p)
+                    if p.grad is not None:
+                        out.append(p.grad)
             for state in opt.state.values():
                 out += list(_tensors_of(state, torch))
-        out += [t for t in self.reached.tensors.values() if isinstance(t, torch.Tensor)]
-        return out
+        for t in self.reached.tensors.values():
+            if isinstance(t, torch.Tensor):
+                out.append(t)
+                if t.is_leaf and t.grad is not None:
+                    out.append(t.grad)
+        for _, state_dict in state_dicts.values():
+            out += list(tensors_in(state_dict))
+        unique = {id(t): t for t in out}  # a parameter held by a model and an optimizer: once
+        return list(unique.values())
 
     def _place(self, nbytes: int) -> tuple[str, bool]:
         """("cuda" or "cpu", pinned): where a copy of ``nbytes`` of GPU tensors fits."""
@@ -179,37 +259,43 @@ class SavedState:
             return out
         return t.clone()
 
-    def _tensor(self, label: str, t: Any) -> _Tensor:
-        return _Tensor(label, t, self._copy(t), t.device, bool(t.requires_grad))
+    def _save_tensor(self, label: str, t: Any, owner: str, *, grad: bool) -> None:
+        """Save a tensor's value; with ``grad``, a leaf's gradient and hook tables too."""
+        self._saved_ids.add(id(t))
+        self.tensors.append(_Tensor(label, t, self._copy(t), t.device, bool(t.requires_grad)))
+        if grad and t.is_leaf:
+            g = t.grad
+            self.grads.append(_Grad(f"{label}.grad", t, None if g is None else self._copy(g)))
+            if t.requires_grad:
+                self.tensor_hooks.append(SavedTensorHooks(owner, t))
 
-    def _save_models(self) -> None:
-        seen: set[int] = set()
-        for name, model in self.models.items():
-            for sub_name, sub in model.named_modules(remove_duplicate=False):
-                if id(sub) in seen:
-                    continue
-                seen.add(id(sub))
-                prefix = f"{name}.{sub_name}" if sub_name else name
-                self.modules.append(
-                    _Module(sub, bool(sub.training), dict(sub._parameters), dict(sub._buffers))
-                )
-                for key, t in [*sub._parameters.items(), *sub._buffers.items()]:
-                    if t is None or id(t) in seen:
-                        continue
-                    seen.add(id(t))
-                    self.tensors.append(self._tensor(f"{prefix}.{key}", t))
-                    grad = t.grad
-                    self.grads.append(
-                        (f"{prefix}.{key}.grad", t, None if grad is None else self._copy(grad))
-                    )
-                for key, attr in vars(sub).items():
-                    if isinstance(attr, self.torch.Tensor) and id(attr) not in seen:
-                        seen.add(id(attr))
-                        self.tensors.append(self._tensor(f"{prefix}.{key}", attr))
+    def _save_module(self, name: str, model: Any) -> None:
+        for sub_name, sub in model.named_modules(remove_duplicate=False):
+            if id(sub) in self._module_ids:
+                continue
+            self._module_ids.add(id(sub))
+            prefix = f"{name}.{sub_name}" if sub_name else name
+            self.structures.append(SavedStructure(name, sub))
+            for key, t in [*sub._parameters.items(), *sub._buffers.items()]:
+                if t is not None and id(t) not in self._saved_ids:
+                    self._save_tensor(f"{prefix}.{key}", t, name, grad=True)
+            for key, attr in vars(sub).items():
+                if isinstance(attr, self.torch.Tensor) and id(attr) not in self._saved_ids:
+                    self._save_tensor(f"{prefix}.{key}", attr, name, grad=False)
+
+    def save_also(self, label: str, module: Any) -> None:
+        """Save a module made after this state was (see ``RepeatedRuns.save_also``)."""
+        if isinstance(module, self.torch.nn.Module):
+            self._save_module(label, module)
 
     def _save_optimizer(self, label: str, opt: Any) -> _Optimizer:
         torch = self.torch
         params = [p for g in opt.param_groups for p in g["params"]]
+        outside = 0
+        for i, param in enumerate(params):
+            if id(param) not in self._saved_ids:  # stepped, but in no named model
+                self._save_tensor(f"{label}'s parameter {i}", param, label, grad=True)
+                outside += 1
         saved = _Optimizer(
             label,
             opt,
@@ -219,6 +305,8 @@ class SavedState:
             ],
             {},
             params,
+            SavedStructure(label, opt, skip=("state",)),
+            outside,
         )
         for i, param in enumerate(params):
             if param in opt.state:
@@ -236,7 +324,11 @@ class SavedState:
         torch, r = self.torch, self.reached
         for label, t in r.tensors.items():
             if isinstance(t, torch.Tensor):
-                self.tensors.append(self._tensor(label, t))
+                if id(t) in self._saved_ids:
+                    continue
+                self._save_tensor(label, t, label, grad=t.is_leaf)
+                if t.is_leaf and (t.requires_grad or t.grad is not None):
+                    self._reached_grads.append(label)
             else:  # a NumPy array
                 self.tensors.append(_Tensor(label, t, t.copy()))
         self.containers = []
@@ -251,13 +343,17 @@ class SavedState:
                 content = dict(vars(c))
             self.containers.append((label, c, content))
         self.generators = [(label, g, _generator_state(g)) for label, g in r.generators.items()]
-        self.stateful = [(obj, self._attributes(obj)) for obj in r.stateful.values()]
         self.bindings = [(ns, name, ns.get(name, _MISSING)) for ns, name in r.bindings]
         self.cells = [(cell, _cell_contents(cell)) for cell in r.cells]
 
-    def _attributes(self, obj: Any) -> dict[str, Any]:
-        """A deep copy of an object's attributes (tensors cloned), to set back as they were."""
-        return {k: self._value(v) for k, v in vars(obj).items()}
+    def _save_state_dicts(self, state_dicts: dict[str, tuple[Any, Any]]) -> list[SavedStateDict]:
+        out = []
+        for label, (obj, state_dict) in state_dicts.items():
+            try:
+                out.append(SavedStateDict(label, obj, save_tree(state_dict, self._copy)))
+            except CannotCopy as exc:
+                self.unsaved.append(Problem(label, f"its state_dict holds {exc}"))
+        return out
 
     def _save_rng(self) -> dict[str, Any]:
         torch = self.torch
@@ -279,35 +375,35 @@ class SavedState:
     # ---------------------------------------------------------------- restoring
 
     def restore(self) -> None:
-        """Put everything saved back, in place."""
+        """Put everything saved back, in place (what the runs had changed is noted)."""
         torch = self.torch
+        self._note(self.settings.restore())
+        for structure in self.structures:
+            self._note(f"{structure.label}'s {word}" for word in structure.differences())
+            structure.restore()
+        for opt in self.optimizer_states:
+            self._note(f"{opt.label}'s {word}" for word in opt.structure.differences())
+            opt.structure.restore()
+        for hooks in self.tensor_hooks:
+            if hooks.changed():
+                self._note([f"{hooks.label}'s hooks"])
+            hooks.restore()
         with torch.no_grad():
-            for m in self.modules:
-                m.module.training = m.training
-                for table, saved in (
-                    (m.module._parameters, m.parameters),
-                    (m.module._buffers, m.buffers),
-                ):
-                    if table.keys() != saved.keys() or any(
-                        table[k] is not v for k, v in saved.items()
-                    ):
-                        table.clear()
-                        table.update(saved)
             for t in self.tensors:
                 if isinstance(t.live, torch.Tensor) and t.live.is_inference():
                     with torch.inference_mode():  # the only mode that may write one
                         self._restore_tensor(t)
                 else:
                     self._restore_tensor(t)
-            for _label, param, grad in self.grads:
-                if grad is None:
-                    param.grad = None
-                elif param.grad is not None and _same_layout(param.grad, grad, param.device):
-                    param.grad.copy_(grad)
-                else:
-                    param.grad = grad.to(param.device, copy=True)
+            for g in self.grads:
+                self._restore_grad(g)
             for opt in self.optimizer_states:
                 self._restore_optimizer(opt)
+        for saved in self.stateful:
+            try:
+                saved.restore()
+            except Exception as exc:  # noqa: BLE001  # said in the report as not put back
+                self._failed.append(f"{saved.label} (load_state_dict: {type(exc).__name__})")
         for _label, c, content in self.containers:
             if isinstance(c, dict | set):
                 c.clear()
@@ -319,20 +415,6 @@ class SavedState:
                 vars(c).update(content)
         for _label, g, state in self.generators:
             _set_generator_state(g, state)
-        for obj, attributes in self.stateful:
-            live = vars(obj)
-            for key in [k for k in live if k not in attributes]:
-                del live[key]
-            for key, value in attributes.items():
-                current = live.get(key)
-                if (
-                    isinstance(value, self.torch.Tensor)
-                    and isinstance(current, self.torch.Tensor)
-                    and _same_layout(current, value)
-                ):
-                    current.copy_(value)  # in place: whoever holds it sees the old value
-                else:
-                    live[key] = self._value(value)
         for ns, name, value in self.bindings:
             if value is _MISSING:
                 ns.pop(name, None)
@@ -345,7 +427,11 @@ class SavedState:
             else:
                 cell.cell_contents = value
         self._restore_rng()
-        torch.set_grad_enabled(self.grad_enabled)
+
+    def _note(self, words: Any) -> None:
+        for word in words:
+            if word not in self.changed:
+                self.changed.append(word)
 
     def _restore_tensor(self, t: _Tensor) -> None:
         torch = self.torch
@@ -359,6 +445,16 @@ class SavedState:
             t.live.data = t.saved.to(t.device, copy=True)
         if t.live.is_leaf and t.live.requires_grad != t.requires_grad:
             t.live.requires_grad_(t.requires_grad)
+
+    @staticmethod
+    def _restore_grad(g: _Grad) -> None:
+        tensor, saved = g.tensor, g.saved
+        if saved is None:
+            tensor.grad = None
+        elif tensor.grad is not None and _same_layout(tensor.grad, saved, tensor.device):
+            tensor.grad.copy_(saved)
+        else:
+            tensor.grad = saved.to(tensor.device, copy=True)
 
     def _restore_optimizer(self, saved: _Optimizer) -> None:
         torch, opt = self.torch, saved.optimizer
@@ -422,32 +518,131 @@ class SavedState:
     # ---------------------------------------------------------------- checking
 
     def mismatches(self) -> list[str]:
-        """The saved tensors whose live value differs from the copy, bit for bit (labels)."""
+        """What differs from its saved copy after :meth:`restore` (labels)."""
+        return self.check().mismatched
+
+    def check(self) -> StateCheck:
+        """Compare everything saved with what is live now (after :meth:`restore`)."""
+        bad: list[str] = list(self._failed)
+        uncompared: dict[str, str] = {}
+        bad += self._check_tensors()
+        for opt in self.optimizer_states:
+            bad += self._check_optimizer(opt, uncompared)
+        for structure in self.structures:
+            bad += [f"{structure.label}'s {w}" for w in structure.differences()]
+        bad += [f"{h.label}'s hooks" for h in self.tensor_hooks if h.changed()]
+        for saved in self.stateful:
+            same = saved.check()
+            if same is False:
+                bad.append(f"{saved.label} (state_dict)")
+            elif same is None:
+                uncompared[saved.label] = "its state_dict holds objects it cannot compare"
+        bad += self._check_reached()
+        bad += self._check_rng()
+        bad += list(self.settings.failed) + self.settings.mismatches()
+        return StateCheck(list(dict.fromkeys(bad)), uncompared)
+
+    def _check_tensors(self) -> list[str]:
         torch = self.torch
         bad: list[str] = []
-        for label, param, saved in self.grads:
-            grad = param.grad
-            if (grad is None) != (saved is None) or (
-                grad is not None and not bitwise_equal(grad, saved)
+        for g in self.grads:
+            grad = g.tensor.grad
+            if (grad is None) != (g.saved is None) or (
+                grad is not None and not bitwise_equal(grad, g.saved)
             ):
-                bad.append(label)
+                bad.append(g.label)
         for t in self.tensors:
             if isinstance(t.live, torch.Tensor):
-                if not bitwise_equal(t.live, t.saved):
+                if not bitwise_equal(t.live, t.saved) or (
+                    t.live.is_leaf and t.live.requires_grad != t.requires_grad
+                ):
                     bad.append(t.label)
             elif t.live.shape != t.saved.shape or t.live.tobytes() != t.saved.tobytes():
                 bad.append(t.label)
-        for opt in self.optimizer_states:
-            for i, param in enumerate(opt.params):
-                old = opt.state.get(i, {})
-                live = opt.optimizer.state.get(param, {})
-                for key, value in old.items():
-                    current = live.get(key)
-                    if isinstance(value, torch.Tensor) and (
-                        not isinstance(current, torch.Tensor) or not bitwise_equal(current, value)
-                    ):
-                        bad.append(f"{opt.label}.state[{i}][{key!r}]")
         return bad
+
+    def _check_optimizer(self, opt: _Optimizer, uncompared: dict[str, str]) -> list[str]:
+        torch = self.torch
+        bad = [f"{opt.label}'s {w}" for w in opt.structure.differences()]
+        live_groups = opt.optimizer.param_groups
+        if len(live_groups) != len(opt.groups) or any(
+            a is not b for a, (b, _, _) in zip(live_groups, opt.groups, strict=False)
+        ):
+            bad.append(f"{opt.label}.param_groups")
+        for i, (group, values, params) in enumerate(opt.groups):
+            live_params = group.get("params", [])
+            if len(live_params) != len(params) or any(
+                a is not b for a, b in zip(live_params, params, strict=False)
+            ):
+                bad.append(f"{opt.label}.param_groups[{i}]['params']")
+            for key, value in values.items():
+                same = same_value(group.get(key, _MISSING), value)
+                if same is False:
+                    bad.append(f"{opt.label}.param_groups[{i}][{key!r}]")
+                elif same is None:
+                    uncompared[opt.label] = f"its param_groups hold a {type(value).__name__}"
+        for i, param in enumerate(opt.params):
+            old = opt.state.get(i, {})
+            live = opt.optimizer.state.get(param, {})
+            if i not in opt.state and param in opt.optimizer.state:
+                bad.append(f"{opt.label}.state[{i}]")
+            for key, value in old.items():
+                current = live.get(key, _MISSING)
+                if isinstance(value, torch.Tensor):
+                    kept: bool | None = isinstance(current, torch.Tensor) and bitwise_equal(
+                        current, value
+                    )
+                else:
+                    kept = same_value(current, value)
+                if kept is False:
+                    bad.append(f"{opt.label}.state[{i}][{key!r}]")
+                elif kept is None:
+                    uncompared[opt.label] = f"its state holds a {type(value).__name__}"
+        return bad
+
+    def _check_reached(self) -> list[str]:
+        bad: list[str] = []
+        for label, c, content in self.containers:
+            if isinstance(c, dict):
+                same = c.keys() == content.keys() and all(c[k] is v for k, v in content.items())
+            elif isinstance(c, list):
+                same = len(c) == len(content) and all(
+                    a is b for a, b in zip(c, content, strict=True)
+                )
+            elif isinstance(c, bytearray | set):
+                same = c == content
+            else:
+                live = vars(c)
+                same = live.keys() == content.keys() and all(
+                    live[k] is v for k, v in content.items()
+                )
+            if not same:
+                bad.append(label)
+        for label, g, state in self.generators:
+            if not same_value(_generator_state(g), state):
+                bad.append(label)
+        for ns, name, value in self.bindings:
+            if ns.get(name, _MISSING) is not value:
+                bad.append(name)
+        for cell, value in self.cells:
+            if _cell_contents(cell) is not value:
+                bad.append("a closure variable")
+        return bad
+
+    def _check_rng(self) -> list[str]:
+        torch = self.torch
+        same = bitwise_equal(torch.get_rng_state(), self.rng["torch"]) and same_value(
+            random.getstate(), self.rng["random"]
+        )
+        if "cuda" in self.rng:
+            now = torch.cuda.get_rng_state_all()
+            same = same and all(
+                bitwise_equal(a, b) for a, b in zip(now, self.rng["cuda"], strict=True)
+            )
+        np = sys.modules.get("numpy")
+        if np is not None and "numpy" in self.rng:
+            same = same and bool(same_value(np.random.get_state(), self.rng["numpy"]))
+        return [] if same else ["the RNG"]
 
     def peak_changes(self) -> dict[int, tuple[int, int]]:
         """Per CUDA device whose allocated peak moved: (before, now)."""
@@ -460,19 +655,49 @@ class SavedState:
                 out[d] = (was, now)
         return out
 
-    def counts(self) -> dict[str, int]:
-        """How many of each kind were saved, for the report's one line."""
-        return {
-            "tensors": len(self.tensors),
-            "grads": sum(1 for _, _, g in self.grads if g is not None),
-            "optimizers": len(self.optimizer_states),
-        }
+    # ---------------------------------------------------------------- what it holds
+
+    def parts(self, check: StateCheck) -> list[RestoredPart]:
+        """Everything saved and put back, in the report's order, and whether it was compared."""
+        out = [RestoredPart(name, "model") for name in self.models]
+        models = " and ".join(self.models)
+        for opt in self.optimizer_states:
+            detail = ""
+            if opt.outside:
+                where = f" outside {models}" if models else ""
+                detail = f"and its {opt.outside} parameter(s){where}"
+            out.append(self._part(opt.label, "optimizer", check, detail))
+        out += [RestoredPart(label, "module") for label in self.reached.modules]
+        out += [self._part(s.label, "state_dict", check, "state_dict") for s in self.stateful]
+        grads = set(self._reached_grads)
+        for t in self.tensors:
+            if t.label in self.reached.tensors:
+                out.append(RestoredPart(t.label, "tensor"))
+                if t.label in grads:
+                    out.append(RestoredPart(f"{t.label}.grad", "gradient"))
+        out += [RestoredPart(label, "container") for label, _, _ in self.containers]
+        out += [RestoredPart(label, "generator") for label, _, _ in self.generators]
+        shown = {p.label for p in out}
+        out += [RestoredPart(n, "binding") for _, n, _ in self.bindings if n not in shown]
+        if self.cells:
+            out.append(RestoredPart(f"{len(self.cells)} closure variable(s)", "closure"))
+        out.append(RestoredPart("the RNG", "rng"))
+        out += [RestoredPart(name, "setting") for name in self.settings.names]
+        return out
+
+    @staticmethod
+    def _part(label: str, kind: str, check: StateCheck, detail: str) -> RestoredPart:
+        why = check.uncompared.get(label)
+        if why is not None:
+            return RestoredPart(label, kind, compared=False, detail=why)
+        return RestoredPart(label, kind, detail=detail)
 
     def release(self) -> None:
         """Drop the saved copy (and the pinned host memory torch's allocator would keep)."""
         self.tensors = []
         self.grads = []
         self.optimizer_states = []
+        self.stateful = []
         if self.pinned:
             empty = getattr(self.torch._C, "_host_emptyCache", None)
             if empty is not None:
@@ -499,21 +724,6 @@ def _same_layout(live: Any, saved: Any, device: Any = None) -> bool:
         and live.dtype == saved.dtype
         and (device is None or live.device == device)
     )
-
-
-def bitwise_equal(a: Any, b: Any) -> bool:
-    """Whether two tensors hold the same bits (NaNs included), wherever they live."""
-    torch = torch_module()
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.device != b.device:
-        b = b.to(a.device)
-    if a.dtype == torch.bool or not (a.is_floating_point() or a.is_complex()):
-        return bool(torch.equal(a, b))
-    if a.is_complex():
-        a, b = torch.view_as_real(a), torch.view_as_real(b)
-    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return bool(torch.equal(a.contiguous().view(ints), b.contiguous().view(ints)))
 
 
 def _generator_state(g: Any) -> Any:

@@ -76,6 +76,7 @@ def bench_explanations(
             eager_s=eager_s,
             compiled_s=compiled_s,
             mode=options.get("mode"),
+            backend=backend if isinstance(backend := options.get("backend"), str) else None,
             compile=facts(report),
             pending_backward=pending_backward,
             profile=profile,

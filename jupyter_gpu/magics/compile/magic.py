@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -26,7 +28,7 @@ from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
 from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.render import show_note
 from jupyter_gpu.magics.common.runs import RepeatedRuns
-from jupyter_gpu.measure import time_steady
+from jupyter_gpu.measure import Ratio, Variant, compare
 
 from .cache_walk import SIZER, WAIT_S
 from .dynamo_watch import CompileReport, DynamoWatch
@@ -38,6 +40,13 @@ _PENDING_BACKWARD = "Unable to hit fast path of CUDAGraphs because of pending, u
 
 #: Below this speedup, compiled is "no faster" and --bench says why.
 _NO_FASTER = 1.1
+#: About how long the interleaved eager/compiled rounds take (seconds), both together.
+_BENCH_S = 2.0
+
+
+def _clearly_faster(ratio: Ratio) -> bool:
+    """Compiled is measurably faster, by 10 % or more: no "why no faster" is owed."""
+    return ratio.faster and ratio.value >= _NO_FASTER
 
 
 def measure_cache(report: CompileReport) -> None:
@@ -194,6 +203,8 @@ class CompileMagics(ShellMagics):
         except (RuntimeError, ValueError, TypeError) as exc:
             raise UsageError(f"torch.compile refused these options: {exc}") from None
         result = CompileResult(name, eager, compiled, options, quiet=args.quiet)
+        if runs is not None:
+            runs.save_also(name, compiled)  # NAME is the compiled wrapper in half of the runs
         self.shell.user_ns[name] = compiled
         try:
             if bench_code is not None and runs is not None:
@@ -320,15 +331,22 @@ class CompileMagics(ShellMagics):
         run = runs.call(lambda: eval(code, user_ns))  # noqa: S307  # the user's own expression
         report: CompileReport | None = None
         profile = None
+
+        def bound(model: Any) -> Callable[[], contextlib.AbstractContextManager[None]]:
+            @contextlib.contextmanager
+            def binding() -> Iterator[None]:
+                user_ns[result.name] = model
+                yield
+
+            return binding
+
         try:
             with runs.recording():
-                user_ns[result.name] = result.eager
-                eager = time_steady(run, warmup=2)
                 user_ns[result.name] = result.compiled
                 watch = DynamoWatch()
                 watch.start()
                 try:
-                    run()  # the first call compiles
+                    run()  # the first call compiles (timed apart: it is not the steady state)
                 finally:
                     report = watch.stop(cell_filenames(self.shell))
                 if report is not None:
@@ -338,22 +356,36 @@ class CompileMagics(ShellMagics):
                     if not quiet:
                         show_report(report, f"at the first call of {expr}")
                 # Three warm-up calls: CUDA graphs (reduce-overhead) record on the second or
-                # third call.
-                compiled = time_steady(run, warmup=3)
-                if eager.median_s / compiled.median_s < _NO_FASTER:
+                # third call. Eager and compiled then take turns, round after round.
+                comparison = compare(
+                    {
+                        "eager": Variant(run, bound(result.eager)),
+                        "compiled": Variant(run, bound(result.compiled)),
+                    },
+                    warmup=3,
+                    target_s=_BENCH_S,
+                )
+                ratio = comparison.ratio("compiled")
+                if not _clearly_faster(ratio):
+                    user_ns[result.name] = result.compiled
                     profile = profile_calls(run)  # the evidence for "why no faster"
         finally:
+            user_ns[result.name] = result.compiled
             restored = runs.finish()
         pending = runs.warnings.pop(_PENDING_BACKWARD)
         bench = result.bench = BenchResult(
             expr,
-            eager,
-            compiled,
+            comparison["eager"],
+            comparison["compiled"],
             cuda=cuda_in_use(),
             restored=restored,
             warnings=tuple(runs.warning_notes()),
+            ratio=ratio,
+            machine=comparison.machine,
+            method=comparison.method(),
         )
-        if bench.speedup < _NO_FASTER:
+        slow = not _clearly_faster(ratio)
+        if slow:
             explanations = bench_explanations(
                 eager_s=bench.eager_s,
                 compiled_s=bench.compiled_s,
@@ -370,7 +402,7 @@ class CompileMagics(ShellMagics):
         if self.watcher is not None:
             self.watcher.rebaseline()
         if not quiet:
-            show_bench(bench, explanations if bench.speedup < _NO_FASTER else [])
+            show_bench(bench, explanations if slow else [])
 
     def _track_calls(self, result: CompileResult, torch: Any) -> None:
         """A compiled module tells the watcher when a cell calls it (its reports are its own)."""

@@ -113,6 +113,10 @@ def show_report(
     publish("\n".join(lines), html_block(parts))
 
 
+#: Lines under a bench that ask for attention.
+_WARN = ("Note", "Not steady", "Put back")
+
+
 def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
     """Display eager vs compiled time, the speedup, why it is no faster, and what was put back.
 
@@ -120,25 +124,26 @@ def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> 
     compiled is slower or less than 10 % faster, and then never empty (at least "no cause
     found" with the figures).
     """
-    faster = bench.speedup
-    verdict = f"{faster:.2f}x faster" if faster >= 1 else f"{1 / faster:.2f}x slower"
+    ratio = bench.ratio
+    verdict = ratio.describe() if ratio is not None else f"{bench.speedup:.2f}x"
     text = (
         f"bench {bench.expr}: eager {fmt_seconds(bench.eager_s)}, compiled "
-        f"{fmt_seconds(bench.compiled_s)} (median of {bench.eager.runs} / {bench.compiled.runs} "
-        f"runs after {bench.eager.warmup} / {bench.compiled.warmup} warm-up runs"
-        f"{'; CUDA synchronised' if bench.cuda else ''}) -> {verdict}"
+        f"{fmt_seconds(bench.compiled_s)} a call -> compiled {verdict}"
     )
+    if bench.method:
+        text += f"\n  ({bench.method})"
+    unsteady = [f"Not steady: {n}." for n in bench.machine.notes]
     why = [f"Why: {e.text}" for e in explanations]
-    notes = [f"Note: {w}" for w in bench.warnings]
+    notes = [*unsteady, *(f"Note: {w}" for w in bench.warnings)]
     if bench.restored is not None:
         notes.append(bench.restored.line)
     publish(
         "\n".join([text, *why, *notes]),
         html_block(
             [
-                html_note(text, warn=faster < 1),
+                html_note(text, warn=ratio is not None and ratio.slower),
                 *(html_note(w, warn=True) for w in why),
-                *(html_note(n, warn=n.startswith(("Note", "Put back"))) for n in notes),
+                *(html_note(n, warn=n.startswith(_WARN)) for n in notes),
             ]
         ),
     )

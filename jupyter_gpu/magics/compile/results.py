@@ -7,14 +7,18 @@ from typing import Any
 
 from jupyter_gpu.magics.common.causes import Explanation
 from jupyter_gpu.magics.common.runs import Restored
-from jupyter_gpu.measure import Timing
+from jupyter_gpu.measure import MachineNotes, Ratio, Timing
 
 from .dynamo_watch import CompileReport
 
 
 @dataclass(frozen=True)
 class BenchResult:
-    """Eager vs compiled steady-state time of ``expr`` (medians, seconds)."""
+    """Eager vs compiled steady-state time of ``expr``, timed in interleaved rounds.
+
+    ``eager``/``compiled`` hold one per-call time per round (seconds); ``ratio`` is the
+    compiled speedup with its interval (``jupyter_gpu.measure.compare``).
+    """
 
     expr: str
     eager: Timing
@@ -24,6 +28,12 @@ class BenchResult:
     restored: Restored | None = field(default=None, compare=False)
     #: The expression's own warnings during the runs, each once, in the magic's words.
     warnings: tuple[str, ...] = ()
+    #: Eager time over compiled time, round by round: the median and its interval.
+    ratio: Ratio | None = None
+    #: What was not steady on the machine while it was timed (nothing: steady).
+    machine: MachineNotes = field(default_factory=MachineNotes)
+    #: How the figures were taken, in one sentence.
+    method: str = ""
 
     @property
     def eager_s(self) -> float:
@@ -40,7 +50,9 @@ class BenchResult:
 
     @property
     def speedup(self) -> float:
-        """Eager time divided by compiled time (above 1: compiled is faster)."""
+        """Eager time over compiled time, the median of the rounds' ratios (above 1: faster)."""
+        if self.ratio is not None:
+            return self.ratio.value
         return self.eager.median_s / self.compiled.median_s if self.compiled.median_s else 0.0
 
 

@@ -60,7 +60,7 @@ def show_sample(sample: Any, torch_memory: TorchMemory, *, pid: int, cuda_in_use
             util = "n/a" if d.util_pct is None else f"{d.util_pct:.0f}%"
             used = f"{fmt_bytes(d.mem_used_bytes)} of {fmt_bytes(d.mem_total_bytes)}"
             mine = (
-                _simulated_kernel_cell(d, pid)
+                _simulated_kernel_cell(d, pid, cuda_in_use=cuda_in_use)
                 if sample.simulated
                 else _kernel_cell(d, torch_memory, pid)
             )
@@ -74,10 +74,22 @@ def show_sample(sample: Any, torch_memory: TorchMemory, *, pid: int, cuda_in_use
     publish("\n".join(lines), html_block([table.html()]))
 
 
-def _simulated_kernel_cell(device: Any, pid: int) -> str:
-    """What a simulated GPU says this kernel holds (as the sidebar shows it), never torch's."""
+def _simulated_kernel_cell(device: Any, pid: int, *, cuda_in_use: bool) -> str:
+    """What a simulated GPU says this kernel holds (as the sidebar shows it), never torch's.
+
+    The figure is made up by the demo backend, which puts a job on each of its server's
+    kernels: said so, beside what this kernel's torch really holds (nothing on a GPU unless
+    it initialised CUDA, and then not on these made-up GPUs).
+    """
     held = next((p.used_mem_bytes for p in device.processes if p.pid == pid), None)
-    return "not using this GPU" if held is None else f"{fmt_bytes(held)} (simulated)"
+    if held is None:
+        return "not using this GPU"
+    real = (
+        "this kernel's torch uses a real GPU, not shown here"
+        if cuda_in_use
+        else "this kernel's torch holds no GPU memory"
+    )
+    return f"{fmt_bytes(held)} simulated (made up by the demo backend; {real})"
 
 
 def _kernel_cell(device: Any, torch_memory: TorchMemory, pid: int) -> str:

@@ -10,12 +10,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from jupyter_gpu.magics.common.allocator import (
-    AllocatorStats,
-    NvmlProcessView,
-    nvml_process_view,
-    process_rss_bytes,
-)
+from jupyter_gpu.magics.common.allocator import AllocatorStats, NvmlProcessView, nvml_process_view
 from jupyter_gpu.magics.common.args import (
     ShellMagics,
     argument,
@@ -28,8 +23,10 @@ from jupyter_gpu.magics.common.args import (
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
 from jupyter_gpu.magics.common.peak import PeakWatch
+from jupyter_gpu.magics.common.process_memory import read_process_memory
 
 from . import tensors as _tensors
+from .context import context_footprint
 from .oom import FreeReport, free_references, is_oom, last_error_was_oom
 from .report import show_cell, show_freed, show_summary
 from .results import CellMemory, MemorySummary
@@ -107,8 +104,10 @@ class MemoryMagics(ShellMagics):
     def _summary(self, args: argparse.Namespace) -> MemorySummary | None:
         device, index = self._device(args)
         census = _tensors.census(self.shell, device)
-        # What --free would release: tensors only Out[] or the last traceback name.
-        held = census.held_only_by(_tensors.OUTPUT, _tensors.TRACEBACK)
+        # What --free would release: tensors only Out[] or the last traceback name, each
+        # counted under the best name it has (Out[] before a traceback).
+        held_by_outputs = census.held_only_by(_tensors.OUTPUT)
+        held_by_error = census.held_only_by(_tensors.TRACEBACK)
         oom = last_error_was_oom()
         if index is None:
             summary = MemorySummary(device, None, None, None, None, None, None, None, "no CUDA")
@@ -130,12 +129,16 @@ class MemoryMagics(ShellMagics):
                 nvml.used_bytes,
                 nvml.reason,
             )
+            if nvml.used_bytes is not None:  # the gap is shown: measure its first part
+                context = context_footprint(index)
+                summary.context_bytes, summary.context_reason = context.used_bytes, context.reason
         summary.tensors = census.largest(args.top)
         summary.unnamed_bytes = census.unnamed_bytes
-        summary.held_by_last_error_bytes = sum(t.nbytes for t in held)
+        summary.held_by_last_error_bytes = sum(t.nbytes for t in held_by_error)
+        summary.held_by_outputs_bytes = sum(t.nbytes for t in held_by_outputs)
         summary.last_error_was_oom = oom
         if not args.quiet:
-            show_summary(summary, index, len(held))
+            show_summary(summary, index, held_by_error, held_by_outputs)
         return summary if args.output else None
 
     def _free(self, args: argparse.Namespace) -> FreeReport | None:
@@ -160,18 +163,23 @@ class MemoryMagics(ShellMagics):
         return self._cell_cuda(args, code, local_ns, device, index)
 
     def _cell_cpu(self, args: argparse.Namespace, code: CellCode, local_ns: Any) -> Any:
-        rss_before, max_before = process_rss_bytes()
-        result = CellMemory("cpu", rss_before, None, None, max_before)
+        before = read_process_memory()
+        result = CellMemory("cpu", before.rss_bytes, None, None, before.peak_bytes)
         if args.snapshot:
             result.timeline_unavailable = NO_CUDA_TIMELINE
         try:
             with _failure_marked(result):
                 result.value = code.run(local_ns)
         finally:
-            result.after_bytes, max_after = process_rss_bytes()
-            # The lifetime peak RSS only tells the cell's peak if the cell raised it.
-            if max_after is not None and max_before is not None and max_after > max_before:
-                result.peak_bytes = max_after
+            after = read_process_memory()
+            result.after_bytes = after.rss_bytes
+            # The lifetime peak tells the cell's peak only if the cell raised it; each peak is
+            # read with its resident size (never below it), so it is at least the start and
+            # the end. Without a peak after the cell there is nothing to compare: not measured.
+            if after.peak_bytes is None:
+                result.peak_before_bytes = None
+            elif before.peak_bytes is not None and after.peak_bytes > before.peak_bytes:
+                result.peak_bytes = after.peak_bytes
             if not args.quiet:
                 with _never_masking():
                     show_cell(result)

@@ -21,10 +21,76 @@ from .results import CellMemory, MemorySummary
 
 if TYPE_CHECKING:
     from .oom import FreeReport
+    from .tensors import TensorInfo
 
 
-def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
-    """Display ``%memsummary``: allocator table, NVML's view, largest tensors, advice."""
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _outputs_named(held: list[TensorInfo]) -> str:
+    """``Out[4]``, ``Out[4] and Out[7]``... : the output entries that hold ``held``."""
+    entries: list[str] = []
+    for t in held:
+        # Out[4][0] -> Out[4]; a traceback's name of the same tensor is not an entry.
+        for name in (n for n in t.names if n.startswith("Out[")):
+            entry = name[: name.index("]") + 1]
+            if entry not in entries:
+                entries.append(entry)
+    shown = entries[:3] + ([f"{len(entries) - 3} more"] if len(entries) > 3 else [])
+    if len(shown) < 2:
+        return "".join(shown) or "Out[]"
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def held_note(
+    held_by_error: list[TensorInfo], held_by_outputs: list[TensorInfo], *, oom: bool, cuda: bool
+) -> str | None:
+    """What only the last error's traceback and only Out[] keep alive, each named as such.
+
+    ``None`` when neither holds a tensor. The traceback is named only when there was an error
+    (a traceback holds something); Out[] alone is IPython's output history, not an error.
+    """
+    parts = []
+    if held_by_error:
+        whose = (
+            "The last cell ran out of memory; its traceback"
+            if oom
+            else "The last error's traceback"
+        )
+        parts.append(
+            f"{whose} still holds {_count(len(held_by_error), 'tensor')}, "
+            f"{fmt_bytes(sum(t.nbytes for t in held_by_error))} (a traceback keeps every "
+            "frame's variables alive)"
+        )
+    if held_by_outputs:
+        which = "Out[]" if held_by_error else "IPython's output history"
+        parts.append(
+            f"{which} still holds {_count(len(held_by_outputs), 'tensor')}, "
+            f"{fmt_bytes(sum(t.nbytes for t in held_by_outputs))}, in "
+            f"{_outputs_named(held_by_outputs)} (a cell's displayed value stays in Out[])"
+        )
+    if not parts:
+        return None
+    them = "it" if len(held_by_error) + len(held_by_outputs) == 1 else "them"
+    empties = " and empties the CUDA cache" if cuda else ""
+    return (
+        f"{'; '.join(parts)}. %memsummary --free releases {them}{empties}; your own variables "
+        "are kept."
+    )
+
+
+def show_summary(
+    s: MemorySummary,
+    index: int | None,
+    held_by_error: list[TensorInfo],
+    held_by_outputs: list[TensorInfo],
+) -> None:
+    """Display ``%memsummary``: allocator table, NVML's view, largest tensors, advice.
+
+    ``held_by_error`` and ``held_by_outputs``: the tensors only the last error's traceback,
+    and only Out[], keep alive (what ``--free`` would release).
+    """
     parts_text: list[str] = []
     parts_html: list[str] = []
 
@@ -56,11 +122,10 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
         parts_text.append(stats.text())
         parts_html.append(stats.html())
         if s.nvml_used_bytes is not None and s.reserved_bytes is not None:
-            gap = s.nvml_used_bytes - s.reserved_bytes
             note(
-                f"NVML: this process uses {fmt_bytes(s.nvml_used_bytes)} of GPU memory; torch "
-                f"reserved {fmt_bytes(s.reserved_bytes)}. The {fmt_bytes(gap)} gap is the "
-                "CUDA context, cuBLAS/cuDNN/NCCL workspaces and other libraries."
+                nvml_gap_text(
+                    s.nvml_used_bytes, s.reserved_bytes, s.context_bytes, s.context_reason
+                )
             )
         else:
             note(f"NVML's view of this process: not available ({s.nvml_reason}).")
@@ -82,20 +147,12 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
             f"{fmt_bytes(s.unnamed_bytes)} of tensors is not reachable from any notebook name "
             "(held by libraries, closures, compiled graphs or CUDA graph pools)."
         )
-    if s.held_by_last_error_bytes > 0:
-        what = (
-            "The last cell ran out of memory; its traceback"
-            if s.last_error_was_oom
-            else "The last error's traceback"
-        )
-        note(
-            f"{what} and Out[] still hold {held_count} tensor(s), "
-            f"{fmt_bytes(s.held_by_last_error_bytes)} (a traceback keeps every frame's "
-            "variables alive). %memsummary --free releases them and empties the CUDA cache; "
-            "your own variables are kept.",
-            warn=True,
-        )
-    elif s.last_error_was_oom:
+    held = held_note(
+        held_by_error, held_by_outputs, oom=s.last_error_was_oom, cuda=index is not None
+    )
+    if held is not None:
+        note(held, warn=bool(held_by_error))
+    if s.last_error_was_oom and not held_by_error:
         note(
             "The last cell ran out of memory. Free memory by deleting large variables "
             "(del name), then torch.cuda.empty_cache(); or use a smaller batch, "
@@ -103,6 +160,40 @@ def show_summary(s: MemorySummary, index: int | None, held_count: int) -> None:
             warn=True,
         )
     publish("\n".join(parts_text), html_block(parts_html))
+
+
+def nvml_gap_text(
+    used_bytes: int, reserved_bytes: int, context_bytes: int | None, context_reason: str | None
+) -> str:
+    """NVML's figure for this process beside torch's reserved, and what lies between them.
+
+    The gap is what the process holds outside torch's caching allocator. cuBLAS's and cuBLASLt's
+    workspaces are not in it: torch allocates them from that allocator
+    (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``getNewWorkspace`` and
+    ``getNewCUDABlasLtWorkspace`` call ``c10::cuda::CUDACachingAllocator::get()->allocate``,
+    sized by ``CUBLAS_WORKSPACE_CONFIG`` and ``CUBLASLT_WORKSPACE_SIZE``), and so are cuDNN's
+    convolution workspaces (``aten/src/ATen/native/cudnn/Conv_v7.cpp``, ``Conv_v8.cpp``); notebook
+    00 measures the cuBLAS one inside ``allocated``. ``context_bytes`` is a bare context's size
+    (``context.py``); ``None`` with ``context_reason`` when it was not measured.
+    """
+    gap = used_bytes - reserved_bytes
+    text = (
+        f"NVML: this process uses {fmt_bytes(used_bytes)} of GPU memory; torch reserved "
+        f"{fmt_bytes(reserved_bytes)}. The {fmt_bytes(gap)} gap is memory outside torch's "
+        "caching allocator: the CUDA context, the kernel images (modules) loaded so far, NCCL's "
+        "own buffers and other libraries' own allocations. (cuBLAS's and cuDNN's workspaces are "
+        "not in it: torch allocates them from its caching allocator, inside reserved.)"
+    )
+    if context_bytes is None:
+        return f"{text} The context's own size was not measured: {context_reason}."
+    text += (
+        f" A bare CUDA context on this GPU takes {fmt_bytes(context_bytes)} (measured once in "
+        "this kernel, by a fresh process that opened only a context)"
+    )
+    rest = gap - context_bytes
+    if rest < 0:
+        return f"{text}: more than the gap, so this process's context is the smaller one."
+    return f"{text}; the other {fmt_bytes(rest)} are kernel images and libraries' own memory."
 
 
 def _peak_text(r: CellMemory) -> str:
@@ -128,15 +219,18 @@ def _peak_text(r: CellMemory) -> str:
 def show_cell(r: CellMemory) -> None:
     """Display ``%%memsummary``: the delta and peak line, and the timeline if recorded."""
     if r.device == "cpu":
-        text = (
-            f"cell memory (cpu, process resident memory): {fmt_bytes(r.before_bytes)} -> "
-            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}); "
-            + (
-                f"the process peak rose to {fmt_bytes(r.peak_bytes)} in this cell"
-                if r.peak_bytes is not None
-                else "peak: not above the process's earlier peak "
+        if r.peak_bytes is not None:
+            peak = f"the process peak rose to {fmt_bytes(r.peak_bytes)} in this cell"
+        elif r.peak_before_bytes is not None:
+            peak = (
+                "peak: not above the process's earlier peak "
                 f"({fmt_bytes(r.peak_before_bytes)}); torch keeps no CPU peak counter"
             )
+        else:
+            peak = "peak: not measured (no peak resident size read with the resident size here)"
+        text = (
+            f"cell memory (cpu, process resident memory): {fmt_bytes(r.before_bytes)} -> "
+            f"{fmt_bytes(r.after_bytes)} ({fmt_signed_bytes(r.delta_bytes)}); {peak}"
         )
     else:
         text = (

@@ -16,7 +16,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class MemorySummary:
-    """What ``%memsummary -o`` returns (bytes; ``None`` where not measured, e.g. on CPU)."""
+    """What ``%memsummary -o`` returns (bytes; ``None`` where not measured, e.g. on CPU).
+
+    ``held_by_last_error_bytes``: tensors that only the last error's traceback (its frames'
+    variables) keeps alive; ``held_by_outputs_bytes``: tensors that only IPython's output
+    history (``Out[n]``) keeps alive. A tensor both hold counts once, under ``Out[]``.
+    """
 
     device: str
     allocated_bytes: int | None
@@ -27,9 +32,14 @@ class MemorySummary:
     ooms: int | None
     nvml_used_bytes: int | None
     nvml_reason: str | None
+    context_bytes: int | None = None
+    """A bare CUDA context on this GPU, measured once in a fresh process (``context.py``)."""
+    context_reason: str | None = None
+    """Why ``context_bytes`` was not measured."""
     tensors: list[TensorInfo] = field(default_factory=list)
     unnamed_bytes: int = 0
     held_by_last_error_bytes: int = 0
+    held_by_outputs_bytes: int = 0
     last_error_was_oom: bool = False
 
     def __repr__(self) -> str:
@@ -51,6 +61,11 @@ class CellMemory:
     otherwise ``peak`` (a ``PeakReading``) holds the peak of the bytes requested, from the
     allocator's trace of the cell (``peak.source == "trace"``). ``best_known_peak_bytes`` is
     one figure for both cases.
+
+    On CPU, ``peak_before_bytes`` is the process's peak resident size before the cell
+    (``None``: not measured), and ``peak_bytes`` that peak after the cell when the cell raised
+    it; each is read with the resident size beside it, so it is never below the start or the
+    end (``common/process_memory.py``).
     """
 
     device: str

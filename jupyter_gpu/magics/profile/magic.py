@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +28,17 @@ from jupyter_gpu.magics.common.args import (
     type_name,
 )
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
+from jupyter_gpu.magics.common.kineto import kineto_quiet
 from jupyter_gpu.magics.common.lazy_torch import torch_module
 from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.render import show_note
 from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
 from jupyter_gpu.measure import synchronize
 
-from .analysis import analyse
+from .analysis import analyse, hints
+from .loaders import find_loaders, loader_fix
 from .report import show_profile
 from .results import ProfileResult
-from .rows import OWN_RANGE
 from .syncs import SyncSpy
 
 #: --sort keys: ours, then torch's own names for the same columns.
@@ -75,7 +80,7 @@ def _export_trace(prof: Any, path: str) -> str | None:
 
 
 #: Options of %profile that take a value (the statement starts after the options).
-_VALUED = ("--sort", "--row-limit", "--trace", "--warmup", "--model", "--optimizer")
+_VALUED = ("--sort", "--row-limit", "--trace", "--warmup", "--steps", "--model", "--optimizer")
 
 
 def split_statement(line: str) -> tuple[str, str]:
@@ -97,6 +102,20 @@ def split_statement(line: str) -> tuple[str, str]:
     return " ".join(options), rest
 
 
+@dataclass
+class Passes:
+    """What the runs of the code were, for the report: which pass each figure comes from."""
+
+    #: Put back after the warm-up and measured runs (``--warmup``/``--steps``), else ``None``.
+    repeated: Restored | None = None
+    #: Put back after the sync pass, where it was a run of its own (one measured run).
+    sync_pass: Restored | None = None
+    #: Why the syncs' lines were not looked for, if they were not ("" otherwise).
+    sync_note: str = ""
+    #: The cell's value: from its last real run.
+    value: Any = None
+
+
 @magics_class
 class ProfileMagics(ShellMagics):
     """``%profile`` and ``%%profile``."""
@@ -110,15 +129,22 @@ class ProfileMagics(ShellMagics):
     @argument("--memory", action="store_true", help="record allocations (memory columns)")
     @argument("--stack", action="store_true", help="record Python stacks (calling source line)")
     @argument(
+        "--steps",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="the code is one step: measure N runs of it, each a step (1)",
+    )
+    @argument(
         "--warmup",
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="run the code N times first, put back what they changed, then profile (0)",
+        help="run the code N times first, unmeasured (0)",
     )
-    @argument("--model", metavar="NAME", help="--warmup: the model the code trains (put back)")
-    @argument("--optimizer", metavar="NAME", help="--warmup: the optimizer it steps (put back)")
-    @allow_side_effects_option("--warmup", "the code")
+    @argument("--model", metavar="NAME", help="the model the code trains (put back after runs)")
+    @argument("--optimizer", metavar="NAME", help="the optimizer it steps (put back after runs)")
+    @allow_side_effects_option("--warmup/--steps", "the code")
     @output_options()
     @needs_local_scope
     @line_cell_magic
@@ -127,19 +153,31 @@ class ProfileMagics(ShellMagics):
     ) -> Any:
         """Profile a statement (%profile [options] STATEMENT) or the cell (%%profile).
 
-        Runs it under torch.profiler and shows what took the time: a sortable table of
-        the top ops (self/total CPU and GPU time, calls); the user's record_function ranges
-        (e.g. Optimizer.step#AdamW.step) apart from the ops; the device synchronisations
-        (cudaStreamSynchronize, cudaDeviceSynchronize, blocking copies: what .item(), .cpu()
-        or print of a CUDA tensor do) with the lines that made them; a timeline of CPU ops and
-        GPU kernels; the fraction of the time the GPU was idle, split as Holistic Trace
-        Analysis does (waiting on the host, between kernels, on copies); and one or two hints.
-        --trace FILE writes a Chrome/Perfetto trace (open it in ui.perfetto.dev). --warmup N
-        runs the code N times before the profiled run (first-call costs, a compile) and puts
-        back what they changed (the model and optimizer named with --model/--optimizer, the
-        tensors the code uses, the RNG), so the cell's effect is that of one run; code whose
-        changes cannot be put back is refused before it runs (or --allow-side-effects). The
-        profiler stops even if the code raises.
+        Runs it under torch.profiler and shows what took the time over the measured steps: a
+        sortable table of the top ops (self/total CPU and GPU time, calls); the user's
+        record_function ranges (e.g. Optimizer.step#AdamW.step) apart from the ops; the device
+        synchronisations (cudaStreamSynchronize, cudaDeviceSynchronize, blocking copies: what
+        .item(), .cpu() or print of a CUDA tensor do), the time the CPU was blocked in them and
+        the lines that made them; a timeline of the steps, CPU ops and GPU kernels; the share of
+        the steps the GPU was idle, split as Holistic Trace Analysis does (waiting on the host,
+        between kernels, on copies); and one or two hints.
+
+        Steps: the code is one step. --steps N runs it N times (torch.profiler's schedule, one
+        ProfilerStep range each) after --warmup W unmeasured runs; the last warm-up run starts
+        the profiler (its start-up falls outside the steps). The idle share is over whole step
+        periods: from the first measured step's start to the end of the last one's CPU range or
+        GPU work, whichever is later; start-up and the profiler's closing synchronisation are
+        outside. More than one run goes through the magics' repeated-runs helper: it puts back
+        what the runs changed (the model and optimizer named with --model/--optimizer, the
+        tensors the code uses, the RNG), then the code runs once more, unprofiled, as the
+        cell's own run, so the cell's effect is that of one run; code whose changes cannot be put
+        back is refused before it runs (or --allow-side-effects).
+
+        Syncs' lines come from their own pass, with CUDA's sync debug mode on, never while the
+        GPU is profiled: the cell's own run after --warmup/--steps runs, or (one run) one more
+        run that is put back, when the profile counted syncs. --stack places them from the
+        profile instead. --trace FILE writes a Chrome/Perfetto trace (open it in
+        ui.perfetto.dev). The profiler stops even if the code raises.
         """
         first_line = 2  # a %%profile cell's body starts under its magic line
         if cell is None:
@@ -161,36 +199,32 @@ class ProfileMagics(ShellMagics):
                 "torch.profiler.profile block): stop it first, then run this cell again."
             )
         code = CellCode(self.shell, cell, first_line=first_line)
-        warmup, warmup_warnings = self._warm_up(args, code, local_ns, torch)
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if cuda:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        named = self._named(args, torch)
+        total = args.warmup + args.steps
+        runs = self._repeated(args, code, named, total)  # refuses before anything runs
         from jupyter_gpu.magics.common.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
-        # acc_events: one run, so nothing to accumulate; without it torch 2.11 warns that the
-        # profiler "clears events at the end of each cycle", about a cycle the user never ran.
-        prof = torch.profiler.profile(
-            activities=activities,
-            profile_memory=args.memory,
-            with_stack=args.stack,
-            acc_events=True,
-            experimental_config=_stack_config(torch) if args.stack else None,
-        )
+        prof = _profiler(torch, args, cuda)
         cell_names = cell_filenames(self.shell)
+        passes = Passes()
+        start = time.perf_counter()
+        if runs is None:
+            passes.value = _profiled_pass(prof, lambda: code.run(local_ns), args.warmup, args.steps)
+        else:
+            try:
+                with runs.recording():
+                    _profiled_pass(
+                        prof, runs.call(lambda: code.run(local_ns)), args.warmup, args.steps
+                    )
+            finally:
+                passes.repeated = runs.finish()
+        wall = time.perf_counter() - start
         # Places syncs without --stack; only where CUDA is up already (never initialises it).
         traced = cuda and not args.stack and torch.cuda.is_initialized()
-        spy = SyncSpy(torch, cell_names) if traced else None
-        start = time.perf_counter()
-        with prof:  # __exit__ stops the profiler whatever the cell does
-            if spy is not None:
-                with spy:
-                    value = code.run(local_ns)
-            else:
-                value = code.run(local_ns)
-            with torch.profiler.record_function(OWN_RANGE):  # not counted as the user's sync
-                synchronize()
-        wall = time.perf_counter() - start
+        places: Counter[str] = Counter()
+        if runs is not None:  # the cell's own run: unprofiled, the sync pass where CUDA is up
+            passes.value, places = _run_once(torch, code, local_ns, cell_names, traced)
         try:
             analysis = analyse(
                 prof,
@@ -199,7 +233,6 @@ class ProfileMagics(ShellMagics):
                 cell_names=cell_names,
                 stack=args.stack,
                 timeline=not args.quiet,  # the bars only feed the figure
-                sync_places=spy.places if spy is not None else None,
             )
         except UnicodeDecodeError as err:
             # torch's own parse of its trace (prof.events()) now and then meets a garbled event
@@ -211,7 +244,18 @@ class ProfileMagics(ShellMagics):
                 "to profile it."
             )
             show_note(text, warn=True)
-            return None if args.output else value
+            return None if args.output else passes.value
+        if runs is None and traced and analysis.syncs.count and (args.output or not args.quiet):
+            places = self._sync_pass(code, local_ns, named, cell_names, passes, torch)
+        places.pop("?", None)  # counted by the profile; no line to show
+        if places:
+            analysis.syncs.places.update(places)
+            analysis.syncs.places_from = "pass"
+        if analysis.loader_s > 0:
+            seen = find_loaders(self.shell.user_ns, analysis.loader_range)
+            analysis.loader_seen = "; ".join(s.describe() for s in seen[:2])
+            analysis.loader_fix = loader_fix(seen[0] if len(seen) == 1 else None, cuda=cuda)
+        analysis.hints = hints(analysis, cuda=cuda, autocast_on=autocast_on)
         trace_problem = _export_trace(prof, trace) if trace is not None else None
         result = ProfileResult(
             rows=analysis.rows,
@@ -221,14 +265,21 @@ class ProfileMagics(ShellMagics):
             trace_file=trace if trace_problem is None else None,
             sort=sort,
             kernel_count=analysis.kernel_count,
-            value=value,
+            value=passes.value,
             profiler=prof,
             ranges=analysis.ranges,
             sync_count=analysis.syncs.count,
             sync_places=dict(analysis.syncs.places),
             idle_s=analysis.idle_s,
-            warmup=warmup,
-            warmup_warnings=warmup_warnings,
+            warmup=passes.repeated,
+            warmup_warnings=runs.warning_notes() if runs is not None else [],
+            steps=analysis.steps if analysis.window is not None else 0,
+            window_s=analysis.window_s,
+            window=analysis.window.span_text() if analysis.window is not None else "",
+            sync_blocked_s=analysis.syncs.blocked_s,
+            sync_pass=passes.sync_pass,
+            sync_note=passes.sync_note,
+            loader_s=analysis.loader_s,
         )
         if not args.quiet:
             show_profile(result, analysis, cuda=cuda, args=args)
@@ -236,26 +287,16 @@ class ProfileMagics(ShellMagics):
             show_note(
                 f"--trace {args.trace}: the trace was not written ({trace_problem}).", warn=True
             )
-        return result if args.output else value
+        return result if args.output else passes.value
 
-    # -------------------------------------------------------------------------- warm-up
+    # -------------------------------------------------------------------------- runs
 
-    def _warm_up(
-        self, args: argparse.Namespace, code: CellCode, local_ns: Any, torch: Any
-    ) -> tuple[Restored | None, list[str]]:
-        """Run the code ``--warmup`` times, then put back what it changed (the one helper).
+    def _named(self, args: argparse.Namespace, torch: Any) -> Named:
+        """The models and optimizers named with --model/--optimizer (checked).
 
         Raises:
-            UsageError: --model/--optimizer/--allow-side-effects without --warmup, names that
-                are not a model or an optimizer, or code whose changes cannot all be put back.
+            UsageError: a name that is missing, or not a model or an optimizer.
         """
-        if not args.warmup:
-            if args.model or args.optimizer or args.allow_side_effects:
-                raise UsageError(
-                    "--model, --optimizer and --allow-side-effects go with --warmup N, e.g. "
-                    "%%profile --warmup 2 --model model --optimizer opt."
-                )
-            return None, []
         models, optimizers = {}, {}
         if args.model:
             model = lookup(self.shell.user_ns, args.model, "--model")
@@ -269,23 +310,77 @@ class ProfileMagics(ShellMagics):
                     f"--optimizer {args.optimizer} is a {type_name(opt)}, not an optimizer."
                 )
             optimizers[args.optimizer] = opt
-        runs = RepeatedRuns(
+        return Named(models, optimizers)
+
+    def _repeated(
+        self, args: argparse.Namespace, code: CellCode, named: Named, total: int
+    ) -> RepeatedRuns | None:
+        """The repeated-runs helper for ``--warmup``/``--steps`` runs, ``None`` for one run.
+
+        Raises:
+            UsageError: --allow-side-effects with one run, or code whose changes cannot all be
+                put back (before anything runs).
+        """
+        if total == 1:
+            if args.allow_side_effects:
+                raise UsageError(
+                    "--allow-side-effects goes with --warmup N or --steps N (more than one run), "
+                    "e.g. %%profile --steps 5 --allow-side-effects."
+                )
+            return None
+        return RepeatedRuns(
             self.shell,
             code.codes,
-            what=f"%%profile --warmup {args.warmup}",
-            named=Named(models, optimizers),
+            what=f"%%profile --warmup {args.warmup} --steps {args.steps}",
+            named=named,
             allow_side_effects=args.allow_side_effects,
-            expected_runs=f"{args.warmup} time(s) before the profiled run",
+            expected_runs=f"{total} time(s), then once more as the cell's own run",
         )
-        run = runs.call(lambda: code.run(local_ns))
+
+    def _sync_pass(
+        self,
+        code: CellCode,
+        local_ns: Any,
+        named: Named,
+        cell_names: dict[str, int],
+        passes: Passes,
+        torch: Any,
+    ) -> Counter[str]:
+        """One more run, sync-debug mode on and no profiler, put back: the syncs' lines.
+
+        Only for a single measured run that made syncs (with more runs, the cell's own run
+        finds them). Code whose changes cannot be put back is not run again, and an error in
+        this extra run is not the cell's (the profiled run stands): the report says either.
+        """
+        try:
+            runs = RepeatedRuns(
+                self.shell,
+                code.codes,
+                what="%%profile's sync pass",
+                named=named,
+                expected_runs="once more, after the profiled run, to find the syncs' lines",
+            )
+        except UsageError as refused:
+            passes.sync_note = (
+                f"their lines were not looked for: {refused} (or --stack finds them in the "
+                "profile itself)"
+            )
+            return Counter()
+        spy = SyncSpy(torch, cell_names)
         try:
             with runs.recording():
-                for _ in range(args.warmup):
-                    run()
-                synchronize()
+                with spy:
+                    runs.call(lambda: code.run(local_ns))()
+                synchronize()  # its work done before the state is put back
+        except Exception as err:  # noqa: BLE001  # our extra run: the profiled one stands
+            passes.sync_note = (
+                f"their lines were not found: the sync pass (one more run) raised "
+                f"{type(err).__name__}: {str(err)[:200]}"
+            )
+            return Counter()
         finally:
-            restored = runs.finish()
-        return restored, runs.warning_notes()
+            passes.sync_pass = runs.finish()
+        return spy.places
 
     # -------------------------------------------------------------------------- checks
 
@@ -328,6 +423,79 @@ class ProfileMagics(ShellMagics):
         if path.exists() and not os.access(path, os.W_OK):
             raise UsageError(f"--trace {trace}: the file exists and is not writable here.")
         return str(path)
+
+
+def _profiler(torch: Any, args: argparse.Namespace, cuda: bool) -> Any:
+    """A ``torch.profiler.profile`` whose schedule makes each run of the code a step.
+
+    ``schedule(skip_first=W-1, wait=0, warmup=1, active=N, repeat=1)`` for ``--warmup W``
+    (W >= 1): the runs before the last warm-up one run without the profiler, the last warm-up
+    run with it started but not recording (torch's WARMUP: its start-up costs fall there), then
+    N recorded steps; with no warm-up the profiler starts before the first step, outside its
+    range. ``profile.step()`` closes each ``ProfilerStep#n`` range (torch's step marker, which
+    Holistic Trace Analysis reads too).
+    """
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with warnings.catch_warnings():
+        # warmup=0 warns that results may skew: the profiler's start falls outside the steps
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        schedule = torch.profiler.schedule(
+            skip_first=max(0, args.warmup - 1),
+            wait=0,
+            warmup=1 if args.warmup else 0,
+            active=args.steps,
+            repeat=1,
+        )
+    # acc_events: one cycle, so nothing to accumulate; without it torch 2.11 warns that the
+    # profiler "clears events at the end of each cycle", about a cycle the user never ran.
+    return torch.profiler.profile(
+        activities=activities,
+        schedule=schedule,
+        profile_memory=args.memory,
+        with_stack=args.stack,
+        acc_events=True,
+        experimental_config=_stack_config(torch) if args.stack else None,
+    )
+
+
+def _profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) -> Any:
+    """Run the code ``warmup + steps`` times under ``prof``, a profiler step after each.
+
+    Returns the last run's value. The profiler's own start and stop, and the steps that start
+    or stop its trace, run with kineto's log lines kept out of the output
+    (``common/kineto.py``); the steps between measured runs do not, so that its few syscalls
+    stay out of the measured window, and the user's code never does. It stops even if the code
+    raises.
+    """
+    with kineto_quiet():
+        prof.start()
+    value = None
+    try:
+        for done in range(1, warmup + steps + 1):
+            value = run()
+            if warmup < done < warmup + steps:  # between two measured steps: no transition
+                prof.step()
+                continue
+            with kineto_quiet():
+                prof.step()
+    finally:
+        with kineto_quiet():
+            prof.stop()
+    return value
+
+
+def _run_once(
+    torch: Any, code: CellCode, local_ns: Any, cell_names: dict[str, int], traced: bool
+) -> tuple[Any, Counter[str]]:
+    """The cell's own run after the repeated ones: no profiler; the sync pass where ``traced``."""
+    if not traced:
+        return code.run(local_ns), Counter()
+    spy = SyncSpy(torch, cell_names)
+    with spy:
+        value = code.run(local_ns)
+    return value, spy.places
 
 
 def _stack_config(torch: Any) -> Any:

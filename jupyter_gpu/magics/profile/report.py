@@ -35,6 +35,39 @@ def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
     return getattr(row, key)
 
 
+def _steps_text(r: ProfileResult) -> str:
+    """The window every share is of (``idle.py``).
+
+    ``2 steps (8.10 ms, steps 3 to 4)``; one measured run: ``the measured run (2.32 s)``, with
+    its number after warm-up runs (``run 3``).
+    """
+    if r.steps > 1:
+        return f"{r.steps} steps ({fmt_seconds(r.window_s)}, {r.window})"
+    which = f", {r.window.replace('step', 'run')}" if r.steps and r.window != "step 1" else ""
+    return f"the measured run ({fmt_seconds(r.window_s)}{which})"
+
+
+def _syncs_note(r: ProfileResult, a: Analysis) -> str:
+    """The measured steps' syncs, the time blocked in them, and where their lines came from.
+
+    From the sync pass, from the profile's stacks, or the reason they were not looked for.
+    """
+    syncs = a.syncs
+    if not syncs.count:
+        return "Device syncs: none (the CPU never waited for the GPU in the measured steps)."
+    text = (
+        f"Device syncs: {syncs.describe()}; the CPU was blocked in them "
+        f"{fmt_seconds(syncs.blocked_s)} of {fmt_seconds(r.window_s)}"
+    )
+    if syncs.places_from == "pass":
+        text += " (lines from the sync pass: a run with sync-debug mode on, not profiled)"
+    elif syncs.places_from == "stack":
+        text += " (lines from the profile's Python stacks, --stack)"
+    elif r.sync_note:
+        text += f"; {r.sync_note}"
+    return text + "."
+
+
 def ranges_table(ranges: list[RangeRow], cuda: bool) -> Table:
     """The user's record_function ranges: spans of many ops and kernels, not ops."""
     headers = ["range", "calls", "CPU span"] + (["GPU span"] if cuda else [])
@@ -82,8 +115,7 @@ def show_profile(r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Na
         numeric=numeric,
         sortable=True,
         title=f"top {min(args.row_limit, len(rows))} of {len(rows)} {what}, by "
-        f"{r.sort.removesuffix('_s').replace('_', ' ')}; "
-        f"cell wall time {fmt_seconds(r.wall_s)}"
+        f"{r.sort.removesuffix('_s').replace('_', ' ')}; {_steps_text(r)}"
         + ("; the ops that launched them: --sort self_cpu" if kernels_only else ""),
     )
     for row in rows[: args.row_limit]:
@@ -111,16 +143,12 @@ def show_profile(r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Na
         idle = r.gpu_idle_fraction
         split = a.idle_split()
         notes.append(
-            f"GPU idle {fmt_pct(idle)} of the profiled {fmt_seconds(a.window_s)} "
-            f"({r.kernel_count:,} kernels)" + (f": {split}." if split else ".")
+            f"GPU idle {fmt_pct(idle)} of {_steps_text(r)} ({r.kernel_count:,} kernels)"
+            + (f": {split}." if split else ".")
             if idle is not None
             else "GPU idle time: not measured."
         )
-        notes.append(
-            f"Device syncs: {a.syncs.describe()}."
-            if a.syncs.count
-            else "Device syncs: none (the CPU never waited for the GPU inside the cell)."
-        )
+        notes.append(_syncs_note(r, a))
     else:
         notes.append("No CUDA GPU: CPU ops only.")
     if args.stack and not a.python_frames:
@@ -131,7 +159,12 @@ def show_profile(r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Na
     notes += [f"Hint: {h}" for h in r.hints]
     notes += [f"Note: {w}" for w in r.warmup_warnings]
     if r.warmup is not None:
-        notes.append(f"Warm-up ({args.warmup} run(s) before the profiled one): {r.warmup.line}")
+        notes.append(
+            f"Runs ({args.warmup} warm-up, {args.steps} measured, then the cell's own run, "
+            f"not profiled): {r.warmup.line}"
+        )
+    if r.sync_pass is not None:
+        notes.append(f"Sync pass (one more run, not profiled): {r.sync_pass.line}")
     if r.trace_file:
         notes.append(
             f"Trace written to {r.trace_file} (open in ui.perfetto.dev or chrome://tracing)."
@@ -154,7 +187,7 @@ def show_profile(r: ProfileResult, a: Analysis, *, cuda: bool, args: argparse.Na
             f"timeline: {len(a.bars):,} events on {lanes} lane(s) over {fmt_seconds(a.window_s)}"
         )
         publish_figure(
-            timeline_figure(a.bars, "CPU ops and GPU kernels over the cell"),
+            timeline_figure(a.bars, "Steps, CPU ops and GPU kernels over the measured steps"),
             timeline_svg(a.bars),
             summary,
         )

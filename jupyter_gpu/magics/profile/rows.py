@@ -84,15 +84,12 @@ BOOKKEEPING = frozenset(
         "CUPTI Overhead",
     )
 )
-#: The range %%profile puts around its own end-of-cell synchronisation (left out everywhere).
-OWN_RANGE = "jupyter_gpu: end of cell"
 
 
 def is_shown(name: str) -> bool:
     """False for rows the table leaves out (memory records, Python functions, bookkeeping)."""
     return not (
         name == "[memory]"
-        or name == OWN_RANGE
         or name in BOOKKEEPING
         or name.startswith(("ProfilerStep", "<built-in"))
         or PY_EVENT.match(name)

@@ -1,17 +1,25 @@
-"""Where the cell synchronised with the GPU, recorded while it runs (without ``--stack``).
+"""The device synchronisations of the measured steps, and the pass that finds their lines.
 
-The profile counts the syncs exactly (their CUDA runtime calls) but, without Python stacks,
-cannot say which line made them. Recording stacks for every call costs the whole cell, so
-while the cell runs this records the Python stack of the syncs alone:
+**Counting** is exact and comes from the profile: a synchronisation is a CUDA runtime or driver
+call that blocks the host until the device is done (``cudaStreamSynchronize``,
+``cudaDeviceSynchronize``, ``cudaEventSynchronize``, a blocking ``cudaMemcpy``). ``.item()`` on a
+CUDA tensor is one (a copy, then a stream sync), and so is a blocking ``.to('cuda')`` of pageable
+memory; ``.item()`` on a CPU tensor has no runtime call at all, so it is not. Only the syncs
+inside the measured steps count, and their durations add up to the time the host was blocked.
+
+**Placing** them (which line made them) is its own pass, the *sync pass*: one more run of the
+code with the profiler off, never while the GPU is timed, because what places them costs host
+time right after each sync, when the GPU's queue is empty, and would read as GPU idle time:
 
 - torch's sync debug mode (``torch.cuda.set_sync_debug_mode("warn")``) warns at each implicit
   sync (``.item()``, ``.cpu()``, ``print`` of a CUDA tensor, ``stream.synchronize()``); the
   warning is caught here, where the stack is still the caller's, and never shown;
 - an explicit ``torch.cuda.synchronize()`` does not warn, so ``torch.cuda.synchronize`` is
-  wrapped for the cell (a name imported before with ``from torch.cuda import synchronize``
+  wrapped for the pass (a name imported before with ``from torch.cuda import synchronize``
   escapes: its syncs are counted, not placed).
 
-Both are put back when the cell ends, whatever it did.
+Both are put back when the pass ends, whatever it did. With ``--stack`` the profile's own Python
+stacks place them instead, and there is no sync pass.
 """
 
 from __future__ import annotations
@@ -20,13 +28,70 @@ import re
 import sys
 import warnings
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
 from jupyter_gpu.magics.common.origin import is_library_file
 
-from .analysis import place
+from .places import place
+
+#: Runtime and driver calls that block the host until the device is done (CUDA 12 and 13
+#: also have ``_ptsz``/``_v2`` variants, matched by prefix).
+SYNC_CALLS = (
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+)
+#: Blocking copies (the ``Async`` ones do not block by themselves).
+_BLOCKING_COPIES = ("cudaMemcpy", "cudaMemcpy_ptds", "cuMemcpyDtoH", "cuMemcpyDtoH_v2")
+
+
+def is_sync(name: str) -> bool:
+    """A runtime or driver call that blocks the host until the device is done."""
+    return name.startswith(SYNC_CALLS) or name in _BLOCKING_COPIES
+
+
+@dataclass
+class Syncs:
+    """The measured steps' device syncs: each call's count, the time blocked, and their lines.
+
+    ``places`` (line -> count) come from the sync pass (one run of the code) or, with
+    ``--stack``, from the same profiled steps (``places_from``: ``"pass"``, ``"stack"``, ``""``).
+    """
+
+    by_call: Counter[str] = field(default_factory=Counter)
+    places: Counter[str] = field(default_factory=Counter)
+    #: Seconds the host spent inside the sync calls, over the measured steps.
+    blocked_s: float = 0.0
+    #: Measured steps the counts cover.
+    steps: int = 1
+    places_from: str = ""
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_call.values())
+
+    def describe(self) -> str:
+        """``12 device syncs (cudaStreamSynchronize x12) at cell [3] line 4 (x12)``."""
+        calls = ", ".join(f"{name} x{n}" for name, n in self.by_call.most_common())
+        per_step = f"; {self.count / self.steps:.3g} a step" if self.steps > 1 else ""
+        text = f"{self.count:,} device sync(s) ({calls}{per_step})"
+        if self.places:
+            where = "; ".join(f"{p} (x{n})" for p, n in self.places.most_common(3))
+            more = len(self.places) - 3
+            text += f" at {where}" + (f" and {more} more place(s)" if more > 0 else "")
+            # The pass runs the code once: one step's worth of syncs, where steps repeat the code.
+            expected = self.count if self.places_from == "stack" else self.count / self.steps
+            missing = round(expected - sum(self.places.values()))
+            if missing > 0:
+                text += f"; {missing} not traced to a line"
+        return text
+
 
 _SYNC_WARNING = re.compile(r"called a synchronizing CUDA operation")
 _OURS = str(Path(__file__).resolve().parents[2])  # jupyter_gpu/
@@ -45,7 +110,7 @@ def user_place(frame: FrameType | None, cell_names: dict[str, int]) -> str:
 
 
 class SyncSpy:
-    """Context manager: count the places of the device syncs made inside it (CUDA only)."""
+    """Context manager: count the places of the device syncs made inside it (the sync pass)."""
 
     def __init__(self, torch: Any, cell_names: dict[str, int]) -> None:
         self.torch = torch

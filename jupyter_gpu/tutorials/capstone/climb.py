@@ -1,60 +1,189 @@
 """The climb: one row per step of the capstone, shown as a table and a chart.
 
-Each row is a configuration measured live (:class:`.steps.StepFigures`), with what ``%%profile``
-said about it (GPU idle share, host synchronisations per step). MFU is the row's model TFLOP/s
-over the matrix-product ceiling measured in the same notebook, in the 16-bit dtype the run
-trains in (:func:`.steps.matmul_ceiling`). A row that was measured but not kept (a step that
-did not pay off on this GPU) stays in the table, marked, and the next row starts from the last
-kept one.
+Each row is a configuration timed against the row before it, interleaved
+(:func:`.steps.compare_steps`): its figures are the median round's, its gain over the row before
+the median of the rounds' paired ratios of model FLOP/s, with its interval. Beside them, what
+``%%profile`` measured over steady steps (the GPU's idle share over whole step periods, host
+synchronisations per step). Two figures put a row's model TFLOP/s in proportion, each under its
+own name:
+
+- **MFU**: model TFLOP/s over the GPU's data-sheet dense peak in the 16-bit dtype the climb
+  trains in (``jupyter_gpu.measure.peaks``), the same denominator for every row (an FP8 row's
+  model FLOPs are the same count: its MFU is bf16-equivalent, and the line says what it is of
+  the FP8 peak); none for a GPU not in the table, or a MIG slice, with the reason. Model FLOPs
+  follow :data:`jupyter_gpu.tutorials.flops.MODEL_FLOPS_CONVENTION`, which the caption states.
+- **% of the matmul rate measured here**: over the model's own GEMMs run sustained on this GPU
+  (:func:`.steps.model_matmul_rate`), when the notebook measured it.
+
+Each row with an idle share makes a claim (``jupyter_gpu.tutorials.claims``): the rate the GPU
+ran at while busy, model TFLOP/s / (1 - idle), is at most the matmul rate measured here (the upper
+end of its interval; the data-sheet FP8 peak for a row whose products ran in FP8). An idle share
+that does not describe the timed steps (a window that holds start-up or a closing synchronise)
+fails it.
+
+A row that was measured but not kept (a step that did not pay off on this GPU) stays in the
+table, marked, and the next row starts from the last kept one.
 """
 
 from __future__ import annotations
 
 import html
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jupyter_gpu.measure import Ratio
+from jupyter_gpu.measure.matmul_rate import NAME as MATMUL_RATE_NAME
+from jupyter_gpu.measure.matmul_rate import MatmulRate
+from jupyter_gpu.measure.peaks import Mfu, PeakLookup, mfu, peak_for
+from jupyter_gpu.tutorials.claims import Claim, faster
+from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION
 from jupyter_gpu.tutorials.plots import Chart, bar_chart
 
-from .steps import Ceiling, StepFigures
+from .steps import StepComparison, StepFigures
+
+#: Makes a claim where it is measured (``Results.claim``'s signature).
+ClaimMaker = Callable[..., Claim]
 
 
 @dataclass(frozen=True)
 class ClimbRow:
-    """One measured configuration."""
+    """One measured configuration.
 
-    #: Names the step in the climb, once (``"sdpa"``); ``label`` is what the table shows.
+    Attributes:
+        key: names the step in the climb, once (``"sdpa"``); ``label`` is what the table shows.
+        figures: the configuration's steps, timed in the rounds of its comparison.
+        batch: samples per step, as this configuration trained.
+        gain: model FLOP/s over the row before, from the same rounds, with its interval
+            (``None`` for the first row).
+        gpu_idle: the share of whole step periods the GPU ran no kernel (0 to 1), from
+            ``%%profile --steps``.
+        syncs_per_step: host synchronisations per step that ``%%profile`` counted.
+        profiled_step_s: one step's period under the profiler (its window over its steps).
+        matmul_dtype: the dtype its matrix products ran in (``"fp8"`` for FP8 training).
+        kept: ``False`` for a step that did not pay off here; ``note`` then says why.
+        section_s: wall seconds from the row before to this one (compiles and trials included).
+        before_figures: the row before, re-timed in the same rounds (``None`` for the first).
+    """
+
     key: str
     label: str
     figures: StepFigures
-    #: Samples per step, as this configuration trained.
     batch: int
-    #: The share of the profiled wall time the GPU ran no kernel (0 to 1), from ``%%profile``.
+    gain: Ratio | None = None
     gpu_idle: float | None = None
-    #: Host synchronisations per step that ``%%profile`` counted.
     syncs_per_step: float | None = None
-    #: ``False`` for a step that did not pay off here; ``note`` then says why.
+    profiled_step_s: float | None = None
+    matmul_dtype: str = ""
     kept: bool = True
     note: str = ""
+    section_s: float = 0.0
+    before_figures: StepFigures | None = None
+
+    @property
+    def busy_tflops(self) -> float | None:
+        """Model TFLOP/s while the GPU was busy: the timed rate over (1 - idle)."""
+        if self.gpu_idle is None or self.gpu_idle >= 1.0:
+            return None
+        return self.figures.tflops / (1.0 - self.gpu_idle)
 
 
 @dataclass
 class Climb:
-    """The rows of the climb, in the order they were measured."""
+    """The rows of the climb, in the order they were measured.
 
-    ceiling: Ceiling
+    Attributes:
+        gpu_name: the device's name (``torch.cuda.get_device_name()``, ``"CPU"``): MFU's peak is
+            looked up by it.
+        dtype: the 16-bit dtype the climb trains in (``"bf16"``, ``"fp16"``; ``"fp32"`` on a
+            CPU): MFU's peak is this dtype's, for every row.
+        matmul_rate: the matmul rate measured here on the model's GEMMs, once measured.
+        claim_maker: where the rows' claims are recorded (``nb.results.claim``); ``None`` makes
+            them unrecorded (tests).
+    """
+
+    gpu_name: str
+    dtype: str
+    matmul_rate: MatmulRate | None = None
+    claim_maker: ClaimMaker | None = None
     rows: list[ClimbRow] = field(default_factory=list)
+    claims: dict[str, Claim] = field(default_factory=dict)
+    _last_s: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def of_session(cls, session: Any, dtype: str) -> Climb:
+        """A climb on the notebook's device whose claims go to the notebook's results.
+
+        ``session`` is :func:`jupyter_gpu.tutorials.session.begin`'s; the device's name is
+        ``torch.cuda.get_device_name()`` on a GPU, else ``"CPU"``.
+        """
+        import torch
+
+        name = torch.cuda.get_device_name() if session.gpu else "CPU"
+        return cls(name, dtype, claim_maker=session.results.claim)
+
+    @property
+    def peak(self) -> PeakLookup:
+        """The data-sheet dense peak MFU divides by, or why there is none."""
+        return peak_for(self.gpu_name, self.dtype)
+
+    # ------------------------------------------------------------------ rows
 
     def add(self, row: ClimbRow) -> ClimbRow:
-        """Append a row (its key must be new); returns it.
+        """Append a row (its key must be new), with its section's time and its idle claim.
 
         Raises:
             ValueError: the key is there already (run the notebook from the top).
         """
         if any(r.key == row.key for r in self.rows):
             raise ValueError(f"{row.key!r} is in the climb already (run the notebook from the top)")
+        now = time.monotonic()
+        if not row.section_s:
+            row = replace(row, section_s=now - self._last_s)
+        self._last_s = now
         self.rows.append(row)
+        self.idle_claim(row)
         return row
+
+    def record(
+        self,
+        key: str,
+        label: str,
+        measured: StepComparison,
+        *,
+        batch: int,
+        profile: Any = None,
+        matmul_dtype: str | None = None,
+        keep_if_faster: bool = False,
+    ) -> ClimbRow:
+        """Add the row of a comparison, with what ``%%profile -o`` measured over its steps.
+
+        With ``keep_if_faster`` a row whose gain's interval does not lie above 1 is marked not
+        kept (the cell then undoes the change).
+        """
+        kept, note = True, ""
+        if keep_if_faster and (measured.gain is None or not faster(measured.gain)):
+            kept = False
+            how = "no before to compare with" if measured.gain is None else measured.gain.describe()
+            note = f"Not kept: not measurably faster than the row before ({how})"
+        steps = getattr(profile, "steps", 0) or 0
+        window_s = getattr(profile, "window_s", 0.0) or 0.0
+        row = ClimbRow(
+            key,
+            label,
+            measured.after,
+            batch,
+            gain=measured.gain,
+            gpu_idle=None if profile is None else profile.gpu_idle_fraction,
+            syncs_per_step=None if profile is None else profile.sync_count / max(1, steps),
+            profiled_step_s=window_s / steps if steps and window_s else None,
+            matmul_dtype=matmul_dtype or self.dtype,
+            kept=kept,
+            note=note,
+            before_figures=measured.before,
+        )
+        return self.add(row)
 
     def mark_not_kept(self, key: str, why: str) -> ClimbRow:
         """Mark a measured row as not kept (the next steps start from the row before), with why."""
@@ -70,6 +199,9 @@ class Climb:
                 return row
         raise KeyError(key)
 
+    def __contains__(self, key: object) -> bool:
+        return any(row.key == key for row in self.rows)
+
     @property
     def start(self) -> ClimbRow:
         """The first row."""
@@ -77,72 +209,141 @@ class Climb:
 
     @property
     def best_kept(self) -> ClimbRow:
-        """The kept row of the most tokens per second so far."""
-        return max((r for r in self.rows if r.kept), key=lambda r: r.figures.tokens_per_s)
+        """The kept row of the most model TFLOP/s so far."""
+        return max((r for r in self.rows if r.kept), key=lambda r: r.figures.tflops)
 
     @property
     def last_kept(self) -> ClimbRow:
         """The configuration the next step starts from."""
         return [r for r in self.rows if r.kept][-1]
 
-    def mfu(self, row: ClimbRow) -> float:
-        """The row's model TFLOP/s over the ceiling (a fraction)."""
-        return row.figures.tflops / self.ceiling.tflops
-
-    def speedup(self, row: ClimbRow) -> float:
-        """The row's tokens/s over the first row's."""
-        return row.figures.tokens_per_s / self.start.figures.tokens_per_s
-
     def before(self, row: ClimbRow) -> ClimbRow | None:
-        """The last kept row measured before ``row`` (what it is compared with)."""
+        """The last kept row measured before ``row`` (the configuration it was compared with)."""
         at = next(i for i, r in enumerate(self.rows) if r.key == row.key)
         kept = [r for r in self.rows[:at] if r.kept]
         return kept[-1] if kept else None
 
-    def gain(self, row: ClimbRow) -> float:
-        """The row's tokens/s over the last kept row before it (1.0 for the first)."""
-        before = self.before(row)
-        return row.figures.tokens_per_s / before.figures.tokens_per_s if before else 1.0
+    # ------------------------------------------------------------------ figures
+
+    def mfu(self, row: ClimbRow) -> Mfu:
+        """The row's model FLOP/s over the data-sheet dense peak (``fraction`` None: no peak)."""
+        return mfu(row.figures.tflops * 1e12, self.gpu_name, self.dtype)
+
+    def of_matmul_rate(self, row: ClimbRow) -> float | None:
+        """The row's model TFLOP/s over the matmul rate measured here, or ``None`` before it."""
+        if self.matmul_rate is None:
+            return None
+        return self.matmul_rate.percent_of(row.figures.tflops)
+
+    def speedup(self, row: ClimbRow) -> float:
+        """The row's tokens/s over the first row's (medians of two comparisons, not paired)."""
+        return row.figures.tokens_per_s / self.start.figures.tokens_per_s
 
     def verdict(self, row: ClimbRow) -> str:
-        """Whether the step helped, judged against the spread of both rows' runs."""
-        before = self.before(row)
-        if before is None:
+        """The row's gain over the row before, as the one timing method words it."""
+        if row.gain is None:
             return "the starting point"
-        change = self.gain(row) - 1.0
-        noise = max(row.figures.spread, before.figures.spread)
-        if change > noise:
-            return f"helped: {change:+.1%}, more than the runs' spread ({noise:.1%})"
-        if -change > noise:
-            return f"slower: {change:+.1%}, more than the runs' spread ({noise:.1%})"
-        return f"no change beyond the runs' spread: {change:+.1%} (spread {noise:.1%})"
+        return row.gain.describe()
+
+    def busy_bound(self, row: ClimbRow) -> tuple[float | None, str]:
+        """What the rate while busy cannot exceed: (TFLOP/s or ``None``, its name).
+
+        The matmul rate measured here (the upper end of its interval) for a row whose products
+        ran in the climb's dtype or a wider one; the data-sheet dense FP8 peak for an FP8 row
+        (FP8 products run faster than any bf16 rate).
+        """
+        if row.matmul_dtype == "fp8":
+            peak = peak_for(self.gpu_name, "fp8")
+            return peak.dense_tflops, "the data-sheet dense FP8 peak"
+        if self.matmul_rate is None:
+            return None, MATMUL_RATE_NAME
+        return self.matmul_rate.high_tflops, MATMUL_RATE_NAME
+
+    def idle_claim(self, row: ClimbRow) -> Claim | None:
+        """The claim that the row's idle share fits its timed rate; ``None`` without one."""
+        busy = row.busy_tflops
+        bound, name = self.busy_bound(row)
+        if busy is None or bound is None or row.gpu_idle is None:
+            return None
+        statement = (
+            f"{row.label}: the GPU-idle share fits the timed rate (model TFLOP/s / (1 - idle) "
+            f"is at most {name})"
+        )
+        measured = (
+            f"{row.figures.tflops:.1f} / (1 - {row.gpu_idle:.1%}) = {busy:.1f} TFLOP/s while "
+            f"busy; {name}: {bound:.1f} TFLOP/s"
+        )
+        made = self._claim(f"idle_fits_{row.key}", statement, busy <= bound, measured)
+        return made
+
+    def claim(self, key: str, statement: str, *, holds: bool, measured: str) -> Claim:
+        """Make a claim where it is measured (recorded with the notebook's results, if given).
+
+        Raises:
+            ValueError: the key is used twice.
+        """
+        return self._claim(key, statement, holds, measured)
+
+    def _claim(self, key: str, statement: str, holds: bool, measured: str) -> Claim:
+        if key in self.claims:
+            raise ValueError(f"{key!r} is claimed already (run the notebook from the top)")
+        if self.claim_maker is not None:
+            made = self.claim_maker(key, statement, holds=bool(holds), measured=measured)
+        else:
+            made = Claim(key, statement, bool(holds), measured, judged=False)
+        self.claims[key] = made
+        return made
+
+    # ------------------------------------------------------------------ text
 
     def line(self, row: ClimbRow) -> str:
-        """One row as a sentence, printed under the cell that measured it."""
-        idle = "" if row.gpu_idle is None else f", GPU idle {row.gpu_idle:.0%}"
-        syncs = "" if row.syncs_per_step is None else f", {row.syncs_per_step:g} syncs/step"
+        """The row as a few sentences, printed under the cell that measured it."""
         kept = "" if row.kept else " (not kept)"
         note = f" {row.note}." if row.note else ""
-        return (
+        share = self.of_matmul_rate(row)
+        of_rate = "" if share is None else f", {share:.0%} of {MATMUL_RATE_NAME}"
+        fp8 = ""
+        if row.matmul_dtype == "fp8":
+            fp8_mfu = mfu(row.figures.tflops * 1e12, self.gpu_name, "fp8")
+            fp8 = f" ({fp8_mfu.percent_text()} of the data-sheet FP8 peak)"
+        idle = ""
+        if row.gpu_idle is not None:
+            idle = f"; over {self._profiled_text(row)}: GPU idle {row.gpu_idle:.0%}"
+            if row.syncs_per_step is not None:
+                idle += f", {row.syncs_per_step:g} syncs a step"
+        text = (
             f"{row.label}{kept}: batch {row.batch}, {row.figures.describe()}, MFU "
-            f"{self.mfu(row):.0%}{idle}{syncs}; {self.gain(row):.2f}x the step before "
-            f"({self.verdict(row)}), {self.speedup(row):.1f}x the start.{note}"
+            f"{self.mfu(row).percent_text()} (data-sheet dense {self.dtype} peak){fp8}{of_rate}"
+            f"{idle}. Over the row before: {self.verdict(row)}.{note}"
+        )
+        claim = self.claims.get(f"idle_fits_{row.key}")
+        return text if claim is None else f"{text}\n{claim.line()}"
+
+    def _profiled_text(self, row: ClimbRow) -> str:
+        if row.profiled_step_s is None:
+            return "the profiled steps"
+        return (
+            f"the profiled steps ({row.profiled_step_s * 1e3:.0f} ms a step under the profiler, "
+            f"{row.figures.timing.median_s * 1e3:.0f} ms timed)"
         )
 
     def _cells(self, row: ClimbRow) -> list[str]:
-        low, high = row.figures.tokens_per_s_range
         peak = row.figures.peak_bytes
+        share = self.of_matmul_rate(row)
+        gain = "" if row.gain is None else f"{row.gain.value:.2f}x ({row.gain.span()})"
+        busy = row.busy_tflops
         return [
             row.label + ("" if row.kept else " (not kept)"),
             str(row.batch),
             f"{row.figures.tokens_per_s:,.0f}",
-            f"{low:,.0f}-{high:,.0f}",
             f"{row.figures.tflops:.1f}",
-            f"{self.mfu(row):.0%}",
+            self.mfu(row).percent_text(),
+            "n/a" if share is None else f"{share:.0%}",
+            gain,
             "n/a" if row.gpu_idle is None else f"{row.gpu_idle:.0%}",
+            "n/a" if busy is None else f"{busy:.0f}",
             "n/a" if row.syncs_per_step is None else f"{row.syncs_per_step:g}",
             "n/a" if peak is None else f"{peak / 2**30:.1f}",
-            f"{self.gain(row):.2f}x",
             f"{self.speedup(row):.1f}x",
         ]
 
@@ -150,14 +351,15 @@ class Climb:
         "step",
         "batch",
         "tokens/s",
-        "3 runs",
         "TFLOP/s",
         "MFU",
+        "of matmul rate",
+        "vs before (interval)",
         "GPU idle",
+        "TFLOP/s busy",
         "syncs/step",
         "peak GiB",
-        "vs before",
-        "vs start",
+        "x start",
     )
 
     def __str__(self) -> str:
@@ -167,12 +369,32 @@ class Climb:
         return "\n".join([*lines, self.caption()])
 
     def caption(self) -> str:
-        """What the columns mean."""
-        return (
-            f"MFU: model TFLOP/s over the {self.ceiling.describe()} measured in this notebook. "
-            "tokens/s and TFLOP/s: the median of 3 runs of steps back to back (the range is the "
-            "slowest and fastest run); GPU idle and syncs: %%profile of 2 steps."
+        """What the columns mean, with the peak's source and the model-FLOPs convention."""
+        peak = self.peak
+        if peak.dense_tflops is None:
+            mfu_text = f"MFU: none ({peak.why_none})."
+        else:
+            mfu_text = (
+                f"MFU: model TFLOP/s over the data-sheet dense peak, {peak.describe()} (for every "
+                "row, FP8 included: the same model FLOPs)."
+            )
+        rate = (
+            f"of matmul rate: model TFLOP/s over {self.matmul_rate.describe()}"
+            if self.matmul_rate is not None
+            else f"of matmul rate: n/a ({MATMUL_RATE_NAME} was not measured)"
         )
+        return (
+            f"Model FLOPs: {MODEL_FLOPS_CONVENTION}. {mfu_text} {rate} tokens/s and TFLOP/s: the "
+            "median of a comparison's rounds, each row timed interleaved with the row before "
+            "(jupyter_gpu.measure.compare); vs before: model FLOP/s over the row before's in the "
+            "same rounds, with its interval. x start: medians of two comparisons, not paired. "
+            "GPU idle and syncs: %%profile over steady steps (idle over whole step periods); "
+            "TFLOP/s busy: TFLOP/s / (1 - idle)."
+        )
+
+    def section_times(self) -> list[tuple[str, float]]:
+        """(row label, seconds from the row before to it), longest first."""
+        return sorted(((r.label, r.section_s) for r in self.rows), key=lambda item: -item[1])
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
@@ -195,12 +417,20 @@ class Climb:
         )
 
     def chart(self) -> Chart:
-        """Model TFLOP/s of every row, the ceiling in the title."""
+        """Model TFLOP/s of every row; the data-sheet peak and the measured rate in the title."""
         values = {
             (r.label if r.kept else f"{r.label} (not kept)"): r.figures.tflops for r in self.rows
         }
+        peak = self.peak
+        scale = [
+            "no data-sheet peak"
+            if peak.dense_tflops is None
+            else f"data-sheet dense {self.dtype} peak {peak.dense_tflops:g}"
+        ]
+        if self.matmul_rate is not None:
+            scale.append(f"{MATMUL_RATE_NAME} {self.matmul_rate.tflops:.0f}")
         return bar_chart(
             values,
-            title=f"The climb: model TFLOP/s per step ({self.ceiling.describe()})",
+            title=f"The climb: model TFLOP/s per step ({'; '.join(scale)})",
             unit="TFLOP/s",
         )

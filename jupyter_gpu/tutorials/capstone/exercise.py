@@ -1,11 +1,13 @@
 """The capstone's exercise: apply two of the steps to a second model, and prove it by measuring.
 
 The second model is notebook 04's digits classifier (:class:`..digits.DigitsCNN`) with its
-CPU-heavy augmentation, written the way the capstone's GPT started. :func:`applied_steps` looks
-at what the student built (model, optimizer, loader, and one step run under a hook) and names
-the steps it finds; :func:`check_two_steps` passes when at least two are there **and** the
-measured speedup over the unchanged model reaches the target. Speed is only judged on a GPU:
-elsewhere the figure is shown, and the steps found decide.
+CPU-heavy augmentation, written the way the capstone's GPT started. :func:`watch_step` runs the
+student's step under hooks and sees what it used: whether it called the model (and under
+autocast), stepped the optimizer, and drew a batch from the loader. :func:`applied_steps` names
+the steps found in what was built **and used**: a loader with workers that the step never draws
+from, or a fused optimizer it never steps, counts for nothing. :func:`check_two_steps` passes
+when at least two are there **and** the measured speedup over the unchanged model reaches the
+target. Speed is only judged on a GPU: elsewhere the figure is shown, and the steps found decide.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from jupyter_gpu.tutorials.exercises import Feedback
 
@@ -31,20 +34,75 @@ STEP_NAMES = (
 )
 
 
+@dataclass(frozen=True)
+class StepWatch:
+    """What one watched step used.
+
+    Attributes:
+        autocast: whether autocast was on when the step called the model (``None``: it never
+            called it).
+        optimizer_stepped: the optimizer passed took a step (its step hooks ran).
+        loader_drawn: the step drew a batch from the loader passed (an iterator of that loader,
+            recognised by its batch sampler).
+    """
+
+    autocast: bool | None
+    optimizer_stepped: bool
+    loader_drawn: bool
+
+
+def watch_step(
+    step: Callable[[], object],
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    loader: torch.utils.data.DataLoader[Any] | None,
+    device: str,
+    most: int = 3,
+) -> StepWatch:
+    """Run ``step()`` under hooks and say what it used (see :class:`StepWatch`).
+
+    The step runs again, up to ``most`` times, while the optimizer has not stepped: a
+    ``GradScaler`` skips an optimizer's step when the first scale overflows in fp16.
+    """
+    autocast: list[bool] = []
+    stepped: list[int] = []
+    drawn: list[int] = []
+    device_type = torch.device(device).type
+    sampler = None if loader is None else loader._index_sampler
+
+    def model_hook(_module: torch.nn.Module, _args: tuple[Any, ...]) -> None:
+        autocast.append(torch.is_autocast_enabled(device_type))
+
+    def step_hook(*_args: Any) -> None:
+        stepped.append(1)
+
+    real_next = _BaseDataLoaderIter.__next__
+
+    def spying_next(self: _BaseDataLoaderIter) -> Any:
+        if sampler is not None and self._index_sampler is sampler:
+            drawn.append(1)
+        return real_next(self)
+
+    handles = [model.register_forward_pre_hook(model_hook)]
+    if optimizer is not None:
+        handles.append(optimizer.register_step_post_hook(step_hook))
+    _BaseDataLoaderIter.__next__ = spying_next  # type: ignore[method-assign]  # watched, put back
+    try:
+        for _ in range(max(1, most)):
+            step()
+            if stepped or optimizer is None:
+                break
+    finally:
+        _BaseDataLoaderIter.__next__ = real_next  # type: ignore[method-assign]
+        for handle in handles:
+            handle.remove()
+    return StepWatch(autocast[0] if autocast else None, bool(stepped), bool(drawn))
+
+
 def watch_autocast(model: torch.nn.Module, step: Callable[[], object], device: str) -> bool | None:
     """Run ``step()`` once; whether autocast was on when it called ``model`` (``None``: never)."""
-    seen: list[bool] = []
-    device_type = torch.device(device).type
-
-    def hook(_module: torch.nn.Module, _args: tuple[Any, ...]) -> None:
-        seen.append(torch.is_autocast_enabled(device_type))
-
-    handle = model.register_forward_pre_hook(hook)
-    try:
-        step()
-    finally:
-        handle.remove()
-    return seen[0] if seen else None
+    return watch_step(step, model=model, optimizer=None, loader=None, device=device).autocast
 
 
 def channels_last(model: torch.nn.Module) -> bool:
@@ -66,22 +124,38 @@ def applied_steps(
     loader: torch.utils.data.DataLoader[Any],
     autocast: bool,
     baseline_batch: int,
+    optimizer_used: bool = True,
+    loader_used: bool = True,
 ) -> list[str]:
-    """The capstone's steps found in what the student built (names from :data:`STEP_NAMES`)."""
+    """The capstone's steps found in what the student built (names from :data:`STEP_NAMES`).
+
+    ``optimizer_used``/``loader_used`` say whether the step stepped that optimizer and drew
+    from that loader (:func:`watch_step`): what it built and did not use counts for nothing.
+    """
     found = []
-    if loader.num_workers > 0:
+    if loader_used and loader.num_workers > 0:
         found.append(STEP_NAMES[0])
     if autocast:
         found.append(STEP_NAMES[1])
-    if optimizer.defaults.get("fused"):
+    if optimizer_used and optimizer.defaults.get("fused"):
         found.append(STEP_NAMES[2])
     if hasattr(model, "_orig_mod"):  # what torch.compile returns for a module
         found.append(STEP_NAMES[3])
     if channels_last(model):
         found.append(STEP_NAMES[4])
-    if (loader.batch_size or 0) > baseline_batch:
+    if loader_used and (loader.batch_size or 0) > baseline_batch:
         found.append(STEP_NAMES[5])
     return found
+
+
+def unused(watch: StepWatch) -> str:
+    """What the step built and did not use, in words ("" when it used everything)."""
+    missing = []
+    if not watch.loader_drawn:
+        missing.append("it drew no batch from the loader you passed")
+    if not watch.optimizer_stepped:
+        missing.append("it never stepped the optimizer you passed")
+    return "; ".join(missing)
 
 
 def measure_images(
@@ -162,19 +236,26 @@ def check_two_steps(
     The steps are looked for first: an answer with fewer than two is rejected before anything
     is timed.
     """
-    autocast = watch_autocast(model, step, device)
-    if autocast is None:
+    watch = watch_step(step, model=model, optimizer=optimizer, loader=loader, device=device)
+    if watch.autocast is None:
         hint = "the step never called the model you passed: pass the one it trains"
         return StepsFeedback(False, hint)
     found = applied_steps(
         model=model,
         optimizer=optimizer,
         loader=loader,
-        autocast=autocast,
+        autocast=watch.autocast,
         baseline_batch=baseline_batch,
+        optimizer_used=watch.optimizer_stepped,
+        loader_used=watch.loader_drawn,
     )
     if len(found) < 2:
-        return verdict(found, None, target)
+        feedback = verdict(found, None, target)
+        why = unused(watch)
+        if why:  # the step ignores part of what was built: say which
+            message = f"{feedback.message} Your step: {why}; a step counts only where it is used."
+            return StepsFeedback(False, message, feedback.found)
+        return feedback
     images = loader.batch_size or 1
     mine = measure_images(step, images_per_step=images, device=device, target_run_s=target_run_s)
     return verdict(found, mine.tokens_per_s / baseline.tokens_per_s, target, figures=mine)

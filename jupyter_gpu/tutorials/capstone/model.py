@@ -5,7 +5,13 @@ position embeddings, a SwiGLU feed-forward layer of any hidden width, no biases,
 layer tied to the token embedding. Attention is either written out by hand, as a student
 first writes it (scores, causal mask, softmax, weighted sum: the ``T x T`` scores are
 materialised and kept for the backward pass), or PyTorch's fused
-``scaled_dot_product_attention`` (flash attention where the GPU supports it).
+``scaled_dot_product_attention``, which picks one of its kernels (cuDNN's attention,
+FlashAttention-2, memory-efficient attention, the plain math) by an order of priority and by
+what each supports for the inputs (``priority_order`` and the ``can_use_*`` checks in
+``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``): a new head width can change the
+kernel. :meth:`CapstoneGPT.use_attention_backend` pins one
+(``torch.nn.attention.sdpa_kernel`` around the call), so that a change of shape and a change
+of kernel are measured apart.
 
 :meth:`CapstoneGPT.compile_blocks` compiles each block on its own (*regional compilation*): the
 blocks share their code, so torch.compile compiles one block and reuses it for the others, which
@@ -14,12 +20,15 @@ cuts the compile time of a deep model to about that of one block.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from jupyter_gpu.tutorials.gpt import GPT, apply_rope, logits_or_loss, rope_tables
@@ -28,10 +37,35 @@ from .shapes import ModelShape
 
 #: The compile mode that autotunes matrix products: max-autotune's GEMM tuning alone.
 GEMM_AUTOTUNE = "max-autotune-gemm"
+#: The SDPA kernels a block's attention can be pinned to, by the names the notebook prints.
+ATTENTION_BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+
+def release_cuda_graphs() -> None:
+    """Free every CUDA graph ``mode="reduce-overhead"`` recorded, with its memory pool.
+
+    The graphs' pool stays reserved after their compiled blocks are set aside: a step at a batch
+    sized to the memory would then run out of it. ``torch._dynamo.reset()`` frees them too (it
+    calls this same ``reset_cudagraph_trees`` in ``torch/_inductor/cudagraph_trees.py``), but it
+    also drops every compiled block, which would all compile again.
+    """
+    from torch._inductor.cudagraph_trees import reset_cudagraph_trees
+
+    reset_cudagraph_trees()
 
 
 def compile_options(mode: str, backend: str) -> dict[str, Any]:
-    """``torch.compile`` keyword arguments for a capstone compile mode: default or GEMM_AUTOTUNE.
+    """``torch.compile`` keyword arguments for a capstone compile mode.
+
+    Every mode compiles with ``dynamic=False``: the climb runs the same blocks at several batch
+    sizes, side by side (a row is timed against the row before, interleaved), and a second
+    batch size would otherwise make Dynamo recompile the blocks with a dynamic batch dimension
+    (``automatic_dynamic_shapes``), a slower kernel for both. Each size gets its own graph.
 
     GEMM_AUTOTUNE is inductor's ``max_autotune_gemm``: it times Triton's matrix-product
     templates against cuBLAS for every matrix product, the part of ``max-autotune`` that speaks
@@ -44,11 +78,11 @@ def compile_options(mode: str, backend: str) -> dict[str, Any]:
     modes pass through as ``mode``; a backend other than inductor gets no options.
     """
     if backend != "inductor" or mode == "default":
-        return {"backend": backend}
+        return {"backend": backend, "dynamic": False}
     if mode == GEMM_AUTOTUNE:
         tuning = {"max_autotune_gemm": True, "autotune_in_subproc": True}
-        return {"backend": backend, "options": tuning}
-    return {"backend": backend, "mode": mode}
+        return {"backend": backend, "dynamic": False, "options": tuning}
+    return {"backend": backend, "dynamic": False, "mode": mode}
 
 
 class Attention(nn.Module):
@@ -58,6 +92,8 @@ class Attention(nn.Module):
         super().__init__()
         self.n_head = shape.n_head
         self.sdpa = sdpa
+        #: An SDPA kernel the call is pinned to (a key of ATTENTION_BACKENDS); None: SDPA picks.
+        self.backend: str | None = None
         self.qkv = nn.Linear(shape.d_model, 3 * shape.d_model, bias=False)
         self.proj = nn.Linear(shape.d_model, shape.d_model, bias=False)
         # The student's causal mask: a lower-triangular buffer, as nanoGPT's first version has.
@@ -71,7 +107,10 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).split(width, dim=2)
         q, k, v = (t.view(batch, length, self.n_head, head_dim).transpose(1, 2) for t in (q, k, v))
         q, k = apply_rope(q, rope), apply_rope(k, rope)
-        if self.sdpa:
+        if self.sdpa and self.backend is not None:
+            with sdpa_kernel(ATTENTION_BACKENDS[self.backend]):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif self.sdpa:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
@@ -150,6 +189,25 @@ class CapstoneGPT(nn.Module):
             if isinstance(module, Attention):
                 module.sdpa = enabled
 
+    @property
+    def attention_backend(self) -> str | None:
+        """The SDPA kernel every block's attention is pinned to, or ``None`` (SDPA picks)."""
+        found = {m.backend for m in self.modules() if isinstance(m, Attention)}
+        return found.pop() if len(found) == 1 else None
+
+    def use_attention_backend(self, name: str | None) -> None:
+        """Pin every block's SDPA call to one kernel (``"flash"``, ``"cudnn"``...), or unpin.
+
+        Raises:
+            ValueError: a name that is not a key of :data:`ATTENTION_BACKENDS`.
+        """
+        if name is not None and name not in ATTENTION_BACKENDS:
+            names = ", ".join(ATTENTION_BACKENDS)
+            raise ValueError(f"attention backend {name!r}: use one of {names}")
+        for module in self.modules():
+            if isinstance(module, Attention):
+                module.backend = name
+
     def compile_blocks(self, **options: Any) -> None:
         """Compile each block with ``torch.compile(block, **options)`` (regional compilation)."""
         self._compiled_blocks = [torch.compile(block, **options) for block in self.blocks]
@@ -157,6 +215,47 @@ class CapstoneGPT(nn.Module):
     def uncompile_blocks(self) -> None:
         """Run the eager blocks again."""
         self._compiled_blocks = None
+
+    @property
+    def compiled_blocks(self) -> list[Any] | None:
+        """The compiled blocks in use (``None``: the eager ones), to switch back to later."""
+        return self._compiled_blocks
+
+    @compiled_blocks.setter
+    def compiled_blocks(self, compiled: list[Any] | None) -> None:
+        self._compiled_blocks = compiled
+
+    @contextlib.contextmanager
+    def blocks_compiled_as(self, compiled: list[Any] | None) -> Iterator[None]:
+        """Run ``compiled`` (a former :attr:`compiled_blocks`; ``None``: eager) inside."""
+        saved = self._compiled_blocks
+        self._compiled_blocks = compiled
+        try:
+            yield
+        finally:
+            self._compiled_blocks = saved
+
+    @contextlib.contextmanager
+    def attention_written_out(self) -> Iterator[None]:
+        """The hand-written attention inside, whatever was in use before (put back after)."""
+        saved = [(m, m.sdpa) for m in self.modules() if isinstance(m, Attention)]
+        self.use_sdpa(False)
+        try:
+            yield
+        finally:
+            for module, sdpa in saved:
+                module.sdpa = sdpa
+
+    @contextlib.contextmanager
+    def attention_pinned(self, name: str | None) -> Iterator[None]:
+        """SDPA pinned to ``name`` inside (``None``: SDPA picks); the former pins put back."""
+        saved = [(m, m.backend) for m in self.modules() if isinstance(m, Attention)]
+        self.use_attention_backend(name)
+        try:
+            yield
+        finally:
+            for module, backend in saved:
+                module.backend = backend
 
     @property
     def blocks_compiled(self) -> bool:

@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from jupyter_gpu.measure.gemms import GemmShape, linear_gemms, merge_gemms
+
 SHAPE_ENV = "JUPYTER_GPU_CAPSTONE_SHAPE"
 AUTOTUNE_ENV = "JUPYTER_GPU_CAPSTONE_AUTOTUNE"
 BYTES = 256
@@ -75,6 +77,31 @@ class ModelShape:
     def train_flops_per_token(self) -> int:
         """``6 N + 12 L d T``: forward and backward, attention's two products counted whole."""
         return 6 * self.matmul_params() + 12 * self.n_layer * self.d_model * self.seq_len
+
+    def gemms(self, batch: int, dtype: str) -> tuple[GemmShape, ...]:
+        """The matrix products of one training step of ``batch`` sequences, from the shape.
+
+        Per layer: q/k/v (one ``Linear``), attention's output, SwiGLU's gate-and-up and its
+        down projection; then the output layer (tied to the embedding, a product once). Each
+        forward, gradient-of-input and gradient-of-weight, in the layouts and with the labels of
+        :func:`jupyter_gpu.measure.gemms.model_gemms` on a :class:`.model.CapstoneGPT` of this
+        shape. Attention's own products run in its kernel and are not listed.
+        """
+        tokens = batch * self.seq_len
+        d, hidden = self.d_model, self.mlp_hidden
+        layers = (
+            ("blocks.*.attn.qkv", d, 3 * d),
+            ("blocks.*.attn.proj", d, d),
+            ("blocks.*.mlp.fc", d, 2 * hidden),
+            ("blocks.*.mlp.proj", hidden, d),
+        )
+        found: list[GemmShape] = []
+        for label, width_in, width_out in layers:
+            found += linear_gemms(
+                width_in, width_out, tokens, dtype, count=self.n_layer, label=label
+            )
+        found += linear_gemms(d, self.vocab_size, tokens, dtype, label="lm_head")
+        return merge_gemms(found)
 
     def misaligned(self) -> list[str]:
         """The dimensions that are not multiples of 64, as ``"mlp_hidden 5333"``."""
@@ -179,7 +206,9 @@ class CapstoneSizes:
         student: the shape the run starts with.
         requested_batch: the batch the student asks for (halved until a step fits).
         autotune: measure max-autotune's GEMM tuning (``model.GEMM_AUTOTUNE``) as well (GPU
-            only; its compile takes minutes, ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=0`` leaves it out).
+            only, and only with ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=1``: its compile took 187 s of
+            the notebook's 494 on the H200 and was not faster, benchmarks/RESULTS.md, so the
+            notebook's 10 minutes leave it out unless asked).
         from_env: the final shape came from ``JUPYTER_GPU_CAPSTONE_SHAPE``.
     """
 
@@ -204,7 +233,7 @@ def capstone_sizes(
         raise ValueError(f"no capstone sizes for mode {mode!r}, tier {tier!r}")
     override = env.get(SHAPE_ENV, "").strip()
     final = final_shape_from_spec(override or FINAL_SPECS[key])
-    autotune = mode == "gpu" and env.get(AUTOTUNE_ENV, "1").strip().lower() not in ("0", "no")
+    autotune = mode == "gpu" and env.get(AUTOTUNE_ENV, "0").strip().lower() in ("1", "yes")
     return CapstoneSizes(
         final=final,
         student=student_shape(final),

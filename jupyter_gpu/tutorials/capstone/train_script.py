@@ -3,12 +3,15 @@
     python train_capstone.py --shape d2048-hd128-l8-t2048 --batch 24 --steps 50
     torchrun --standalone --nproc-per-node=8 train_capstone.py --batch 24 --steps 50
 
-Everything the notebook measured, in one place: DataLoader workers with pinned memory and
-non-blocking copies; bf16 autocast (fp16 with a GradScaler where the GPU has no bf16);
-``scaled_dot_product_attention``; fused AdamW; each block compiled (regional compilation);
-no host synchronisation in the loop (the loss is read every ``--log-every`` steps); a shape
-whose dimensions are multiples of 128. Under ``torchrun`` each rank trains its own batches
-and DDP averages the gradients. Rank 0 prints tokens/s and model TFLOP/s per GPU.
+Everything the notebook measured, in one place: DataLoader workers (the CPU quota shared by the
+GPUs) with pinned memory and non-blocking copies; bf16 autocast (fp16 with a GradScaler where
+the GPU has no bf16); ``scaled_dot_product_attention`` (``--attention`` pins its kernel, as the
+notebook kept it); fused AdamW; each block compiled (regional compilation); FP8 training of the
+blocks' matrix products with torchao's float8 when the notebook kept it (``--float8
+tensorwise``); no host synchronisation in the loop (the loss is read every ``--log-every``
+steps); a shape whose dimensions are multiples of 128. Under ``torchrun`` each rank trains its
+own batches and DDP averages the gradients. Rank 0 prints tokens/s and model TFLOP/s per GPU
+(model FLOPs: bf16-equivalent, the same count with FP8).
 
 Only the model, the text and the data pipeline come from ``jupyter_gpu.tutorials.capstone``
 (the same classes the notebook trains); the rest is PyTorch.
@@ -26,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, worker_loader
 from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, CapstoneGPT, compile_options
 from jupyter_gpu.tutorials.capstone.shapes import ModelShape, final_shape_from_spec
@@ -46,6 +50,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dtype", choices=("auto", *DTYPES), default="auto")
     parser.add_argument("--compile", choices=("none", "default", GEMM_AUTOTUNE), default="default")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
+    parser.add_argument(
+        "--attention",
+        choices=("default", "flash", "cudnn", "efficient", "math"),
+        default="default",
+        help="pin scaled_dot_product_attention to one kernel (default: SDPA picks)",
+    )
+    parser.add_argument(
+        "--float8",
+        choices=("none", "tensorwise", "rowwise"),
+        default="none",
+        help="train the blocks' matrix products in FP8 (torchao's float8)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank")
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--log-every", type=int, default=10, help="read the loss every N steps")
@@ -81,14 +97,36 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype | None:
 
 
 def build(
-    shape: ModelShape, device: torch.device, *, lr: float, compile_mode: str, backend: str
+    shape: ModelShape,
+    device: torch.device,
+    *,
+    lr: float,
+    compile_mode: str,
+    backend: str,
+    attention: str = "default",
+    float8: str = "none",
 ) -> tuple[CapstoneGPT, torch.optim.Optimizer]:
     """The model (SDPA attention, its blocks compiled unless ``compile_mode`` is ``none``), AdamW.
 
-    AdamW is the fused implementation (one kernel per step for all the weights).
+    AdamW is the fused implementation (one kernel per step for all the weights). ``float8``
+    (a torchao recipe) converts the blocks' ``nn.Linear`` modules before they are compiled.
     """
     with device:  # parameters made and initialised on the GPU: no copy from the CPU
         model = CapstoneGPT(shape, sdpa=True)
+    if attention != "default":
+        model.use_attention_backend(attention)
+    if float8 != "none":
+        # torchao is optional (a wheel on the GPU machine): no stubs where it is not installed
+        from torchao.float8 import (  # type: ignore[import-not-found,unused-ignore]
+            Float8LinearConfig,
+            convert_to_float8_training,
+        )
+
+        convert_to_float8_training(
+            model.blocks,
+            config=Float8LinearConfig.from_recipe_name(float8),
+            module_filter_fn=lambda m, _fqn: m.in_features % 16 == 0 and m.out_features % 16 == 0,
+        )
     if compile_mode != "none":
         model.compile_blocks(**compile_options(compile_mode, backend))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, fused=True)
@@ -101,9 +139,12 @@ def corpus_text(max_bytes: int) -> bytes:
 
 
 def default_workers() -> int:
-    """DataLoader workers per rank: the CPUs shared by the GPUs, one left free, at most 8."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(8, cpus // max(1, torch.cuda.device_count()) - 1))
+    """DataLoader workers per rank: the CPU quota shared by the GPUs, one left free, at most 8.
+
+    The quota (the container's cgroup), not the host's cores: ``jupyter_gpu.host.cpus``.
+    """
+    cpus = read_cpu_budget().usable
+    return max(0, min(8, cpus // max(1, torch.cuda.device_count()) - 1))
 
 
 def batches(
@@ -160,7 +201,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     dtype = pick_dtype(args.dtype, device)
     torch.manual_seed(0)  # the same initial weights on every rank
     model, optimizer = build(
-        shape, device, lr=args.lr, compile_mode=args.compile, backend=args.backend
+        shape,
+        device,
+        lr=args.lr,
+        compile_mode=args.compile,
+        backend=args.backend,
+        attention=args.attention,
+        float8=args.float8,
     )
     net: torch.nn.Module = model
     if dist.is_initialized():
@@ -194,6 +241,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "world_size": world,
         "dtype": str(dtype).removeprefix("torch.") if dtype else "fp32",
+        "float8": args.float8,
+        "attention": args.attention,
         "warmup_s": warmup_s,
         "tokens_per_s_per_gpu": tokens_per_gpu,
         "tokens_per_s": tokens_per_gpu * world,

@@ -68,6 +68,10 @@ export class FakeServer implements IGpuTransport {
   acceptThenClose = false;
   /** Sockets open and stay open, silent (a proxy that accepts them and forwards nothing). */
   silentSockets = false;
+  /** Sockets are closed at once with 1013 and this reason (the server's client limit). */
+  refuseSockets: string | null = null;
+  /** NVML has not answered for this long (s): no devices, the host only; null: it has. */
+  nvmlWaitS: number | null = null;
   /** The error message of `failWith` answers (as the server's JSON `message`). */
   failMessage = '';
   /** `api_version` of `GET devices`. */
@@ -90,6 +94,11 @@ export class FakeServer implements IGpuTransport {
       this.seq++;
       this.ts += this.intervalS;
       const sample = makeSample(this.seq, this.ts, this.deviceCount);
+      if (this.nvmlWaitS !== null) {
+        sample.devices = [];
+        sample.reason = `NVML has not answered for ${this.nvmlWaitS} s`;
+        sample.nvml_wait_s = this.nvmlWaitS;
+      }
       this.shape?.(sample);
       this.history_.push(sample);
       if (this.silentSockets) {
@@ -125,23 +134,28 @@ export class FakeServer implements IGpuTransport {
     this.deviceCalls++;
     this.deviceTimes.push(Date.now());
     this._check();
+    const waiting = this.nvmlWaitS !== null;
     return {
       api_version: this.apiVersion,
       backend: 'simulated',
       simulated: true,
-      gpu_available: true,
-      reason: null,
+      gpu_available: !waiting,
+      reason: waiting ? 'NVML has not answered' : null,
+      nvml_wait_s: this.nvmlWaitS,
       driver_version: null,
       cuda_driver_version: null,
       hostname: 'test',
-      devices: Array.from({ length: this.deviceCount }, (_, index) => ({
-        index,
-        uuid: `GPU-sim-${index}`,
-        name: 'Simulated GPU',
-        mem_total_bytes: 80e9,
-        power_limit_w: 400,
-        pci_bus_id: null
-      })),
+      devices: Array.from(
+        { length: waiting ? 0 : this.deviceCount },
+        (_, index) => ({
+          index,
+          uuid: `GPU-sim-${index}`,
+          name: 'Simulated GPU',
+          mem_total_bytes: 80e9,
+          power_limit_w: 400,
+          pci_bus_id: null
+        })
+      ),
       config: { interval_s: this.intervalS, history_s: 600 }
     };
   }
@@ -165,7 +179,11 @@ export class FakeServer implements IGpuTransport {
         return;
       }
       if (this.blockSockets || this.failWith !== null) {
-        handlers.onClose();
+        handlers.onClose(1006, '');
+        return;
+      }
+      if (this.refuseSockets !== null) {
+        handlers.onClose(1013, this.refuseSockets);
         return;
       }
       socket.open = true;

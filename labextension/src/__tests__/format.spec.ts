@@ -6,6 +6,7 @@ import {
   formatBytesOf,
   formatPct,
   noGpuMessage,
+  nvmlWaitMessage,
   statusText,
   unavailableHelp
 } from '../format';
@@ -107,6 +108,22 @@ describe('statusText', () => {
     expect(noGpu.title).toContain('no NVIDIA driver');
     expect(noGpu.title).toContain('--JupyterGpu.backend=simulated');
     expect(statusText('disabled', null, null).text).toBe('GPU: extension off');
+  });
+
+  it('says NVML has not answered yet, not that there is no GPU', () => {
+    const sample = makeSample(3, 100, 0);
+    sample.simulated = false;
+    sample.nvml_wait_s = 12.4;
+    sample.reason = 'NVML has not answered for 12 s: …';
+    const waiting = statusText('live', info(false), sample);
+    expect(waiting.text).toBe('GPU: waiting for NVML');
+    expect(waiting.title).toContain('NVML has not answered for 12 s');
+    expect(waiting.title).toContain('without a restart');
+    expect(waiting.title).not.toContain('No NVIDIA GPU');
+    sample.simulated = true;
+    expect(nvmlWaitMessage(sample)).toMatch(
+      /^Simulated fault \(hang:init\): NVML has not answered for 12 s/
+    );
   });
 });
 

@@ -340,6 +340,47 @@ describe('GpuMonitorModel', () => {
     expect(model.info?.devices).toHaveLength(3);
   });
 
+  it('says why the server refused the stream and asks again a minute later, no sooner', async () => {
+    server.refuseSockets =
+      'this server streams to 64 clients at most (JupyterGpu.max_stream_clients)';
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(100);
+    expect(model.status).toBe('refused');
+    expect(model.error).toContain('64 clients at most');
+    expect(model.buffer.length).toBe(120); // the history came before the socket
+    expect(model.mode).toBe('stream'); // a full server is not blocked WebSockets
+    const asked = server.sockets.length;
+    await advance(45000); // no tight loop: not even once in 45 s
+    expect(server.sockets.length).toBe(asked);
+    server.tick(30);
+    await advance(20000); // by 60 s (±20 %) it asks again, with the history first
+    expect(server.sockets.length).toBe(asked + 1);
+    expect(model.buffer.length).toBe(150);
+    server.refuseSockets = null; // a place came free
+    model.retryNow();
+    await advance(100);
+    expect(model.status).toBe('live');
+    expect(model.error).toBeNull();
+  });
+
+  it('reads the devices again once NVML answers at the server', async () => {
+    server.nvmlWaitS = 12;
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await run(server, 2);
+    expect(model.status).toBe('live');
+    expect(model.info?.nvml_wait_s).toBe(12);
+    expect(model.info?.devices).toHaveLength(0);
+    const calls = server.deviceCalls;
+    server.nvmlWaitS = null; // NVML answered: the next samples have the GPUs
+    await run(server, 3);
+    expect(server.deviceCalls).toBe(calls + 1); // once, not once per sample
+    expect(model.info?.nvml_wait_s).toBeNull();
+    expect(model.info?.devices).toHaveLength(2);
+    expect(model.latest?.devices).toHaveLength(2);
+  });
+
   it('a silent socket costs one timeout, then steady polling', async () => {
     server.silentSockets = true;
     model = newModel(server, 1000);

@@ -13,7 +13,7 @@
 import { Message } from '@lumino/messaging';
 import { Palette } from '../chart';
 import { el, setData, setHidden, setText } from '../dom';
-import { formatBytesOf, formatPct } from '../format';
+import { formatBytesOf, formatPct, nvmlWaitMessage } from '../format';
 import { trans } from '../i18n';
 import { ICellMarker, meanUtil, peakMem } from '../markers';
 import { GpuMonitorModel } from '../model';
@@ -316,8 +316,12 @@ export class GpuDashboard extends ModelView {
       );
     const noGpu = !!info && !gpus.length;
     setHidden(this._toolbar, noGpu);
+    const latest = this.model.latest;
     this._empty.show(
-      noGpu ? (this.model.latest?.reason ?? info.reason) : undefined
+      noGpu ? (latest?.reason ?? info.reason) : undefined,
+      latest && (latest.nvml_wait_s ?? null) !== null
+        ? nvmlWaitMessage(latest)
+        : null
     );
     setData(this.node, 'empty', String(noGpu));
     setText(

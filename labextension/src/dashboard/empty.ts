@@ -15,8 +15,13 @@ export class EmptyState {
     this.node.hidden = true;
     this._why = el('p', 'jp-gpu-dash-empty-why');
     this._todo = el('ul', 'jp-gpu-dash-empty-todo');
+    this._title = el(
+      'h3',
+      'jp-gpu-dash-empty-title',
+      trans.__('No GPU to show')
+    );
     this.node.append(
-      el('h3', 'jp-gpu-dash-empty-title', trans.__('No GPU to show')),
+      this._title,
       this._why,
       el('p', 'jp-gpu-dash-empty-lead', trans.__('What you can do:')),
       this._todo
@@ -25,13 +30,35 @@ export class EmptyState {
 
   readonly node: HTMLElement;
 
-  /** Show why there is no GPU (`reason`: the server's words); `undefined`: hide. */
-  show(reason: string | null | undefined): void {
+  /**
+   * Show why there is no GPU (`reason`: the server's words); `undefined`: hide. `waiting`:
+   * NVML has not answered at the server's start (what to say, `nvmlWaitMessage`), so the GPUs
+   * may yet come.
+   */
+  show(reason: string | null | undefined, waiting: string | null = null): void {
     setHidden(this.node, reason === undefined);
-    if (reason === undefined || reason === this._reason) {
+    if (
+      reason === undefined ||
+      (reason === this._reason && waiting === this._waiting)
+    ) {
       return;
     }
     this._reason = reason;
+    this._waiting = waiting;
+    if (waiting !== null) {
+      setText(this._title, trans.__('Waiting for NVML'));
+      setText(this._why, waiting);
+      this._steps([
+        trans.__(
+          'Nothing, if it answers soon: the GPUs then appear here by themselves.'
+        ),
+        trans.__(
+          'If it lasts: nvidia-smi on the server hangs too when the driver does; the driver or a GPU may need a reset (ask the administrator).'
+        )
+      ]);
+      return;
+    }
+    setText(this._title, trans.__('No GPU to show'));
     setText(
       this._why,
       trans.__('%1. %2', noGpuMessage(reason), plainNoGpuReason(reason))
@@ -49,6 +76,10 @@ export class EmptyState {
         'Without a GPU: start JupyterLab with --JupyterGpu.backend=simulated to see the dashboard with simulated GPUs (labelled as such).'
       )
     ];
+    this._steps(steps);
+  }
+
+  private _steps(steps: string[]): void {
     this._todo.replaceChildren(
       ...steps.map(step => {
         const item = el('li', '');
@@ -57,6 +88,9 @@ export class EmptyState {
       })
     );
   }
+
+  private _title: HTMLHeadingElement;
+  private _waiting: string | null = null;
 
   private _why: HTMLParagraphElement;
   private _todo: HTMLUListElement;

@@ -36,3 +36,22 @@ def test_memsummary_reports_the_cuda_allocator(shell: Shell) -> None:
     shell.ok("kept = torch.zeros(1024, 1024, device='cuda')")
     ran = shell.ok("%memsummary")
     assert "No CUDA device" not in ran.text
+
+
+def test_memsummary_measures_a_bare_context_once_and_it_fits_in_the_gap(shell: Shell) -> None:
+    """The gap (NVML's figure minus reserved) holds this kernel's context: a bare one fits."""
+    from jupyter_gpu.magics.memory import context
+
+    shell.ok("kept = torch.zeros(1024, 1024, device='cuda')\nkept @ kept")
+    ran = shell.ok("s = %memsummary -o")
+    s = shell["s"]
+    if s.nvml_used_bytes is None:
+        pytest.skip(f"NVML gives no figure for this process here: {s.nvml_reason}")
+    assert s.context_bytes is not None, s.context_reason
+    gap = s.nvml_used_bytes - s.reserved_bytes
+    assert 16 * 2**20 < s.context_bytes <= gap + 64 * 2**20, (s.context_bytes, gap)
+    assert "A bare CUDA context on this GPU takes" in ran.text
+    assert "workspaces are not in it" in ran.text
+    measured = dict(context._measured)
+    shell.ok("%memsummary -q")
+    assert context._measured == measured  # read once per GPU and kernel

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -33,6 +34,33 @@ def test_simulated_gpus_are_labelled(shell: Shell) -> None:
     html = "".join(ran.bundles("text/html"))
     assert "<table" in html
     assert "simulated" in html
+
+
+def test_simulated_memory_on_this_kernel_says_what_is_simulated(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the demo the simulated GPUs put a made-up job on each of their server's kernels,
+    # this one among them; its torch here uses no GPU at all (CUDA is hidden in this test).
+    import os
+
+    from jupyter_gpu.sampling import once
+
+    monkeypatch.setattr(once, "kernel_pids_of_server", lambda _root: [os.getpid()])
+    ran = shell.ok("%gpu --backend simulated")
+    first = next(line for line in ran.text.splitlines() if line.startswith("GPU 0 "))
+    mine = first.split("this kernel: ", 1)[1]
+    assert re.fullmatch(
+        r"[\d.]+ [KMG]iB simulated \(made up by the demo backend; this kernel's torch holds "
+        r"no GPU memory\)",
+        mine,
+    ), mine
+    assert "made up by the demo backend" in "".join(ran.bundles("text/html"))
+    # A kernel whose torch does use CUDA (a demo on a GPU machine): not these GPUs' figure.
+    from jupyter_gpu.magics.gpu import magic
+
+    monkeypatch.setattr(magic, "cuda_in_use", lambda: True)
+    again = shell.ok("%gpu --backend simulated").text
+    assert "this kernel's torch uses a real GPU, not shown here)" in again
 
 
 def test_gpu_never_imports_torch() -> None:
@@ -100,3 +128,30 @@ def test_a_hung_gpu_is_named_within_the_deadline(
     assert "util 50%" in lines[0]
     assert "util 50%" in lines[2]
     assert f"GPU 1 did not answer within {READ_DEADLINE_S:g} s" in lines[1]
+
+
+def test_a_driver_that_hangs_at_start_is_said_within_the_deadline(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeNvml(devices=2)
+    fake.hang(None, calls={"nvmlInit"})  # the driver does not answer nvmlInit
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    release = threading.Timer(30.0, fake.release, [None])
+    release.start()
+    try:
+        took = []
+        texts = []
+        for _ in range(2):  # asked again while the first call is still out
+            start = time.monotonic()
+            texts.append(shell.ok("%gpu --backend nvml").text)
+            took.append(time.monotonic() - start)
+        calls = fake.calls["nvmlInit"]
+    finally:
+        release.cancel()
+        fake.release(None)
+    assert max(took) < 2 * READ_DEADLINE_S + 0.1 + 1.5  # its start-up deadline, busy cores
+    for text in texts:
+        assert f"NVML did not answer within {2 * READ_DEADLINE_S:g} s while starting" in text
+        assert "start-up call is hung" in text  # what it means, not "no GPU here"
+        assert "--JupyterGpu.backend=simulated" not in text
+    assert calls == 1  # the second %gpu waited for the first's call: one thread in the driver

@@ -1,7 +1,7 @@
 """The magics in a real Jupyter kernel (ipykernel over ZMQ, driven by nbclient), on CPU.
 
-The shell tests cover the magics' logic; this one checks what only a kernel shows: the hooks of
-``%amp on`` run in the thread that runs the cell (autocast state is per thread), rich outputs
+The shell tests cover the magics' logic; this one checks what only a kernel shows: ``%amp on``
+and its hooks run in the thread that runs the cell (autocast state is per thread), rich outputs
 arrive as display messages with their mimetypes, and ``%compile``'s report follows the cell.
 """
 
@@ -15,9 +15,9 @@ from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
 
 CELLS = [
     "%load_ext jupyter_gpu\nimport torch",
-    "%amp on",
+    "%amp on\n(torch.ones(2, 2) @ torch.ones(2, 2)).dtype",
     "(torch.ones(2, 2) @ torch.ones(2, 2)).dtype",
-    "%amp off",
+    "%amp off\n(torch.ones(2, 2) @ torch.ones(2, 2)).dtype",
     "(torch.ones(2, 2) @ torch.ones(2, 2)).dtype",
     "%%profile\nsum(torch.ones(64, 64) @ torch.ones(64, 64) for _ in range(3)).sum()",
     "def f(t):\n    return t.sin() * 2\n%compile f --backend eager",
@@ -43,11 +43,17 @@ def test_magics_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     cells = nb.cells
     assert "autocast on" in _texts(cells[1])
+    assert "torch.bfloat16" in _texts(cells[1])  # from the line of %amp on, in its own cell
     assert "torch.bfloat16" in _texts(cells[2])
+    assert "torch.float32" in _texts(cells[3])  # from the line of %amp off
     assert "torch.float32" in _texts(cells[4])
     profile_mimetypes = {m for out in cells[5].outputs for m in out.get("data", {})}
     assert {"text/plain", "text/html", PLOTLY_MIMETYPE} <= profile_mimetypes
     assert "aten::mm" in _texts(cells[5])
+    # kineto's start/stop lines, written to the kernel's fd 2, would show as a stream output
+    # (of that cell or, forwarded late, of a later one)
+    assert not [cell.source for cell in cells if "USDT" in _texts(cell)]
+    assert not [cell.source for cell in cells if "profiler_start" in _texts(cell)]
     assert "torch.compile in this cell" in _texts(cells[7])
     assert "torch.Size([3])" in _texts(cells[7])
     assert "cell memory (cpu" in _texts(cells[8])

@@ -62,9 +62,14 @@ def test_output_cache_and_last_error_are_named_and_freed(shell: Shell) -> None:
     assert f"Out[{n}]" in names
     assert "<last error> step.activations" in names
     assert summary.last_error_was_oom
-    assert summary.held_by_last_error_bytes >= 400 * 400 * 4 + 300 * 300 * 4
+    assert summary.held_by_last_error_bytes == 400 * 400 * 4  # step.activations
+    assert summary.held_by_outputs_bytes == 300 * 300 * 4  # Out[n]
     advice = shell.ok("%memsummary").text
-    assert "ran out of memory" in advice
+    assert (
+        "The last cell ran out of memory; its traceback still holds 1 tensor, 625.0 KiB "
+        "(a traceback keeps every frame's variables alive); "
+        f"Out[] still holds 1 tensor, 351.6 KiB, in Out[{n}] "
+    ) in advice
     assert "%memsummary --free" in advice
 
     out_ref = weakref.ref(shell.ip.user_ns["Out"][n])
@@ -84,10 +89,25 @@ def test_held_count_leaves_out_tensors_no_name_reaches(shell: Shell) -> None:
     # A closure holds a tensor no notebook name reaches (it is listed as unnamed), and Out[]
     # holds one: the note about what Out[] and the last traceback hold counts only the latter.
     shell.ok("hidden = (lambda t: lambda: t)(torch.ones(50, 50))")
-    shell.ok("torch.zeros(300, 300)")
+    n = shell.ok("torch.zeros(300, 300)").result.execution_count
     summary = shell.ok("s = %memsummary -o")
     assert shell["s"].unnamed_bytes >= 50 * 50 * 4
-    assert "Out[] still hold 1 tensor(s)" in summary.text
+    assert f"output history still holds 1 tensor, 351.6 KiB, in Out[{n}]" in summary.text
+
+
+def test_what_only_out_holds_is_not_called_an_error(shell: Shell) -> None:
+    # Nothing failed in this kernel: a displayed value is what holds the tensor.
+    first = shell.ok("torch.ones(1)").result.execution_count
+    second = shell.ok("(torch.ones(2), torch.ones(3))").result.execution_count
+    summary = shell.ok("s = %memsummary -o")
+    assert shell["s"].held_by_last_error_bytes == 0
+    assert shell["s"].held_by_outputs_bytes == 4 + 8 + 12
+    assert (
+        f"IPython's output history still holds 3 tensors, 24 B, in Out[{first}] and "
+        f"Out[{second}] (a cell's displayed value stays in Out[])"
+    ) in summary.text
+    assert "error" not in summary.text
+    assert "traceback" not in summary.text
 
 
 FAILING_CALL = """
@@ -143,6 +163,29 @@ def test_cell_magic_reports_delta_and_returns_value(shell: Shell) -> None:
     assert result.device == "cpu"
     assert result.before_bytes is not None
     assert result.after_bytes is not None
+
+
+def test_cpu_peak_is_never_below_the_start_or_the_end(shell: Shell) -> None:
+    # Three cells that each raise the process's peak, as the issue's three runs did: the peak
+    # was read from getrusage (approximate) and the end from /proc (exact), and came out
+    # below the end every time.
+    from jupyter_gpu.magics.common.process_memory import read_process_memory
+
+    for _ in range(3):
+        now = read_process_memory()
+        assert now.rss_bytes is not None
+        assert now.peak_bytes is not None
+        floats = (now.peak_bytes - now.rss_bytes + 32 * 2**20) // 4  # 32 MiB above the peak
+        ran = shell.ok(f"%%memsummary -o\nblock = torch.ones({floats})")
+        result = ran.result.result
+        assert result.peak_bytes is not None, ran.text
+        assert result.peak_bytes >= max(result.before_bytes, result.after_bytes), ran.text
+        assert "the process peak rose to" in ran.text
+        shell.ok("del block")
+    # A cell below the earlier peak quotes that peak, which is not below its end either.
+    result = shell.ok("%%memsummary -o -q\nsmall = torch.ones(4)").result.result
+    assert result.peak_bytes is None
+    assert result.peak_before_bytes >= max(result.before_bytes, result.after_bytes)
 
 
 def test_cell_magic_with_error_reports_and_reraises(shell: Shell) -> None:
@@ -206,3 +249,18 @@ def test_fake_and_meta_tensors_are_skipped_without_a_warning(shell: Shell) -> No
     assert "meta" not in names
     assert "FakeTensor" not in ran.text
     assert not [w for w in caught if "FakeTensor" in str(w.message)]
+
+
+def test_a_tensor_out_and_the_traceback_both_hold_is_named_once_as_out(shell: Shell) -> None:
+    # The failing call's frame holds the tensor a cell displayed before: Out[] is its best
+    # name, and its traceback name must not break the note.
+    n = shell.ok("shown = torch.zeros(20, 20)\nshown").result.execution_count
+    shell.ok("del shown")
+    failing = shell.run(
+        f"def step(t=Out[{n}]):\n    raise RuntimeError('fails while holding it')\nstep()"
+    )
+    assert isinstance(failing.error, RuntimeError)
+    del failing
+    ran = shell.ok("s = %memsummary -o")
+    assert shell["s"].held_by_outputs_bytes == 20 * 20 * 4
+    assert f"output history still holds 1 tensor, 1.6 KiB, in Out[{n}]" in ran.text

@@ -189,7 +189,7 @@ def test_profile_line_form_profiles_one_statement(shell: Shell) -> None:
     ran = shell.ok("%profile --sort calls --row-limit 4 train_step()")
     assert "top 4 of" in ran.text
     assert "by calls" in ran.text
-    assert "cell wall time" in ran.text
+    assert "; the measured run (" in ran.text
     assert ran.result.result is not None  # the statement's value (the loss) comes back
     shell.ok("r = %profile -o -q train_step()")
     r = shell["r"]
@@ -245,9 +245,14 @@ def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
     )
     r = ran.result.result
     assert r.warmup is not None
-    assert r.warmup.runs == 3
+    assert r.warmup.runs == 4  # 3 warm-up, 1 measured; then the cell's own run
     assert r.warmup.exact
-    assert "Warm-up (3 run(s) before the profiled one): Restored after 3 runs" in ran.text
+    assert r.steps == 1
+    assert r.window == "step 4"
+    assert "the measured run (" in ran.text
+    assert ", run 4)" in ran.text
+    runs = "Runs (3 warm-up, 1 measured, then the cell's own run, not profiled): Restored after"
+    assert runs in ran.text
     after_magic = training_bits(shell)
     # The same cell run once, plainly, from the same start: the magic's warm-ups left no trace.
     shell.ok(
@@ -267,4 +272,104 @@ def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> 
     message = shell.usage_error("%%profile --warmup 2 --model model\ntrain_step()")
     assert "--optimizer opt" in message
     assert training_bits(shell) == before  # nothing ran
-    assert "go with --warmup" in shell.usage_error("%%profile --model model\ntrain_step()")
+    assert "goes with --warmup N or --steps N" in shell.usage_error(
+        "%%profile --allow-side-effects\ntrain_step()"
+    )
+
+
+STEPS_CELL = """%%profile -o --steps 3 --warmup 2 --trace {trace}
+calls.append(len(calls))
+x @ x.T
+"""
+
+
+def test_steps_are_runs_of_the_code_and_the_cell_counts_once(shell: Shell, tmp_path: Path) -> None:
+    shell.ok("calls = []\nx = torch.randn(32, 32)")
+    trace = tmp_path / "steps.json"
+    ran = shell.ok(STEPS_CELL.format(trace=trace))
+    r = ran.result.result
+    assert r.steps == 3
+    assert r.window == "steps 3 to 5"  # after the 2 warm-up runs
+    assert r.warmup is not None
+    assert r.warmup.runs == 5
+    assert r.warmup.exact
+    assert shell["calls"] == [0]  # the 5 runs were put back; the cell's own run stays
+    assert r.value.shape == (32, 32)  # the cell's value is its own run's
+    mm = next(row for row in r.rows if row.name == "aten::mm")
+    assert mm.calls == 3  # one per measured step: not the warm-up runs, not the cell's own
+    assert "; 3 steps (" in ran.text
+    assert "steps 3 to 5)" in ran.text
+    # the steps are torch's own ProfilerStep ranges, which other tools (HTA) read too
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert all(rng.name != "ProfilerStep*" for rng in r.ranges)  # a step is not a range
+
+
+def test_a_step_that_raises_stops_the_profiler_and_puts_the_runs_back(shell: Shell) -> None:
+    shell.ok("calls = []")
+    ran = shell.run(
+        "%%profile --steps 3\ncalls.append(1)\nif len(calls) == 2:\n    raise ValueError('bad')"
+    )
+    assert isinstance(ran.error, ValueError)
+    assert shell["calls"] == []  # the two runs were put back; no cell's own run after an error
+    assert not torch.autograd._profiler_enabled()
+    assert "aten::" in shell.ok("%%profile --steps 2\ntorch.ones(10).sum()").text
+
+
+def test_steps_refuse_what_they_cannot_put_back(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok("train_step()")
+    before = training_bits(shell)
+    message = shell.usage_error("%%profile --steps 2 --model model\ntrain_step()")
+    assert "--optimizer opt" in message
+    assert training_bits(shell) == before  # nothing ran
+    assert "at least 1" in shell.usage_error("%%profile --steps 0\nran = 1")
+    assert "ran" not in shell.ip.user_ns
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_kinetos_own_lines_stay_out_of_the_output(
+    shell: Shell, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # kineto writes "USDT:... profiler_start" / "profiler_stop" straight to fd 2 as a trace
+    # starts and stops (torch 2.13, on CPU): a notebook shows fd 2 under the cell
+    capfd.readouterr()
+    shell.ok("a = torch.ones(64, 64)")
+    for cell in ("%%profile\nb = a @ a", "%%profile --steps 2 --warmup 1\nb = a @ a"):
+        ran = shell.ok(cell)
+        out, err = capfd.readouterr()
+        for text in (ran.text, out, err):
+            assert "USDT" not in text
+            assert "profiler_start" not in text
+            assert "profiler_stop" not in text
+    # the user's own writes to fd 2 still reach it: only the profiler's calls are silenced
+    shell.ok("%%profile\nimport os\nos.write(2, b'mine\\n')")
+    assert "mine" in capfd.readouterr().err
+
+
+SLOW_LOADER = """
+import time
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        time.sleep(0.002)  # a costly decode: the loader's share is most of each batch
+        return torch.full((4,), float(i))
+
+loader = DataLoader(Slow(), batch_size=8)
+"""
+
+
+def test_a_slow_loader_is_named_with_its_settings_and_the_fix(shell: Shell) -> None:
+    shell.ok(SLOW_LOADER)
+    ran = shell.ok("%%profile -o\nfor xb in loader:\n    (xb * 2).sum()")
+    r = ran.result.result
+    assert r.loader_s > 0.5 * r.window_s  # 4 batches of 8 items of 2 ms each: most of the run
+    hint = next(h for h in r.hints if "DataLoader's __next__" in h)
+    assert "(_SingleProcessDataLoaderIter) took" in hint
+    assert "loader (num_workers=0, pin_memory=False, persistent_workers=False)" in hint
+    assert "DataLoader(..., " in hint or "make each batch cheaper" in hint  # 1 CPU: no workers

@@ -25,6 +25,8 @@ import pytest
 
 from jupyter_gpu.distributed import TorchrunError
 from jupyter_gpu.distributed.process import alive
+from jupyter_gpu.readings.deadline import READ_DEADLINE_S
+from tests.fakes.fake_nvml import FakeNvml
 from tests.helpers import free_port, repo_env, wait_for
 from tests.integration.magics.conftest import Shell
 
@@ -261,6 +263,28 @@ def test_usage_errors_say_what_to_do(shell: Shell, in_tmp: Path) -> None:
     assert "-o NAME" in shell.usage_error("%%torchrun -n 2 -o 2x\nx = 1\n")
     ran = shell.run("%%torchrun -n 2\nfor\n")
     assert isinstance(ran.error, SyntaxError), "a syntax error shows before any rank starts"
+
+
+def test_a_driver_that_hangs_at_start_gives_a_usage_error_within_the_deadline(
+    shell: Shell, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # %%torchrun counts the GPUs through NVML: a driver whose nvmlInit hangs must not hang the
+    # kernel (the fake answers after 30 s at the latest, were there no deadline).
+    fake = FakeNvml(devices=2)
+    fake.hang(None, calls={"nvmlInit"})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    release = threading.Timer(30.0, fake.release, [None])
+    release.start()
+    try:
+        began = time.monotonic()
+        message = shell.usage_error("%%torchrun\nprint(rank)\n")
+        took = time.monotonic() - began
+    finally:
+        release.cancel()
+        fake.release(None)
+    assert took < READ_DEADLINE_S + 1.5  # the deadline, and busy cores
+    assert f"NVML did not answer within {READ_DEADLINE_S:g} s while starting" in message
+    assert "give the number of ranks" in message
 
 
 def wait_for_ranks(

@@ -4,12 +4,14 @@ Enable it with ``jpserver_extensions={"tests.integration.server.fake_nvml_extens
 (and ``jupyter_gpu`` off). The fake is labelled as one everywhere (device names start with
 "Fake"); its two GPUs start with power "Not Supported" on GPU 1. A test's server config is
 ``gpu_config(**ON_FAKE_NVML, ...)``; the test reaches the fake through the app:
-``fake_nvml_app(serverapp).fake``.
+``fake_nvml_app(serverapp).fake``. A test that sets ``FakeNvmlGpuApp.hang_at_start`` (with
+``monkeypatch``, before the server starts) gets a fake whose start-up calls of those names
+block until ``fake.release(None)``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pynvml
 from jupyter_server.serverapp import ServerApp
@@ -31,10 +33,14 @@ class FakeNvmlGpuApp(JupyterGpuApp):
     """``JupyterGpuApp`` whose sampler opens the nvml backend over ``self.fake``."""
 
     fake: FakeNvml
+    hang_at_start: ClassVar[frozenset[str]] = frozenset()
+    """NVML calls on no GPU that block from the start (``{"nvmlInit"}``: a hung driver)."""
 
     def make_service(self, config: JupyterGpu) -> GpuService:
         self.fake = FakeNvml(devices=2)
         self.fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, device=1)
+        if self.hang_at_start:
+            self.fake.hang(None, calls=self.hang_at_start)
         service = super().make_service(config)
         fake = self.fake
         service.sampler = service.make_sampler(

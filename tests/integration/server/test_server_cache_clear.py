@@ -41,7 +41,8 @@ def _files(path: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def layout() -> str:
-    """What TORCHINDUCTOR_CACHE_DIR is: unset (torch's default cache), or ``"project"``."""
+    """What TORCHINDUCTOR_CACHE_DIR is: unset (torch's default cache), or ``"project"``; or
+    ``"not_utf8"``: unset, and TRITON_CACHE_DIR a folder whose name is not UTF-8."""
     return "default"
 
 
@@ -67,8 +68,12 @@ def caches(
         monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(project))
     else:
         monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "no-triton-cache"))
-    return {"inductor": default, "outside": outside, "project": project}
+    triton = tmp_path / "no-triton-cache"
+    if layout == "not_utf8":  # a Latin-1 byte: os.environ carries it as a lone surrogate
+        triton = Path(os.fsdecode(os.fsencode(tmp_path) + b"/triton-caf\xe9"))
+        triton.mkdir()
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(triton))
+    return {"inductor": default, "outside": outside, "project": project, "triton": triton}
 
 
 @pytest.fixture
@@ -116,7 +121,8 @@ async def test_torchs_real_default_cache_is_listed_clearable_and_emptied(
     code, body = await _post(jp_fetch, {"id": inductor["id"]})
     assert code == 200, body
     validate(body, "CacheCleared")
-    assert (body["freed_bytes"], body["files_removed"], body["failed"]) == (size, count, [])
+    # Each file is a hard link to the reference torch wrote: removing this name freed nothing.
+    assert (body["freed_bytes"], body["files_removed"], body["failed"]) == (0, count, [])
     assert list(caches["inductor"].iterdir()) == []
 
     async def emptied() -> bool:  # rescanned right after the clear: the next samples show it
@@ -188,3 +194,27 @@ async def test_clear_needs_credentials(jp_fetch: Fetch, api_get: Get) -> None:
             headers={"Authorization": ""},
         )
     assert err.value.code == 403
+
+
+@pytest.mark.parametrize("layout", ["not_utf8"])
+async def test_a_cache_path_that_is_not_utf8_refuses_only_that_cache(
+    jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
+) -> None:
+    dirs = await _dirs(api_get)  # scanned at all: one bad path used to stop every scan
+    triton = dirs["triton"]
+    assert triton["path"] == str(caches["triton"]).encode("utf-8", "surrogateescape").decode(
+        "utf-8", "replace"
+    )
+    assert triton["path"].endswith("/triton-caf\ufffd")
+    assert not triton["clearable"]
+    assert triton["refusal"].startswith("its path is not UTF-8 text (the byte 0xe9 at character")
+    code, body = await _post(jp_fetch, {"id": triton["id"]})
+    assert code == 409
+    assert "is not UTF-8 text" in body["message"]
+    assert caches["triton"].is_dir()
+    inductor = dirs["inductor"]  # the other caches are listed and cleared as usual
+    assert (inductor["clearable"], inductor["refusal"]) == (True, None)
+    count = scan_dir(str(caches["inductor"]))[2]
+    code, body = await _post(jp_fetch, {"id": inductor["id"]})
+    assert code == 200, body
+    assert (body["files_removed"], body["failed"]) == (count, [])

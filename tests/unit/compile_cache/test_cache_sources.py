@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from jupyter_gpu.compile_cache import (
     cache_dirs,
     cache_id,
+    clear_cache,
     inductor_cache_dir,
     kernel_cache_dirs,
     merge_sources,
@@ -21,6 +23,7 @@ from jupyter_gpu.compile_cache import (
     triton_cache_dir,
 )
 from jupyter_gpu.compile_cache.locate import _resolved
+from tests.compile_cache_races import small_cache
 from tests.helpers import wait_until_execd
 
 
@@ -136,3 +139,61 @@ def test_a_configured_inductor_cache_keeps_torchs_default_in_view(tmp_path: Path
         "inductor",
         "triton",
     ]
+
+
+def test_a_path_that_is_not_utf8_refuses_only_its_own_cache(tmp_path: Path) -> None:
+    good = small_cache(tmp_path / "good")
+    bad = os.fsencode(tmp_path) + b"/caf\xe9/torchinductor_me"  # Latin-1, not UTF-8
+    Path(os.fsdecode(bad)).mkdir(parents=True)
+    env = {b"PATH": os.environb[b"PATH"], b"TORCHINDUCTOR_CACHE_DIR": bad}
+    kernel = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], env=env,
+                              stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        found = kernel_cache_dirs([kernel.pid])
+    finally:
+        kernel.communicate(b"")
+    sources = merge_sources((("inductor", str(good), "server", False),), found)
+    sample = scan_sources(sources, min_free_pct=0.0)
+    by_path = {d.path: d for d in sample.dirs}
+    shown = os.fsdecode(bad).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    assert shown.endswith("/caf\ufffd/torchinductor_me")
+    refused = by_path[shown]
+    assert refused.exists
+    assert not refused.clearable
+    assert refused.refusal == (
+        f"its path is not UTF-8 text (the byte 0xe9 at character {len(str(tmp_path)) + 4}), "
+        "so it is not cleared from here"
+    )
+    json.dumps(sample.to_dict(), ensure_ascii=False).encode("utf-8")  # what the API sends
+    assert len({d.id for d in sample.dirs}) == len(sample.dirs)
+    ok = by_path[str(good)]
+    assert (ok.clearable, ok.refusal, ok.size_bytes) == (True, None, 3500)
+    cleared = clear_cache("inductor", str(good), expect=ok.identity)
+    assert (cleared.freed_bytes, cleared.failed) == (3500, ())
+    assert Path(os.fsdecode(bad)).is_dir()
+
+
+def test_a_kernels_relative_cache_path_is_its_own_folders(tmp_path: Path) -> None:
+    here = tmp_path / "notebooks"  # the kernel's working folder (the notebook's)
+    here.mkdir()
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": "build/inductor",
+        "TRITON_CACHE_DIR": "../triton",
+        "TMPDIR": "scratch",
+    }
+    kernel = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], env=env,
+                              cwd=here, stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        found = kernel_cache_dirs([kernel.pid])
+    finally:
+        kernel.communicate(b"")
+    user = os.environ.get("USER") or Path(inductor_cache_dir({})).name.removeprefix(
+        "torchinductor_"
+    )
+    assert found == (
+        ("inductor", str(here / "build" / "inductor"), "kernel", True),
+        ("inductor", str(here / "scratch" / f"torchinductor_{user}"), "kernel", False),
+        ("triton", str(tmp_path / "triton"), "kernel", True),
+    )
+    assert Path.cwd() != here  # not the server's folder

@@ -12,15 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from jupyter_gpu.compile_cache import CacheRefused, CompileRunning, clear_cache, scan_dir
 from jupyter_gpu.compile_cache import clear as clear_module
 from jupyter_gpu.compile_cache import recognise as recognise_module  # the module, not a function
+from tests.compile_cache_races import SwapOnOpen
 from tests.compile_cache_reference import Reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,22 +43,6 @@ def _outside(tmp_path: Path, like: Path) -> tuple[Path, list[Path]]:
     return outside, sorted(p for p in outside.rglob("*") if p.is_file())
 
 
-class _SwapOnOpen:
-    """``os`` as ``clear.py`` sees it, except that opening ``name`` first calls ``swap``."""
-
-    def __init__(self, name: str, swap: Callable[[], None]) -> None:
-        self.name, self.swap, self.swapped = name, swap, False
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(os, attr)
-
-    def open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        if path == self.name and not self.swapped:
-            self.swapped = True
-            self.swap()
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-
-
 def test_a_symlink_swapped_in_is_never_followed(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,7 +52,7 @@ def test_a_symlink_swapped_in_is_never_followed(
         (cache / "fxgraph").rename(tmp_path / "fxgraph-moved")
         (cache / "fxgraph").symlink_to(outside, target_is_directory=True)
 
-    opener = _SwapOnOpen("fxgraph", swap)
+    opener = SwapOnOpen("fxgraph", swap)
     monkeypatch.setattr(clear_module, "os", opener)
     result = clear_cache("inductor", str(cache), configured=True)
     assert opener.swapped
@@ -87,7 +70,7 @@ def test_the_cache_itself_swapped_for_a_link_is_never_followed(
         cache.rename(tmp_path / "checked")
         cache.symlink_to(outside, target_is_directory=True)
 
-    monkeypatch.setattr(recognise_module, "os", _SwapOnOpen(str(cache), swap))
+    monkeypatch.setattr(recognise_module, "os", SwapOnOpen(str(cache), swap))
     with pytest.raises(CacheRefused, match="cannot be opened as itself"):
         clear_cache("inductor", str(cache), configured=True)
     assert all(p.exists() for p in bait), "a file outside the cache was deleted"
@@ -102,7 +85,7 @@ def test_a_folder_swapped_in_is_never_entered(
         (cache / "fxgraph").rename(tmp_path / "fxgraph-moved")
         outside.rename(cache / "fxgraph")
 
-    monkeypatch.setattr(clear_module, "os", _SwapOnOpen("fxgraph", swap))
+    monkeypatch.setattr(clear_module, "os", SwapOnOpen("fxgraph", swap))
     result = clear_cache("inductor", str(cache), configured=True)
     moved = [cache / "fxgraph" / p.relative_to(outside) for p in bait]
     assert all(p.exists() for p in moved), "a file of the swapped-in folder was deleted"
@@ -112,17 +95,19 @@ def test_a_folder_swapped_in_is_never_entered(
 def test_a_file_replaced_after_the_check_is_left(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock = sorted((cache / "locks").iterdir())[0]
+    code = sorted(p for p in cache.iterdir() if len(p.name) == 2)[0]
+    checked = sorted(code.iterdir())[0]
 
     def swap() -> None:
         fresh = tmp_path / "fresh"
         fresh.write_text("not the file that was checked")
-        fresh.rename(lock)
+        fresh.rename(checked)
 
-    monkeypatch.setattr(clear_module, "os", _SwapOnOpen("locks", swap))
+    monkeypatch.setattr(clear_module, "os", SwapOnOpen(code.name, swap))
     result = clear_cache("inductor", str(cache), configured=True)
-    assert lock.read_text() == "not the file that was checked"
-    assert f"`locks/{lock.name}`: replaced since it was checked: left alone" in result.failed
+    assert checked.read_text() == "not the file that was checked"
+    left = f"`{code.name}/{checked.name}`: replaced or changed since it was checked: left alone"
+    assert left in result.failed
 
 
 def test_a_cache_replaced_since_the_scan_is_refused(cache: Path, tmp_path: Path) -> None:
@@ -203,9 +188,7 @@ def test_a_mount_point_inside_is_never_crossed(cache: Path) -> None:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[-200:]}")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["failed"] == [
-        f"`fxgraph/{prefix}/`: a mount point (another filesystem): not crossed"
-    ]
+    assert seen["failed"] == [f"`fxgraph/{prefix}/`: a mount point: not crossed"]
     assert seen["inside"] == "graph on another filesystem"
     mount = f"fxgraph/{prefix}"  # the rest was cleared; the mount is left as it was
     assert seen["left"] == ["fxgraph", mount, f"{mount}/{key}", f"{mount}/{key}/{'q' * 51}"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from jupyter_gpu.distributed.result import RESULT_FILE, _send
 from jupyter_gpu.distributed.script import LaunchSpec, remove_run_dir, write_run_dir
 
 
@@ -62,3 +65,21 @@ def test_a_link_inside_is_removed_never_followed(tmp_path: Path) -> None:
     assert remove_run_dir(run_dir).failed == ()
     assert not run_dir.exists()
     assert (precious / "data.bin").read_bytes() == b"d"
+
+
+def test_each_result_replaces_this_ranks_last_one_and_nothing_else(tmp_path: Path) -> None:
+    run_dir = make(tmp_path)
+    _send(run_dir, memoryview(b"first"))
+    _send(run_dir, memoryview(b"second, longer"))
+    assert (run_dir / RESULT_FILE).read_bytes() == b"second, longer"
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "cell.py",
+        "main.py",
+        RESULT_FILE,
+        "run.json",
+    ]
+    (run_dir / RESULT_FILE).unlink()  # someone else's file put in its place
+    (run_dir / RESULT_FILE).write_bytes(b"not this rank's")
+    with pytest.raises(FileExistsError, match="not the one this rank wrote"):
+        _send(run_dir, memoryview(b"third"))
+    assert (run_dir / RESULT_FILE).read_bytes() == b"not this rank's"

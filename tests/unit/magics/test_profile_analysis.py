@@ -14,8 +14,9 @@ import pytest
 from torch._C._autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from jupyter_gpu.magics.profile.analysis import GpuActivity, Syncs, analyse, idle_breakdown
-from jupyter_gpu.magics.profile.rows import OWN_RANGE
+from jupyter_gpu.magics.profile.analysis import analyse, hints
+from jupyter_gpu.magics.profile.idle import GpuActivity, idle_breakdown
+from jupyter_gpu.magics.profile.syncs import Syncs
 from tests.fakes.fake_profile import FakeProfile
 
 Span = tuple[float, float]  # start and end, in µs
@@ -41,7 +42,9 @@ def timeline() -> EventList:
         cpu(call, *at, corr=corr)
         gpu(work, corr, *runs)
 
-    cpu("aten::step", 0.0, 1000.0)
+    # the measured step (torch names its event ProfilerStep*, its trace name keeps the number)
+    cpu("ProfilerStep*", 0.0, 1000.0, is_user_annotation=True, trace_name="ProfilerStep#0")
+    cpu("aten::step", 0.5, 999.0)
     # kernel 101: launched at 10, runs 20-120 (the gap 0-20 waits on the host)
     launch(101, "cudaLaunchKernel", (10.0, 12.0), "gemm_kernel", (20.0, 120.0))
     # kernel 102: queued at 15, runs 125-225: a 5 µs gap between kernels
@@ -54,16 +57,14 @@ def timeline() -> EventList:
     # kernel 106: queued at 520, waits until 800 (100 µs: other work)
     launch(106, "cudaLaunchKernel", (520.0, 521.0), "gemm_kernel", (800.0, 900.0))
     # 900-1000: nothing queued, the host again (100 µs)
-    # syncs: three .item() on CUDA tensors, two explicit synchronize, one of %%profile's own
+    # syncs: three .item() on CUDA tensors, two explicit synchronize, then the profiler's own
     for t in (300.0, 320.0, 340.0):
         cpu("aten::item", t, t + 10.0)
         cpu("aten::_local_scalar_dense", t + 1.0, t + 9.0)
         cpu("cudaStreamSynchronize", t + 2.0, t + 8.0)
     cpu("cudaDeviceSynchronize", 360.0, 370.0)
     cpu("cudaDeviceSynchronize", 380.0, 390.0)
-    cpu(OWN_RANGE, 990.0, 999.0, is_user_annotation=True)
-    cpu("cudaDeviceSynchronize", 991.0, 998.0)
-    cpu("cudaDeviceSynchronize", 999.5, 999.8)  # the profiler's own, as it stops
+    cpu("cudaDeviceSynchronize", 1002.0, 1400.0)  # the profiler's own, as it stops
     # .item() on a CPU tensor: an op, no runtime call
     cpu("aten::item", 950.0, 951.0)
     cpu("aten::_local_scalar_dense", 950.2, 950.8)
@@ -82,7 +83,7 @@ def test_kernels_are_kernels_and_annotations_are_ranges() -> None:
     names = {row.name for row in a.rows}
     assert "Activity Buffer Request" not in names
     assert "Optimizer.step#AdamW.step" not in names
-    assert OWN_RANGE not in names
+    assert not any(name.startswith("ProfilerStep") for name in names)
     top = max(a.rows, key=lambda row: row.self_gpu_s)
     assert top.name == "gemm_kernel"
     assert a.kernel_count == 5  # not the copy, the annotation nor the bookkeeping
@@ -97,7 +98,11 @@ def test_kernels_are_kernels_and_annotations_are_ranges() -> None:
 def test_syncs_are_runtime_calls_that_block_not_item_ops() -> None:
     a = analyse(FakeProfile(timeline()), cuda=True, autocast_on=True, cell_names={})
     assert a.syncs.by_call == Counter({"cudaStreamSynchronize": 3, "cudaDeviceSynchronize": 2})
-    assert a.syncs.count == 5  # not %%profile's own, not the CPU tensor's .item()
+    assert a.syncs.count == 5  # not the profiler's own, not the CPU tensor's .item()
+    assert a.syncs.blocked_s == pytest.approx((3 * 6 + 2 * 10) * 1e-6)
+    # the profiler's closing synchronize (398 µs) is neither a row nor part of the window
+    rows = {row.name: row for row in a.rows}
+    assert rows["cudaDeviceSynchronize"].calls == 2
 
 
 def test_idle_time_is_split_as_hta_does() -> None:
@@ -106,8 +111,9 @@ def test_idle_time_is_split_as_hta_does() -> None:
     assert idle == {"host": 325.0, "kernels": 5.0, "copies": 100.0, "other": 100.0}
     assert sum(a.idle_s.values()) + a.gpu_busy_s == pytest.approx(a.window_s)
     assert a.idle_split().startswith("waiting on the host 61%")
-    assert a.hints
-    assert "waiting on the host" in a.hints[0]
+    found = hints(a, cuda=True, autocast_on=True)
+    assert found
+    assert "waiting on the host" in found[0]
 
 
 @pytest.mark.parametrize(
@@ -158,8 +164,11 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
 
     events = timeline()
     a = analyse(FakeProfile(events), cuda=True, autocast_on=True, cell_names={})
+    a.hints = hints(a, cuda=True, autocast_on=True)
     r = ProfileResult(a.rows, a.gpu_idle_fraction, a.hints, 1e-3, None, "self_gpu_s")
-    args = argparse.Namespace(row_limit=15, memory=False, stack=False)
+    r.steps, r.window_s, r.window = a.steps, a.window_s, "step 1"
+    r.kernel_count = a.kernel_count
+    args = argparse.Namespace(row_limit=15, memory=False, stack=False, warmup=0, steps=1)
     InteractiveShell.instance()  # the shell that displays the report
     with capture_output() as captured:
         show_profile(r, a, cuda=True, args=args)
@@ -175,4 +184,6 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
     table = text.split("\nGPU idle", 1)[0]
     assert "aten::step" not in table  # ops are in --sort self_cpu's table
     assert "waiting on the host 61%" in text
+    assert "GPU idle 53% of the measured run (1 ms) (5 kernels)" in text
     assert "5 device sync(s)" in text
+    assert "blocked in them 38 µs of 1 ms" in text

@@ -51,6 +51,16 @@ def cuda_like_events(seed: int, use_device: str | None = "cuda") -> EventList:
 
     t = 0.0
     for step in range(6):
+        # the step's range, as profile.step() opens it: torch names the event ProfilerStep*
+        # and keeps the number in its trace name
+        op(
+            "ProfilerStep*",
+            1,
+            t - 0.5,
+            t + 155.0,
+            is_user_annotation=True,
+            trace_name=f"ProfilerStep#{step}",
+        )
         for thread in (1, 2):
             outer = op("aten::linear", thread, t, t + 100.0, cpu_memory_usage=4096)
             inner = op("aten::addmm", thread, t + 5.0, t + 60.0, device_memory_usage=1 << 20)
@@ -77,7 +87,6 @@ def cuda_like_events(seed: int, use_device: str | None = "cuda") -> EventList:
         op("legacy_op", 1, t + 141.0, t + 150.0, is_legacy=True).append_kernel("k", 0, 3.25)
         kernel(op("aten::fill_", 1, t + 142.0, t + 145.0), "fill_kernel", t + 143.0)
         op("[memory]", 1, t + 151.0, t + 151.0, cpu_memory_usage=512)
-        op(f"ProfilerStep#{step}", 1, t + 152.0, t + 153.0)
         t += 160.0 + rng.random()
     listed = EventList(events, use_device=use_device)
     listed._build_tree()  # what torch does before it hands events out
@@ -115,7 +124,8 @@ def test_analysis_rows_and_gpu_figures() -> None:
     assert analysis.gpu_busy_s is not None
     assert analysis.gpu_busy_s > 0
     lanes = {bar.lane for bar in analysis.bars}
-    assert lanes == {"GPU 0 stream 7", "CPU thread 0", "CPU thread 1", "ranges"}  # no async op
+    assert lanes == {"GPU 0 stream 7", "CPU thread 0", "CPU thread 1", "ranges", "steps"}
+    assert analysis.steps == 6
     quiet = analyse(
         FakeProfile(events), cuda=True, autocast_on=False, cell_names={}, timeline=False
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from jupyter_gpu.magics.profile.analysis import analyse, stack_place
+from jupyter_gpu.magics.profile.analysis import analyse
+from jupyter_gpu.magics.profile.places import stack_place
 from tests.fakes.fake_profile import FakeProfile
 
 CELLS = {"<ipython-input-3-ab12>": 3, "<ipython-input-5-cd34>": 5}

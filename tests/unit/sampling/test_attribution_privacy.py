@@ -1,7 +1,9 @@
 """Whose GPU processes a server shows in full, which it hides as "other", which it cannot place.
 
 Real processes play the parts: this test process (or a child) is "the server", a sibling outside
-its tree is another user's, a pid that has ended is one NVML lists but nobody here can see.
+its tree is another user's, a pid that has ended is one NVML lists but nobody here can see. A pid
+given to another process cannot be made on demand: those tests hand the annotator the facts a
+reused pid would show (same pid, another start time, another owner).
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ import pytest
 from jupyter_gpu.readings import DeviceSample, ProcessSample
 from jupyter_gpu.sampling import KernelRef, ProcessAnnotator, freeze_kernel_map
 from jupyter_gpu.sampling.attribution import in_own_pid_namespace, unattributable_reason
+from jupyter_gpu.sampling.process_facts import (
+    ProcessFacts,
+    read_process,
+    same_process,
+    start_time_s,
+)
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -160,3 +168,98 @@ def test_in_a_kernel_this_server_is_the_one_that_started_it(
     assert (d.processes[0].pid, d.processes[0].scope) == (sibling, "server")
     monkeypatch.setenv("JPY_PARENT_PID", "not-a-pid")
     assert ProcessAnnotator(uid=0).root_pid == os.getpid()
+
+
+# -- pid reuse: a process is its pid and its start time
+
+ROOT_PID, ROOT_STARTED = 7, 50.0
+OURS = ProcessFacts(4242, 100.0, "python3", 1000, ((4242, 100.0), (ROOT_PID, ROOT_STARTED)), True)
+"""A kernel's process of this server (uid 1000), under the server."""
+THEIRS = ProcessFacts(4242, 200.0, "miner", 2000, ((4242, 200.0), (1, 1.0)), True)
+"""Another user's process that was given the same pid after ours ended."""
+
+
+class Machine:
+    """The annotator's view of processes (its two inputs), which a test changes at will."""
+
+    def __init__(self, *facts: ProcessFacts) -> None:
+        self.now = 0.0
+        self.facts = {f.pid: f for f in facts}
+        self.facts[ROOT_PID] = ProcessFacts(ROOT_PID, ROOT_STARTED, "jupyter", 1000, (), True)
+
+    def annotator(self) -> ProcessAnnotator:
+        return ProcessAnnotator(
+            clock=lambda: self.now,
+            root_pid=ROOT_PID,
+            uid=1000,
+            in_namespace=False,
+            start_time=lambda pid: self.facts[pid].started_s,
+            describe=lambda pid: self.facts[pid],
+        )
+
+
+def test_a_reused_pid_is_not_shown_as_the_process_that_had_it() -> None:
+    machine = Machine(OURS)
+    annotator = machine.annotator()
+    annotator.kernel_map = freeze_kernel_map(
+        {4242: KernelRef("k-1", "mine.ipynb", started_s=100.0)}
+    )
+    (d,) = annotator.annotate((device((4242, 100)),))
+    (row,) = d.processes
+    assert (row.pid, row.name, row.scope, row.kernel_id) == (4242, "python3", "server", "k-1")
+    # The kernel ends; one second later (well within the 10 s cache) another user's process
+    # has its pid and holds GPU memory.
+    machine.facts[4242] = THEIRS
+    machine.now += 1.0
+    (d,) = annotator.annotate((device((4242, 7)),))
+    (row,) = d.processes
+    assert (row.scope, row.pid, row.name, row.kernel_id, row.notebook) == (
+        "other",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert annotator.kernel_pids() == []  # nor is the map's pid still that kernel's
+
+
+def test_a_kernel_pid_taken_by_another_process_is_not_that_kernel() -> None:
+    # The map still names the kernel at 4242 (it is rebuilt every few seconds), but the process
+    # there now started later: not the kernel, and not under this server.
+    machine = Machine(THEIRS)
+    annotator = machine.annotator()
+    annotator.kernel_map = freeze_kernel_map(
+        {4242: KernelRef("k-1", "mine.ipynb", started_s=100.0)}
+    )
+    (d,) = annotator.annotate((device((4242, 7)),))
+    assert (d.processes[0].scope, d.processes[0].kernel_id) == ("other", None)
+    # A map without start times (an older caller) matches by pid, as before.
+    annotator.kernel_map = freeze_kernel_map({4242: KernelRef("k-1", "mine.ipynb")})
+    machine.now += 20.0
+    (d,) = annotator.annotate((device((4242, 7)),))
+    assert d.processes[0].kernel_id == "k-1"
+
+
+def test_a_server_pid_taken_by_another_process_is_not_the_server() -> None:
+    # The process's parent is at the server's pid, but started after it: not this server.
+    stranger = ProcessFacts(4300, 300.0, "x", 2000, ((4300, 300.0), (ROOT_PID, 250.0)), True)
+    machine = Machine(stranger)
+    (d,) = machine.annotator().annotate((device((4300, 1)),))
+    assert d.processes[0].scope == "other"
+
+
+def test_process_facts_name_a_real_process_by_pid_and_start_time(
+    sleepers: list[subprocess.Popen[bytes]],
+) -> None:
+    pid = spawn(sleepers)
+    facts = read_process(pid)
+    assert facts.visible
+    assert facts.started_s == start_time_s(pid)
+    assert facts.ancestors[0] == (pid, facts.started_s)
+    assert facts.ancestors[1] == (os.getpid(), start_time_s(os.getpid()))
+    gone = ended_pid()
+    assert start_time_s(gone) is None
+    assert read_process(gone).visible is False
+    assert same_process(None, 5.0)  # kept without a start time: the pid decides
+    assert not same_process(5.0, None)
+    assert not same_process(5.0, 6.0)

@@ -223,10 +223,15 @@ def test_backend_that_cannot_open_is_logged_not_raised(
     sampler = Sampler(SamplerOptions(interval_s=FAST), backend_factory=broken, caches=())  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="jupyter_gpu"):
         sampler.start()
-        wait_for(lambda: not sampler.running)
+        # The host is still sampled, with the reason there is no GPU.
+        wait_for(lambda: (e := sampler.latest()) is not None and e.sample.reason is not None)
+        assert sampler.running
         sampler.stop()
-    assert sampler.latest() is None
-    assert "could not open the GPU backend" in caplog.text
+    sample = sampler.latest().sample  # type: ignore[union-attr]
+    assert (sample.backend, sample.devices, sample.nvml_wait_s) == ("none", (), None)
+    assert "failed to open (bug in a backend)" in str(sample.reason)
+    assert sample.host.mem_total_bytes
+    assert caplog.text.count("could not open the GPU backend") == 1
     assert sampler.threads_alive() == []
 
 

@@ -36,7 +36,9 @@ def test_records_are_frozen_and_serialise_with_units_in_names() -> None:
         "devices",
         "host",
         "compile_cache",
+        "nvml_wait_s",
     }
+    assert out["nvml_wait_s"] is None
     assert out["compile_cache"] == {
         "size_bytes": 0,
         "file_count": 0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from traitlets import TraitError
 from traitlets.config import Config
@@ -9,7 +11,7 @@ from traitlets.config import Config
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.simulated import SimulatedFault, parse_faults
 from jupyter_gpu.simulated.backend import SimulatedBackend
-from jupyter_gpu.simulated.faults import SIMULATED_NOT_SUPPORTED, parse_fault
+from jupyter_gpu.simulated.faults import SIMULATED_NOT_SUPPORTED, parse_fault, start_up_hang_s
 
 
 class Clock:
@@ -38,6 +40,8 @@ class Clock:
                 "unsupported", 15, "processes", 0.5, None, "unsupported:15:processes@0.5"
             ),
         ),
+        ("hang:init", SimulatedFault("hang", None, None, 0.0, None, "hang:init")),
+        ("hang:init@0-30", SimulatedFault("hang", None, None, 0.0, 30.0, "hang:init@0-30")),
     ],
 )
 def test_specs_parse(spec: str, expected: SimulatedFault) -> None:
@@ -61,11 +65,28 @@ def test_specs_parse(spec: str, expected: SimulatedFault) -> None:
         ("lost:0@10-10", "end must be after the start"),
         ("lost:0@90000", "start must be 0 to 86400"),
         ("lost:0@nan", "is not one of"),
+        ("lost:init", "only 'hang' applies to the start-up"),
+        ("unsupported:init:power_w", "only 'hang' applies to the start-up"),
+        ("hang:init@5", "begins when the server starts: write hang:init"),
+        ("hang:init@0", "begins when the server starts"),
+        ("hang:init@5-10", "begins when the server starts"),
+        ("hang:init@0-90000", "the end must be after 0 and at most 86400"),
     ],
 )
 def test_bad_specs_say_what_is_wrong(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_fault(spec)
+
+
+def test_a_start_up_hang_blocks_until_its_end() -> None:
+    faults = parse_faults(["hang:init@0-30", "lost:0"])
+    assert start_up_hang_s(faults, 10.0) == 20.0
+    assert start_up_hang_s(faults, 30.0) is None
+    assert start_up_hang_s(parse_faults(["hang:init"]), 1e6) == math.inf
+    assert start_up_hang_s(parse_faults(["hang:0"]), 0.0) is None  # a GPU's hang: not start-up
+    # Only the start-up: the simulated GPUs read as usual once it has opened.
+    backend = SimulatedBackend(1, faults=faults[:1])
+    assert backend.read_device(0).state == "ok"
 
 
 def test_too_many_faults_are_refused() -> None:
@@ -162,3 +183,5 @@ def test_the_option_has_help_with_an_example() -> None:
     help_text = JupyterGpu.class_traits()["simulated_faults"].help
     assert "lost:1@10" in help_text
     assert "simulated" in help_text
+    assert "'hang:<gpu>'" in help_text
+    assert "'hang:init'" in help_text

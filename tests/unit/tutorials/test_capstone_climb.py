@@ -1,53 +1,195 @@
-"""The climb's table: gains against the last kept row, the verdict against the runs' spread."""
+"""The climb's table: each row's gain from its interleaved comparison, with its interval; MFU
+against the data-sheet peak and the matmul rate measured here, each under its own name; and the
+claim that a row's idle share fits its timed rate."""
+
+import time
+from types import SimpleNamespace
 
 import pytest
 
-from jupyter_gpu.measure import Timing
+from jupyter_gpu.measure import Ratio, Timing
+from jupyter_gpu.measure.gemms import square_gemm
+from jupyter_gpu.measure.matmul_rate import MatmulRate
 from jupyter_gpu.tutorials.capstone.climb import Climb, ClimbRow
-from jupyter_gpu.tutorials.capstone.steps import Ceiling, StepFigures
+from jupyter_gpu.tutorials.capstone.steps import (
+    StepComparison,
+    StepFigures,
+    StepWork,
+    compare_steps,
+)
+from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION
 
 
 def figures(*times: float, tokens: int = 1000, flops: float = 1e12) -> StepFigures:
-    return StepFigures(Timing(times, 1, 2), tokens, flops, 2**30, times[0])
+    return StepFigures(Timing(times, 1, 2), tokens, flops, 2**30, None, interleaved=True)
 
 
-def row(key: str, *times: float, kept: bool = True) -> ClimbRow:
-    return ClimbRow(key, f"step {key}", figures(*times), batch=4, gpu_idle=0.1, kept=kept)
+def gain(value: float, low: float, high: float) -> Ratio:
+    return Ratio(value, low, high, 8, 0.99)
 
 
-def test_gains_speedups_and_verdicts() -> None:
-    climb = Climb(Ceiling("bf16", 10.0, 8192))
+def row(key: str, *times: float, kept: bool = True, gain_: Ratio | None = None) -> ClimbRow:
+    return ClimbRow(key, f"step {key}", figures(*times), batch=4, gain=gain_, kept=kept)
+
+
+def rate(tflops: float) -> MatmulRate:
+    gemm = square_gemm(8192, "bf16")
+    return MatmulRate(
+        tflops, tflops, tflops, 0.95, 8, 2.0, "CUDA events", "NVIDIA H200", (gemm,), (tflops,)
+    )
+
+
+def comparison(after: StepFigures, before: StepFigures | None, ratio: Ratio | None):
+    return StepComparison(after, before, ratio, comparison=None)  # type: ignore[arg-type]
+
+
+def test_verdicts_come_from_the_interval_not_from_medians() -> None:
+    climb = Climb("NVIDIA H200", "bf16")
     climb.add(row("start", 1.0, 1.0, 1.0))
-    climb.add(row("fast", 0.5, 0.5, 0.51))
-    slow = climb.add(row("slow", 0.6, 0.6, 0.6))
-    climb.mark_not_kept("slow", "Slower here")
-    same = climb.add(row("same", 0.5, 0.5, 0.5))
-    assert climb.speedup(climb["fast"]) == pytest.approx(2.0)
-    assert climb.mfu(climb["fast"]) == pytest.approx(0.2)  # 2 TFLOP/s of a 10 TFLOP/s ceiling
+    fast = climb.add(row("fast", 0.5, 0.5, 0.51, gain_=gain(2.0, 1.9, 2.1)))
+    same = climb.add(row("same", 0.5, 0.5, 0.5, gain_=gain(1.01, 0.97, 1.04)))
     assert climb.verdict(climb["start"]) == "the starting point"
-    assert climb.verdict(climb["fast"]).startswith("helped: +100.0%")
-    assert climb.verdict(slow).startswith("slower")
-    # "same" is compared with "fast", the last kept row, not with the dropped "slow" one
-    assert climb.before(same).key == "fast"
-    assert climb.verdict(same).startswith("no change beyond the runs' spread")
-    assert climb.last_kept.key == "same"
-    assert climb.best_kept.key in ("fast", "same")
-    assert not climb["slow"].kept
-    assert "Slower here" in climb.line(climb["slow"])
+    assert climb.verdict(fast).startswith("2x faster (1.9-2.1x; 99 % interval, 8 rounds)")
+    assert climb.verdict(same).startswith("no measurable difference (0.97-1.04x")
+    assert climb.speedup(fast) == pytest.approx(2.0)
+    # 2 model TFLOP/s over the H200 SXM's dense bf16 peak: 1,979 TFLOP/s with sparsity, halved
+    assert climb.mfu(fast).fraction == pytest.approx(2.0 / 989.5)
+    assert climb.of_matmul_rate(fast) is None  # not measured yet
+    assert "2.00x (1.9-2.1x)" in str(climb)
     with pytest.raises(ValueError, match="already"):
         climb.add(row("fast", 1.0))
     with pytest.raises(KeyError):
         climb.mark_not_kept("nothing", "")
 
 
+def test_a_row_kept_only_if_faster_is_dropped_when_its_interval_holds_one() -> None:
+    climb = Climb("NVIDIA H200", "bf16")
+    climb.add(row("start", 1.0))
+    slow = climb.record(
+        "maybe",
+        "maybe",
+        comparison(figures(0.99), figures(1.0), gain(1.01, 0.98, 1.03)),
+        batch=4,
+        keep_if_faster=True,
+    )
+    assert not slow.kept
+    assert "not measurably faster" in slow.note
+    faster = climb.record(
+        "surely",
+        "surely",
+        comparison(figures(0.5), figures(1.0), gain(2.0, 1.9, 2.1)),
+        batch=4,
+        keep_if_faster=True,
+    )
+    assert faster.kept
+    assert climb.before(faster).key == "start"  # the dropped row is not what it started from
+    assert climb.last_kept.key == "surely"
+
+
+def profile(idle: float, syncs: int = 0, steps: int = 2, window_s: float = 0.02):
+    return SimpleNamespace(gpu_idle_fraction=idle, sync_count=syncs, steps=steps, window_s=window_s)
+
+
+def test_the_idle_claim_fails_when_the_rate_while_busy_beats_the_matmul_rate() -> None:
+    made = []
+
+    def maker(key: str, statement: str, *, holds: bool, measured: str):
+        from jupyter_gpu.tutorials.claims import Claim
+
+        made.append(key)
+        return Claim(key, statement, holds, measured)
+
+    climb = Climb("NVIDIA H200", "bf16", rate(10.0), claim_maker=maker)
+    # 1 TFLOP/s with the GPU idle 50 %: 2 TFLOP/s while busy, under 10: the claim holds
+    fits = climb.record("fits", "fits", comparison(figures(1.0), None, None), batch=4,
+                        profile=profile(0.5, syncs=4))  # fmt: skip
+    assert climb.claims["idle_fits_fits"].holds
+    assert fits.syncs_per_step == 2.0
+    assert fits.profiled_step_s == pytest.approx(0.01)
+    assert "✓" in climb.line(fits)
+    # 8 TFLOP/s idle 50 %: 16 while busy, above the 10 measured: the idle share cannot be right
+    climb.record("bad", "bad", comparison(figures(1 / 8), None, None), batch=4,
+                 profile=profile(0.5))  # fmt: skip
+    bad = climb.claims["idle_fits_bad"]
+    assert not bad.holds
+    assert "16.0 TFLOP/s while busy" in bad.measured
+    assert "Not in this run" in climb.line(climb["bad"])
+    # an FP8 row is bounded by the FP8 data-sheet peak (1979 TFLOP/s), not the bf16 rate
+    climb.record("fp8", "fp8", comparison(figures(1 / 12), None, None), batch=4,
+                 profile=profile(0.1), matmul_dtype="fp8")  # fmt: skip
+    assert climb.claims["idle_fits_fp8"].holds
+    assert "FP8 peak" in climb.claims["idle_fits_fp8"].statement
+    # no idle share (a CPU): no claim
+    climb.record("cpu", "cpu", comparison(figures(1.0), None, None), batch=4, profile=None)
+    assert "idle_fits_cpu" not in climb.claims
+    assert made == ["idle_fits_fits", "idle_fits_bad", "idle_fits_fp8"]
+    with pytest.raises(ValueError, match="claimed already"):
+        climb.claim("idle_fits_fits", "again", holds=True, measured="")
+
+
 def test_table_and_chart_show_every_row() -> None:
-    climb = Climb(Ceiling("bf16", 10.0, 8192))
+    climb = Climb("NVIDIA H200", "bf16", rate(10.0))
     climb.add(row("start", 1.0, 1.1, 0.9))
-    climb.add(row("next", 0.5, 0.5, 0.5, kept=False))
+    climb.add(row("next", 0.5, 0.5, 0.5, kept=False, gain_=gain(2.0, 1.9, 2.1)))
     text = str(climb)
     assert "step next (not kept)" in text
-    assert "909-1,111" in text  # tokens/s of the slowest and fastest runs
     assert "<table>" in climb._repr_html_()
     chart = climb.chart()
     assert chart.figure["data"][0]["y"] == [1.0, 2.0]
-    assert "bf16 matmul" in chart.title
+    assert "data-sheet dense bf16 peak 989.5" in chart.title
+    assert "the matmul rate measured here 10" in chart.title
+    assert climb.of_matmul_rate(climb["start"]) == pytest.approx(0.1)  # 1 of 10 TFLOP/s
+    caption = climb.caption()
+    assert MODEL_FLOPS_CONVENTION in caption  # MFU never printed without its convention
+    assert "989.5 TFLOP/s dense bf16" in caption
+    assert "interleaved" in caption
+    assert "10%" in climb.line(climb["start"])  # 1 TFLOP/s of the 10 measured
+    assert [label for label, _ in climb.section_times()] != []
+
+
+def test_a_gpu_without_a_data_sheet_peak_shows_no_mfu_and_says_why() -> None:
+    climb = Climb("NVIDIA GeForce RTX 4090 Laptop GPU", "bf16")
+    climb.add(row("start", 1.0, 1.0, 1.0))
+    assert climb.mfu(climb["start"]).fraction is None
+    assert "MFU n/a" in climb.line(climb["start"])
+    assert "is not in the data-sheet table" in climb.caption()
+    assert "no data-sheet peak" in climb.chart().title
+
+
+def test_compare_steps_times_both_variants_interleaved_and_scales_by_the_work() -> None:
+    calls: list[str] = []
+
+    def slow() -> None:
+        calls.append("before")
+        time.sleep(0.004)
+
+    def quick() -> None:
+        calls.append("after")
+        time.sleep(0.002)
+
+    measured = compare_steps(
+        quick,
+        StepWork(100, 2e9),
+        before=slow,
+        before_work=StepWork(100, 1e9),  # the row after does twice the work per step
+        device="cpu",
+        min_rounds=8,
+        target_s=0.0,
+        block_s=0.004,
+    )
+    assert measured.before is not None
+    assert measured.after.interleaved
+    assert measured.after.first_step_s is None
+    assert measured.comparison.rounds >= 8
+    # about 2x faster per step, and twice the FLOPs a step: about 4x the model FLOP/s
+    assert measured.gain is not None
+    assert measured.gain.low > 2.0
+    assert measured.gain.value == pytest.approx(2 * measured.comparison.ratio("after").value)
+    # the variants alternate: both ran in the first rounds, not one block of each
+    first_after = calls.index("after")
+    assert "before" in calls[first_after:]
+    alone = compare_steps(quick, StepWork(1, 1.0), device="cpu", min_rounds=2, target_s=0.0)
+    assert alone.gain is None
+    assert alone.before is None
+    with pytest.raises(ValueError, match="min_rounds"):
+        compare_steps(quick, StepWork(1, 1.0), device="cpu", min_rounds=0)

@@ -1,7 +1,7 @@
 """The exercise's check: it finds the steps in what was built, and rejects wrong answers.
 
-The known wrong answers: the unchanged model (no step), one step only, and two steps whose
-measured speedup misses the target.
+The known wrong answers: the unchanged model (no step), one step only, two steps whose measured
+speedup misses the target, and a loader and a fused optimizer built but never used (issue 32).
 """
 
 import pytest
@@ -12,11 +12,13 @@ from jupyter_gpu.measure import Timing
 from jupyter_gpu.tutorials.capstone.data import endless
 from jupyter_gpu.tutorials.capstone.exercise import (
     STEP_NAMES,
+    StepWatch,
     applied_steps,
     channels_last,
     check_two_steps,
     verdict,
     watch_autocast,
+    watch_step,
 )
 from jupyter_gpu.tutorials.capstone.steps import StepFigures
 from jupyter_gpu.tutorials.digits import DigitsCNN
@@ -120,3 +122,40 @@ def test_what_the_check_looks_at() -> None:
     assert found == [STEP_NAMES[i] for i in (0, 1, 3, 4, 5)]
     assert verdict(["a", "b"], 2.0, 1.5)
     assert not verdict(["a"], 2.0, 1.5)
+
+
+def test_a_loader_and_a_fused_optimizer_built_but_never_used_are_rejected() -> None:
+    # Issue 32's wrong answer: a worker loader and a fused optimizer are built and passed to the
+    # check, while the step still draws from the old loader and steps the old optimizer.
+    step, model, _old_optimizer, _old_loader = training()
+    unused_optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    unused_loader = torch.utils.data.DataLoader(images(), batch_size=2 * BATCH, num_workers=1)
+    feedback = check((step, model, unused_optimizer, unused_loader), fast_baseline(1.0), None)
+    assert not feedback
+    assert feedback.found == ()
+    assert "drew no batch from the loader you passed" in feedback.message
+    assert "never stepped the optimizer you passed" in feedback.message
+    # the same objects, used by the step, pass
+    batches = endless(unused_loader)
+
+    def used_step() -> float:
+        x, y = next(batches)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        unused_optimizer.step()
+        unused_optimizer.zero_grad()
+        return loss.item()
+
+    passed = check((used_step, model, unused_optimizer, unused_loader), fast_baseline(1.0), None)
+    assert passed, passed.message
+    assert set(passed.found) == {"input pipeline (workers)", "fused optimizer", "larger batch"}
+
+
+def test_watch_step_sees_what_the_step_used() -> None:
+    step, model, optimizer, loader = training(workers=1)
+    seen = watch_step(step, model=model, optimizer=optimizer, loader=loader, device="cpu")
+    assert seen == StepWatch(autocast=False, optimizer_stepped=True, loader_drawn=True)
+    other = torch.utils.data.DataLoader(images(), batch_size=BATCH)
+    assert not watch_step(
+        step, model=model, optimizer=None, loader=other, device="cpu"
+    ).loader_drawn

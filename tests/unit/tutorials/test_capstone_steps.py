@@ -1,10 +1,17 @@
-"""Measuring a configuration: 3 runs of steps back to back; the matmul ceiling."""
+"""Measuring a configuration: 3 runs of steps back to back; the matmul rates measured here."""
 
 import time
 
 import pytest
 
-from jupyter_gpu.tutorials.capstone.steps import matmul_ceiling, measure_training, steps_per_run
+from jupyter_gpu.magics.common.precision import tf32_enabled
+from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
+from jupyter_gpu.tutorials.capstone.steps import (
+    format_matmul_rate,
+    measure_training,
+    model_matmul_rate,
+    steps_per_run,
+)
 
 
 def test_steps_per_run() -> None:
@@ -38,10 +45,22 @@ def test_measure_training_counts_every_step() -> None:
         measure_training(step, tokens_per_step=1, flops_per_step=1, device="cpu", warmup=0)
 
 
-def test_matmul_ceiling_on_cpu() -> None:
-    ceiling = matmul_ceiling("fp32", device="cpu", sizes=(64, 128), calls=2)
-    assert ceiling.tflops > 0
-    assert ceiling.size in (64, 128)
-    assert ceiling.describe().startswith("fp32 matmul")
+def test_format_matmul_rate_times_a_square_product_and_puts_tf32_back() -> None:
+    before = tf32_enabled()
+    rate = format_matmul_rate("tf32", device="cpu", size=64, seconds=0.05)
+    assert tf32_enabled() == before
+    assert rate.tflops > 0
+    assert rate.gemms[0].describe().startswith("64x64x64 tf32")
+    assert rate.describe().startswith("the matmul rate measured here: ")
+    # 0.05 s asked: a burst, unless a loaded machine stretched the rounds past a second
+    assert ("a burst of" in rate.describe()) == (rate.timed_s < 1.0)
     with pytest.raises(ValueError, match="dtype"):
-        matmul_ceiling("int8", device="cpu")
+        format_matmul_rate("int8", device="cpu")
+
+
+def test_model_matmul_rate_times_the_shape_s_own_gemms() -> None:
+    shape = final_shape_from_spec("d128-hd64-l2-t64")
+    rate = model_matmul_rate(shape, 2, "fp32", device="cpu", seconds=0.05)
+    assert rate.gemms == shape.gemms(2, "fp32")
+    assert len(rate.gemm_tflops) == len(rate.gemms)
+    assert rate.tflops > 0

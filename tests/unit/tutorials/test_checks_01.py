@@ -1,6 +1,10 @@
-"""Notebook 01's exercise check (8.1) rejects the known wrong answers and accepts the solution.
+"""Notebook 01's exercise check (8.1) accepts every correct answer and rejects the wrong ones.
 
-Real compiles with ``aot_eager``, as the notebook runs in smoke mode.
+Real compiles with ``aot_eager``, as the notebook runs in smoke mode. A correct answer compiles
+with ``fullgraph=True``, matches the original on both sides of the 1e-3 threshold, and has finite
+gradients where the original does (everywhere). The wrong answers: the graph break itself, an
+answer that always divides, one that divides by a clamped standard deviation (the old hint's
+"or clamp"), and the plain ``torch.where``, whose gradient is NaN on a constant input.
 """
 
 from __future__ import annotations
@@ -13,16 +17,9 @@ import torch
 from torch import nn
 
 from jupyter_gpu.tutorials.checks_01 import check_standardize
+from tests.tutorial_solutions import Standardize, StandardizePlainWhere, StandardizeSafeWhere
 
-
-class Standardize(nn.Module):
-    """Notebook 01's original: a Python float decides, so Dynamo breaks the graph."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        std = float(x.std())
-        if std > 1e-3:
-            return (x - x.mean()) / std
-        return x - x.mean()
+# ------------------------------------------------------------------ wrong answers
 
 
 class AlwaysDivides(nn.Module):
@@ -32,16 +29,64 @@ class AlwaysDivides(nn.Module):
         return (x - x.mean()) / x.std()
 
 
-class StandardizeMine(nn.Module):
-    """The notebook's solution."""
+class ClampedStd(nn.Module):
+    """The old hint's "or clamp": divides by 1e-3 where the original does not divide at all."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        std = x.std()
+        return (x - x.mean()) / x.std().clamp(min=1e-3)
+
+
+class DetachedPlainWhere(nn.Module):
+    """Detaching the std does not help: the unused branch's centred / 0 still meets a zero."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = x.std().detach()
         centred = x - x.mean()
         return torch.where(std > 1e-3, centred / std, centred)
 
 
-@pytest.fixture
+class NoGradient(nn.Module):
+    """Right results, but detached: nothing trains through it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.detach()
+        std = x.std()
+        centred = x - x.mean()
+        return torch.where(std > 1e-3, centred / torch.where(std > 1e-3, std, 1.0), centred)
+
+
+# ------------------------------------------------------------------ correct answers
+
+
+class DetachedSafeWhere(nn.Module):
+    """As the original's float(): the std out of the gradient, and a safe divisor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = x.std().detach()
+        centred = x - x.mean()
+        return centred / torch.where(std > 1e-3, std, torch.ones_like(std))
+
+
+class MaskArithmetic(nn.Module):
+    """No torch.where at all: a 0/1 mask chooses the divisor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = x.std()
+        divides = (std > 1e-3).to(x.dtype)
+        return (x - x.mean()) / (divides * std + (1 - divides))
+
+
+class FromVariance(nn.Module):
+    """The threshold on the variance (1e-6), the square root only of a safe value."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var = x.var()
+        divides = var > 1e-6
+        centred = x - x.mean()
+        return torch.where(divides, centred / torch.where(divides, var, 1.0).sqrt(), centred)
+
+
+@pytest.fixture(autouse=True)
 def quiet_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
     torch._logging.set_logs(dynamo=logging.ERROR)
@@ -51,16 +96,48 @@ def quiet_dynamo() -> Iterator[None]:
     torch._logging.set_logs()
 
 
-@pytest.mark.usefixtures("quiet_dynamo")
-def test_standardize_rejects_an_answer_that_always_divides() -> None:
-    feedback = check_standardize(AlwaysDivides, Standardize, backend="aot_eager", device="cpu")
+def _check(answer: type[nn.Module]) -> object:
+    return check_standardize(answer, Standardize, backend="aot_eager", device="cpu")
+
+
+def test_rejects_the_graph_break() -> None:
+    feedback = _check(Standardize)
+    assert not feedback
+    assert "fullgraph=True refused it" in feedback.message
+
+
+@pytest.mark.parametrize("answer", [AlwaysDivides, ClampedStd], ids=lambda a: a.__name__)
+def test_rejects_an_answer_that_divides_where_the_original_does_not(
+    answer: type[nn.Module],
+) -> None:
+    feedback = _check(answer)
     assert not feedback
     assert "nearly constant input" in feedback.message
+    assert "torch.where" in feedback.message
 
 
-@pytest.mark.usefixtures("quiet_dynamo")
-def test_standardize_rejects_the_graph_break_and_accepts_the_solution() -> None:
-    broken = check_standardize(Standardize, Standardize, backend="aot_eager", device="cpu")
-    assert not broken
-    assert "fullgraph=True refused it" in broken.message
-    assert check_standardize(StandardizeMine, Standardize, backend="aot_eager", device="cpu")
+@pytest.mark.parametrize(
+    "answer", [StandardizePlainWhere, DetachedPlainWhere], ids=lambda a: a.__name__
+)
+def test_rejects_a_nan_gradient_on_the_constant_input(answer: type[nn.Module]) -> None:
+    feedback = _check(answer)
+    assert not feedback
+    assert "constant input (std 0)" in feedback.message
+    assert "gradient is not finite" in feedback.message
+    assert "made safe" in feedback.message
+
+
+def test_rejects_an_answer_without_a_gradient() -> None:
+    feedback = _check(NoGradient)
+    assert not feedback
+    assert "no gradient" in feedback.message
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [StandardizeSafeWhere, DetachedSafeWhere, MaskArithmetic, FromVariance],
+    ids=lambda a: a.__name__,
+)
+def test_accepts_every_correct_answer(answer: type[nn.Module]) -> None:
+    feedback = _check(answer)
+    assert feedback, feedback.message

@@ -1,12 +1,29 @@
-"""Notebook 02's exercise check (2.1) rejects choices the measurements do not support."""
+"""Notebook 02's exercise checks: 2.1 rejects choices the measurements do not support (the
+hardware rule among them), 5.1 rejects fp16 steps without a working GradScaler."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pytest
 
-from jupyter_gpu.tutorials.checks_02 import GpuFacts, ModeMeasurement, check_pick, judge
+from jupyter_gpu.tutorials.checks_02 import (
+    Case,
+    GpuFacts,
+    ModeMeasurement,
+    build_cases,
+    check_fp16_step,
+    check_pick,
+    judge,
+)
+from tests.tutorial_answers_02_03 import (
+    clips_scaled,
+    never_updates,
+    no_scaler,
+    solution_step,
+    steps_around_the_scaler,
+)
 
 GiB = 2**30
 
@@ -33,7 +50,7 @@ T4_LIKE = GpuFacts("a GPU without bf16 or TF32 (a T4)", bf16=False, tf32=False)
 SMALL = GpuFacts(
     "this GPU with 15 GiB for a step", bf16=True, tf32=True, step_memory_bytes=15 * GiB
 )
-CASES = [(H200_LIKE, H200), (H200_LIKE, T4_LIKE), (H200_LIKE, SMALL)]
+CASES = [Case("the GPT step", H200_LIKE, gpu) for gpu in (H200, T4_LIKE, SMALL)]
 
 
 def pick_solution(measured: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str:
@@ -44,6 +61,8 @@ def pick_solution(measured: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str
             continue
         if gpu.step_memory_bytes is not None and (m.peak_bytes or 0) > gpu.step_memory_bytes:
             continue
+        if m.loss is not None and not math.isfinite(m.loss):
+            continue  # overflowed
         if m.loss_diff is not None and abs(m.loss_diff) > 0.02 * abs(measured["fp32"].loss or 1):
             continue
         ok[mode] = m.time_s
@@ -55,7 +74,7 @@ def pick_solution(measured: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str
 def test_precision_pick_accepts_the_solution_in_every_case() -> None:
     feedback = check_pick(pick_solution, CASES)
     assert feedback, feedback.message
-    assert "fp16 on a GPU without bf16 or TF32" in feedback.message
+    assert "fp16 for the GPT step on a GPU without bf16 or TF32" in feedback.message
 
 
 # A run in which bf16 came out fastest (bf16 and fp16 are within 2 % of each other at this size).
@@ -85,7 +104,7 @@ def fastest(m: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str:
 def test_precision_pick_rejects_a_choice_the_measurements_do_not_support(
     wrong: object, runs: dict[str, ModeMeasurement], said: str
 ) -> None:
-    cases = [(runs, gpu) for gpu in (H200, T4_LIKE, SMALL)]
+    cases = [Case("the GPT step", runs, gpu) for gpu in (H200, T4_LIKE, SMALL)]
     feedback = check_pick(wrong, cases)  # type: ignore[arg-type]  # a wrong answer on purpose
     assert not feedback
     assert said in feedback.message
@@ -106,3 +125,96 @@ def test_precision_judge_rules_out_memory_and_loss() -> None:
         "fp16": "a plain CPU has no fp16 units: fp16 would be emulated, slowly",
         "bf16": "a plain CPU has no bf16 units: bf16 would be emulated, slowly",
     }
+
+
+# The tabular step of the notebook (tutorials/tabular.py): raw features of 200,000 overflow fp16
+# (a NaN loss), and at this size the step is launch-bound: autocast's casts make 16 bits slower.
+# Shaped like a run; the times are illustrative, the NaN is what fp16 does with such inputs.
+TABULAR = measured(
+    fp32=(0.40, 0.05, 0.0),
+    tf32=(0.40, 0.05, 1e-5),
+    bf16=(0.55, 0.04, 2e-5),
+    fp16=(0.52, 0.04, math.nan),
+)
+# The same, where 16 bits tie with 32 (within the 5 % band): only the overflow rules fp16 out.
+TABULAR_TIED = measured(
+    fp32=(0.40, 0.05, 0.0),
+    tf32=(0.40, 0.05, 1e-5),
+    bf16=(0.41, 0.04, 2e-5),
+    fp16=(0.41, 0.04, math.nan),
+)
+
+
+def hardware_rule(m: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str:
+    return "bf16" if gpu.bf16 else "fp16"  # the measurements ignored
+
+
+def always_fp16(m: Mapping[str, ModeMeasurement], gpu: GpuFacts) -> str:
+    return "fp16"
+
+
+@pytest.mark.parametrize(
+    ("wrong", "tabular", "said"),
+    [
+        (hardware_rule, TABULAR, "1.38x the time of fp32"),  # on this GPU, by its times
+        (hardware_rule, TABULAR_TIED, "the step overflowed in fp16"),  # on the T4, by its loss
+        (always_fp16, TABULAR, "the step overflowed in fp16"),
+        (always_fp16, TABULAR_TIED, "the step overflowed in fp16"),
+    ],
+)
+def test_precision_pick_rejects_the_hardware_rule_where_measurements_contradict_it(
+    wrong: object, tabular: dict[str, ModeMeasurement], said: str
+) -> None:
+    cases = build_cases({"the GPT step": H200_LIKE, "the tabular step": tabular}, H200)
+    feedback = check_pick(wrong, cases)  # type: ignore[arg-type]  # a wrong answer on purpose
+    assert not feedback
+    assert said in feedback.message
+    assert "the tabular step" in feedback.message
+    solved = check_pick(pick_solution, cases)
+    assert solved, solved.message
+    # ...and on the GPT step alone the hardware rule passes: the tabular step is what it needs.
+    assert check_pick(wrong, build_cases({"the GPT step": H200_LIKE}, H200))  # type: ignore[arg-type]
+
+
+def test_build_cases_asks_a_t4_and_a_gpu_short_of_memory_where_they_differ() -> None:
+    cases = build_cases({"the GPT step": H200_LIKE, "the tabular step": TABULAR}, H200)
+    names = [c.where() for c in cases]
+    assert names[:2] == ["the GPT step on this GPU", "the GPT step on " + T4_LIKE.name]
+    tight = [c.gpu for c in cases if "for a step" in c.gpu.name]
+    assert len(tight) == 2  # both steps peak higher in fp32 than in 16 bits
+    gpt_tight = tight[0].step_memory_bytes
+    assert gpt_tight is not None
+    assert int(11.9 * GiB) < gpt_tight < int(20.0 * GiB)  # room for 16 bits, not for fp32
+    on_cpu = GpuFacts("this CPU", bf16=False, tf32=False, fp16=False)
+    assert [c.gpu for c in build_cases({"s": TABULAR}, on_cpu)] == [on_cpu]  # nothing to vary
+
+
+def test_judge_rules_out_a_nan_loss() -> None:
+    verdicts = judge(TABULAR_TIED, H200)
+    assert "overflowed" in verdicts["fp16"]
+    assert verdicts["bf16"] == "ok"
+
+
+# ---- exercise 5.1: an fp16 step with a GradScaler and clipping (on the CPU) ----
+
+
+def test_fp16_step_accepts_the_solution() -> None:
+    feedback = check_fp16_step(solution_step, "cpu")
+    assert feedback, feedback.message
+    assert "backed off to 2**39" in feedback.message
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (no_scaler, "without a GradScaler, or without update()"),
+        (never_updates, "without a GradScaler, or without update()"),
+        (clips_scaled, "the weights differ from the reference"),
+        (steps_around_the_scaler, "the reference skips the step"),
+        (None, "define my_fp16_step"),
+    ],
+)
+def test_fp16_step_rejects_steps_without_a_working_scaler(wrong: object, said: str) -> None:
+    feedback = check_fp16_step(wrong, "cpu")  # type: ignore[arg-type]  # wrong on purpose
+    assert not feedback
+    assert said in feedback.message

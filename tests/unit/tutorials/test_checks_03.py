@@ -1,4 +1,5 @@
-"""Notebook 03's exercise check (4.1): a step under a measured memory cap, on a real GPT (CPU)."""
+"""Notebook 03's exercise check (4.1): a step under a measured memory cap, with activation
+checkpointing written by the student, on a real GPT (CPU)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from torch import nn
 
 from jupyter_gpu.tutorials.checks_03 import CapExercise, check_step, prepare
 from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
+from tests.tutorial_answers_02_03 import (
+    batch_loss,
+    first_block_only,
+    flag_only,
+    micro_batches,
+    my_step_solution,
+)
 
 # A real GPT and its measured cap (exercise), built once on one pytest-xdist worker.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checks_03")]
-
-
-def batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return model(x, y)
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +28,6 @@ def exercise() -> CapExercise:
     x = torch.randint(0, 256, (8, 64))
     y = torch.randint(0, 256, (8, 64))
     return prepare(model, x, y, batch_loss, "cpu")
-
-
-def my_step_solution(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The notebook's solution: four micro-batches, each loss divided by four."""
-    micro = 4
-    total = torch.zeros(())
-    for xs, ys in zip(x.chunk(micro), y.chunk(micro), strict=True):
-        loss = batch_loss(model, xs, ys) / micro
-        loss.backward()
-        total += loss.detach()
-    return total
 
 
 def unchanged(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -76,6 +69,9 @@ def test_memory_cap_accepts_the_solution(exercise: CapExercise) -> None:
         (not_divided, "times the full batch's"),
         (half_the_batch, "point elsewhere"),
         (None, "define my_step"),
+        (flag_only, "model.checkpointing = True"),
+        (micro_batches, "micro-batches do that"),
+        (first_block_only, "block 1 of 2 ran once"),
     ],
 )
 def test_memory_cap_rejects_wrong_steps(exercise: CapExercise, wrong: object, said: str) -> None:
@@ -84,13 +80,20 @@ def test_memory_cap_rejects_wrong_steps(exercise: CapExercise, wrong: object, sa
     assert said in feedback.message
 
 
-def test_memory_cap_accepts_checkpointing_and_puts_the_flag_back(exercise: CapExercise) -> None:
+def test_memory_cap_puts_the_models_flag_back(exercise: CapExercise) -> None:
     model = exercise.model
-
-    def checkpointed(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        model.checkpointing = True
-        return unchanged(model, x, y)
-
-    feedback = check_step(checkpointed, exercise)
-    assert feedback, feedback.message
+    assert not check_step(flag_only, exercise)
     assert model.checkpointing is False
+    model.checkpointing = True  # a flag the notebook left on stays on after the check
+    try:
+        assert check_step(my_step_solution, exercise)
+        assert model.checkpointing is True
+    finally:
+        model.checkpointing = False
+
+
+def test_memory_cap_reports_what_checkpointing_kept(exercise: CapExercise) -> None:
+    feedback = check_step(my_step_solution, exercise)
+    assert "every block recomputed" in feedback.message
+    assert exercise.plain_saved_bytes > 0
+    assert "of a plain forward's" in feedback.message

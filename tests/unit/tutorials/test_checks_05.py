@@ -15,6 +15,7 @@ from jupyter_gpu.tutorials.checks_05 import (
     check_fsdp,
     check_fsdp_module,
     report_here,
+    run_sharding,
     sharding_report,
 )
 
@@ -77,17 +78,20 @@ def _report(folder: Path, name: str, source: str) -> list[RankReport]:
 def test_real_sharding_in_a_world_of_one(world_of_one: Path) -> None:
     starter = _report(world_of_one, "ex_starter", STARTER)
     assert starter[0].sharded_params == 0
-    unsharded = check_fsdp(starter)
+    unsharded = check_fsdp(starter, min_world=1)  # what the first look in the kernel sees
     assert not unsharded
     assert "not sharded" in unsharded.message
-    root_only = check_fsdp(_report(world_of_one, "ex_root_only", ROOT_ONLY))
+    root_only = check_fsdp(_report(world_of_one, "ex_root_only", ROOT_ONLY), min_world=1)
     assert not root_only
     assert "layers are FSDP units" in root_only.message
     solved = _report(world_of_one, "ex_solution", SOLUTION)
     (r,) = solved
     assert (r.sharded_params, r.params, r.wrapped_layers) == (8, 8, 4)
     assert r.held_bytes == r.total_bytes == 4 * (32 * 32 + 32) * 4
-    feedback = check_fsdp(solved)
+    one_rank = check_fsdp(solved)  # the exercise's check: two ranks or more
+    assert not one_rank
+    assert "with 2 ranks or more" in one_rank.message
+    feedback = check_fsdp(solved, min_world=1)  # check_fsdp_module's first look
     assert feedback
     assert "world of one" in feedback.message
 
@@ -137,9 +141,38 @@ def test_the_first_look_in_this_process_reads_the_file_as_it_is_now(
     assert first[0].sharded_params == 0
     assert not dist.is_initialized()  # the kernel is left without a process group
     # An unsharded answer fails here, before any rank starts (no launch: this test has none).
-    assert "not sharded" in check_fsdp_module("my_fsdp", world=2, backend="gloo", width=32).message
+    assert "not sharded" in check_fsdp_module("my_fsdp", width=32).message
     module.write_text(SOLUTION)  # edited, as a student rewrites the %%writefile cell
     again = report_here("my_fsdp", 32)
     assert again is not None
     assert again[0].sharded_params == again[0].params == 8
-    assert check_fsdp(again)
+    assert check_fsdp(again, min_world=1)
+    with pytest.raises(ValueError, match="2 ranks or more"):
+        check_fsdp_module("my_fsdp", width=32, world=1)
+
+
+WHOLE_MODEL_BYTES = SOLUTION.replace("p.to_local().numel()", "p.numel()")
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_catch_a_rank_bytes_that_one_rank_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hole of issue 32: on one GPU (a world of one) a rank_bytes counting p.numel() of each
+    DTensor, the whole model, passed. Two real gloo ranks, as the notebook now always runs."""
+    monkeypatch.chdir(tmp_path)  # the ranks start here and import the modules written here
+    (tmp_path / "whole_bytes.py").write_text(WHOLE_MODEL_BYTES)
+    (tmp_path / "good_bytes.py").write_text(SOLUTION)
+    alone = report_here("whole_bytes", 32)
+    assert alone is not None
+    assert check_fsdp(alone, min_world=1)  # a world of one cannot tell: the old check passed
+    assert not check_fsdp(alone)  # the exercise's check wants two ranks
+    two = run_sharding("whole_bytes", world=2, backend="gloo", width=32)
+    assert [r.rank for r in two] == [0, 1]
+    assert all(r.held_bytes * 2 == r.total_bytes for r in two)
+    wrong = check_fsdp(two)
+    assert not wrong
+    assert "to_local()" in wrong.message
+    right = check_fsdp_module("good_bytes", width=32)
+    assert right
+    assert "each of 2 rank(s) holds its shard" in right.message

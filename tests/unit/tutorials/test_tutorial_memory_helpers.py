@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyter_gpu.tutorials.fragmentation import alloc_conf
-from jupyter_gpu.tutorials.memory import measured_peak, read_oom_message
+from jupyter_gpu.tutorials.fragmentation import (
+    FragmentationReading,
+    GrowthReading,
+    alloc_conf,
+    fresh_reading,
+    hole_stats,
+)
+from jupyter_gpu.tutorials.memory import measured_peak, oom_verdict, read_oom_message
 from jupyter_gpu.tutorials.timing import time_interleaved
 
 # torch 2.11's wording under a per-process cap (a real message, the numbers from notebook 03).
@@ -42,6 +48,34 @@ def test_the_oom_message_is_read_part_by_part() -> None:
     assert old.hint == "max_split_size_mb"
     assert old.bytes_of("free") == 0
     assert old.bytes_of("allowed") is None
+
+
+GiB, MiB = 2**30, 2**20
+
+
+def test_the_oom_verdict_follows_the_cap_against_the_steps_need() -> None:
+    # Notebook 03 on the H200: a cap set below the step's need on purpose, and a message whose
+    # cache (317 MiB) was larger than the failed request (108 MiB). The old verdict compared
+    # only those two and said "fragmentation may be what failed it".
+    need, cap = int(2.73 * GiB + 11.91 * GiB), int(11.79 * GiB)
+    verdict = oom_verdict(need, cap, tried_bytes=108 * MiB, cached_bytes=317 * MiB)
+    assert verdict.cause == "cap"
+    assert "2.85 GiB short" in verdict.sentence
+    assert "could not have covered that" in verdict.sentence
+    assert "fragmentation" not in verdict.sentence.replace("fragmented or not", "")
+    just_over = oom_verdict(cap + 100 * MiB, cap, tried_bytes=108 * MiB, cached_bytes=317 * MiB)
+    assert just_over.cause == "cap"
+    assert "beside the point" in just_over.sentence
+    assert oom_verdict(need, cap, None, None).cause == "cap"
+
+
+def test_the_oom_verdict_names_fragmentation_only_when_the_step_fits_the_cap() -> None:
+    fits = oom_verdict(10 * GiB, 11 * GiB, tried_bytes=108 * MiB, cached_bytes=317 * MiB)
+    assert fits.cause == "fragmentation"
+    assert "not in one piece" in fits.sentence
+    other = oom_verdict(10 * GiB, 11 * GiB, tried_bytes=2 * GiB, cached_bytes=150 * MiB)
+    assert other.cause == "unexplained"
+    assert "smaller than the request" in other.sentence
 
 
 def test_a_cpu_peak_is_measured_from_the_allocators_records() -> None:
@@ -80,17 +114,20 @@ def test_the_fresh_process_keeps_the_other_allocator_options(
     assert alloc_conf(existing, on) == expected
 
 
-def test_interleaved_timing_gives_each_variant_every_round() -> None:
+def test_interleaved_timing_alternates_the_order_round_by_round() -> None:
     order: list[str] = []
     timings = time_interleaved(
         {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-        rounds=3,
+        rounds=4,
         runs=2,
         warmup=1,
         device="cpu",
     )
-    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3
-    assert timings["a"].runs == timings["b"].runs == 6
+    # One warm-up call each, then a block of 2 calls per variant and round, A B then B A.
+    assert order == ["a", "b"] + ["a", "a", "b", "b", "b", "b", "a", "a"] * 2
+    assert timings["a"].runs == timings["b"].runs == timings.rounds == 4
+    assert timings["a"].calls_per_run == 2
+    assert timings.ratio("b").rounds == 4
     with pytest.raises(ValueError, match="rounds"):
         time_interleaved({"a": lambda: None}, rounds=0, runs=1, warmup=0, device="cpu")
 
@@ -102,3 +139,35 @@ def test_gpu_busy_counts_overlapping_kernels_once() -> None:
     assert _union_s([]) == 0.0
     if not torch.cuda.is_available():
         assert gpu_busy_per_call(lambda: None) is None
+
+
+def _block(size_mib: int, state: str) -> dict[str, object]:
+    return {"size": size_mib * MiB, "state": state}
+
+
+def test_holes_are_free_blocks_beside_live_ones_in_the_patterns_segments() -> None:
+    live, free = "active_allocated", "inactive"
+    snapshot = [
+        {"address": 1, "blocks": [_block(6, free), _block(6, live)]},  # the model's: skipped
+        {
+            "address": 2,
+            "blocks": [_block(6, live), _block(6, free), _block(6, live), _block(2, free)],
+        },
+        {"address": 3, "blocks": [_block(12, free), _block(6, live), _block(2, free)]},
+        {"address": 4, "blocks": [_block(20, free)]},  # wholly free: empty_cache() can release it
+    ]
+    stats = hole_stats(snapshot, skip_addresses={1})
+    assert (stats.holes, stats.largest_hole_bytes, stats.segments) == (4, 12 * MiB, 3)
+
+
+def test_the_fresh_process_line_reads_back_both_patterns() -> None:
+    line = (
+        '{"holes": {"allocated_bytes": 10, "reserved_bytes": 30, "inactive_split_bytes": 20, '
+        '"expandable": true, "holes": 3, "largest_hole_bytes": 6, "segments": 1}, '
+        '"growth": {"steps": 8, "largest_bytes": 512, "peak_reserved_bytes": 2304}}'
+    )
+    reading = fresh_reading(line)
+    assert reading.holes == FragmentationReading(10, 30, 20, True, 3, 6, 1)
+    assert reading.holes.unusable_bytes == 20
+    assert reading.growth == GrowthReading(8, 512, 2304)
+    assert reading.growth.unusable_bytes == 2304 - 512

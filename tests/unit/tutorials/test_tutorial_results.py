@@ -177,7 +177,7 @@ def test_timing() -> None:
 def test_time_back_to_back_synchronises_per_run_not_per_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import jupyter_gpu.measure as measure
+    import jupyter_gpu.measure.timing as measure
 
     syncs: list[object] = []
     monkeypatch.setattr(measure, "synchronize", syncs.append)
@@ -242,3 +242,43 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
     assert "| reduce-overhead | 24 | 1.100 | 50 |" in text
     assert "fixed / slow = 5.00x" in text
     assert "| slow | 0 | False | 5,000 |" in text
+
+
+def test_a_claim_prints_what_was_measured_and_says_when_it_does_not_hold(
+    tmp_path: Path,
+) -> None:
+    from jupyter_gpu.measure import paired_ratio
+    from jupyter_gpu.tutorials import claims
+
+    results = Results("02-mixed-precision", machine())
+    ratio = paired_ratio([2.0] * 8, [1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0])
+    held = results.claim(
+        "bf16", "bf16 is faster than fp32 here", holds=claims.faster(ratio), measured="x"
+    )
+    assert held.holds
+    assert held.judged  # a full-size run on a GPU
+    assert held.line().startswith("✓ bf16 is faster than fp32 here")
+    same = paired_ratio([1.0] * 8, [1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0])
+    failed = results.claim(
+        "tf32",
+        "TF32 makes this step faster",
+        holds=claims.faster(same),
+        measured=same.describe(),
+    )
+    assert not failed.holds
+    assert failed.line().startswith("✗ Not in this run: TF32 makes this step faster. Measured:")
+    assert "no measurable difference" in failed.line()
+    assert "claims: 1 of 2 held" in str(results)
+    with pytest.raises(ValueError, match="recorded already"):
+        results.claim("tf32", "again", holds=True, measured="")
+    smoke = Results("02-mixed-precision", machine("smoke", None))
+    assert not smoke.claim("a", "s", holds=True, measured="m").judged
+
+    results.save(tmp_path / "res")
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Measured results\n\n## Tutorials on one H200 (x)\n\n(pending)\n")
+    run = update_results(tmp_path / "res", md)
+    assert run.returncode == 0, run.stderr
+    text = md.read_text()
+    assert "### Claims" in text
+    assert "| 02-mixed-precision | 1 of 2 | TF32 makes this step faster (measured: " in text

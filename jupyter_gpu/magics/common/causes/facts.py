@@ -85,6 +85,17 @@ class ProfileFacts:
     op_calls: int = 0
     #: The largest CPU span among the ranges and top-level ops (name, seconds).
     biggest_cpu_item: tuple[str, float] | None = None
+    #: Measured steps the window holds (``window_s`` is their whole periods).
+    steps: int = 1
+    #: Seconds the host was blocked in the syncs, over the window.
+    sync_blocked_s: float = 0.0
+    #: Seconds inside the DataLoader's ``__next__`` over the window, and torch's range name.
+    loader_s: float = 0.0
+    loader_range: str = ""
+    #: The notebook's DataLoaders as read after the run ("loader (num_workers=0, ...)"), and
+    #: the settings that would change, with the worker count from the CPU quota.
+    loader_seen: str = ""
+    loader_fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,8 @@ class Evidence:
     eager_s: float | None = None
     compiled_s: float | None = None
     mode: str | None = None
+    #: The backend's name (``inductor``, ``eager``, ...); ``None`` for a backend function.
+    backend: str | None = None
     compile: CompileFacts | None = None
     pending_backward: bool = False
     profile: CallProfile | None = None

@@ -20,13 +20,42 @@ def _idle_kind(ev: Evidence) -> str | None:
     return max(("host", "kernels", "copies", "other"), key=lambda k: c.idle_s.get(k, 0.0))
 
 
+def _steps(c: ProfileFacts) -> str:
+    """``10 steps``, or ``the measured run`` for one (a cell that loops is one run)."""
+    return f"{c.steps} steps" if c.steps > 1 else "the measured run"
+
+
 def _idle_share(ev: Evidence, kind: str) -> str:
     c = ev.cell
     assert c is not None
     total = sum(c.idle_s.values())
     return (
-        f"GPU idle {fmt_pct(c.gpu_idle_fraction)} of the time, "
+        f"GPU idle {fmt_pct(c.gpu_idle_fraction)} of {_steps(c)}, "
         f"{fmt_pct(c.idle_s[kind] / total)} of it"
+    )
+
+
+#: A host item (the DataLoader, the syncs) is named when it took this share of the window.
+HOST_ITEM_SHARE = 0.2
+
+
+def _host_item(ev: Evidence) -> str | None:
+    """``loader`` or ``syncs``: the larger host share of the window, if 20 % or more.
+
+    The two shares are measured: time in the DataLoader's ``__next__``, time blocked in syncs.
+    """
+    c = ev.cell
+    if c is None or c.window_s <= 0:
+        return None
+    items = {"loader": c.loader_s, "syncs": c.sync_blocked_s if c.syncs else 0.0}
+    kind, seconds = max(items.items(), key=lambda kv: kv[1])
+    return kind if seconds >= HOST_ITEM_SHARE * c.window_s else None
+
+
+def _share_of_window(c: ProfileFacts, seconds: float) -> str:
+    return (
+        f"{fmt_seconds(seconds)} of the {fmt_seconds(c.window_s)} measured "
+        f"({fmt_pct(seconds / c.window_s)})"
     )
 
 
@@ -34,8 +63,27 @@ def _mean_kernel(c: ProfileFacts) -> float:
     return c.gpu_busy_s / c.kernel_count if c.gpu_busy_s and c.kernel_count else 0.0
 
 
+def _loader(ev: Evidence) -> bool:
+    """The DataLoader's share is the host's largest: with CUDA, while the GPU waits on it."""
+    c = ev.cell
+    if c is None or _host_item(ev) != "loader":
+        return False
+    return _idle_kind(ev) == "host" if c.cuda else True
+
+
+def _loader_text(ev: Evidence) -> str:
+    c = _cell(ev)
+    head = f"{_idle_share(ev, 'host')} waiting on the host; " if c.cuda else ""
+    which = c.loader_seen or "the DataLoader (none found among the notebook's names)"
+    iterator = c.loader_range.split("#", 1)[-1].removesuffix(".__next__") or "its iterator"
+    return (
+        f"{head}the DataLoader's __next__ ({iterator}) took {_share_of_window(c, c.loader_s)}: "
+        f"{which} makes the batches while the step waits for them. Try {c.loader_fix}."
+    )
+
+
 def _host_syncs(ev: Evidence) -> bool:
-    return _idle_kind(ev) == "host" and ev.cell is not None and ev.cell.syncs >= 10
+    return _idle_kind(ev) == "host" and _host_item(ev) == "syncs"
 
 
 def _host_launch(ev: Evidence) -> bool:
@@ -43,14 +91,14 @@ def _host_launch(ev: Evidence) -> bool:
     return (
         _idle_kind(ev) == "host"
         and c is not None
-        and c.syncs < 10
+        and _host_item(ev) is None
         and c.kernel_count >= 100
         and _mean_kernel(c) < 20e-6
     )
 
 
 def _host_other(ev: Evidence) -> bool:
-    return _idle_kind(ev) == "host" and not _host_syncs(ev) and not _host_launch(ev)
+    return _idle_kind(ev) == "host" and _host_item(ev) is None and not _host_launch(ev)
 
 
 def _host_other_text(ev: Evidence) -> str:
@@ -61,7 +109,7 @@ def _host_other_text(ev: Evidence) -> str:
         name, seconds = c.biggest_cpu_item
         item = (
             f"; on the CPU the largest item was {name[:80]} ({fmt_seconds(seconds)} of the "
-            f"{fmt_seconds(c.window_s)} profiled)"
+            f"{fmt_seconds(c.window_s)} measured)"
         )
     return (
         f"{_idle_share(ev, 'host')} waiting on the host: the CPU queued work more slowly than "
@@ -75,8 +123,9 @@ def _no_kernel(ev: Evidence) -> bool:
 
 
 def _many_syncs(ev: Evidence) -> bool:
+    """Blocked time in syncs is the host's largest share, the GPU idle or not."""
     c = ev.cell
-    return c is not None and c.cuda and c.syncs >= 10 and not _host_syncs(ev)
+    return c is not None and c.cuda and _host_item(ev) == "syncs" and not _host_syncs(ev)
 
 
 def _matmul_share(ev: Evidence) -> bool:
@@ -148,14 +197,17 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
             "and the data are on 'cuda')."
         ),
     ),
+    Cause("dataloader", PROFILE, _loader, _loader_text),
     Cause(
         "host_syncs",
         PROFILE,
         _host_syncs,
         lambda ev: (
-            f"{_idle_share(ev, 'host')} waiting on the host, which stalls at "
-            f"{_cell(ev).syncs_text}. Each sync empties the launch queue: read losses every N "
-            "steps, not every step."
+            f"{_idle_share(ev, 'host')} waiting on the host, which was blocked in syncs for "
+            f"{_share_of_window(_cell(ev), _cell(ev).sync_blocked_s)}: "
+            f"{_cell(ev).syncs_text}. Each sync empties the launch queue: read values back every "
+            "N steps (keep losses on the GPU), and copy inputs with pin_memory=True and "
+            ".to('cuda', non_blocking=True)."
         ),
     ),
     Cause(
@@ -202,7 +254,9 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
         PROFILE,
         _many_syncs,
         lambda ev: (
-            f"{_cell(ev).syncs_text}: each one makes the CPU wait until the GPU has finished "
+            f"The CPU was blocked in syncs for "
+            f"{_share_of_window(_cell(ev), _cell(ev).sync_blocked_s)}: "
+            f"{_cell(ev).syncs_text}. Each one makes the CPU wait until the GPU has finished "
             "everything queued. Read losses every N steps (or accumulate them on the GPU) "
             "instead of calling .item()/.cpu()/print on CUDA tensors every step."
         ),

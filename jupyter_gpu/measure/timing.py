@@ -1,11 +1,8 @@
-"""Timing GPU work: one ``Timing``, one ``synchronize`` and one duration format.
+"""One ``Timing``, one ``synchronize``, one duration format, and timers of a single step.
 
-The magics (``%compile --bench``, ``%amp compare``, ``%%profile``) and the tutorials
-(``jupyter_gpu.tutorials.timing``) both time through here, so a "median of N runs after M
-warm-up" means the same thing in a magic's report and in a notebook's table.
-
-torch is imported only inside the functions that need it: ``%load_ext jupyter_gpu`` must stay
-fast, and a process that never initialised CUDA is not made to.
+A comparison of two ways to run a step never uses two of these timers one after the other: it
+goes through :func:`jupyter_gpu.measure.compare` (interleaved rounds, an interval). These time
+one thing: a first call (compile included), or a step's steady time for a throughput figure.
 """
 
 from __future__ import annotations

@@ -1,0 +1,146 @@
+"""A ratio of two timings with its interval: the median of round-paired ratios.
+
+Each round of a comparison times every variant once, back to back (``compare.py``), so round
+``i`` gives one ratio ``r_i = t_baseline,i / t_variant,i``. A machine that slows down for a while
+(a clock that drops, a neighbour's job) slows both sides of a pair alike, so the ratios vary
+much less than the times do.
+
+The interval is the distribution-free confidence interval for the median of the ``r_i``: the
+order statistics ``r_(j)`` and ``r_(n+1-j)`` with the largest ``j`` for which
+``P(j <= B <= n-j) >= level``, ``B ~ Binomial(n, 1/2)`` (the sign test's interval: W. J.
+Conover, *Practical Nonparametric Statistics*, 3rd ed., section 3.2). It needs no resampling and
+no assumption about the ratios' distribution, only that rounds are independent; it is exact, so
+the level it reaches is reported (a level above the one asked, since ``j`` is whole). Below 6
+rounds no ``j`` reaches 95 %: the interval is then the whole range, and says its lower level.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+LEVEL = 0.95
+"""The confidence the intervals are asked for."""
+
+
+def _binomial_cdf_half(k: int, n: int) -> float:
+    """``P(B <= k)`` for ``B ~ Binomial(n, 1/2)``."""
+    return float(sum(math.comb(n, i) for i in range(k + 1))) / float(2**n)
+
+
+def median_interval(values: list[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """``(low, high, reached)``: the order-statistic interval for the median of ``values``.
+
+    ``reached`` is the interval's exact coverage (at least ``level`` when there are 6 values or
+    more; the whole range's ``1 - 2**(1-n)`` below that).
+
+    Raises:
+        ValueError: for no values, or a level outside (0, 1).
+    """
+    if not values:
+        raise ValueError("need at least one value")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    ordered = sorted(values)
+    n = len(ordered)
+    j = 1  # 1-based: the whole range
+    while j + 1 <= n // 2 and 1 - 2 * _binomial_cdf_half(j, n) >= level:
+        j += 1
+    reached = 1 - 2 * _binomial_cdf_half(j - 1, n) if n > 1 else 0.0
+    return ordered[j - 1], ordered[n - j], reached
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times longer the baseline took than the variant, with its interval.
+
+    Above 1 the variant is faster. ``low``/``high`` bound the median paired ratio at
+    ``level`` (see the module doc); ``rounds`` pairs went into it.
+    """
+
+    value: float
+    low: float
+    high: float
+    rounds: int
+    level: float
+    variant: str = ""
+    baseline: str = ""
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the interval excludes 1.0 (a difference the rounds can tell apart)."""
+        return self.low > 1.0 or self.high < 1.0
+
+    @property
+    def faster(self) -> bool:
+        """The variant is measurably faster than the baseline."""
+        return self.low > 1.0
+
+    @property
+    def slower(self) -> bool:
+        """The variant is measurably slower than the baseline."""
+        return self.high < 1.0
+
+    def span(self) -> str:
+        """``1.29-1.37x``: the interval, as speedups."""
+        return f"{_x(self.low)}-{_x(self.high)}x"
+
+    def how_sure(self) -> str:
+        """``95 % interval, 12 rounds``."""
+        return f"{self.level * 100:.0f} % interval, {self.rounds} rounds"
+
+    def describe(self) -> str:
+        """A phrase for a report, e.g. ``1.33x faster (1.29-1.37x; 95 % interval, 12 rounds)``.
+
+        ``no measurable difference (0.97-1.04x; ...)`` when the interval holds 1.0; a slower
+        variant reads ``1.25x slower (1.21-1.30x slower; ...)``.
+        """
+        sure = self.how_sure()
+        if not self.measurable:
+            return f"no measurable difference ({self.span()}; {sure})"
+        if self.faster:
+            return f"{_x(self.value)}x faster ({self.span()}; {sure})"
+        return (
+            f"{_x(1 / self.value)}x slower ({_x(1 / self.high)}-{_x(1 / self.low)}x slower; {sure})"
+        )
+
+
+def _x(value: float) -> str:
+    """A ratio with 3 significant digits (``1.33``, ``12.4``, ``0.971``)."""
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.3g}" if value < 10 else f"{value:.1f}"
+
+
+def paired_ratio(
+    baseline_s: list[float],
+    variant_s: list[float],
+    *,
+    level: float = LEVEL,
+    variant: str = "",
+    baseline: str = "",
+) -> Ratio:
+    """The :class:`Ratio` of round-paired times (``baseline_s[i]`` and ``variant_s[i]``).
+
+    Raises:
+        ValueError: for lists of different lengths, no rounds, or a time that is not positive.
+    """
+    if len(baseline_s) != len(variant_s) or not baseline_s:
+        raise ValueError(
+            f"need the same number of rounds on both sides, got {len(baseline_s)} and "
+            f"{len(variant_s)}"
+        )
+    if min(baseline_s) <= 0 or min(variant_s) <= 0:
+        raise ValueError("times must be positive")
+    ratios = [b / v for b, v in zip(baseline_s, variant_s, strict=True)]
+    low, high, reached = median_interval(ratios, level)
+    return Ratio(
+        statistics.median(ratios),
+        low,
+        high,
+        len(ratios),
+        reached,
+        variant=variant,
+        baseline=baseline,
+    )

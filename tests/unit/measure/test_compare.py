@@ -1,0 +1,94 @@
+"""The one timing method on the CPU clock: blocks, alternating rounds, stopping on time."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from jupyter_gpu.measure import Variant, compare
+
+
+def test_rounds_alternate_the_order_and_blocks_hold_the_asked_calls() -> None:
+    order: list[str] = []
+    result = compare(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+        warmup=1,
+        rounds=3,
+        calls=2,
+        watch=False,
+    )
+    assert order == ["a", "b", "a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
+    assert result.rounds == 3
+    assert result["a"].runs == result["b"].runs == 3
+    assert result["a"].calls_per_run == 2
+    assert result.clock == "perf_counter"
+    assert set(result) == {"a", "b"}
+    assert "3 rounds" in result.method()
+
+
+def test_a_variant_s_context_is_entered_around_its_blocks_only() -> None:
+    inside: list[bool] = []
+    state = {"on": False}
+
+    @contextlib.contextmanager
+    def switched() -> Iterator[None]:
+        state["on"] = True
+        try:
+            yield
+        finally:
+            state["on"] = False
+
+    compare(
+        {
+            "off": lambda: inside.append(state["on"]),
+            "on": Variant(lambda: inside.append(state["on"]), switched),
+        },
+        warmup=1,
+        rounds=2,
+        calls=1,
+        watch=False,
+    )
+    # warm-up off, on; round 1 off, on; round 2 on, off.
+    assert inside == [False, True, False, True, True, False]
+    assert not state["on"]
+
+
+def test_a_real_difference_is_measured_and_an_absent_one_is_not() -> None:
+    result = compare(
+        {"slow": lambda: time.sleep(0.008), "fast": lambda: time.sleep(0.001)},
+        rounds=8,
+        calls=1,
+        watch=False,
+    )
+    ratio = result.ratio("fast")
+    # 8 ms against 1 ms: the interval is above 1 whatever the sleeps overshoot on a busy machine
+    # (a sleep can overshoot by several ms there, so the size of the ratio is not asserted).
+    assert ratio.faster
+    assert result.ratio("slow", baseline="fast").slower
+
+
+def test_without_a_round_count_the_rounds_stop_on_time_not_on_the_estimate() -> None:
+    """A loaded machine made calls 30 times slower than the warm-up said: stop by the clock."""
+    calls = {"n": 0}
+
+    def slowing() -> None:
+        calls["n"] += 1
+        time.sleep(0.0001 if calls["n"] <= 2 else 0.003)  # fast in warm-up, slow after
+
+    started = time.monotonic()
+    result = compare({"a": slowing, "b": slowing}, warmup=2, target_s=0.3, watch=False)
+    assert time.monotonic() - started < 5
+    assert 8 <= result.rounds < 100
+    assert result.rounds % 2 == 0  # each order as often
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="nothing"):
+        compare({})
+    with pytest.raises(ValueError, match="baseline"):
+        compare({"a": lambda: None}, baseline="b")
+    with pytest.raises(ValueError, match="warmup"):
+        compare({"a": lambda: None}, warmup=0)

@@ -1,0 +1,67 @@
+"""The matmul rate measured here, run on the CPU with tiny shapes: it runs, and says what it is."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from jupyter_gpu.measure.gemms import GemmShape, linear_gemms, square_gemm
+from jupyter_gpu.measure.matmul_rate import NAME, measure_matmul_rate
+
+
+def test_the_rate_of_a_step_s_gemms_on_the_cpu_is_measured_and_named() -> None:
+    gemms = (*linear_gemms(32, 64, 48, "fp32", count=2, label="fc"), square_gemm(24, "fp32"))
+    rate = measure_matmul_rate(gemms, device="cpu", seconds=0.05, watch=False)
+    assert rate.clock == "perf_counter"
+    assert rate.device_name == "CPU"
+    assert rate.rounds >= 8
+    assert rate.tflops > 0
+    assert rate.low_tflops <= rate.tflops <= rate.high_tflops
+    assert len(rate.gemm_tflops) == len(gemms)
+    assert all(r > 0 for r in rate.gemm_tflops)
+    # the mix's rate is the step's FLOPs over the step's time: between its slowest and fastest
+    # product's rates
+    assert min(rate.gemm_tflops) * 0.5 <= rate.tflops <= max(rate.gemm_tflops) * 2
+    assert rate.timed_s > 0
+    text = rate.describe()
+    assert text.startswith(f"{NAME}: ")
+    # 0.05 s asked: a burst, unless a loaded machine made the 8 rounds last a second
+    assert ("a burst of" in text) == (not rate.sustained) == (rate.timed_s < 1.0)
+    assert "4 GEMM shapes (7 products a step)" in text
+    assert rate.percent_of(rate.tflops / 2) == pytest.approx(0.5)
+
+
+def test_only_a_second_or_more_is_called_sustained() -> None:
+    rate = measure_matmul_rate([square_gemm(8, "fp32")], device="cpu", seconds=0.01, watch=False)
+    burst = replace(rate, timed_s=0.014)
+    assert not burst.sustained
+    assert "a burst of 14 ms, under the 1 s a sustained rate needs" in burst.describe()
+    sustained = replace(rate, timed_s=2.0)
+    assert sustained.sustained
+    assert "sustained over 2.00 s (perf_counter)" in sustained.describe()
+
+
+def test_the_products_are_computed_in_the_layouts_listed() -> None:
+    # A wrong view would raise in torch.mm (sizes) or time a different product.
+    gemms = (
+        GemmShape(8, 12, 4, "bf16", a_transposed=True),
+        GemmShape(8, 12, 4, "bf16", b_transposed=True),
+        GemmShape(16, 4, 8, "bf16"),
+    )
+    rate = measure_matmul_rate(gemms, device="cpu", seconds=0.02, watch=False)
+    assert rate.dtypes == ("bf16",)
+
+
+def test_autocast_is_off_inside() -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rate = measure_matmul_rate([square_gemm(16, "fp32")], device="cpu", seconds=0.02)
+    assert rate.tflops > 0
+
+
+def test_nothing_to_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="no GEMMs"):
+        measure_matmul_rate([], device="cpu")
+    with pytest.raises(ValueError, match="seconds"):
+        measure_matmul_rate([square_gemm(8, "fp32")], device="cpu", seconds=0)

@@ -1,0 +1,117 @@
+"""Notebook 04's new lessons: random numbers in workers, a profile's after-effect, nsys."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from jupyter_gpu.tutorials.cupti_probe import ProbeError, ProbeSize, ProbeVariant, measure
+from jupyter_gpu.tutorials.nsight import (
+    find_nsys,
+    parse_nvtx_sum,
+    profile_command,
+    run_nsys,
+    steps_script,
+)
+from jupyter_gpu.tutorials.seeding import (
+    DrawsDataset,
+    draws_by_worker,
+    repeats,
+    reseed_held_generator,
+)
+
+
+def _loader(**options: object) -> DataLoader[object]:
+    return DataLoader(DrawsDataset(16), batch_size=4, num_workers=2, **options)  # type: ignore[arg-type]
+
+
+def test_a_held_numpy_generator_repeats_in_every_worker_and_the_fix_does_not() -> None:
+    plain = draws_by_worker(_loader())
+    assert sorted(plain.held) == [0, 1]
+    assert repeats(plain.held) == (8, 8)  # worker 1 draws what worker 0 drew, every time
+    assert repeats(plain.global_numpy) == (0, 8)  # torch reseeds np.random per worker
+
+    def seeded() -> DataLoader[object]:
+        return _loader(
+            worker_init_fn=reseed_held_generator, generator=torch.Generator().manual_seed(0)
+        )
+
+    first, again = draws_by_worker(seeded()), draws_by_worker(seeded())
+    assert repeats(first.held) == (0, 8)
+    assert first.held == again.held  # the same numbers on a second run
+    other = draws_by_worker(
+        _loader(worker_init_fn=reseed_held_generator, generator=torch.Generator().manual_seed(1))
+    )
+    assert other.held != first.held  # another seed, other numbers
+
+
+def test_draws_in_the_main_process_and_repeats_of_one_worker() -> None:
+    here = draws_by_worker(DataLoader(DrawsDataset(4), batch_size=2))
+    assert list(here.held) == [-1]
+    assert repeats(here.held) == (0, 0)
+    reseed_held_generator(0)  # outside a worker: nothing to do
+    with pytest.raises(ValueError, match="at least 1"):
+        DrawsDataset(0)
+
+
+# What `nsys stats --report nvtx_sum --format csv` prints (NVIDIA's Post-Collection Analysis
+# Guide lists these columns), with the lines nsys prints before the table.
+NVTX_SUM = """\
+Generating SQLite file 04-nvtx.sqlite from 04-nvtx.nsys-rep
+Processing [04-nvtx.sqlite] with [/opt/nvidia/nsight-systems/2025.1/reports/nvtx_sum.py]...
+Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Style,Range
+52.1,104200000,20,5210000.0,5100000.0,4900000,6100000,300000.0,PushPop,:step
+24.0,48000000,20,2400000.0,2390000.0,2300000,2600000,80000.0,PushPop,:backward
+not a row
+"""
+
+
+def test_the_nvtx_summary_is_read_from_nsys_stats_csv() -> None:
+    rows = parse_nvtx_sum(NVTX_SUM)
+    assert [r.name for r in rows] == [":step", ":backward"]
+    assert rows[0].instances == 20
+    assert rows[0].total_s == pytest.approx(0.1042)
+    assert rows[0].mean_s == pytest.approx(0.00521)
+    assert parse_nvtx_sum("nsys: no NVTX data in this report") == []
+
+
+def test_the_nsys_command_and_its_failures_come_back_as_values(tmp_path: Path) -> None:
+    script = steps_script(steps=3, size=16, batch=8, width=4)
+    assert script[:3] == [sys.executable, "-m", "jupyter_gpu.tutorials.nvtx_steps"]
+    command = profile_command("nsys", tmp_path / "r", script)
+    assert command[:4] == ["nsys", "profile", "-t", "cuda,nvtx"]
+    assert command[command.index("-o") + 1] == str(tmp_path / "r")
+    missing = run_nsys(str(tmp_path / "no-nsys-here"), tmp_path / "r", script)
+    assert missing.returncode == -1
+    assert missing.rows == []
+    assert "FileNotFoundError" in missing.problem
+    found = find_nsys()
+    assert found is None or Path(found).name == "nsys"
+
+
+@pytest.mark.slow
+def test_processes_that_profiled_and_did_not_are_timed_in_rounds() -> None:
+    size = ProbeSize("cpu", size=16, batch=8, width=4, steps_per_block=2, profile_steps=2)
+    variants = {
+        "never profiled": ProbeVariant(profiled=False),
+        "profiled once": ProbeVariant(profiled=True),
+    }
+    result = measure(size, rounds=2, variants=variants)
+    assert list(result) == ["never profiled", "profiled once"]
+    assert result.baseline == "never profiled"
+    assert result["profiled once"].runs == 2
+    assert all(t > 0 for t in result["never profiled"].times_s)
+    assert result.ratio("profiled once").rounds == 2
+    with pytest.raises(ValueError, match="rounds"):
+        measure(size, rounds=0, variants=variants)
+
+
+@pytest.mark.slow
+def test_a_child_that_fails_is_reported_with_its_error() -> None:
+    size = ProbeSize("no-such-device", size=16, batch=8, width=4, steps_per_block=1)
+    with pytest.raises(ProbeError, match="never profiled: exited"):
+        measure(size, rounds=1, variants={"never profiled": ProbeVariant(profiled=False)})
