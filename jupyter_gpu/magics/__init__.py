@@ -1,7 +1,7 @@
 """IPython magics for PyTorch on GPUs, registered by ``%load_ext jupyter_gpu``.
 
 ``%compile``, ``%amp``/``%%amp``, ``%memsummary``/``%%memsummary``, ``%profile``/``%%profile``,
-``%gpu`` and ``%%torchrun`` (see docs/magics.md). Loading them imports neither torch nor
+``%gpu``, ``%%torchrun`` and ``%tune`` (see docs/magics.md). Loading them imports neither torch nor
 plotly: each magic imports torch when it runs. Unloading removes the magics and every hook they
 installed. While loaded, an exit hook resets torch.compile's caches before IPython clears the
 namespace at exit, and torch's warnings show as one short note each (``common/quiet.py``).
@@ -23,6 +23,7 @@ from .gpu import GpuMagics
 from .memory import MemoryMagics
 from .profile import ProfileMagics
 from .torchrun import TorchrunMagics
+from .tune import TuneMagics
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryMagics",
     "ProfileMagics",
     "TorchrunMagics",
+    "TuneMagics",
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
@@ -46,6 +48,7 @@ MAGIC_CLASSES: tuple[type[Magics], ...] = (
     MemoryMagics,
     ProfileMagics,
     TorchrunMagics,
+    TuneMagics,
 )
 
 

@@ -154,6 +154,9 @@ class Named:
     optimizers: dict[str, Any] = field(default_factory=dict)
     model_option: str = "--model"
     optimizer_option: str = "--optimizer"
+    #: Objects the magic itself binds to the code's names for the runs and puts back itself
+    #: (``%tune``'s own batch iterator under ``--batches NAME``): not looked into, no problem.
+    supplied: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -435,6 +438,8 @@ class _Walker:
         if id(v) in self.seen or depth > _MAX_DEPTH:
             return
         self.seen.add(id(v))
+        if any(v is supplied for supplied in self.named.supplied):
+            return  # the magic's own object, put back by the magic
         torch = _torch()
         np = _numpy()
         if torch is not None and self.torch_value(v, label, depth, torch):

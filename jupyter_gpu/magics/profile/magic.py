@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import warnings
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,6 @@ from jupyter_gpu.magics.common.args import (
     type_name,
 )
 from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
-from jupyter_gpu.magics.common.kineto import kineto_quiet
 from jupyter_gpu.magics.common.lazy_torch import torch_module
 from jupyter_gpu.magics.common.reach import Named
 from jupyter_gpu.magics.common.render import show_note
@@ -39,6 +36,7 @@ from .analysis import analyse, hints
 from .loaders import find_loaders, loader_fix
 from .report import show_profile
 from .results import ProfileResult
+from .steps import profiled_pass, step_profiler
 from .syncs import SyncSpy
 
 #: --sort keys: ours, then torch's own names for the same columns.
@@ -205,16 +203,23 @@ class ProfileMagics(ShellMagics):
         from jupyter_gpu.magics.common.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
-        prof = _profiler(torch, args, cuda)
+        prof = step_profiler(
+            torch,
+            warmup=args.warmup,
+            steps=args.steps,
+            cuda=cuda,
+            memory=args.memory,
+            stack=args.stack,
+        )
         cell_names = cell_filenames(self.shell)
         passes = Passes()
         start = time.perf_counter()
         if runs is None:
-            passes.value = _profiled_pass(prof, lambda: code.run(local_ns), args.warmup, args.steps)
+            passes.value = profiled_pass(prof, lambda: code.run(local_ns), args.warmup, args.steps)
         else:
             try:
                 with runs.recording():
-                    _profiled_pass(
+                    profiled_pass(
                         prof, runs.call(lambda: code.run(local_ns)), args.warmup, args.steps
                     )
             finally:
@@ -425,67 +430,6 @@ class ProfileMagics(ShellMagics):
         return str(path)
 
 
-def _profiler(torch: Any, args: argparse.Namespace, cuda: bool) -> Any:
-    """A ``torch.profiler.profile`` whose schedule makes each run of the code a step.
-
-    ``schedule(skip_first=W-1, wait=0, warmup=1, active=N, repeat=1)`` for ``--warmup W``
-    (W >= 1): the runs before the last warm-up one run without the profiler, the last warm-up
-    run with it started but not recording (torch's WARMUP: its start-up costs fall there), then
-    N recorded steps; with no warm-up the profiler starts before the first step, outside its
-    range. ``profile.step()`` closes each ``ProfilerStep#n`` range (torch's step marker, which
-    Holistic Trace Analysis reads too).
-    """
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if cuda:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with warnings.catch_warnings():
-        # warmup=0 warns that results may skew: the profiler's start falls outside the steps
-        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
-        schedule = torch.profiler.schedule(
-            skip_first=max(0, args.warmup - 1),
-            wait=0,
-            warmup=1 if args.warmup else 0,
-            active=args.steps,
-            repeat=1,
-        )
-    # acc_events: one cycle, so nothing to accumulate; without it torch 2.11 warns that the
-    # profiler "clears events at the end of each cycle", about a cycle the user never ran.
-    return torch.profiler.profile(
-        activities=activities,
-        schedule=schedule,
-        profile_memory=args.memory,
-        with_stack=args.stack,
-        acc_events=True,
-        experimental_config=_stack_config(torch) if args.stack else None,
-    )
-
-
-def _profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) -> Any:
-    """Run the code ``warmup + steps`` times under ``prof``, a profiler step after each.
-
-    Returns the last run's value. The profiler's own start and stop, and the steps that start
-    or stop its trace, run with kineto's log lines kept out of the output
-    (``common/kineto.py``); the steps between measured runs do not, so that its few syscalls
-    stay out of the measured window, and the user's code never does. It stops even if the code
-    raises.
-    """
-    with kineto_quiet():
-        prof.start()
-    value = None
-    try:
-        for done in range(1, warmup + steps + 1):
-            value = run()
-            if warmup < done < warmup + steps:  # between two measured steps: no transition
-                prof.step()
-                continue
-            with kineto_quiet():
-                prof.step()
-    finally:
-        with kineto_quiet():
-            prof.stop()
-    return value
-
-
 def _run_once(
     torch: Any, code: CellCode, local_ns: Any, cell_names: dict[str, int], traced: bool
 ) -> tuple[Any, Counter[str]]:
@@ -496,16 +440,3 @@ def _run_once(
     with spy:
         value = code.run(local_ns)
     return value, spy.places
-
-
-def _stack_config(torch: Any) -> Any:
-    """The profiler's experimental config for ``--stack``: ``verbose`` on.
-
-    torch 2.11 records no Python-function events with ``with_stack`` (on Python 3.11 and 3.12
-    alike) and puts the Python stacks on its events only with ``verbose``; torch 2.13 records
-    both either way. ``None`` (torch's default) where the option is missing.
-    """
-    try:
-        return torch._C._profiler._ExperimentalConfig(verbose=True)
-    except (AttributeError, TypeError):
-        return None

@@ -112,7 +112,7 @@ async def test_gpu_in_a_kernel_shows_the_memory_the_server_gives_it(
         assert seen, history
         slack = 2**29  # half a GiB: the job's memory ramps by up to 4 GiB/s per process
         assert min(seen) - slack <= held <= max(seen) + slack, (held, seen)
-        assert f"this kernel: {fmt_bytes(held)} (simulated)" in output
+        assert f"this kernel: {fmt_bytes(held)} simulated (made up by the demo backend" in output
     finally:
         for kernel_id in kernels:
             await jp_fetch("api", "kernels", kernel_id, method="DELETE")

@@ -1,0 +1,92 @@
+"""A profiler whose schedule makes each run of the code a step, and the pass that runs them.
+
+``%%profile --warmup W --steps N`` and ``%tune``'s profile of the step as it is both measure
+steady steps this way: the runs before the last warm-up one run without the profiler, the last
+warm-up run with it started but not recording, then N recorded steps, each closed by
+``profile.step()`` (torch's ``ProfilerStep#n`` range, which the idle window and Holistic Trace
+Analysis read).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from jupyter_gpu.magics.common.kineto import kineto_quiet
+
+
+def step_profiler(
+    torch: Any, *, warmup: int, steps: int, cuda: bool, memory: bool = False, stack: bool = False
+) -> Any:
+    """A ``torch.profiler.profile`` whose schedule makes each run of the code a step.
+
+    ``schedule(skip_first=W-1, wait=0, warmup=1, active=N, repeat=1)`` for ``warmup`` W >= 1:
+    the runs before the last warm-up one run without the profiler, the last warm-up run with it
+    started but not recording (torch's WARMUP: its start-up costs fall there), then N recorded
+    steps; with no warm-up the profiler starts before the first step, outside its range.
+    ``profile.step()`` closes each ``ProfilerStep#n`` range (torch's step marker, which Holistic
+    Trace Analysis reads too). ``memory`` records allocations, ``stack`` Python stacks.
+    """
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with warnings.catch_warnings():
+        # warmup=0 warns that results may skew: the profiler's start falls outside the steps
+        warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        schedule = torch.profiler.schedule(
+            skip_first=max(0, warmup - 1),
+            wait=0,
+            warmup=1 if warmup else 0,
+            active=steps,
+            repeat=1,
+        )
+    # acc_events: one cycle, so nothing to accumulate; without it torch 2.11 warns that the
+    # profiler "clears events at the end of each cycle", about a cycle the user never ran.
+    return torch.profiler.profile(
+        activities=activities,
+        schedule=schedule,
+        profile_memory=memory,
+        with_stack=stack,
+        acc_events=True,
+        experimental_config=stack_config(torch) if stack else None,
+    )
+
+
+def profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) -> Any:
+    """Run the code ``warmup + steps`` times under ``prof``, a profiler step after each.
+
+    Returns the last run's value. The profiler's own start and stop, and the steps that start
+    or stop its trace, run with kineto's log lines kept out of the output
+    (``common/kineto.py``); the steps between measured runs do not, so that its few syscalls
+    stay out of the measured window, and the user's code never does. It stops even if the code
+    raises.
+    """
+    with kineto_quiet():
+        prof.start()
+    value = None
+    try:
+        for done in range(1, warmup + steps + 1):
+            value = run()
+            if warmup < done < warmup + steps:  # between two measured steps: no transition
+                prof.step()
+                continue
+            with kineto_quiet():
+                prof.step()
+    finally:
+        with kineto_quiet():
+            prof.stop()
+    return value
+
+
+def stack_config(torch: Any) -> Any:
+    """The profiler's experimental config for ``--stack``: ``verbose`` on.
+
+    torch 2.11 records no Python-function events with ``with_stack`` (on Python 3.11 and 3.12
+    alike) and puts the Python stacks on its events only with ``verbose``; torch 2.13 records
+    both either way. ``None`` (torch's default) where the option is missing.
+    """
+    try:
+        return torch._C._profiler._ExperimentalConfig(verbose=True)
+    except (AttributeError, TypeError):
+        return None

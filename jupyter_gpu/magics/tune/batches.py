@@ -1,0 +1,191 @@
+"""Where the step's batches come from while ``%tune`` runs, and the DataLoaders it builds.
+
+:class:`BatchSource` is the iterator ``%tune`` binds to ``--batches NAME``: it draws from the
+loader being measured, epoch after epoch, or hands out one fixed batch. Switching it to another
+loader starts that loader's epoch afresh, which empties the queue its workers filled while the
+other loader was timed: a worker never gets credit for batches it made during someone else's
+turn (``DataLoader``'s persistent iterator does this in ``_reset``: it waits for the batches in
+flight and drops them). The fresh epoch of a loader with workers then draws its first batch
+before the timed block starts (:meth:`BatchSource.use` says why).
+
+:func:`rebuilt` makes a DataLoader over the same dataset, sampler (or batch sampler), collate
+function, batch size, ``drop_last``, worker init function and generator as a given one, with
+other worker settings; :func:`shut_down` stops its workers when ``%tune`` is done with it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+#: Keyword arguments copied from a loader to its rebuilt twin when the DataLoader takes them.
+_COPIED = (
+    "collate_fn",
+    "worker_init_fn",
+    "generator",
+    "timeout",
+    "multiprocessing_context",
+    "in_order",
+)
+
+
+class BatchSource:
+    """An iterator over the batches of the loader it is told to use (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.loader: Any = None
+        self._it: Any = None
+        self._fixed: tuple[Any, ...] | None = None
+        self._held: list[Any] = []
+
+    def __iter__(self) -> BatchSource:
+        return self
+
+    def __next__(self) -> Any:
+        if self._held:
+            return self._held.pop()
+        if self._fixed is not None:
+            return self._fixed[0]
+        if self._it is None:
+            raise RuntimeError("%tune's batch source was used before it was given a loader")
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = iter(self.loader)  # the next epoch
+            return next(self._it)
+
+    def use(self, loader: Any) -> None:
+        """Draw from ``loader`` from now on; a fresh epoch when it is not the one in use.
+
+        A fresh epoch of a loader with workers starts with its pipeline filled: its first batch
+        is drawn here (untimed: this runs in a variant's context) and handed to the next call,
+        while the workers go on to the next batches. A timed block then starts as deep in an
+        epoch does: one batch ready, the next in the making. Without this, every block would
+        wait for a whole batch at its start, which a step deep in an epoch never does; with it,
+        a loader whose workers keep up is timed exactly, and one they cannot keep up with gains
+        at most a batch's production time a block, beyond the step's own time.
+        """
+        if loader is self.loader and self._fixed is None and self._it is not None:
+            return
+        self._fixed = None
+        self._held.clear()
+        self.loader = loader
+        self._it = iter(loader)
+        if getattr(loader, "num_workers", 0):
+            self.peek()
+
+    def restart(self) -> None:
+        """A fresh epoch of the loader in use (the same first batch from the same RNG state)."""
+        self._held.clear()
+        self._fixed = None
+        self._it = iter(self.loader)
+
+    def use_fixed(self, batch: Any) -> None:
+        """Hand out ``batch`` at every call, until :meth:`use` or :meth:`restart`."""
+        self._held.clear()
+        self._fixed = (batch,)
+
+    def peek(self) -> Any:
+        """The next batch, left to be drawn again."""
+        batch = next(self)
+        self._held.append(batch)
+        return batch
+
+    def release(self) -> None:
+        """Drop the iterator (a worker iterator's workers stop when it is collected)."""
+        shut_down_iterator(self._it)
+        self._it = self.loader = self._fixed = None
+        self._held.clear()
+
+
+def loader_kwargs(loader: Any) -> dict[str, Any]:
+    """The arguments that make a DataLoader that batches ``loader``'s data the same way."""
+    from torch.utils.data import DataLoader
+
+    accepted = inspect.signature(DataLoader.__init__).parameters
+    kwargs: dict[str, Any] = {"dataset": loader.dataset}
+    if loader.batch_size is not None:  # the loader made its own BatchSampler
+        kwargs.update(batch_size=loader.batch_size, sampler=loader.sampler)
+        kwargs["drop_last"] = loader.drop_last
+    elif loader.batch_sampler is not None:
+        kwargs["batch_sampler"] = loader.batch_sampler
+    else:
+        kwargs.update(batch_size=None, sampler=loader.sampler)
+    for name in _COPIED:
+        if name in accepted and hasattr(loader, name):
+            kwargs[name] = getattr(loader, name)
+    return kwargs
+
+
+def worker_settings(loader: Any) -> dict[str, Any]:
+    """``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor`` of a loader."""
+    return {
+        "num_workers": int(loader.num_workers),
+        "pin_memory": bool(loader.pin_memory),
+        "persistent_workers": bool(loader.persistent_workers),
+        "prefetch_factor": loader.prefetch_factor if loader.num_workers else None,
+    }
+
+
+def rebuilt(loader: Any, **settings: Any) -> Any:
+    """A new DataLoader over ``loader``'s data with ``settings`` (worker settings) changed."""
+    from torch.utils.data import DataLoader
+
+    kwargs = loader_kwargs(loader)
+    kwargs.update(worker_settings(loader))
+    kwargs.update(settings)
+    if not kwargs["num_workers"]:
+        kwargs.update(persistent_workers=False, prefetch_factor=None)
+    return DataLoader(**kwargs)
+
+
+def shut_down_iterator(it: Any) -> None:
+    """Stop a worker iterator's processes now (its own ``__del__`` does the same, later)."""
+    stop = getattr(it, "_shutdown_workers", None)
+    if callable(stop):
+        stop()
+
+
+def shut_down(loader: Any) -> None:
+    """Stop the persistent workers of a loader ``%tune`` made (a no-op without any)."""
+    it = getattr(loader, "_iterator", None)
+    if it is not None:
+        shut_down_iterator(it)
+        loader._iterator = None
+
+
+@dataclass(frozen=True)
+class LoaderAlone:
+    """A loader timed on its own: the first batch of an epoch, then ``batches`` more (seconds)."""
+
+    first_s: float
+    per_batch_s: float
+    batches: int
+
+
+def time_loader(loader: Any, *, most_s: float = 1.0, most: int = 64) -> LoaderAlone:
+    """Draw batches from a fresh epoch of ``loader``, with nothing else running.
+
+    The first batch is timed apart (workers starting, their queues filling); then as many as
+    fit in about ``most_s`` seconds (at least 4, at most ``most``), each counted from the
+    previous one: the steady rate at which the loader alone can feed a step.
+    """
+    it = iter(loader)
+    start = time.perf_counter()
+    next(it)
+    first = time.perf_counter() - start
+    count = max(4, min(most, int(most_s / max(first, 1e-6))))
+    start = time.perf_counter()
+    done = 0
+    try:
+        for _ in range(count):
+            next(it)
+            done += 1
+    except StopIteration:
+        pass
+    elapsed = time.perf_counter() - start
+    if it is not getattr(loader, "_iterator", None):
+        shut_down_iterator(it)
+    return LoaderAlone(first, elapsed / max(done, 1), done)

@@ -1,0 +1,155 @@
+"""The compile fixes: ``torch.compile`` of the model, in the modes that fit what was measured.
+
+- ``default``: inductor fuses the elementwise chains between the matmuls (torch.compile's docs).
+- ``reduce-overhead``: CUDA graphs as well, which replay a compiled graph's kernels without
+  launching each one; tried only where the profile says the step is launch-bound (the GPU idle
+  30 % or more with kernels under 20 µs on average: ``%%profile``'s own rule).
+- ``max-autotune-no-cudagraphs``: inductor times candidate kernels (Triton templates against
+  cuBLAS) for every matmul; its compile takes several times the default's, so it is tried only
+  where the budget left holds :data:`AUTOTUNE_FACTOR` times the default's measured compile.
+
+The compile happens at the first call, timed apart (its own figure, "compiled in 21.3 s"), with
+``%compile``'s watch on it (graphs, graph breaks with their lines, recompiles); the speedup is
+the steady one, from the interleaved rounds after it. While tried, the notebook's model name is
+bound to the compiled wrapper, so a step that calls the model by its name runs compiled; the
+eager model is put back afterwards, and the wrapper's hooks with the rest
+(``RepeatedRuns.save_also``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jupyter_gpu.magics.common.cell import cell_filenames
+from jupyter_gpu.magics.compile.dynamo_watch import CompileReport, DynamoWatch
+from jupyter_gpu.measure import fmt_seconds, synchronize
+
+from .fixes import Fix
+
+if TYPE_CHECKING:
+    from .evidence import Evidence
+    from .session import Session
+
+#: max-autotune-no-cudagraphs is tried when the budget left is this many default compiles:
+#: notebook 07's final shape took 187.3 s to its first max-autotune step against 7.1 s in the
+#: default mode on the H200 (benchmarks/RESULTS.md, 07-capstone), 26 times as long.
+AUTOTUNE_FACTOR = 30
+#: The budget left below which no compile is started (seconds): the DESIGN's H200 runs took
+#: 21 s (GPT-2) to 38 s (ResNet-50) for a first compiled step.
+MIN_COMPILE_S = 20.0
+
+
+class Compile(Fix):
+    """``torch.compile(model, mode=...)`` (see the module doc)."""
+
+    family = "compile"
+    order = 90
+    warmup = 3  # CUDA graphs record on the second or third call
+
+    def __init__(self, mode: str = "default") -> None:
+        self.mode = mode
+        self.key = "compile"
+        self.name = "torch.compile" if mode == "default" else f"torch.compile {mode}"
+        self.needs_gpu = mode != "default"
+        self.compiled: Any = None
+        self.compile_s: float | None = None
+        self.report: CompileReport | None = None
+
+    def why_not(self, ev: Evidence) -> str | None:
+        if self.mode == "reduce-overhead":
+            if not ev.cuda:
+                return "CUDA graphs replay GPU kernels: reduce-overhead needs a GPU"
+            if not ev.launch_bound:
+                idle, mean = ev.gpu_idle, ev.mean_kernel_s
+                return (
+                    "the step is not launch-bound (GPU idle "
+                    f"{'n/a' if idle is None else f'{idle:.0%}'}, kernels "
+                    f"{'n/a' if mean is None else fmt_seconds(mean)} on average; the rule: "
+                    "idle 30 % or more with kernels under 20 µs)"
+                )
+        if self.mode == "max-autotune-no-cudagraphs" and not ev.cuda:
+            return "max-autotune times GPU kernels (Triton templates against cuBLAS): needs a GPU"
+        return None
+
+    def budget_note(self, left_s: float, default_compile_s: float | None) -> str | None:
+        """Why the budget left does not allow this compile (``None``: it does)."""
+        if left_s < MIN_COMPILE_S:
+            return (
+                f"not reached: {max(0.0, left_s):.0f} s of the budget left, under the "
+                f"{MIN_COMPILE_S:.0f} s a compile needs"
+            )
+        if self.mode == "max-autotune-no-cudagraphs":
+            if default_compile_s is None:
+                return "the default compile was not measured, so its autotuning cannot be sized"
+            need = AUTOTUNE_FACTOR * default_compile_s
+            if left_s < need:
+                return (
+                    f"not reached: {left_s:.0f} s of the budget left, under {AUTOTUNE_FACTOR}x "
+                    "the default "
+                    f"compile's {default_compile_s:.1f} s; --budget longer tries it"
+                )
+        return None
+
+    def prepare(self, s: Session) -> None:
+        if self.compiled is not None:
+            return
+        options: dict[str, Any] = {} if self.mode == "default" else {"mode": self.mode}
+        self.compiled = s.torch.compile(s.target.model, **options)
+        assert s.runs is not None
+        s.runs.save_also(s.target.model_name, self.compiled)
+
+    def measure_more(self, s: Session) -> list[str]:
+        """The first call, timed apart, with the compile watched."""
+        if self.compile_s is not None:
+            return []
+        variant = s.variant([self])
+        watch = DynamoWatch()
+        device = s.target.device
+        with variant.entered():
+            synchronize(device)
+            watch.start()
+            started = time.perf_counter()
+            try:
+                variant.run()
+                synchronize(device)
+            finally:
+                self.compile_s = time.perf_counter() - started
+                self.report = watch.stop(cell_filenames(s.shell))
+        report = self.report
+        detail = ""
+        if report is not None:
+            detail = (
+                f": {report.graphs} graph(s), {report.graph_break_count} graph break(s), "
+                f"{len(report.recompiles)} recompile(s)"
+            )
+        as_is = s.base_first.first_s if s.base_first is not None else None
+        beside = f" (a step as it is: {fmt_seconds(as_is)})" if as_is is not None else ""
+        return [
+            f"compile time, apart from the steady gain: the first compiled step took "
+            f"{fmt_seconds(self.compile_s)}{beside}{detail}"
+        ]
+
+    @contextlib.contextmanager
+    def applied(self, s: Session) -> Iterator[None]:
+        name = s.target.model_name
+        s.bind(name, self.compiled)
+        try:
+            yield
+        finally:
+            s.user_ns[name] = s.original(name)
+
+    def code(self, s: Session) -> list[str]:
+        mode = "" if self.mode == "default" else f" --mode {self.mode}"
+        return [f"%compile {s.target.model_name}{mode}  # model = torch.compile(model) in a script"]
+
+    def apply(self, s: Session) -> str:
+        name = s.target.model_name
+        mode = "" if self.mode == "default" else f" --mode {self.mode}"
+        s.shell.run_line_magic("compile", f"{name}{mode} -q")
+        return f"%compile {name}{mode}: {name} is the compiled model (the first call compiles)"
+
+    def release(self, s: Session) -> None:
+        self.compiled = None

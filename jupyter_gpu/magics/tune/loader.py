@@ -1,0 +1,247 @@
+"""The input-pipeline fix: a DataLoader that makes batches in worker processes, ahead of the step.
+
+The new loader has the same dataset, sampler (or batch sampler), collate function, batch size
+and ``drop_last`` as the step's, and PyTorch's settings for feeding a GPU
+(https://pytorch.org/docs/stable/data.html): ``num_workers`` from this kernel's CPU quota, less
+one for the training process (``jupyter_gpu.host.cpus.dataloader_workers``, as the tutorials
+count them), ``pin_memory=True`` on CUDA (page-locked batches, so that
+``.to("cuda", non_blocking=True)`` only queues the copy), ``persistent_workers=True`` (workers
+kept between epochs) and ``prefetch_factor=4`` (each worker keeps four batches ready).
+
+Three figures, each said with where it comes from:
+
+- the loader alone: its first batch, then its steady time per batch, drawing with nothing else
+  running, as it is and new;
+- the step on a fixed batch (no loading at all) against the step as it is: how much of the step
+  the loader costs now, the most any loader can win (interleaved rounds, with its interval);
+- the speedup itself: the step with the new loader against the step as it is, both drawing real
+  batches (interleaved rounds). Each of the new loader's timed blocks starts a fresh epoch, which
+  drops what its workers made while the step as it is was timed, and whose first batch is drawn
+  before the block is timed (``BatchSource.use``: a block starts as deep in an epoch does, one
+  batch ready); blocks last at least ten of the old loader's batches, so that a pipeline that
+  cannot keep up shows its own pace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jupyter_gpu.host.cpus import dataloader_workers
+from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.measure import compare, fmt_seconds
+
+from .batches import LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
+from .evidence import SMALL_SHARE
+from .fixes import Fix
+
+if TYPE_CHECKING:
+    from .evidence import Evidence
+    from .session import Session
+
+PREFETCH = 4
+#: A timed block of the loader comparison lasts at least this many of the old loader's batches.
+BLOCK_BATCHES = 10
+
+
+def new_settings(loader: Any, *, cuda: bool, workers: int) -> dict[str, Any]:
+    """The worker settings the new loader gets (see the module doc)."""
+    return {
+        "num_workers": workers,
+        "pin_memory": bool(cuda or loader.pin_memory),
+        "persistent_workers": workers > 0,
+        "prefetch_factor": PREFETCH if workers > 0 else None,
+    }
+
+
+class Loader(Fix):
+    """A new DataLoader with workers, pinned memory, persistent workers and prefetching."""
+
+    name = "input pipeline"
+    family = "loader"
+    key = "loader"
+    order = 5
+    source = "the step with the new loader against the step as it is, both drawing real batches"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = dataloader_workers() if workers is None else workers
+        self.new: Any = None
+        self.alone: tuple[LoaderAlone, LoaderAlone] | None = None
+
+    def explain_skip(self, s: Session, ev: Evidence) -> str | None:
+        """Why not on this step (``None``: try it)."""
+        t = s.target
+        loader_s = float(getattr(ev.analysis, "loader_s", 0.0) or 0.0)
+        if t.loader is None:
+            if loader_s > 0:
+                return (
+                    f"a DataLoader's __next__ took {fmt_pct(ev.loader_share)} of the profiled "
+                    "steps, but %tune was not told where the step draws its batches: pass "
+                    "--batches NAME (the iterator it calls next() on) or --loader NAME"
+                )
+            return "the step draws no batches from a DataLoader that %tune was told about"
+        if t.loader_note:
+            return f"the loader reads {t.loader_note}"
+        if ev.window_s > 0 and ev.loader_share < SMALL_SHARE:
+            return (
+                f"the DataLoader's __next__ took {fmt_pct(ev.loader_share)} of the profiled "
+                "steps: the step does not wait on its batches"
+            )
+        wanted = new_settings(t.loader, cuda=t.cuda, workers=self.workers)
+        now = worker_settings(t.loader)
+        budget = ev.cpus.describe() if ev.cpus is not None else "its CPUs"
+        if self.workers <= now["num_workers"] and (now["pin_memory"] or not wanted["pin_memory"]):
+            if self.workers == 0 and now["num_workers"] == 0:
+                return (
+                    f"this kernel may use {budget}: a worker would take turns with the "
+                    "training process on it"
+                )
+            return (
+                f"the loader has {now['num_workers']} workers already (the quota allows "
+                f"{self.workers}: {budget} less one for the training process)"
+                + (", pinned" if now["pin_memory"] else "")
+            )
+        return None
+
+    def prepare(self, s: Session) -> None:
+        if self.new is None:
+            t = s.target
+            self.new = rebuilt(
+                t.loader, **new_settings(t.loader, cuda=t.cuda, workers=self.workers)
+            )
+
+    def measure_more(self, s: Session) -> list[str]:
+        """The loader alone (as it is and new) and the step on a fixed batch."""
+        t = s.target
+        base_alone = time_loader(s.base_loader)
+        new_alone = time_loader(self.new)
+        self.alone = (base_alone, new_alone)
+        lines = [
+            f"the loader alone (no step): as it is, {fmt_seconds(base_alone.per_batch_s)} a batch "
+            f"(first {fmt_seconds(base_alone.first_s)}); with {self.workers} worker(s), "
+            f"{fmt_seconds(new_alone.per_batch_s)} a batch (first "
+            f"{fmt_seconds(new_alone.first_s)}), over {new_alone.batches} batches each"
+        ]
+        if s.source is not None:
+            s.reset()
+            with s.as_is():
+                s.source.restart()
+                fixed = s.source.peek()
+            base = s.variant([])
+
+            @contextlib.contextmanager
+            def one_batch() -> Iterator[None]:
+                with s.as_is():
+                    assert s.source is not None
+                    s.source.use_fixed(fixed)
+                    yield
+
+            from jupyter_gpu.measure import Variant
+
+            # A loader without workers has no pipeline to time over long blocks: each call
+            # reads its batch itself, so one call a block times it whole.
+            piped = bool(s.base_loader.num_workers)
+            comparison = compare(
+                {"as is": base, "one fixed batch": Variant(s.step, one_batch)},
+                device=t.device,
+                warmup=1,
+                target_s=1.0,
+                block_s=(self.block_s(s) or 0.01) if piped else 0.01,
+                on_round=s.progress.on_round,
+            )
+            ratio = comparison.ratio("one fixed batch")
+            lines.append(
+                "the step on one fixed batch (no loading) against the step as it is: "
+                f"{ratio.describe()}: the most any loader can give this step"
+            )
+        return lines
+
+    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
+        """Ten of the old loader's batches a block, plus the loaders alone and one fixed batch.
+
+        A batch of the old loader takes its measured share of a step; each loader alone about
+        a second; the step on one fixed batch 8 rounds.
+        """
+        block = max(0.01, BLOCK_BATCHES * ev.loader_share * ev.step_s)
+        return 2.0 + 16 * block + max(seconds, 2 * rounds * block) + 8 * ev.step_s
+
+    def block_s(self, s: Session) -> float | None:
+        if self.alone is None:
+            return None
+        return max(0.01, BLOCK_BATCHES * self.alone[0].per_batch_s)
+
+    @contextlib.contextmanager
+    def applied(self, s: Session) -> Iterator[None]:
+        t = s.target
+        if s.source is not None:
+            s.source.use(self.new)
+        elif t.loader_name is not None:
+            s.bind(t.loader_name, self.new)
+        yield
+
+    def code(self, s: Session) -> list[str]:
+        t = s.target
+        old = t.loader
+        name = t.loader_name or "loader"
+        dataset = _name_of(s.user_ns, old.dataset) or f"{name}.dataset"
+        args = [dataset]
+        if old.batch_size is not None:
+            args.append(f"batch_size={old.batch_size}")
+            sampler = type(old.sampler).__name__
+            if sampler == "RandomSampler":
+                args.append("shuffle=True")
+            elif sampler != "SequentialSampler":
+                args.append(f"sampler={_name_of(s.user_ns, old.sampler) or name + '.sampler'}")
+            if old.drop_last:
+                args.append("drop_last=True")
+        elif old.batch_sampler is not None:
+            args.append(
+                f"batch_sampler={_name_of(s.user_ns, old.batch_sampler) or name + '.batch_sampler'}"
+            )
+        default_collate = getattr(old.collate_fn, "__name__", "") == "default_collate"
+        if not default_collate:
+            args.append(f"collate_fn={_name_of(s.user_ns, old.collate_fn) or name + '.collate_fn'}")
+        settings = new_settings(old, cuda=t.cuda, workers=self.workers)
+        args += [f"{k}={v!r}" for k, v in settings.items() if v is not None]
+        lines = [
+            f"{name} = torch.utils.data.DataLoader({', '.join(args)})  # workers: "
+            f"{self.workers} = this kernel's CPUs less one"
+        ]
+        if t.batches_name:
+            lines.append(
+                f"{t.batches_name} = itertools.chain.from_iterable(itertools.repeat({name}))"
+                "  # endless, epoch after epoch (import itertools)"
+            )
+        if t.cuda:
+            lines.append("# in the step: x.to(device, non_blocking=True) (pinned memory)")
+        return lines
+
+    def apply(self, s: Session) -> str:
+        import itertools
+
+        t = s.target
+        # A loader of its own for the notebook: the one measured is shut down with the rest.
+        new = rebuilt(t.loader, **new_settings(t.loader, cuda=t.cuda, workers=self.workers))
+        done = []
+        if t.loader_name is not None:
+            s.user_ns[t.loader_name] = new
+            done.append(f"{t.loader_name} is a new DataLoader")
+        if t.batches_name is not None:
+            s.user_ns[t.batches_name] = itertools.chain.from_iterable(itertools.repeat(new))
+            done.append(f"{t.batches_name} draws from it, epoch after epoch")
+        settings = ", ".join(f"{k}={v}" for k, v in worker_settings(new).items() if v)
+        return "; ".join(done) + f" ({settings})"
+
+    def release(self, s: Session) -> None:
+        if self.new is not None:
+            shut_down(self.new)
+            self.new = None
+
+
+def _name_of(user_ns: dict[str, Any], obj: Any) -> str | None:
+    """The notebook's name for ``obj`` (for the pasted code), if it has one."""
+    for name, value in user_ns.items():
+        if value is obj and not name.startswith("_") and name.isidentifier():
+            return name
+    return None

@@ -1,0 +1,358 @@
+"""``%tune "step()"``: the fixes for a training step, each tried and measured, ranked, with code.
+
+The flow: read and check the line (``target.py``; a ``UsageError`` changes nothing); open the
+repeated runs (``session.py``: they refuse before any run when the step changes what cannot be
+put back); measure the step as it is (``baseline.py``); decide what to try (``plan.py``); try
+each fix against the step as it is (``trial.py``), within the budget; measure the kept fixes
+together; put everything back; then ``--apply`` and the report (``report.py``). Ctrl-C stops
+the runs, puts everything back and reports what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import line_magic, magics_class
+
+from jupyter_gpu.magics.common.args import (
+    ShellMagics,
+    argument,
+    magic_arguments,
+    output_options,
+    parse,
+)
+from jupyter_gpu.magics.common.lazy_torch import torch_module
+
+from . import mfu
+from .baseline import measure_baseline
+from .budget import DEFAULT_S, Budget, describe_s, parse_budget
+from .compile import Compile
+from .fixes import Fix, NotApplied
+from .plan import Planned, make_plan, selection
+from .progress import Progress
+from .report import show_report
+from .results import FixResult, NotTried, StepProfile, TuneResult
+from .session import Session
+from .suggest import suggestions
+from .target import read_target
+from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
+
+#: Share of the budget kept for measuring the kept fixes together.
+STACK_RESERVE = 0.15
+
+
+def _budget(text: str) -> float:
+    return parse_budget(text)
+
+
+@magics_class
+class TuneMagics(ShellMagics):
+    """``%tune``."""
+
+    @magic_arguments()
+    @argument("step", nargs="*", help='the training step, one expression in quotes: "step()"')
+    @argument("--model", metavar="NAME", help="the model the step trains (required)")
+    @argument("--optimizer", metavar="NAME", help="the optimizer it steps")
+    @argument("--loader", metavar="NAME", help="the DataLoader its batches come from")
+    @argument(
+        "--batches", metavar="NAME", help="the iterator the step draws batches from with next()"
+    )
+    @argument(
+        "--batch",
+        metavar="NAME",
+        help="the variable holding the batch size: a larger batch is tried (per sample), then "
+        "suggested",
+    )
+    @argument(
+        "--budget",
+        type=_budget,
+        default=DEFAULT_S,
+        metavar="TIME",
+        help="how long it may take: 5m, 90s, 1m30s (default 5m)",
+    )
+    @argument(
+        "--only",
+        metavar="FIXES",
+        help="try only these: loader, precision (tf32, autocast), optimizer, conv "
+        "(channels_last, cudnn), threads, batch, compile",
+    )
+    @argument("--skip", metavar="FIXES", help="do not try these (same words as --only)")
+    @argument("--apply", action="store_true", help="apply the kept fixes in place afterwards")
+    @output_options()
+    @line_magic
+    def tune(self, line: str) -> TuneResult | None:
+        """Try the fixes for a training step on it, measure each, rank them, give the code.
+
+        %tune "train_step()" --model model --optimizer opt [--batches NAME] [--loader NAME]
+        [--batch NAME] [--budget 5m] [--only ...] [--skip ...] [--apply] [-o] [-q]
+
+        Measures the step as it is (its steady time with a 95 % interval; a profile of steady
+        steps: GPU idle and why, the DataLoader's share, syncs and their lines; memory; model
+        FLOPs and MFU), then tries each fix that the profile says can help: the input pipeline
+        (a DataLoader with workers from this kernel's CPU quota, pinned memory, persistent
+        workers, prefetching), TF32, bf16 autocast (fp16 where bf16 is not computed), the
+        optimizer fused (or foreach), channels_last and cudnn.benchmark for convolutions, CPU
+        threads, torch.compile (default; reduce-overhead where the step is launch-bound;
+        max-autotune-no-cudagraphs where the budget allows). Each fix is timed against the step
+        as it is in interleaved rounds (a speedup with its interval), from the same start (the
+        loss after one update compared; on CUDA the first step's peak memory). Kept: measurably
+        faster, loss within 2 %. Then the kept fixes together, beside the product of their
+        parts. A fix not tried gets one line saying why.
+
+        Between and after the runs everything is put back (the model, the optimizer, the tensors
+        and state the step reaches, the RNG, process-wide settings; --batches NAME and --loader
+        NAME as they were). A step that draws batches with next(NAME) is fed by %tune's own
+        iterator over the loader being measured: pass --batches NAME. --loader NAME alone: the
+        step iterates NAME itself, which is rebound to each new loader.
+
+        Suggested, not applied (they need the code changed): hand-written attention ->
+        scaled_dot_product_attention, host syncs with their lines, a larger batch from the free
+        memory (with --batch NAME tried first: its figure per sample), torch.compile's graph
+        breaks and recompiles. --apply applies the kept fixes that
+        can be applied in place and says what it did. Ctrl-C stops, puts everything back and
+        reports what was measured. -o returns the result (fixes ranked best first).
+        """
+        try:
+            args = parse(TuneMagics.tune, line)
+        except UsageError:
+            raise
+        try:
+            chosen = selection(args.only, args.skip)
+        except argparse.ArgumentTypeError as err:
+            raise UsageError(str(err)) from None
+        torch = torch_module()
+        target = read_target(self.shell, args, torch)
+        budget = Budget(args.budget)
+        progress = Progress(self.shell, 3, budget, quiet=args.quiet)
+        session = Session(self.shell, target, torch, budget, progress)
+        result = TuneResult(target.expr, target.device, budget_s=args.budget)
+        try:
+            session.open()  # UsageError here: nothing ran, the names are as they were
+        except BaseException:
+            progress.close()
+            raise
+        stacked = self._run(session, result, chosen, args)
+        if args.apply and not result.interrupted:
+            result.applied = _apply(session, stacked)
+        result.elapsed_s = budget.elapsed_s()
+        if not args.quiet:
+            show_report(result)
+        return result if args.output else None
+
+    # -------------------------------------------------------------------------- flow
+
+    def _run(
+        self, s: Session, result: TuneResult, chosen: set[str], args: argparse.Namespace
+    ) -> list[Fix]:
+        """Measure, plan, try, stack; always put everything back. The fixes stacked."""
+        planned: list[Planned] = []
+        stacked: list[Fix] = []
+        failure: BaseException | None = None
+        assert s.runs is not None
+        try:
+            with s.runs.recording():
+                s.progress.stage("measuring the step as it is")
+                try:
+                    s.evidence = measure_baseline(s, timing_s=min(1.0, s.budget.seconds / 20))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as err:  # noqa: BLE001  # the user's step failed: say so
+                    failure = err
+                if s.evidence is not None:
+                    s.progress.step()
+                    planned = make_plan(s, s.evidence, chosen)
+                    stacked = self._try_all(s, result, planned)
+        except KeyboardInterrupt:
+            result.interrupted = True
+            tried = {f.name for f in result.fixes} | {n.name for n in result.not_tried}
+            for p in planned:
+                if p.why_not is None and p.fix.name not in tried:
+                    result.not_tried.append(
+                        NotTried(p.fix.name, "not reached: stopped by Ctrl-C", reason="interrupted")
+                    )
+            stacked = []
+        finally:
+            for p in planned:
+                p.fix.release(s)
+            result.restored = s.finish()
+            s.close()
+            s.progress.close()
+        if failure is not None:
+            raise UsageError(
+                f"{s.target.expr} failed as it is, before any fix "
+                f"({type(failure).__name__}: {str(failure)[:300]}): run it in a cell to see the "
+                "traceback, fix it, then %tune it. Everything it changed was put back."
+            )
+        self._finish(s, result, planned, stacked, args)
+        return stacked
+
+    def _try_all(self, s: Session, result: TuneResult, planned: list[Planned]) -> list[Fix]:
+        """Try each fix the plan allows within the budget, then the kept ones together."""
+        to_try = [p.fix for p in planned if p.why_not is None]
+        for p in planned:
+            if p.why_not is not None:
+                result.not_tried.append(NotTried(p.fix.name, p.why_not, p.fix.needs_gpu))
+        s.progress.grow(1 + len(to_try) + 1)
+        reserve = STACK_RESERVE * s.budget.seconds
+        default_compile_s: float | None = None
+        measured: dict[str, Fix] = {}
+        for index, fix in enumerate(to_try):
+            left = s.budget.left_s() - reserve
+            seconds = timing_s(s, len(to_try) - index)
+            why = _budget_note(fix, left, seconds, s, default_compile_s)
+            if why is not None:
+                result.not_tried.append(NotTried(fix.name, why, fix.needs_gpu, reason="budget"))
+                s.progress.step()
+                continue
+            s.progress.stage(f"trying {fix.name}")
+            outcome = try_fix(s, fix, seconds=seconds)
+            result.fixes.append(outcome)
+            measured[fix.name] = fix
+            if isinstance(fix, Compile) and fix.mode == "default":
+                default_compile_s = fix.compile_s
+            s.progress.step()
+        stacked = _to_stack(result.fixes, measured)
+        if len(stacked) == 1:
+            only = next(f for f in result.fixes if f.name == stacked[0].name)
+            result.stack = _single_stack(only)
+        elif stacked:
+            s.progress.stage("the kept fixes together")
+            kept = [f for f in result.fixes if f.name in {x.name for x in stacked}]
+            result.stack = try_stack(s, stacked, kept, seconds=timing_s(s, 0))
+            s.progress.step()
+        return stacked
+
+    def _finish(
+        self,
+        s: Session,
+        result: TuneResult,
+        planned: list[Planned],
+        stacked: list[Fix],
+        args: argparse.Namespace,
+    ) -> None:
+        """Rank the fixes, write the code cell, the suggestions and the profile's summary."""
+        result.fixes.sort(key=lambda f: (not f.kept, f.speedup is None, -(f.speedup or 0.0)))
+        ev = s.evidence
+        lines: list[str] = []
+        for fix in stacked:
+            lines += fix.code(s)
+        if lines:
+            together = (
+                f" (measured together: {result.stack.ratio.describe()})"
+                if result.stack is not None and result.stack.ratio is not None
+                else ""
+            )
+            result.code = "\n".join(
+                [f"# the fixes %tune kept for {s.target.expr}{together}", *lines]
+            )
+        if ev is None:
+            return
+        reports = {f.mode: f.report for p in planned if isinstance((f := p.fix), Compile)}
+        tried_batch = next((f for f in result.fixes if f.family == "batch"), None)
+        result.suggestions = suggestions(
+            ev, s.target.model, s.target.batch_name, reports, tried_batch
+        )
+        result.profile = _profile(ev, result, stacked)
+
+
+def _budget_note(
+    fix: Fix, left_s: float, seconds: float, s: Session, default_compile_s: float | None
+) -> str | None:
+    """Why ``fix`` does not fit in the budget left (``None``: it does)."""
+    if isinstance(fix, Compile):
+        return fix.budget_note(left_s, default_compile_s)
+    assert s.evidence is not None
+    need = fix.cost_s(s.evidence, seconds, MIN_ROUNDS)
+    if left_s < need:
+        return (
+            f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "
+            f"{describe_s(need)} its comparison needs"
+        )
+    return None
+
+
+def _to_stack(fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
+    """The kept fixes to stack: all kept ones, but only the best compile mode."""
+    kept = [f for f in fixes if f.kept and f.name in measured]
+    compiles = [f for f in kept if f.family == "compile"]
+    best_compile = max(compiles, key=lambda f: f.speedup or 0.0) if compiles else None
+    chosen = [f for f in kept if f.family != "compile" or f is best_compile]
+    return sorted((measured[f.name] for f in chosen), key=lambda fix: fix.order)
+
+
+def _single_stack(only: FixResult) -> Any:
+    from .results import StackResult
+
+    return StackResult(
+        (only.name,),
+        only.ratio,
+        only.speedup or 1.0,
+        memory_delta_bytes=only.memory_delta_bytes,
+        loss_delta=only.loss_delta,
+    )
+
+
+def _apply(s: Session, stacked: list[Fix]) -> list[str]:
+    """Apply the stacked fixes in place, in stack order; a sentence for each."""
+    done = []
+    for fix in stacked:
+        try:
+            done.append(f"applied {fix.name}: {fix.apply(s)}")
+        except NotApplied as why:
+            done.append(f"not applied {fix.name}: {why}")
+    return done
+
+
+def _profile(ev: Any, result: TuneResult, stacked: list[Fix]) -> StepProfile:
+    a = ev.analysis
+    rows = list(getattr(a, "rows", []) or [])
+    if ev.cuda:
+        ranked = sorted((r for r in rows if r.on_gpu), key=lambda r: -r.self_gpu_s)
+        top = [(r.name, r.self_gpu_s / max(1, a.steps)) for r in ranked[:3]]
+    else:
+        ranked = sorted((r for r in rows if not r.on_gpu), key=lambda r: -r.self_cpu_s)
+        top = [(r.name, r.self_cpu_s / max(1, a.steps)) for r in ranked[:3]]
+    flops = ev.flops_per_step
+    before = mfu.mfu(flops / ev.step_s if flops else None, ev.gpu_name, ev.matmul_dtype_now())
+    after = None
+    stack = result.stack
+    step_after = stack.step_s if stack is not None else None
+    if stack is not None and stack.ratio is not None and step_after is None:
+        step_after = ev.step_s / stack.ratio.value
+    if step_after:
+        after = mfu.mfu(
+            flops / step_after if flops else None, ev.gpu_name, _dtype_after(ev, stacked)
+        )
+    return StepProfile(
+        step_s=ev.step_s,
+        step_interval_s=ev.step_interval(),
+        rounds=ev.step.runs,
+        steps_profiled=a.steps if a is not None else 0,
+        gpu_idle_fraction=ev.gpu_idle,
+        idle_split=a.idle_split() if a is not None and ev.cuda else "",
+        loader_share=ev.loader_share,
+        sync_count=ev.sync_count,
+        sync_share=ev.sync_share,
+        sync_places=dict(ev.sync_places),
+        top_ops=top,
+        peak_bytes=ev.first.peak_bytes,
+        free_bytes=ev.free_bytes,
+        flops_per_step=flops,
+        flops_note=ev.flops_note,
+        mfu_before=before,
+        mfu_after=after,
+        analysis=a,
+    )
+
+
+def _dtype_after(ev: Any, stacked: list[Fix]) -> str:
+    from .precision import Autocast, Tf32
+
+    for fix in stacked:
+        if isinstance(fix, Autocast):
+            return fix.dtype
+    if any(isinstance(f, Tf32) for f in stacked):
+        return "tf32"
+    return str(ev.matmul_dtype_now())

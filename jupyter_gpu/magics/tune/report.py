@@ -1,0 +1,268 @@
+"""The report of ``%tune``: the step as it was, the ranked fixes, the stack, the code, the rest.
+
+Text for a terminal, HTML for a notebook, and a plotly waterfall of the stack (plotly's own
+mimetype, drawn without a CDN; a small SVG as its HTML fallback), as the other magics do.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from jupyter_gpu.magics.common.lazy_torch import describe_device
+from jupyter_gpu.magics.common.render import (
+    Cell,
+    Table,
+    fmt_bytes,
+    fmt_pct,
+    html_block,
+    html_note,
+    html_pre,
+    publish,
+    publish_figure,
+)
+from jupyter_gpu.measure import fmt_seconds
+
+from . import mfu
+from .budget import describe_s
+from .results import DEFAULT_SOURCE, StackResult, StepProfile, TuneResult
+from .trial import LOSS_RTOL, memory_text
+
+METHOD = (
+    "How each speedup was measured: the step as it is and the step with the fix, timed in "
+    "interleaved rounds (blocks of calls, the order alternating; CUDA events on a GPU, "
+    "perf_counter on a CPU); the median of the rounds' paired ratios, with its 95 % interval; "
+    "'no measurable difference' when the interval holds 1.0. Each fix starts from the same state "
+    "as the step as it was: the loss after one update is compared (kept only within "
+    f"{LOSS_RTOL:.0%}), and on CUDA the first step's allocator peak."
+)
+
+
+def fixes_table(result: TuneResult) -> Table:
+    """One row per fix tried, best first."""
+    table = Table(
+        headers=["#", "fix", "speedup", "95 % interval", "memory", "loss change", "kept"],
+        numeric=[True, False, True, True, True, True, False],
+        title=f"%tune {result.expr}: the fixes tried, best first",
+    )
+    for rank, fix in enumerate(result.fixes, 1):
+        if fix.speedup is None or fix.interval is None:
+            table.rows.append([str(rank), fix.name, "failed", "", "", "", fix.verdict[:80]])
+            continue
+        low, high = fix.interval
+        loss = "n/a" if fix.loss_delta is None else f"{fix.loss_delta:+.3g}"
+        table.rows.append(
+            [
+                str(rank),
+                fix.name,
+                Cell(f"{fix.speedup:.3g}x", fix.speedup),
+                Cell(f"{low:.3g}-{high:.3g}x", low),
+                Cell(memory_text(fix.memory_delta_bytes), fix.memory_delta_bytes),
+                Cell(loss, fix.loss_delta),
+                "yes" if fix.kept else fix.verdict.removeprefix("not kept: "),
+            ]
+        )
+    return table
+
+
+def profile_lines(p: StepProfile, device: str) -> list[str]:
+    """What the step as it was measured, a line each."""
+    lines = [f"the step as it is: {p.describe()}"]
+    where = []
+    if p.gpu_idle_fraction is not None:
+        split = f" ({p.idle_split})" if p.idle_split else ""
+        where.append(f"GPU idle {fmt_pct(p.gpu_idle_fraction)}{split}")
+    if p.loader_share > 0:
+        where.append(f"DataLoader {fmt_pct(p.loader_share)}")
+    if p.sync_count:
+        where.append(f"{p.sync_count} device sync(s), blocked {fmt_pct(p.sync_share)}")
+    if where:
+        lines.append(f"over {p.steps_profiled} profiled steps: " + "; ".join(where))
+    if p.top_ops:
+        what = "kernels" if device == "cuda" else "CPU ops (self time)"
+        tops = ", ".join(f"{name[:50]} {fmt_seconds(s)}" for name, s in p.top_ops)
+        lines.append(f"top {what} a profiled step (the profiler slows the ops it records): {tops}")
+    if p.peak_bytes is not None:
+        free = f", {fmt_bytes(p.free_bytes)} free" if p.free_bytes is not None else ""
+        lines.append(f"the first step's peak: {fmt_bytes(p.peak_bytes)} above its start{free}")
+    if p.flops_per_step:
+        lines.append(
+            f"model FLOPs: {p.flops_per_step / 1e9:.3g} GFLOP a step ({p.flops_note}); "
+            + mfu.describe(p.mfu_before, "as counted above")
+        )
+    return lines
+
+
+def stack_line(stack: StackResult, p: StepProfile | None) -> str:
+    """The kept fixes together: the measured speedup beside the product of the parts."""
+    names = " + ".join(stack.names)
+    if stack.ratio is None:
+        return f"the kept fixes together ({names}) failed: {stack.error}"
+    if len(stack.names) == 1:
+        head = f"one fix kept ({names}): {stack.ratio.describe()}"
+    else:
+        head = (
+            f"the kept fixes together ({names}): {stack.ratio.describe()}, beside "
+            f"{stack.product:.3g}x, the product of their own speedups"
+        )
+    if p is not None and p.mfu_after is not None and mfu.percent(p.mfu_after) != "n/a":
+        head += f"; MFU {mfu.percent(p.mfu_before)} -> {mfu.percent(p.mfu_after)}"
+    return head
+
+
+def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
+    """The plotly waterfall of the stack (ms per step) and its SVG fallback, or ``None``."""
+    p, stack = result.profile, result.stack
+    if p is None or stack is None or stack.ratio is None:
+        return None
+    kept = [f for f in result.fixes if f.name in stack.names and f.speedup]
+    base_ms = p.step_s * 1e3
+    x, y, measure, text = ["as it is"], [base_ms], ["absolute"], [f"{base_ms:.3g} ms"]
+    now = base_ms
+    for fix in kept:
+        after = now / (fix.speedup or 1.0)
+        x.append(fix.name)
+        y.append(after - now)
+        measure.append("relative")
+        text.append(f"{fix.speedup:.3g}x alone")
+        now = after
+    together = base_ms / stack.ratio.value
+    x.append("together (measured)")
+    y.append(together)
+    measure.append("absolute")
+    text.append(f"{together:.3g} ms, {stack.ratio.value:.3g}x")
+    figure = {
+        "data": [
+            {
+                "type": "waterfall",
+                "x": x,
+                "y": [round(v, 6) for v in y],
+                "measure": measure,
+                "text": text,
+                "textposition": "outside",
+                "connector": {"line": {"color": "#999"}},
+            }
+        ],
+        "layout": {
+            "title": {
+                "text": "Step time: each kept fix's own speedup in turn, then all of them measured"
+            },
+            "yaxis": {"title": {"text": "ms per step"}, "rangemode": "tozero"},
+            "height": 360,
+            "margin": {"l": 60, "r": 20, "t": 50, "b": 80},
+            "showlegend": False,
+        },
+        "config": {"displaylogo": False},
+    }
+    return figure, _waterfall_svg(x, y, measure)
+
+
+def _waterfall_svg(x: list[str], y: list[float], measure: list[str]) -> str:
+    """A small static sketch of the waterfall for the HTML fallback."""
+    levels: list[tuple[float, float]] = []
+    now = 0.0
+    for value, kind in zip(y, measure, strict=True):
+        if kind == "absolute":
+            levels.append((0.0, value))
+            now = value
+        else:
+            levels.append((now + value, now))
+            now += value
+    top = max(max(a, b) for a, b in levels) or 1.0
+    width, height, bar = 720, 200, 720 // max(1, len(x))
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 30}">']
+    for i, ((low, high), label) in enumerate(zip(levels, x, strict=True)):
+        y0 = height - max(low, high) / top * height
+        h = max(1.0, abs(high - low) / top * height)
+        colour = "#1f77b4" if measure[i] == "absolute" else "#2ca02c"
+        parts.append(
+            f'<rect x="{i * bar + 4}" y="{y0:.1f}" width="{bar - 8}" height="{h:.1f}" '
+            f'fill="{colour}"><title>{html.escape(label)}</title></rect>'
+            f'<text x="{i * bar + 4}" y="{height + 14}" font-size="10">'
+            f"{html.escape(label[:18])}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def show_report(result: TuneResult) -> None:
+    """Display the whole report (text and HTML), then the waterfall."""
+    text: list[str] = []
+    parts: list[str] = []
+    head = (
+        f"%tune {result.expr} on {describe_device(result.device)}, in "
+        f"{describe_s(result.elapsed_s)} of a {describe_s(result.budget_s)} budget"
+    )
+    text.append(head)
+    parts.append(f"<p><b>{html.escape(head)}</b></p>")
+    if result.interrupted:
+        note = "Stopped by Ctrl-C: everything was put back; below is what was measured before."
+        text.append(note)
+        parts.append(html_note(note, warn=True))
+    if result.profile is not None:
+        lines = profile_lines(result.profile, result.device)
+        text += lines
+        parts += [html_note(line) for line in lines]
+    if result.fixes:
+        table = fixes_table(result)
+        text.append(table.text())
+        parts.append(table.html())
+        for fix in result.fixes:
+            source = [] if fix.source in ("", DEFAULT_SOURCE) else [f"the figure: {fix.source}"]
+            for line in (*source, *fix.notes):
+                text.append(f"  {fix.name}: {line}")
+                parts.append(html_note(f"{fix.name}: {line}"))
+            if fix.loss_note and fix.kept:
+                text.append(f"  {fix.name}: loss {fix.loss_note}")
+                parts.append(html_note(f"{fix.name}: loss {fix.loss_note}"))
+    if result.stack is not None:
+        line = stack_line(result.stack, result.profile)
+        text.append(line)
+        parts.append(f"<p><b>{html.escape(line)}</b></p>")
+    elif result.fixes:
+        line = "no fix was kept: none was measurably faster with the loss within tolerance"
+        text.append(line)
+        parts.append(html_note(line))
+    if result.code:
+        text += ["the code to paste (a cell):", result.code]
+        parts += [html_note("the code to paste (a cell):"), html_pre(result.code)]
+    for line in result.applied:
+        text.append(line)
+        parts.append(html_note(line))
+    if result.not_tried:
+        text.append("not tried:")
+        parts.append(html_note("not tried:"))
+        for item in result.not_tried:
+            gpu = (
+                " (needs a GPU)"
+                if item.needs_gpu and result.device != "cuda" and "GPU" not in item.why
+                else ""
+            )
+            line = f"  {item.name}: {item.why}{gpu}"
+            text.append(line)
+            parts.append(html_note(line.strip()))
+    if result.suggestions:
+        text.append("suggested (these need the code changed; not applied):")
+        parts.append(html_note("suggested (these need the code changed; not applied):"))
+        for s in result.suggestions:
+            line = f"  {s.name}: {s.text}" + (f" [{s.where}]" if s.where else "")
+            text.append(line)
+            parts.append(html_note(line.strip()))
+    if result.restored is not None:
+        text.append(result.restored.line)
+        parts.append(html_note(result.restored.line))
+    text.append(METHOD)
+    parts.append(html_note(METHOD))
+    publish("\n".join(text), html_block(parts))
+    drawn = waterfall(result)
+    if drawn is not None:
+        figure, svg = drawn
+        stack = result.stack
+        assert stack is not None
+        assert stack.ratio is not None
+        publish_figure(
+            figure,
+            svg,
+            f"waterfall: {fmt_seconds(result.profile.step_s if result.profile else None)} a step "
+            f"as it was, {stack.ratio.value:.3g}x faster with the kept fixes together",
+        )

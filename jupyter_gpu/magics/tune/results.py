@@ -1,0 +1,170 @@
+"""What ``%tune -o`` returns, and what its report shows (seconds, bytes, ratios).
+
+``fixes`` are ranked best first (the kept ones, then the others, each by measured speedup; fixes
+that failed last); each
+has ``name``, ``speedup``, ``interval``, ``memory_delta_bytes``, ``loss_delta``, ``kept`` and
+``code``. ``speedup`` is the kept fixes measured together against the step as it was (``None``
+when no fix was kept), and ``profile`` what the step as it was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.measure import Ratio, fmt_seconds
+
+#: Whose figure a fix's speedup is, unless the fix says otherwise.
+DEFAULT_SOURCE = "the step with the fix against the step as it is"
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """One fix tried: its measured speedup against the step as it is, and what else changed.
+
+    ``speedup``/``interval``: the median of the rounds' paired ratios and its 95 % interval
+    (above 1: faster); ``memory_delta_bytes``: its first step's allocator peak minus the step's
+    as it was (CUDA; ``None`` on CPU); ``loss_delta``: the loss after one update minus the
+    original's, from the same start (``None`` where not compared: ``loss_note`` says why);
+    ``kept``: measurably faster and the loss within tolerance; ``verdict`` says which.
+    """
+
+    name: str
+    family: str
+    speedup: float | None
+    interval: tuple[float, float] | None
+    memory_delta_bytes: int | None
+    loss_delta: float | None
+    kept: bool
+    code: str
+    verdict: str
+    ratio: Ratio | None = field(default=None, repr=False)
+    #: Whose figure the speedup is ("the step with the new loader against the step as it is").
+    source: str = ""
+    #: The first step's seconds (a compile's time shows here), beside the step as it was.
+    first_step_s: float | None = None
+    loss_note: str = ""
+    notes: tuple[str, ...] = ()
+    error: str = ""
+
+    def describe(self) -> str:
+        """``bf16 autocast: 1.84x faster (1.79-1.90x; 95 % interval, 12 rounds), kept``."""
+        figure = self.ratio.describe() if self.ratio is not None else self.error or "not timed"
+        return f"{self.name}: {figure}; {self.verdict}"
+
+
+@dataclass(frozen=True)
+class NotTried:
+    """A fix not tried, and the one line that says why (``needs_gpu``: it needs a CUDA GPU)."""
+
+    name: str
+    why: str
+    needs_gpu: bool = False
+    #: ``budget``: not reached before the budget ran out; ``interrupted``: Ctrl-C came first.
+    reason: str = "not applicable"
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A change that needs the user's code changed: not applied, with what it could remove.
+
+    ``share``: the measured share of the step it concerns (``None`` where none is measured,
+    e.g. a graph break); ``where``: the line or op it concerns.
+    """
+
+    name: str
+    text: str
+    share: float | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class StackResult:
+    """The kept fixes together, measured against the step as it was."""
+
+    names: tuple[str, ...]
+    ratio: Ratio | None
+    #: The product of the fixes' own speedups: what they would give if they did not interact.
+    product: float
+    memory_delta_bytes: int | None = None
+    loss_delta: float | None = None
+    step_s: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """The step as it was: its time, where the time went, its memory, its model FLOPs.
+
+    Seconds, bytes, FLOPs; shares are fractions of the profiled steps. ``analysis`` is
+    ``%%profile``'s analysis of them (rows, idle split, syncs), ``mfu_before``/``mfu_after``
+    the data-sheet MFU (``jupyter_gpu.measure.peaks``) where it can be counted.
+    """
+
+    step_s: float
+    step_interval_s: tuple[float, float]
+    rounds: int
+    steps_profiled: int
+    gpu_idle_fraction: float | None
+    idle_split: str
+    loader_share: float
+    sync_count: int
+    sync_share: float
+    sync_places: dict[str, int]
+    top_ops: list[tuple[str, float]]
+    peak_bytes: int | None
+    free_bytes: int | None
+    flops_per_step: float | None
+    flops_note: str
+    mfu_before: Any = None
+    mfu_after: Any = None
+    analysis: Any = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        low, high = self.step_interval_s
+        return (
+            f"{fmt_seconds(self.step_s)} a step ({fmt_seconds(low)}-{fmt_seconds(high)}, 95 % "
+            f"interval, {self.rounds} rounds)"
+        )
+
+
+@dataclass
+class TuneResult:
+    """What ``%tune -o`` returns (see the module doc)."""
+
+    expr: str
+    device: str
+    fixes: list[FixResult] = field(default_factory=list)
+    not_tried: list[NotTried] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
+    stack: StackResult | None = None
+    profile: StepProfile | None = None
+    restored: Restored | None = None
+    #: The cell of code that applies the kept fixes.
+    code: str = ""
+    #: What ``--apply`` did, one sentence per fix (and what it could not apply).
+    applied: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    elapsed_s: float = 0.0
+    budget_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        """The kept fixes together against the step as it was (``None``: none kept or timed)."""
+        if self.stack is None or self.stack.ratio is None:
+            return None
+        return self.stack.ratio.value
+
+    @property
+    def kept(self) -> list[FixResult]:
+        return [f for f in self.fixes if f.kept]
+
+    def __repr__(self) -> str:
+        best = self.fixes[0].describe() if self.fixes else "no fix tried"
+        stack = f", together {self.speedup:.3g}x" if self.speedup is not None else ""
+        return (
+            f"<TuneResult: {len(self.fixes)} fixes tried, {len(self.kept)} kept{stack}; best: "
+            f"{best}>"
+        )

@@ -1,0 +1,234 @@
+"""Trying one fix, and the kept fixes together, against the step as it is.
+
+A fix's trial, inside the session's repeated runs:
+
+1. back to the saved state; the fix makes what it needs (``prepare``) and its own figures
+   (``measure_more``: the loader alone, the step on a fixed batch);
+2. back to the saved state again; its first two steps: the loss after one update (compared
+   with the original's from the same start), the first step's time and, on CUDA, its peak;
+3. the step as it is and the step with the fix, interleaved in rounds
+   (``jupyter_gpu.measure.compare``): the speedup and its interval.
+
+Kept: measurably faster (the interval above 1) and the loss within :data:`LOSS_RTOL` of the
+original's. The stack is measured the same way, with every kept fix on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.measure import Ratio, compare
+
+from .evidence import FirstSteps
+from .results import FixResult, StackResult
+
+if TYPE_CHECKING:
+    from .fixes import Fix
+    from .session import Session
+
+#: Fewest rounds of a comparison: 12 give a 95 % interval that leaves out the two most extreme
+#: rounds on each side (8, compare's own floor, give the whole range at 99 %), which a busy
+#: machine's outliers would otherwise set.
+MIN_ROUNDS = 12
+#: A loss after one update within this share of the original's is "within tolerance": bf16's
+#: 8-bit mantissa alone moves a first step's loss by about 0.4 % per rounding.
+LOSS_RTOL = 0.02
+
+
+def _same_batch(a: Any, b: Any) -> bool | None:
+    """Whether two batches hold the same values (``None`` where it cannot tell)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return bool(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu()))
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return False
+        parts = [_same_batch(x, y) for x, y in zip(a, b, strict=True)]
+        return None if None in parts else all(parts)
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return False
+        parts = [_same_batch(a[k], b[k]) for k in a]
+        return None if None in parts else all(parts)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  # an object without a plain ==: cannot tell
+        return None
+
+
+def loss_check(base: FirstSteps, got: FirstSteps) -> tuple[float | None, bool, str]:
+    """``(loss_delta, within tolerance, note)`` of a variant's first steps against the original.
+
+    The loss compared is the one after one update (the second step's), so that a fix to the
+    optimizer shows too. Where the first batches differ (a loader whose workers augment with
+    their own seeds), the losses are not comparable: no delta, and the note says why.
+    """
+    if base.batch is not None or got.batch is not None:
+        same = _same_batch(base.batch, got.batch)
+        if same is False:
+            return None, True, "not compared: its first batch differs from the original's"
+    if base.loss is None or got.loss is None:
+        return None, True, "not compared: the step returns no loss"
+    delta = got.loss - base.loss
+    if not math.isfinite(got.loss):
+        return delta, False, f"the loss is {got.loss} where it was {base.loss:.6g}"
+    within = abs(delta) <= LOSS_RTOL * max(abs(base.loss), 1e-12)
+    if within:
+        return delta, True, ""
+    return (
+        delta,
+        False,
+        (
+            f"the loss after one update is {got.loss:.6g} against {base.loss:.6g} as it was "
+            f"({abs(delta) / max(abs(base.loss), 1e-12):.1%} off; tolerance {LOSS_RTOL:.0%})"
+        ),
+    )
+
+
+def timing_s(s: Session, left_fixes: int) -> float:
+    """Seconds for one comparison: about 2, less when the budget is short (0.3 at least)."""
+    return min(2.0, max(0.3, s.budget.left_s() / (left_fixes + 1) / 3))
+
+
+def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
+    """Measure ``fix`` against the step as it is (see the module doc). Errors are results."""
+    assert s.base_first is not None
+    code = "\n".join(fix.code(s))
+    s.reset()
+    try:
+        fix.prepare(s)
+        notes = fix.measure_more(s)
+        s.reset()
+        first = s.first_steps([fix])
+    except Exception as err:  # noqa: BLE001  # a fix that fails on this step is a result
+        return _failed(fix, code, err)
+    try:
+        comparison = compare(
+            {"as is": s.variant([]), fix.name: s.variant([fix])},
+            device=s.target.device,
+            warmup=fix.warmup,
+            target_s=seconds,
+            block_s=fix.block_s(s) or 0.01,
+            min_rounds=MIN_ROUNDS,
+            on_round=s.progress.on_round,
+        )
+    except Exception as err:  # noqa: BLE001
+        return _failed(fix, code, err)
+    ratio = comparison.ratio(fix.name)
+    samples = fix.samples_per_call(s)
+    if samples != 1.0:
+        notes = [*notes, f"per call (a step): {ratio.describe()}; per sample: x{samples:.3g}"]
+        ratio = per_sample(ratio, samples)
+    if fix.compares_loss:
+        delta, within, loss_note = loss_check(s.base_first, first)
+    else:
+        delta, within = None, True
+        loss_note = "not compared: the loss averages over other samples"
+    memory = _memory_delta(s.base_first, first)
+    if not ratio.faster:
+        verdict = "not kept: " + ("slower" if ratio.slower else "no measurable difference")
+    elif not within:
+        verdict = f"not kept: {loss_note}"
+    elif not fix.stacks:
+        verdict = "suggested: it changes what a step trains on (not stacked)"
+    else:
+        verdict = "kept"
+    if not comparison.machine.steady:
+        notes = [*notes, *comparison.machine.notes]
+    return FixResult(
+        fix.name,
+        fix.family,
+        ratio.value,
+        (ratio.low, ratio.high),
+        memory,
+        delta,
+        verdict == "kept",
+        code,
+        verdict,
+        ratio=ratio,
+        source=fix.source,
+        first_step_s=first.first_s,
+        loss_note=loss_note,
+        notes=tuple(notes),
+    )
+
+
+def per_sample(ratio: Ratio, samples: float) -> Ratio:
+    """A per-call ratio as a per-sample one (its interval too).
+
+    A call of the variant does ``samples`` times the samples of a call of the baseline, so its
+    samples per second are ``ratio * samples`` times the baseline's.
+    """
+    return dataclasses.replace(
+        ratio, value=ratio.value * samples, low=ratio.low * samples, high=ratio.high * samples
+    )
+
+
+def _memory_delta(base: FirstSteps, got: FirstSteps) -> int | None:
+    if base.peak_bytes is None or got.peak_bytes is None:
+        return None
+    return got.peak_bytes - base.peak_bytes
+
+
+def _failed(fix: Fix, code: str, err: BaseException) -> FixResult:
+    text = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err) else ''}"
+    return FixResult(
+        fix.name,
+        fix.family,
+        None,
+        None,
+        None,
+        None,
+        False,
+        code,
+        f"failed: {text}",
+        source=fix.source,
+        error=text,
+    )
+
+
+def try_stack(
+    s: Session, fixes: Sequence[Fix], parts: Sequence[FixResult], *, seconds: float
+) -> StackResult:
+    """The kept fixes together against the step as it is, beside the product of their parts."""
+    assert s.base_first is not None
+    names = tuple(f.name for f in fixes)
+    product = math.prod(p.speedup or 1.0 for p in parts)
+    s.reset()
+    try:
+        for fix in fixes:
+            fix.prepare(s)
+        s.reset()
+        first = s.first_steps(fixes)
+        comparison = compare(
+            {"as is": s.variant([]), "together": s.variant(fixes)},
+            device=s.target.device,
+            warmup=max(f.warmup for f in fixes),
+            target_s=seconds,
+            block_s=max((f.block_s(s) or 0.01) for f in fixes),
+            min_rounds=MIN_ROUNDS,
+            on_round=s.progress.on_round,
+        )
+    except Exception as err:  # noqa: BLE001  # the fixes together failing is a result too
+        return StackResult(names, None, product, error=f"{type(err).__name__}: {err}"[:240])
+    delta, _within, _note = loss_check(s.base_first, first)
+    return StackResult(
+        names,
+        comparison.ratio("together"),
+        product,
+        memory_delta_bytes=_memory_delta(s.base_first, first),
+        loss_delta=delta,
+        step_s=comparison["together"].median_s,
+    )
+
+
+def memory_text(delta: int | None) -> str:
+    """``+1.2 GiB`` / ``-300.0 MiB`` / ``n/a`` for the table."""
+    if delta is None:
+        return "n/a"
+    return ("+" if delta >= 0 else "-") + fmt_bytes(abs(delta))

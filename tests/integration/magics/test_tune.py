@@ -1,0 +1,479 @@
+"""``%tune`` in a real IPython shell on the CPU: each fix kind, the ranking, the restore, Ctrl-C,
+bad input, ``--apply``, ``-o``, the budget, the suggestions, and the CPU target (a step starved
+by its DataLoader).
+
+Steps are tiny (CI has 2 cores) and budgets short. The starved step's dataset waits on "I/O"
+(a sleep per batch read, as a dataset reading files does: the CPU is free meanwhile) and its
+loader has no workers. In the CPU target the rest of the step is mostly a wait too: the time a
+GPU's kernels would take, which the host waits for (as ``loss.item()`` does), the one fake here
+(no GPU). Waits are what keeps the target's figure steady on 2 busy cores: a busy machine
+stretches CPU work several times over, not a wait. One worker (what a 2-CPU quota allows) reads
+the next batch while the step runs, so the step with it takes the longer of the two instead of
+their sum: (read + device + CPU) / max(read, device + CPU), which with these waits stays above
+1.65x for any CPU part from 0 to 20 ms (the most a loaded machine made of it), against the
+target's 1.5x.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import torch
+
+from jupyter_gpu.host.cpus import dataloader_workers
+
+from .conftest import MODEL_CELL, Shell, training_bits
+
+# A dataset read from "files": each batch's read waits ``read_s`` (one wait per batch: a sleep
+# per item of a few µs would last several times longer than asked).
+FILES_CELL = """
+import time
+torch.set_num_threads(1)
+
+class Files(torch.utils.data.Dataset):
+    def __init__(self, read_s):
+        self.read_s = read_s
+        self.x = torch.randn(4096, 64)
+        self.y = torch.randn(4096, 4)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.__getitems__([i])[0]
+
+    def __getitems__(self, indices):  # the DataLoader reads a batch's items in one call
+        time.sleep(self.read_s)  # reading them: the CPU waits
+        return [(self.x[i], self.y[i]) for i in indices]
+"""
+BATCH = 64
+#: The CPU target: reading a batch, and the device's part of the step (seconds).
+READ_S, DEVICE_S = 0.03, 0.025
+
+# The CPU target's step: a small model's update, then the wait for the device's work.
+STARVED_CELL = f"""
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+loader = torch.utils.data.DataLoader(Files({READ_S}), batch_size={BATCH}, shuffle=True)
+batches = iter(loader)
+next(batches)  # the user's iterator, one batch in
+
+def train_step():
+    x, y = next(batches)
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    time.sleep({DEVICE_S})  # the GPU's kernels, waited for: the one fake (no GPU here)
+    return loss
+
+train_step()
+"""
+
+
+@pytest.fixture
+def files(shell: Shell) -> Any:
+    """A shell with the ``Files`` dataset; torch's threads as they were afterwards."""
+    if dataloader_workers() < 1:
+        pytest.skip("one CPU: a DataLoader worker would take turns with the step")
+    threads = torch.get_num_threads()
+    shell.ok(FILES_CELL)
+    yield shell
+    torch.set_num_threads(threads)
+
+
+def loader_state(shell: Shell) -> dict[str, Any]:
+    """The user's loader and iterator: identity, settings, and where the iterator is."""
+    loader, batches = shell["loader"], shell["batches"]
+    return {
+        "loader": id(loader),
+        "batches": id(batches),
+        "workers": loader.num_workers,
+        "pin": loader.pin_memory,
+        "yielded": batches._num_yielded,
+        "sampler": id(loader.sampler),
+    }
+
+
+@pytest.mark.slow
+def test_a_starved_step_gets_its_input_pipeline_first_and_everything_back(files: Shell) -> None:
+    shell = files
+    shell.ok(STARVED_CELL)
+    before = training_bits(shell)
+    loader_before = loader_state(shell)
+    ran = shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --batches batches '
+        "--loader loader --skip compile,threads --budget 60s -o"
+    )
+    result = shell["r"]
+    top = result.fixes[0]
+    assert top.name == "input pipeline", ran.text
+    assert top.kept
+    assert top.speedup >= 1.5, ran.text
+    assert top.interval[0] > 1.0
+    assert "drawing real batches" in top.source
+    assert any("the loader alone" in n for n in top.notes)
+    assert any("one fixed batch" in n for n in top.notes)
+    # Ranked best first: kept fixes by speedup, then the others.
+    keys = [(not f.kept, -(f.speedup or 0.0)) for f in result.fixes if f.speedup is not None]
+    assert keys == sorted(keys)
+    # Afterwards the model, the optimizer, the RNG, the loader and the user's iterator are as
+    # they were: the iterator had drawn one batch, and draws the second next.
+    assert training_bits(shell) == before
+    assert loader_state(shell) == loader_before
+    assert result.restored.exact, result.restored.line
+    assert "num_workers" in result.code
+    assert "input pipeline" in ran.text
+    assert re.search(r"%tune \[2/\d+\] trying input pipeline", ran.text)  # the progress lines
+
+
+# Two fixes that both help: reading a batch, and AdamW over a large embedding table (dense
+# gradients: every step updates all of it). On a CPU AdamW's default is its for-loop, about ten
+# elementwise passes over each parameter; fused, it makes one.
+TWO_FIXES_CELL = f"""
+class Tagged(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tags = torch.nn.Embedding(50_000, 16)
+        self.head = torch.nn.Linear(64 + 16, 4)
+
+    def forward(self, t):
+        ids = (t[:, 0] * 1000).long().abs() % 50_000
+        return self.head(torch.cat([t, self.tags(ids)], dim=1))
+
+model = Tagged()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = torch.utils.data.DataLoader(Files(0.01), batch_size={BATCH})
+batches = iter(loader)
+
+def train_step():
+    x, y = next(batches)
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+train_step()
+"""
+
+
+@pytest.mark.slow
+def test_two_kept_fixes_are_measured_together_drawn_returned_and_applied(files: Shell) -> None:
+    shell = files
+    shell.ok(TWO_FIXES_CELL)
+    old_loader, old_opt = shell["loader"], shell["opt"]
+    ran = shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --batches batches '
+        "--only loader,optimizer --budget 30s --apply -o"
+    )
+    result = shell["r"]
+    by_name = {f.name: f for f in result.fixes}
+    assert set(by_name) == {"input pipeline", "fused optimizer"}, ran.text
+    if not all(f.kept for f in result.fixes):
+        pytest.fail("both fixes should be kept: " + "; ".join(f.describe() for f in result.fixes))
+    # -o: the fields of each fix, ranked best first; the stack's speedup; the profile.
+    assert result.fixes[0].speedup >= result.fixes[1].speedup
+    for fix in result.fixes:
+        low, high = fix.interval
+        assert low <= fix.speedup <= high
+        assert fix.memory_delta_bytes is None  # no allocator peak on a CPU
+        assert fix.loss_delta == 0.0  # the same first batch, the same update (fused: exact)
+        assert fix.code
+    assert result.profile.step_s > 0
+    assert result.profile.loader_share > 0.05
+    # The stack: both fixes measured together, beside the product of their own speedups.
+    stack = result.stack
+    assert set(stack.names) == {"input pipeline", "fused optimizer"}
+    assert stack.product == pytest.approx(
+        by_name["input pipeline"].speedup * by_name["fused optimizer"].speedup
+    )
+    assert result.speedup == stack.ratio.value
+    assert stack.ratio.faster
+    assert "the product of their own speedups" in ran.text
+    # The waterfall: the step as it was, each kept fix's own step, then the stack measured.
+    (figure,) = ran.bundles("application/vnd.plotly.v1+json")
+    trace = figure["data"][0]
+    assert trace["type"] == "waterfall"
+    assert trace["x"][0] == "as it is"
+    assert trace["x"][-1] == "together (measured)"
+    assert set(trace["x"][1:-1]) == {"input pipeline", "fused optimizer"}
+    # --apply: the loader rebuilt with workers and the batches drawn from it; the optimizer
+    # rebuilt fused, with the same parameters and state; each said.
+    new_loader, new_opt = shell["loader"], shell["opt"]
+    try:
+        assert new_loader is not old_loader
+        assert new_loader.num_workers == dataloader_workers()
+        assert new_loader.persistent_workers
+        assert new_loader.dataset is old_loader.dataset
+        assert new_loader.batch_size == old_loader.batch_size
+        assert new_opt is not old_opt
+        assert type(new_opt) is type(old_opt)
+        assert all(g["fused"] for g in new_opt.param_groups)
+        assert new_opt.param_groups[0]["params"][0] is old_opt.param_groups[0]["params"][0]
+        applied = " ".join(result.applied)
+        assert "applied input pipeline" in applied
+        assert "applied fused optimizer" in applied
+        x, _y = next(shell["batches"])  # the notebook's iterator draws from the new loader
+        assert x.shape == (BATCH, 64)
+        shell.ok("train_step()")  # the step runs with both
+    finally:
+        shell.ok("del batches; loader._iterator = None")  # its workers stop with it
+
+
+def test_ctrl_c_stops_puts_everything_back_and_reports_what_was_measured(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok(
+        "user_opt = opt\n"
+        "def train_step():\n"
+        "    if opt is not user_opt:  # Ctrl-C, while the rebuilt optimizer is tried\n"
+        "        raise KeyboardInterrupt\n"
+        "    opt.zero_grad()\n"
+        "    loss = torch.nn.functional.mse_loss(model(x), y)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    return loss\n"
+        "train_step()"
+    )
+    before = training_bits(shell)
+    ran = shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --only autocast,optimizer '
+        "--budget 60s -o"
+    )
+    result = shell["r"]
+    assert result.interrupted
+    assert "Stopped by Ctrl-C" in ran.text
+    assert shell["opt"] is shell["user_opt"]
+    assert training_bits(shell) == before
+    assert result.restored is not None
+    assert result.restored.mismatched == []
+    stopped = [n for n in result.not_tried if n.reason == "interrupted"]
+    assert [n.name for n in stopped] == ["fused optimizer"]
+    assert result.stack is None
+    assert result.profile is not None  # the step as it was was measured before
+    assert [f.name for f in result.fixes] in ([], ["bf16 autocast"])
+
+
+# A small CNN: a convolution holds most of the step; the optimizer is AdamW (for-loop on CPU).
+CNN_CELL = """
+torch.set_num_threads(1)
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 32, 3, padding=1)
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, t):
+        return self.head(torch.relu(self.conv(t)).mean(dim=(2, 3)))
+
+model = Cnn()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+bs = 16  # the batch size
+x = torch.randn(64, 8, 24, 24)
+y = torch.randn(64, 4)
+
+def train_step():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x[:bs]), y[:bs])
+    loss.backward()
+    opt.step()
+    return loss
+
+train_step()
+"""
+
+
+def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell: Shell) -> None:
+    threads = torch.get_num_threads()
+    try:
+        shell.ok(CNN_CELL)
+        before = training_bits(shell)
+        memory_format = shell["model"].conv.weight.stride()
+        ran = shell.ok(
+            'r = %tune "train_step()" --model model --optimizer opt --batch bs --only '
+            "precision,optimizer,conv,threads,batch --budget 20s -o"
+        )
+    finally:
+        torch.set_num_threads(threads)
+    result = shell["r"]
+    tried = {f.name: f for f in result.fixes}
+    skipped = {n.name: n.why for n in result.not_tried}
+    assert "fused optimizer" in tried, ran.text
+    assert "channels_last" in tried, ran.text
+    # --batch: twice the batch on a CPU, measured per sample, suggested and never stacked.
+    larger = tried["batch 32 (from 16), per sample"]
+    assert any(n.startswith("per call (a step): ") for n in larger.notes)
+    assert larger.loss_delta is None
+    assert not larger.kept
+    assert larger.verdict.startswith(("suggested", "not kept"))
+    assert larger.code.startswith("bs = 32")
+    assert "bs = 32" not in result.code
+    assert shell["bs"] == 16
+    if larger.ratio.faster:
+        (suggested,) = [s for s in result.suggestions if s.name == "a larger batch"]
+        assert "in samples a second" in suggested.text
+    assert any(name.endswith("CPU threads") for name in tried), ran.text
+    if "bf16 autocast" not in tried:  # a CPU without bf16 says so instead
+        assert "bf16 instructions" in skipped["bf16 autocast"]
+    assert "TF32" in " ".join(skipped)  # a GPU's fix: one line, why
+    assert "cudnn.benchmark" in skipped
+    for fix in result.fixes:
+        assert fix.interval is not None
+        assert fix.interval[0] <= fix.speedup <= fix.interval[1]
+        assert fix.memory_delta_bytes is None  # no allocator peak on a CPU
+        assert fix.code
+        assert isinstance(fix.kept, bool)
+    assert tried["fused optimizer"].loss_delta == 0.0  # the same update, fused
+    assert "fused=True" in tried["fused optimizer"].code
+    assert "channels_last" in tried["channels_last"].code
+    assert shell["model"].conv.weight.stride() == memory_format  # converted back
+    assert torch.get_num_threads() == threads
+    assert training_bits(shell) == before
+    assert result.restored.exact, result.restored.line
+    assert result.profile.flops_per_step > 0
+    assert "MFU: none" in ran.text  # no data-sheet peak for a CPU, and it says so
+
+
+def test_a_loader_the_step_iterates_is_rebound_and_put_back(shell: Shell) -> None:
+    shell.ok(
+        "class Items(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 32\n"
+        "    def __getitem__(self, i): return torch.full((4,), float(i)), torch.ones(2)\n"
+        "loader = torch.utils.data.DataLoader(Items(), batch_size=8)\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
+        "def epoch():\n"
+        "    for xb, yb in loader:\n"
+        "        opt.zero_grad()\n"
+        "        loss = torch.nn.functional.mse_loss(model(xb), yb)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "    return loss\n"
+    )
+    original = shell["loader"]
+    before = training_bits(shell)
+    shell.ok('r = %tune "epoch()" --model model --optimizer opt --loader loader --only loader -o')
+    result = shell["r"]
+    assert shell["loader"] is original
+    assert training_bits(shell) == before
+    names = [f.name for f in result.fixes] + [n.name for n in result.not_tried]
+    assert "input pipeline" in names
+
+
+@pytest.mark.slow
+def test_compile_is_tried_with_its_compile_time_apart(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    model = shell["model"]
+    before = training_bits(shell)
+    ran = shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --only compile --budget 120s -o'
+    )
+    result = shell["r"]
+    fix = next(f for f in result.fixes if f.name == "torch.compile")
+    notes = " ".join(fix.notes)
+    assert "compile time, apart from the steady gain: the first compiled step took" in notes
+    assert "0 graph break(s)" in notes, ran.text
+    assert fix.first_step_s is not None
+    assert fix.code.startswith("%compile model")
+    assert shell["model"] is model  # the eager model is back under its name
+    assert training_bits(shell) == before
+    skipped = {n.name: n.why for n in result.not_tried}
+    assert "needs a GPU" in skipped["torch.compile reduce-overhead"]
+    assert "needs a GPU" in skipped["torch.compile max-autotune-no-cudagraphs"]
+
+
+# Attention written out by hand: a softmax between two batched matmuls.
+ATTENTION_CELL = """
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 4)
+
+    def forward(self, t):
+        q, k, v = self.qkv(t).split(16, dim=-1)
+        scores = q @ k.transpose(-2, -1) / 4.0
+        return self.out(torch.softmax(scores, dim=-1) @ v).mean(dim=1)
+
+model = Attention()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randn(4, 32, 16)
+y = torch.randn(4, 4)
+
+def train_step():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+
+def test_a_spent_budget_lists_the_fixes_not_reached_and_still_suggests(shell: Shell) -> None:
+    shell.ok(ATTENTION_CELL)
+    before = training_bits(shell)
+    ran = shell.ok('r = %tune "train_step()" --model model --optimizer opt --budget 0.1s -o')
+    result = shell["r"]
+    # The step as it is is always measured; no fix starts past the budget, each one says so.
+    assert result.profile is not None
+    assert result.fixes == []
+    assert result.stack is None
+    assert result.code == ""
+    spent = {n.name: n.why for n in result.not_tried if n.reason == "budget"}
+    assert {"fused optimizer", "torch.compile"} <= set(spent), ran.text
+    assert all(why.startswith("not reached") for why in spent.values())
+    assert "not reached" in ran.text
+    # Suggested from the profile of the step as it is: the hand-written attention, its share
+    # of the profiled steps and its line in the user's module.
+    (sdpa,) = [s for s in result.suggestions if s.name == "scaled_dot_product_attention"]
+    assert sdpa.where.startswith("Attention.forward line ")
+    assert "torch.softmax(scores" in sdpa.where
+    assert 0 < sdpa.share <= 1
+    assert "1 softmax(es) between two batched matmuls a step" in sdpa.text
+    # The progress, as a terminal shows it (a notebook gets a bar), and everything put back.
+    assert "%tune [1/3] measuring the step as it is" in ran.text
+    assert training_bits(shell) == before
+
+
+def test_bad_input_is_a_usage_error_that_changes_nothing(shell: Shell) -> None:
+    shell.ok(MODEL_CELL)
+    shell.ok(
+        "data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=2)\n"
+        "it = iter(data)\n"
+        "n = 8\n"
+        "def drawing_step():\n"
+        "    xb, yb = next(it)\n"
+        "    return torch.nn.functional.mse_loss(model(xb), yb)\n"
+    )
+
+    def names() -> set[str]:
+        return {k for k in shell.ip.user_ns if not k.startswith("_")}
+
+    before = names()
+    iterator = shell["it"]
+    cases = {
+        "%tune": "one expression in quotes",
+        '%tune "train_step()"': "needs --model",
+        '%tune "train_step()" --model x': "not a torch.nn.Module",
+        '%tune "train_step()" --model nope': "no variable named nope",
+        '%tune "train_step()" --model model --optimizer model': "not a torch.optim.Optimizer",
+        '%tune "train_step(" --model model': "not a Python expression",
+        '%tune "train_step()" --model model --budget soon': "--budget",
+        '%tune "train_step()" --model model --budget 0s': "--budget",
+        '%tune "train_step()" --model model --only fast': "not a fix",
+        '%tune "train_step()" --model model --loader x': "not a torch.utils.data.DataLoader",
+        '%tune "drawing_step()" --model model --batches data': "not an iterator",
+        '%tune "train_step()" --model model --batches it --loader data': "does not draw from it",
+        '%tune "drawing_step()" --model model --batch x': "batch size",
+        '%tune "drawing_step()" --model model --batch n': "does not read n",
+        '%tune "drawing_step()" --model model --optimizer opt': "--batches",
+    }
+    for line, expected in cases.items():
+        message = shell.usage_error(line)
+        assert expected in message, (line, message)
+    assert names() == before
+    assert shell["it"] is iterator
+    assert iterator._num_yielded == 0  # nothing drew from the user's iterator

@@ -1,0 +1,388 @@
+"""The parts of ``%tune`` that need no shell: budget, selection, the loss check, the batch
+source, the rebuilt optimizer and loader, the attention pattern, the plan's lines, the figure.
+
+Real torch objects on the CPU throughout (a DataLoader, an optimizer, a profiler run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from jupyter_gpu.host.cpus import CpuBudget
+from jupyter_gpu.magics.common.reach import Named, reach
+from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
+from jupyter_gpu.magics.profile.analysis import Analysis
+from jupyter_gpu.magics.profile.syncs import Syncs
+from jupyter_gpu.magics.tune import mfu
+from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
+from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt
+from jupyter_gpu.magics.tune.budget import Budget, parse_budget
+from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
+from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
+from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
+from jupyter_gpu.magics.tune.plan import selection
+from jupyter_gpu.magics.tune.precision import Autocast, Tf32
+from jupyter_gpu.magics.tune.progress import Progress
+from jupyter_gpu.magics.tune.report import waterfall
+from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
+from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
+from jupyter_gpu.magics.tune.target import Target, loader_in
+from jupyter_gpu.magics.tune.threads import Threads
+from jupyter_gpu.magics.tune.trial import LOSS_RTOL, loss_check, per_sample
+from jupyter_gpu.measure import Timing
+from jupyter_gpu.measure.interval import Ratio
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("5m", 300.0), ("90s", 90.0), ("1m30s", 90.0), ("0.5h", 1800.0), ("120", 120.0)],
+)
+def test_a_budget_reads_minutes_seconds_and_hours(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "0s", "", "5x", "nan", "1e309", "-5m", "5m soon"])
+def test_a_budget_that_is_not_a_time_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="--budget"):
+        parse_budget(text)
+
+
+def test_only_and_skip_take_families_and_single_fixes() -> None:
+    assert selection("precision", None) == {"tf32", "autocast"}
+    assert selection("loader,compile", "compile") == {"loader"}
+    assert "compile" not in selection(None, "compile")
+    assert selection(None, "tf32") >= {"autocast", "loader", "optimizer", "compile"}
+    with pytest.raises(argparse.ArgumentTypeError, match="'fast' is not a fix"):
+        selection("fast", None)
+
+
+def _steps(loss: float | None, batch: Any = None) -> FirstSteps:
+    return FirstSteps((loss, loss), 0.01, None, batch)
+
+
+def test_the_loss_check_flags_a_loss_outside_its_tolerance_and_says_which() -> None:
+    batch = torch.ones(2)
+    delta, within, note = loss_check(_steps(2.0, batch), _steps(2.0 * (1 + LOSS_RTOL / 2), batch))
+    assert within
+    assert note == ""
+    assert delta == pytest.approx(LOSS_RTOL)
+    delta, within, note = loss_check(_steps(2.0, batch), _steps(2.5, batch))
+    assert not within
+    assert "2.5 against 2" in note
+    assert "25.0% off" in note
+    _, within, note = loss_check(_steps(2.0, batch), _steps(math.nan, batch))
+    assert not within
+    assert "nan" in note
+
+
+def test_losses_from_different_first_batches_or_no_loss_are_not_compared() -> None:
+    delta, within, note = loss_check(_steps(2.0, torch.ones(2)), _steps(9.0, torch.zeros(2)))
+    assert (delta, within) == (None, True)
+    assert "first batch differs" in note
+    delta, _, note = loss_check(_steps(None), _steps(None))
+    assert delta is None
+    assert "returns no loss" in note
+
+
+def _loader(**kwargs: Any) -> torch.utils.data.DataLoader[Any]:
+    data = torch.utils.data.TensorDataset(torch.arange(10.0))
+    return torch.utils.data.DataLoader(data, batch_size=4, **kwargs)
+
+
+def test_the_batch_source_switches_loaders_restarts_and_wraps_epochs() -> None:
+    first, second = _loader(), _loader(drop_last=True)
+    source = BatchSource()
+    source.use(first)
+    assert next(source)[0].tolist() == [0, 1, 2, 3]
+    source.use(first)  # the same loader: carries on
+    assert next(source)[0].tolist() == [4, 5, 6, 7]
+    assert next(source)[0].tolist() == [8, 9]
+    assert next(source)[0].tolist() == [0, 1, 2, 3]  # the next epoch
+    source.use(second)  # another loader: a fresh epoch of it
+    assert next(source)[0].tolist() == [0, 1, 2, 3]
+    peeked = source.peek()
+    assert next(source) is peeked
+    source.use_fixed("fixed")
+    assert [next(source), next(source)] == ["fixed", "fixed"]
+    source.restart()
+    assert next(source)[0].tolist() == [0, 1, 2, 3]
+    source.release()
+    with pytest.raises(RuntimeError, match="before it was given a loader"):
+        next(source)
+
+
+def test_a_rebuilt_loader_keeps_the_data_sampler_and_batching() -> None:
+    old = _loader(shuffle=True, drop_last=True, collate_fn=list)
+    new = rebuilt(old, num_workers=1, persistent_workers=True, prefetch_factor=4)
+    assert new.dataset is old.dataset
+    assert new.sampler is old.sampler
+    assert (new.batch_size, new.drop_last, new.collate_fn) == (4, True, list)
+    assert (new.num_workers, new.persistent_workers, new.prefetch_factor) == (1, True, 4)
+    batches = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(10)), 3, False)
+    custom = torch.utils.data.DataLoader(old.dataset, batch_sampler=batches)
+    assert loader_kwargs(custom)["batch_sampler"] is batches
+    assert "batch_size" not in loader_kwargs(custom)
+    plain = rebuilt(custom)
+    assert plain.batch_sampler is batches
+    assert plain.num_workers == 0
+
+
+def test_a_rebuilt_optimizer_keeps_groups_and_moments_without_sharing_them() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(
+        [{"params": [model.weight], "lr": 0.1}, {"params": [model.bias], "lr": 0.01}]
+    )
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    fused = rebuild(opt, "fused")
+    assert [g["lr"] for g in fused.param_groups] == [0.1, 0.01]
+    assert all(g["fused"] for g in fused.param_groups)
+    assert fused.param_groups[0]["params"][0] is model.weight
+    old, new = opt.state[model.weight], fused.state[model.weight]
+    assert torch.equal(old["exp_avg"], new["exp_avg"])
+    assert old["exp_avg"].data_ptr() != new["exp_avg"].data_ptr()
+    assert FusedOptimizer.for_optimizer(opt).how == "fused"
+    assert FusedOptimizer("fused").explain_skip(fused) == "AdamW is fused already"
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)
+    assert "foreach" in rebuild(sgd, "fused").param_groups[0]
+    assert FusedOptimizer("fused").explain_skip(None).startswith("no --optimizer")
+
+
+def test_the_loader_behind_an_iterator_is_found() -> None:
+    loader = _loader()
+
+    def endless(inner: Any) -> Any:
+        while True:
+            yield from inner
+
+    generator = endless(loader)
+    next(generator)
+    assert loader_in(generator, torch.utils.data.DataLoader, {}) is loader
+    iterator = iter(loader)
+    assert loader_in(iterator, torch.utils.data.DataLoader, {"loader": loader}) is loader
+    assert loader_in(iterator, torch.utils.data.DataLoader, {}) is None
+
+
+def test_an_object_the_magic_supplies_is_not_a_problem_for_the_runs() -> None:
+    source = BatchSource()
+    code = compile("next(batches)", "<step>", "eval")
+    namespace = {"batches": source}
+    refused = reach([code], namespace, Named())
+    assert [p.label.rsplit(".", 1)[-1] for p in refused.problems] == ["batches"]
+    assert reach([code], namespace, Named(supplied=(source,))).problems == []
+
+
+class HandAttention(torch.nn.Module):
+    def __init__(self, fused: bool) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+        self.fused = fused
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(t).split(8, dim=-1)
+        if self.fused:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(8)
+        return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize(("fused", "found"), [(False, 1), (True, 0)])
+def test_a_softmax_between_two_batched_matmuls_is_found_in_a_profile(
+    fused: bool, found: int
+) -> None:
+    model = HandAttention(fused)
+    x = torch.randn(2, 16, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        model(x).sum().backward()
+    assert attention_patterns(prof) == found  # SDPA's own math kernel on a CPU is not counted
+    (line,) = softmax_lines(model)  # the source line, named when the pattern is found
+    assert line.startswith("HandAttention.forward line ")
+    assert "torch.softmax(scores" in line
+
+
+def _evidence(**changes: Any) -> Evidence:
+    ev = Evidence("cpu", Timing((0.01,) * 8, 1), FirstSteps((1.0, 0.9), 0.02))
+    ev.cpus = CpuBudget(affinity=4, quota=2.0)
+    for key, value in changes.items():
+        setattr(ev, key, value)
+    return ev
+
+
+def test_the_plan_says_why_a_fix_is_not_tried() -> None:
+    cpu = _evidence(threads=2)
+    assert "tensor cores" in (Tf32().why_not(cpu) or "")
+    assert Threads(2).why_not(cpu) == (
+        "torch uses 2 threads already, the 2 CPUs (cgroup quota 2 of 4 cores) this kernel may use"
+    )
+    assert Threads(2).why_not(_evidence(threads=4)) is None
+    on = _evidence(autocast_on=True, autocast_dtype="bf16")
+    assert Autocast("bf16", "cpu").why_not(on) == "autocast is on already (bf16)"
+    cuda = _evidence(device="cuda", gpu_name="NVIDIA H200")
+    assert "not launch-bound" in (Compile("reduce-overhead").why_not(cuda) or "")
+    assert "needs a GPU" in (Compile("reduce-overhead").why_not(cpu) or "")
+
+
+def test_max_autotune_waits_for_a_budget_that_holds_it() -> None:
+    autotune = Compile("max-autotune-no-cudagraphs")
+    assert "under the 20 s" in (autotune.budget_note(5.0, 1.0) or "")
+    assert "was not measured" in (autotune.budget_note(100.0, None) or "")
+    assert f"{AUTOTUNE_FACTOR}x the default" in (autotune.budget_note(100.0, 30.0) or "")
+    assert autotune.budget_note(AUTOTUNE_FACTOR * 30.0 + 1, 30.0) is None
+
+
+def test_the_waterfall_ends_on_the_stack_as_measured() -> None:
+    ratio = Ratio(2.0, 1.9, 2.1, 12, 0.96)
+    fixes = [
+        FixResult("input pipeline", "loader", 1.6, (1.5, 1.7), None, None, True, "", "kept"),
+        FixResult("bf16 autocast", "precision", 1.5, (1.4, 1.6), None, 0.0, True, "", "kept"),
+    ]
+    result = TuneResult("step()", "cpu", fixes=fixes)
+    result.stack = StackResult(("input pipeline", "bf16 autocast"), ratio, 2.4)
+    result.profile = StepProfile(
+        0.1, (0.09, 0.11), 12, 5, None, "", 0.5, 0, 0.0, {}, [], None, None, None, ""
+    )
+    drawn = waterfall(result)
+    assert drawn is not None
+    figure, svg = drawn
+    trace = figure["data"][0]
+    assert trace["x"] == ["as it is", "input pipeline", "bf16 autocast", "together (measured)"]
+    assert trace["measure"] == ["absolute", "relative", "relative", "absolute"]
+    assert trace["y"][0] == pytest.approx(100.0)
+    assert trace["y"][1] == pytest.approx(100.0 / 1.6 - 100.0)
+    assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 41.7 ms
+    assert svg.startswith("<svg")
+
+
+def test_a_loader_with_workers_starts_each_turn_with_its_first_batch_drawn() -> None:
+    source = BatchSource()
+    plain, pooled = _loader(), _loader(num_workers=1, persistent_workers=True)
+    source.use(plain)
+    assert source._it._num_yielded == 0  # no workers: nothing to fill, nothing drawn ahead
+    source.use(pooled)
+    assert source._it._num_yielded == 1  # drawn before the timed block, handed out next
+    assert next(source)[0].tolist() == [0, 1, 2, 3]
+    assert next(source)[0].tolist() == [4, 5, 6, 7]
+    source.release()
+    pooled._iterator = None
+
+
+def test_a_per_call_ratio_becomes_a_per_sample_one() -> None:
+    ratio = Ratio(0.6, 0.55, 0.65, 12, 0.96, variant="batch 32")
+    scaled = per_sample(ratio, 2.0)
+    assert (scaled.value, scaled.low, scaled.high) == pytest.approx((1.2, 1.1, 1.3))
+    assert (scaled.rounds, scaled.variant) == (12, "batch 32")
+    assert scaled.faster
+    assert not ratio.faster
+
+
+def _target(**changes: Any) -> Any:
+    model = torch.nn.Linear(2, 2)
+    code = compile("step()", "<step>", "eval")
+    target = Target("step()", code, "model", model, None, None, **changes)
+    return SimpleNamespace(target=target)
+
+
+def test_a_larger_batch_is_sized_from_the_free_memory_or_doubled_on_a_cpu() -> None:
+    gib = 2**30
+    session = _target(batch_name="batch", batch_size=16)
+    fix = LargerBatch()
+    assert fix.explain_skip(session, _evidence()) is None  # a CPU: twice the batch
+    assert (fix.size, fix.new_size, fix.name) == (16, 32, "batch 32 (from 16), per sample")
+    cuda = _evidence(device="cuda", free_bytes=2 * gib)
+    cuda.first = FirstSteps((1.0, 0.9), 0.02, 1 * gib)
+    assert headroom_factor(cuda) == pytest.approx(1 + 0.9 * 2)
+    assert fix.explain_skip(session, cuda) is None
+    assert fix.new_size == int(16 * 2.8)
+    roomy = _evidence(device="cuda", free_bytes=100 * gib)
+    roomy.first = cuda.first
+    assert fix.explain_skip(session, roomy) is None
+    assert fix.new_size == MAX_FACTOR * 16  # at most 4x in one try
+    full = _evidence(device="cuda", free_bytes=gib // 10)
+    full.first = cuda.first
+    assert "holds a batch of 17 at most" in (fix.explain_skip(session, full) or "")
+    assert "no --batch NAME" in (LargerBatch().explain_skip(_target(), _evidence()) or "")
+
+
+def test_the_suggestions_name_the_syncs_lines_and_the_batch_memory_allows() -> None:
+    gib = 2**30
+    syncs = Syncs(blocked_s=0.03, steps=3)
+    syncs.by_call.update({"cudaStreamSynchronize": 3})
+    syncs.places.update({"cell [4] line 9 in train_step": 3})
+    analysis = Analysis(window_s=0.3, syncs=syncs, gpu_busy_s=0.2)
+    ev = _evidence(device="cuda", analysis=analysis, free_bytes=8 * gib)
+    ev.first = FirstSteps((1.0, 0.9), 0.02, 2 * gib)
+    found = {s.name: s for s in suggestions(ev, torch.nn.Linear(2, 2), None, {})}
+    sync = found["no host syncs"]
+    assert sync.share == pytest.approx(0.1)
+    assert sync.where == "cell [4] line 9 in train_step (x3)"
+    assert "10.0%" in sync.text or "10%" in sync.text
+    batch = found["a larger batch"]
+    assert "about 4.6x as large would fit" in batch.text
+    assert "pass --batch NAME" in batch.text
+    # Tried (--batch): the suggestion quotes the measured figure instead.
+    ratio = per_sample(Ratio(0.7, 0.65, 0.75, 12, 0.96), 2.0)
+    tried = FixResult(
+        "batch 32 (from 16), per sample", "batch", 1.4, (1.3, 1.5), gib, None, False, "", "", ratio
+    )
+    (batch,) = [s for s in suggestions(ev, None, "bs", {}, tried) if s.name == "a larger batch"]
+    assert "tried (batch 32 (from 16), per sample): 1.4x faster" in batch.text
+    assert "Raise bs" in batch.text
+    assert batch.where == "bs"
+
+
+def test_the_progress_bar_names_the_stage_and_its_rounds() -> None:
+    pytest.importorskip("ipywidgets")
+    kernel_shell = SimpleNamespace(kernel=object())  # a front end to draw in
+    progress = Progress(kernel_shell, 3, Budget(60.0), quiet=False)
+    assert progress._bar is not None
+    progress.grow(5)
+    progress.step()
+    progress.stage("trying input pipeline")
+    progress.on_round(4, 100)
+    assert progress._bar.max == 5
+    assert progress._bar.value == 1
+    assert "%tune 2/5: trying input pipeline, round 4" in progress._text.value
+    assert "of the budget left" in progress._text.value
+    assert progress.lines == []  # a bar, not lines
+    progress.close()
+    assert progress._box is None
+    quiet = Progress(kernel_shell, 3, Budget(60.0), quiet=True)
+    assert quiet._bar is None
+
+
+def test_a_graph_break_in_the_compile_report_becomes_the_causes_tables_advice() -> None:
+    def clamped(t: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(t)
+        h = h / max(1.0, h.abs().max().item())  # a Python number from a tensor: a graph break
+        return h.sin()
+
+    compiled = torch.compile(clamped, backend="eager")  # dynamo's own tracing, no codegen
+    watch = DynamoWatch()
+    watch.start()
+    try:
+        compiled(torch.randn(4))
+    finally:
+        report = watch.stop({})
+    assert report is not None
+    found = suggestions(_evidence(), None, None, {"default": report})
+    (advice,) = [s for s in found if s.name.startswith("torch.compile (default)")]
+    assert "1 graph break(s)" in advice.text
+    assert "max(1.0, h.abs().max().item())" in advice.text
+    assert "--fullgraph" in advice.text
+    assert advice.where == "the compile report"
+
+
+def test_mfu_divides_by_the_data_sheet_peak_of_the_dtype_the_matmuls_run_in() -> None:
+    h200 = mfu.mfu(4e14, "NVIDIA H200", "bf16")
+    assert mfu.percent(h200) == f"{4e14 / (h200.peak.dense_tflops * 1e12):.0%}"
+    assert "data-sheet dense bf16 peak" in mfu.describe(h200, "counted")
+    assert "on a CPU" in mfu.mfu(1e9, "", "fp32")
+    assert mfu.percent(mfu.mfu(1e9, "", "fp32")) == "n/a"
+    assert "not in the data-sheet table" in mfu.describe(mfu.mfu(1e12, "A GPU", "fp32"), "x")
