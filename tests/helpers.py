@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -74,6 +75,31 @@ def wait_for(
                 return result
         _fail_if_over(what, deadline, timeout_s, process, log)
         time.sleep(poll_s)
+
+
+def wait_until_execd(procs: Sequence[subprocess.Popen[Any]], *, timeout_s: float = 30.0) -> None:
+    """Until each child (started with a list of arguments) runs its own program: before its
+    ``exec``, a forked child's ``/proc`` entry (command line, environment) is its parent's.
+
+    Raises:
+        AssertionError: when one has not, ``timeout_s`` seconds on, or has exited.
+    """
+    import psutil
+
+    def cmdline(pid: int) -> list[str]:
+        try:
+            return list(psutil.Process(pid).cmdline())
+        except psutil.Error:
+            return []
+
+    for proc in procs:
+        wanted = [str(a) for a in proc.args]
+        wait_for(
+            functools.partial(lambda pid, wanted: cmdline(pid) == wanted, proc.pid, wanted),
+            f"process {proc.pid} never ran {wanted}",
+            timeout_s=timeout_s,
+            process=proc,
+        )
 
 
 async def wait_for_async(

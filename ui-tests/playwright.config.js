@@ -2,6 +2,8 @@
  * Browser tests of the jupyter-gpu monitor: Playwright driving Debian's chromium against real
  * Jupyter servers, one per project:
  *   simulated  the simulated backend with 2 devices, under a JupyterHub-style base URL
+ *   layout     the same, a server of its own (its tests change the settings, as simulated's do)
+ *   tune       the same, a server of its own: %tune runs a CPU kernel there
  *   nogpu      the default backend on a machine without a GPU, behind a token (a real login)
  *   faults     the simulated backend with faults on a schedule (started by the test itself)
  *   dashboard  the simulated backend with 2 h of seeded past, faults, a restart (started by
@@ -44,8 +46,16 @@ module.exports = {
   testDir: './tests',
   outputDir: './test-results',
   timeout: 60000,
+  // A web-first assertion waits for its condition until this deadline: on 2 busy cores (the
+  // Python tests run beside these) a panel took more than Playwright's default 5 s to go live.
+  expect: { timeout: 15000 },
   retries: 0,
-  workers: 1,
+  // Two files at a time: the tests wait on chromium and the servers far more than they compute
+  // (about 140 s of CPU in 13 min on 2 cores). So a file that changes its server's state (the
+  // settings, the kernels it starts, a cache it clears, a restart) has a server of its own: no
+  // two files running at once share one that way (tests/README.md). PERF_ASSERT=1 (the budgets,
+  // on a quiet machine) runs one file at a time, so that no other file's page shares the cores.
+  workers: process.env.PERF_ASSERT === '1' ? 1 : 2,
   reporter: [['list'], ['json', { outputFile: 'test-results/results.json' }]],
   use: {
     viewport: { width: 1280, height: 800 },
@@ -67,8 +77,19 @@ module.exports = {
   projects: [
     {
       name: 'simulated',
-      testMatch: /(simulated|layout|tune)\.spec\.ts/,
+      testMatch: /simulated\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.simulated}${baseUrl}` }
+    },
+    {
+      name: 'layout',
+      testMatch: /layout\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.layout}${baseUrl}` }
+    },
+    {
+      // %tune runs a kernel on its own server: its cells and CPU load stay out of the others'.
+      name: 'tune',
+      testMatch: /tune\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.tune}${baseUrl}` }
     },
     {
       name: 'nogpu',
@@ -120,6 +141,16 @@ module.exports = {
     ? []
     : [
         server(ports.simulated, baseUrl, [
+          '--IdentityProvider.token=',
+          '--JupyterGpu.backend=simulated',
+          '--JupyterGpu.simulated_devices=2'
+        ]),
+        server(ports.layout, baseUrl, [
+          '--IdentityProvider.token=',
+          '--JupyterGpu.backend=simulated',
+          '--JupyterGpu.simulated_devices=2'
+        ]),
+        server(ports.tune, baseUrl, [
           '--IdentityProvider.token=',
           '--JupyterGpu.backend=simulated',
           '--JupyterGpu.simulated_devices=2'

@@ -24,6 +24,7 @@ print(json.dumps([first, loaded()]))
 """
 
 
+@pytest.mark.slow
 def test_imports_stay_cheap() -> None:
     code = f"HEAVY = {HEAVY!r}\n{IMPORTS}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

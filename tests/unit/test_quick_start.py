@@ -20,6 +20,8 @@ from jupyter_gpu.server.notebook_copy import checked_folder
 from jupyter_gpu.tutorials.copy_notebooks import shipped_files
 
 ROOT = Path(__file__).resolve().parents[2]
+# .ci/lab copies into the checkout's lab-work/ (printed): once, on one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("quick_start")
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:

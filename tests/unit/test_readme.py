@@ -25,6 +25,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RESULTS = (ROOT / "benchmarks" / "RESULTS.md").read_text()
 
 
+#: Where the code the README names lives (not .venv or node_modules).
+SOURCE_DIRS = ("jupyter_gpu", "tests", "benchmarks")
+
+
 def _source(path: str) -> str:
     return (ROOT / path).read_text()
 
@@ -51,35 +55,47 @@ def test_the_icon_is_named_for_what_the_icon_file_draws() -> None:
 
 def test_the_commands_and_files_it_names_exist() -> None:
     scripts = PYPROJECT["project"]["scripts"]
-    assert "jupyter gpu-tutorials" in README
-    assert "jupyter-gpu-tutorials" in scripts  # jupyter runs jupyter-<name>
+    commands = set(re.findall(r"`jupyter ([\w-]+)", README)) - {"lab"}
+    assert commands, "the README names the tutorials' command"
+    for command in commands:
+        assert f"jupyter-{command}" in scripts, command  # jupyter runs jupyter-<name>
     for script in set(re.findall(r"\.ci/(\w+)", README)):
         assert (ROOT / ".ci" / script).is_file(), script
     for link in set(re.findall(r"\]\(((?!https?:)[^)#]+)\)", README)):
         assert (ROOT / link).exists(), link
-    assert "python -m build --wheel" in README
-    assert PYPROJECT["build-system"]["build-backend"] == "hatchling.build"
+    if "python -m build" in README:
+        assert PYPROJECT["build-system"]["build-backend"] == "hatchling.build"
     name = PYPROJECT["project"]["name"].replace("-", "_")
-    assert f"dist/{name}-<version>-py3-none-any.whl" in README
-    for variable, where in (("JUPYTER_GPU_SMOKE", "jupyter_gpu"), ("JUPYTER_GPU_OUT", "tests/gpu")):
-        assert variable in README
-        assert any(variable in p.read_text() for p in (ROOT / where).rglob("*.py")), variable
-    assert "UPDATE_SCREENSHOTS" in _source("ui-tests/tests/perf.spec.ts")
+    wheels = set(re.findall(r"dist/(\w+)-<version>-py3-none-any\.whl", README))
+    assert wheels == {name}
+    sources = [p.read_text() for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")]
+    for variable in set(re.findall(r"\b(JUPYTER_GPU_[A-Z_]+)", README)):
+        assert any(variable in text for text in sources), f"nothing reads {variable}"
+    if "UPDATE_SCREENSHOTS" in README:
+        assert "UPDATE_SCREENSHOTS" in _source("ui-tests/tests/perf.spec.ts")
 
 
 def test_the_quick_start_folder_is_the_one_ci_lab_serves() -> None:
-    assert "`lab-work/gpu-tutorials/`" in README
-    assert "folder=lab-work" in _source(".ci/lab")
-    assert "/lab-work/" in _source(".gitignore").splitlines()
+    match = re.search(r"^folder=(\S+)", _source(".ci/lab"), re.M)
+    assert match, ".ci/lab names the folder it serves"
+    served = match.group(1).split("#")[0].strip()
+    copies = set(re.findall(r"`([\w-]+)/gpu-tutorials/`", README))
+    assert copies == {served}, copies  # where the README says the quick start copies
+    assert f"/{served}/" in _source(".gitignore").splitlines()
 
 
 def test_the_launcher_item_is_named_as_the_frontend_names_it() -> None:
-    assert "**GPU tutorials** item" in README
-    assert "label: trans.__('GPU tutorials')" in _source("labextension/src/tutorials.ts")
+    match = re.search(r"label: trans\.__\('([^']+)'\)", _source("labextension/src/tutorials.ts"))
+    assert match, "tutorials.ts labels its launcher item"
+    assert f"**{match.group(1)}** item" in README
     api = _source("labextension/src/tutorialsApi.ts")
-    assert "FIRST_NOTEBOOK = '00-start-here.ipynb'" in api
-    assert "TUTORIALS_FOLDER = 'gpu-tutorials'" in api
-    assert (ROOT / "notebooks" / "00-start-here.ipynb").is_file()
+    first = re.search(r"FIRST_NOTEBOOK = '([^']+)'", api)
+    folder = re.search(r"TUTORIALS_FOLDER = '([^']+)'", api)
+    assert first
+    assert folder
+    assert f"`{first.group(1)}`" in README
+    assert f"`{folder.group(1)}/`" in README
+    assert (ROOT / "notebooks" / first.group(1)).is_file()
 
 
 def test_the_extras_it_names_exist_and_hold_what_it_says() -> None:
@@ -88,9 +104,12 @@ def test_the_extras_it_names_exist_and_hold_what_it_says() -> None:
     named = {e for group in groups for e in group.split(",")}
     assert {"lab", "torch", "tutorials"} <= named
     assert named <= set(extras), named - set(extras)
-    tutorials = {re.split(r"[<>=\[ ]", r)[0] for r in extras["tutorials"]}
-    assert tutorials == {"torch", "numpy", "scikit-learn", "tqdm", "torchao"}
-    assert "torch plus what the notebooks use (NumPy, scikit-learn, tqdm, and torchao" in README
+    # Where the README says what an extra holds ("`[tutorials]` torch plus ... (NumPy, ...)"),
+    # it names every package of it.
+    for extra, said in re.findall(r"`\[(\w+)\]` ([^;.]*)", README):
+        packages = {re.split(r"[<>=\[ ]", r)[0] for r in extras[extra]}
+        mentioned = {p for p in packages if p.lower() in said.lower()}
+        assert mentioned == packages, (extra, packages - mentioned)
 
 
 def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:
@@ -109,26 +128,33 @@ def test_the_magics_it_lists_are_the_ones_the_extension_loads() -> None:
         ip.run_line_magic("unload_ext", "jupyter_gpu")
 
 
-# Each tutorial notebook and how the README's list of them names it.
-TUTORIALS = {
-    "00-start-here": "start here (the monitor, `%gpu`",
-    "01-torch-compile": "), torch.compile (",
-    "02-mixed-precision": "mixed precision",
-    "03-gpu-memory": "GPU memory",
-    "04-profiling": "profiling an input pipeline",
-    "05-multi-gpu": "several GPUs (DDP, FSDP, NCCL with `%%torchrun`)",
-    "06-compile-cache": "the torch.compile cache (where it lives,",
-    "07-capstone": "a capstone",
-}
+def _listed_items(sentence: str) -> list[str]:
+    """The items of the list ``sentence`` ends with ("a, b (c, d), and e, which ..."): split at
+    the commas outside parentheses; the item after "and" is the last, with what follows it."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(sentence):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(sentence[start:i].strip())
+            start = i + 1
+    parts.append(sentence[start:].strip())
+    last = next(i for i, part in enumerate(parts) if part.startswith("and "))
+    return [*parts[:last], ", ".join(parts[last:])[len("and ") :]]
 
 
 def test_the_tutorial_list_names_every_notebook() -> None:
-    shipped = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
-    assert shipped == set(TUTORIALS), "a notebook to add to (or drop from) the README's list"
+    # The README lists the notebooks' skills in order, one item each ("start here (...), torch.
+    # compile (...), mixed precision, ..., and a capstone ..."): as many items as notebooks, and
+    # each names a word of its notebook's file name (05-multi-gpu: "several GPUs").
+    shipped = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     section = README.split("## Tutorial notebooks")[1].split("\n## ")[0]
-    listed = _flat(section.split(". They need no download")[0])
-    missing = [name for name, phrase in TUTORIALS.items() if phrase not in listed]
-    assert missing == []
+    first_sentence = _flat(section).split(". ")[0]
+    listed = first_sentence.split(": ", 1)[-1]  # the list, after its introduction
+    items = _listed_items(listed)
+    assert len(items) == len(shipped), (shipped, items)
+    for stem, item in zip(shipped, items, strict=True):
+        words = stem.split("-")[1:]
+        assert any(w in item.lower() for w in words), (stem, item)
 
 
 def test_the_status_bar_item_is_said_to_open_its_menu() -> None:
@@ -144,21 +170,25 @@ def test_the_status_bar_item_is_said_to_open_its_menu() -> None:
     assert "const DASHBOARD_COMMAND = 'jupyter-gpu:dashboard';" in index
 
 
+#: "the 8-GPU screenshots come from servers started with a synthetic past": a count of GPUs.
+SEEDED_SCREENSHOTS = re.compile(r"\b(\d+)-GPU screenshots\b")
+
+
 def test_the_screenshots_with_a_seeded_past_are_said_to_be() -> None:
     option = "simulated_seed_history_s"
-    assert (
-        "The dashboard's and the 8-GPU screenshots come from servers started with a synthetic "
-        f"past already in their history (`--JupyterGpu.{option}`)" in _flat(README)
-    )
     assert option in JupyterGpu.class_trait_names(config=True)
+    # The paragraph that names the option beside the screenshots says which ones were seeded.
+    (said,) = [p for p in README.split("\n\n") if "screenshot" in p and f"JupyterGpu.{option}" in p]
+    (count,) = SEEDED_SCREENSHOTS.findall(_flat(said))
+    assert "dashboard" in said
     dashboard = _source("ui-tests/tests/dashboard.spec.ts")
     assert f"`--JupyterGpu.{option}=${{SEEDED_S}}`" in dashboard
     assert "screenshot-dashboard.png" in dashboard
-    # The 8-GPU screenshot is taken on the perf project's server, which is seeded too.
+    # The many-GPU screenshot is taken on the perf project's server, which is seeded too.
     perf_server = _source("ui-tests/playwright.config.js").split("server(ports.perf")[1]
     assert f"'--JupyterGpu.{option}=" in perf_server.split("]")[0]
-    assert "'--JupyterGpu.simulated_devices=8'" in perf_server.split("]")[0]
-    assert "screenshot-8-gpus.png" in _source("ui-tests/tests/perf.spec.ts")
+    assert f"'--JupyterGpu.simulated_devices={count}'" in perf_server.split("]")[0]
+    assert f"screenshot-{count}-gpus.png" in _source("ui-tests/tests/perf.spec.ts")
 
 
 def test_the_options_it_names_are_the_servers() -> None:
@@ -168,6 +198,29 @@ def test_the_options_it_names_are_the_servers() -> None:
     named -= {"auto", "nvml", "simulated", "none"}  # the backend's values
     assert named <= traits, named - traits
     assert JupyterGpu(interval_s=0.5).interval_s == 0.5  # the example value is in bounds
+
+
+def test_the_test_commands_do_what_it_says() -> None:
+    section = README.split("## Run the tests")[1].split("\n## ")[0]
+    # "bash .ci/test ... runs every check ... all the Python tests ... with pytest-xdist": the
+    # slow ones too, on pytest-xdist workers that keep an xdist_group on one worker.
+    assert "bash .ci/test" in section
+    ci_test = _source(".ci/test").replace("\\\n", " ")  # a line continued is one line
+    (pytest_line,) = re.findall(r"python -m pytest[^\n]*", ci_test)
+    assert "--slow" in pytest_line
+    assert "-n " in pytest_line
+    assert "--dist loadgroup" in pytest_line
+    assert "pytest-xdist" in section
+    assert any(
+        r.startswith("pytest-xdist") for r in PYPROJECT["project"]["optional-dependencies"]["test"]
+    )
+    # "python -m pytest ... leaves out the tests marked `slow`; `--slow` runs them too"
+    assert re.search(r'addoption\(\s*"--slow"', _source("tests/conftest.py"))
+    markers = {m.split(":")[0] for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"]}
+    for marker in re.findall(r"marked `(\w+)`", section):
+        assert marker in markers, marker
+    for option in re.findall(r"`python -m pytest (--[\w-]+)`", section):
+        assert option == "--slow", option
 
 
 # ------------------------------------------------------------------------------------ figures
@@ -181,51 +234,78 @@ def _targets() -> list[tuple[str, str]]:
     return [(cells[2].strip(), cells[3].strip()) for cells in rows]
 
 
-H200_SENTENCE = re.compile(r"On one H200\s+they met every target: (.*?)\. The executed", re.S)
-H200_FIGURE = re.compile(r"\d+(?:\.\d+)?(?:x| TFLOP/s)")
+#: A speed-up or a throughput: the tutorials' measured targets.
+H200_FIGURE = re.compile(r"\b\d+(?:\.\d+)?(?:x| TFLOP/s)(?!\w)")
 
 
 def test_the_h200_figures_are_the_measured_targets() -> None:
-    match = H200_SENTENCE.search(README)
-    assert match, "the README quotes the tutorials' measured targets"
-    quoted = H200_FIGURE.findall(match.group(1))
-    targets = _targets()
-    assert all(met == "yes" for _, met in targets)  # "they met every target"
-    assert sorted(quoted) == sorted(measured for measured, _ in targets)
+    quoted = H200_FIGURE.findall(README)
+    assert quoted, "the README quotes the tutorials' measured targets"
+    measured = dict(_targets())
+    assert sorted(quoted) == sorted(measured), "quote each measured target once, and no other"
+    if "every target" in README:
+        assert set(measured.values()) == {"yes"}
+
+
+STATUS_EXAMPLE = re.compile(r"GPU \d+: \d+% · [\d.]+/\d+ GiB")
 
 
 def test_the_status_bar_example_is_the_formatters_tested_output() -> None:
-    example = "GPU 0: 87% · 31.2/140 GiB"
-    assert f"`{example}`" in README
-    assert f"'{example}'" in _source("labextension/src/__tests__/format.spec.ts")
+    examples = set(STATUS_EXAMPLE.findall(README))
+    assert examples, "the README shows the status bar's text"
+    tested = set(STATUS_EXAMPLE.findall(_source("labextension/src/__tests__/format.spec.ts")))
+    assert examples <= tested, examples - tested
+
+
+#: "5 min live, or 1 h and 24 h": a chart range.
+RANGE = re.compile(r"\b(\d+) (min|h)\b")
 
 
 def test_the_dashboards_ranges_are_its_own() -> None:
-    assert "5 min live, or 1 h and 24 h" in README
+    dashboard = next(p for p in README.split("\n\n") if "**GPU dashboard**" in p)
+    said = {int(n) * (60 if unit == "min" else 3600) for n, unit in RANGE.findall(dashboard)}
     series = _source("labextension/src/dashboard/series.ts")
-    for name, seconds in (("5m", 300), ("1h", 3600), ("24h", 86400)):
-        assert f"'{name}': {seconds}" in series
+    ranges = re.search(r"export const RANGES\b[^=]*= \{([^}]*)\}", series)
+    assert ranges, "series.ts declares the ranges a person can pick, in seconds"
+    own = {int(s) for s in re.findall(r": (\d+)", ranges.group(1))}
+    assert said
+    assert said == own, (said, own)
 
 
-def test_the_eight_gpu_screenshot_is_taken_with_eight() -> None:
-    assert "**8 GPUs in a narrow sidebar" in README
+EIGHT_GPUS = re.compile(r"\*\*(\d+) GPUs in a narrow sidebar")
+
+
+def test_the_many_gpu_screenshot_is_taken_with_as_many() -> None:
+    (count,) = EIGHT_GPUS.findall(README)
     perf = _source("ui-tests/tests/perf.spec.ts")
-    assert "devices: 8," in perf
-    assert "screenshot-8-gpus.png" in perf
+    assert f"devices: {count}," in perf
+    assert f"screenshot-{count}-gpus.png" in perf
+    assert f"screenshot-{count}-gpus.png" in README
+
+
+PCIE_READ = re.compile(r"about (\d+) ms per GPU per read")
 
 
 def test_the_pcie_read_cost_is_the_measured_one() -> None:
-    assert "about 21 ms per GPU per read" in README
-    assert "`nvmlDeviceGetPcieThroughput` for TX and RX, about 21 ms each on this GPU" in RESULTS
+    (said,) = PCIE_READ.findall(README)
+    row = re.search(
+        r"^\| nvmlDeviceGetPcieThroughput\(TX\) \[slow\] \| ([\d,.]+) \|$", RESULTS, re.M
+    )
+    assert row, "RESULTS.md's table of NVML calls (µs) has the PCIe read"
+    measured_ms = float(row.group(1).replace(",", "")) / 1000
+    assert int(said) == round(measured_ms)
+
+
+ADDRESS = re.compile(r"http://127\.0\.0\.1:(\d+)")
 
 
 def test_the_address_is_where_ci_lab_serves() -> None:
     from jupyter_server.serverapp import DEFAULT_JUPYTER_SERVER_PORT
 
-    assert "http://127.0.0.1:8888" in README
+    (port,) = set(ADDRESS.findall(README))
+    assert int(port) == DEFAULT_JUPYTER_SERVER_PORT
+    assert "--port" not in _source(".ci/lab")  # .ci/lab keeps Jupyter's default
     assert '--ip="${JUPYTER_IP:-127.0.0.1}"' in _source(".ci/lab")
-    assert "--port" not in _source(".ci/lab")
-    assert DEFAULT_JUPYTER_SERVER_PORT == 8888
 
 
 def test_no_duration_of_the_tests_or_the_build_is_stated() -> None:
@@ -240,13 +320,13 @@ def test_no_duration_of_the_tests_or_the_build_is_stated() -> None:
 
 # Figures checked above, and numbers that are names or inputs rather than figures.
 CHECKED = [
-    H200_SENTENCE,
-    re.compile(r"GPU 0: 87% · 31\.2/140 GiB"),
-    re.compile(r"5 min live, or 1 h and 24 h"),
-    re.compile(r"\*\*8 GPUs in a narrow sidebar"),
-    re.compile(r"the 8-GPU screenshots come from servers"),
-    re.compile(r"about 21 ms per GPU per read"),
-    re.compile(r"http://127\.0\.0\.1:8888"),
+    H200_FIGURE,
+    STATUS_EXAMPLE,
+    RANGE,
+    EIGHT_GPUS,
+    SEEDED_SCREENSHOTS,
+    PCIE_READ,
+    ADDRESS,
     re.compile(r"--JupyterGpu\.interval_s=0\.5"),
 ]
 NOT_FIGURES = [

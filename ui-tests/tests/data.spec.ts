@@ -16,6 +16,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { APIRequestContext, expect, Page, test } from '@playwright/test';
 import { command, newNotebook, openPanel, PANEL_TAB, runCell } from './lab';
+import { ports } from '../servers.json';
 
 /** As lab.ts's openLab, with room for a busy machine (this server started moments ago). */
 async function openLab(page: Page): Promise<void> {
@@ -26,7 +27,7 @@ async function openLab(page: Page): Promise<void> {
   await expect(page.locator(PANEL_TAB)).toBeVisible({ timeout: 30000 });
 }
 
-const PORT = 8915;
+const PORT = ports.data; // its own: another file may run beside this one
 const BASE = `http://127.0.0.1:${PORT}/`;
 let server: ChildProcess | null = null;
 let tmp = '';
@@ -304,15 +305,25 @@ test('the cache row says why a folder cannot be cleared, beside its greyed butto
     'aria-describedby',
     (await reason.getAttribute('id'))!
   );
-  // Beside the button (after it on its line, or under it), within the panel.
-  const [b, r, p] = [
-    (await button.boundingBox())!,
-    (await reason.boundingBox())!,
-    (await panel.boundingBox())!
-  ];
-  expect(r.x >= b.x + b.width - 0.5 || r.y >= b.y + b.height - 0.5).toBe(true);
-  expect(r.y).toBeLessThan(b.y + b.height + 40);
-  expect(r.x + r.width).toBeLessThanOrEqual(p.x + p.width + 0.5);
+  // Beside the button (after it on its line, or under it), within the panel. The three boxes
+  // are read again until they agree: the section is drawn anew after each cache scan (every
+  // second here), and a box read between two draws is null (seen once beside the Python tests).
+  await expect(async () => {
+    const [b, r, p] = [
+      await button.boundingBox(),
+      await reason.boundingBox(),
+      await panel.boundingBox()
+    ];
+    expect(
+      b && r && p,
+      'the button, its reason and the panel are drawn'
+    ).toBeTruthy();
+    expect(
+      r!.x >= b!.x + b!.width - 0.5 || r!.y >= b!.y + b!.height - 0.5
+    ).toBe(true);
+    expect(r!.y).toBeLessThan(b!.y + b!.height + 40);
+    expect(r!.x + r!.width).toBeLessThanOrEqual(p!.x + p!.width + 0.5);
+  }).toPass({ timeout: 15000 });
   // A folder that can be cleared has no such line.
   await expect(
     caches.locator('[data-cache-kind="inductor"] .jp-gpu-cache-refusal')

@@ -23,6 +23,7 @@ from tests.integration.hub.hubctl import USERS, Hub, proxy_command
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("hub"),  # one hub for the file (its fixture), on one xdist worker
     pytest.mark.timeout(600),
     # Skipped on a machine without npm's proxy; in CI (.ci/setup installs it) that is a failure.
     pytest.mark.skipif(

@@ -192,7 +192,10 @@ def test_bench_of_a_training_step_leaves_the_weights_and_adamw_as_they_were(shel
     ran = shell.ok('r = %compile model --backend eager --bench "train_step()" --optimizer opt -o')
     r = shell["r"]
     assert r.bench.restored is not None
-    assert r.bench.restored.runs > 20
+    # Every call the bench made was undone: the timed ones, their warm-ups and the compiling
+    # call (how many fit in the timing budget depends on the machine's load).
+    eager, compiled = r.bench.eager, r.bench.compiled
+    assert r.bench.restored.runs >= eager.warmup + eager.runs + 1 + compiled.warmup + compiled.runs
     assert r.bench.restored.exact
     assert training_bits(shell) == before  # bit for bit, the param groups too
     assert f"Restored after {r.bench.restored.runs:,} runs, checked bit for bit: model, opt" in (

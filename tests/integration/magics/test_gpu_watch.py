@@ -89,6 +89,7 @@ def test_gpu_follows_the_servers_simulated_backend(
     assert all("(simulated)" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_watch_in_a_real_kernel_updates_while_a_cell_runs() -> None:
     figures = run_watch_notebook("time.sleep(2.0)", backend="simulated", interval_s=0.1)
     assert figures["widget_views"] == 1

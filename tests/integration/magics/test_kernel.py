@@ -35,6 +35,7 @@ def _texts(cell: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow
 def test_magics_in_a_real_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU branch, on purpose (the kernel's env)
     nb = nbformat.v4.new_notebook()

@@ -69,6 +69,7 @@ def test_profile_line_form_needs_a_statement(shell: Shell) -> None:
     assert "%%profile" in message
 
 
+@pytest.mark.slow
 def test_exit_after_torch_compile_prints_nothing() -> None:
     # Without the exit hook, dynamo's cleanup of the names it put in the cell's namespace
     # raised KeyError in weakref callbacks after IPython had emptied that namespace at exit.

@@ -129,6 +129,7 @@ def test_every_magic_is_fuzzed(shell: Shell) -> None:
     assert {"amp", "compile", "gpu", "memsummary", "profile"} <= names, names
 
 
+@pytest.mark.slow
 @hypothesis.settings(
     max_examples=150,
     deadline=None,

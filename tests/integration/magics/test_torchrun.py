@@ -194,7 +194,6 @@ def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Pat
 def test_interrupting_leaves_no_process(shell: Shell, in_tmp: Path) -> None:
     def press_stop() -> None:  # the stop button: SIGINT to the kernel, once both ranks run
         wait_for_ranks(in_tmp, "started-*")
-        time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=press_stop, daemon=True).start()
@@ -291,9 +290,15 @@ def test_a_driver_that_hangs_at_start_gives_a_usage_error_within_the_deadline(
 def wait_for_ranks(
     folder: Path, pattern: str, process: subprocess.Popen[Any] | None = None
 ) -> None:
-    """Until both ranks wrote their file (``pattern``) into ``folder``: the cell is running."""
+    """Until both ranks wrote their file (``pattern``) into ``folder``, each its pid: the cell
+    is running, past the line that wrote it."""
+
+    def both_written() -> bool:
+        files = list(folder.glob(pattern))
+        return len(files) == 2 and all(f.read_text() for f in files)
+
     wait_for(
-        lambda: len(list(folder.glob(pattern))) == 2,
+        both_written,
         "the ranks did not start",
         timeout_s=120,
         poll_s=0.05,
@@ -443,7 +448,6 @@ def test_a_killed_kernel_takes_torchrun_and_its_ranks_with_it(tmp_path: Path) ->
     )
     try:
         wait_for_ranks(tmp_path, "rank-*.pid", process=kernel)
-        time.sleep(0.2)  # the pid files are written; the ranks are in time.sleep
         ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
         torchrun = [c.pid for c in psutil.Process(kernel.pid).children()]
         assert len(torchrun) == 1
@@ -523,7 +527,6 @@ def test_interrupting_a_real_kernel_stops_every_rank(tmp_path: Path) -> None:
             "time.sleep(600)\n"
         )
         wait_for_ranks(tmp_path, "rank-*.pid")
-        time.sleep(0.2)
         ranks = [int(p.read_text()) for p in tmp_path.glob("rank-*.pid")]
         km.interrupt_kernel()
         while True:

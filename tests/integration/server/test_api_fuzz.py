@@ -19,6 +19,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from tests.helpers import running_server  # noqa: E402 (after the skips)
 from tests.integration.server.api_helpers import openapi  # noqa: E402 (after the skips)
 
+# One server for the file (base_url), built once on one pytest-xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("api_fuzz")]
+
 TOKEN = "fuzz"
 
 

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import running_server
 
 TOKEN = "slow-kernel-check"
@@ -21,6 +23,7 @@ SLOW_LAUNCH = (
 )
 
 
+@pytest.mark.slow
 def test_a_kernel_slow_to_start_still_gives_a_ready_client(tmp_path: Path) -> None:
     spec = tmp_path / "data" / "kernels" / "python3"
     spec.mkdir(parents=True)

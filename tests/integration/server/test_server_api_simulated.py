@@ -18,12 +18,23 @@ from jupyter_server.serverapp import ServerApp
 from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_gpu.server.app import JupyterGpuApp
-from jupyter_gpu.server.handlers import openapi_json
+from jupyter_gpu.server.handlers import GZIP_MIN_BYTES, openapi_json
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, openapi, validate
 
 Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
 ROUTES = ("devices", "snapshot", "history", "metrics", "openapi.json")
+
+
+async def samples_in_history(api_get: Get, count: int) -> Any:
+    """``GET history`` once it holds at least ``count`` samples (a sample each 0.1 s)."""
+
+    async def enough() -> Any:
+        history = await api_get("history")
+        return history if len(history["samples"]) >= count else None
+
+    return await wait_for_async(enough, f"history never held {count} samples", poll_s=0.05)
 
 
 async def test_base_url_is_not_root(jp_base_url: str) -> None:
@@ -52,13 +63,11 @@ async def test_kernels_of_a_simulated_server_use_it_too(api_get: Get) -> None:
 
 
 async def test_snapshot_has_gpm_activity(api_get: Get) -> None:
-    import asyncio as aio
-
-    for _ in range(30):
+    async def with_gpm() -> Any:
         sample = await api_get("snapshot")
-        if sample["devices"][0]["sm_active_pct"] is not None:
-            break
-        await aio.sleep(0.1)
+        return sample if sample["devices"][0]["sm_active_pct"] is not None else None
+
+    sample = await wait_for_async(with_gpm, "no GPM reading reached the snapshot", poll_s=0.05)
     d = sample["devices"][0]
     for key in ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct"):
         assert 0 <= d[key] <= 100
@@ -70,9 +79,12 @@ async def test_snapshot_is_the_latest_sample(api_get: Get) -> None:
     assert (first["backend"], first["simulated"]) == ("simulated", True)
     assert len(first["devices"]) == 3
     assert first["host"]["mem_total_bytes"] > 0
-    await asyncio.sleep(0.35)
-    later = await api_get("snapshot")
-    assert later["seq"] > first["seq"]
+
+    async def newer() -> Any:
+        later = await api_get("snapshot")
+        return later if later["seq"] > first["seq"] else None
+
+    later = await wait_for_async(newer, "the snapshot never moved on", poll_s=0.05)
     assert later["ts"] > first["ts"]
 
 
@@ -84,8 +96,7 @@ async def test_responses_are_not_cached_and_not_hashed(jp_fetch: Fetch, route: s
 
 
 async def test_history_filters_by_since(api_get: Get) -> None:
-    await asyncio.sleep(0.5)
-    everything = await api_get("history")
+    everything = await samples_in_history(api_get, 3)
     validate(everything, "History")
     assert everything["interval_s"] == 0.1
     samples = everything["samples"]
@@ -102,7 +113,11 @@ async def test_history_filters_by_since(api_get: Get) -> None:
 
 
 async def test_a_long_history_is_sent_gzipped(jp_fetch: Fetch) -> None:
-    await asyncio.sleep(0.6)
+    async def long_enough() -> bool:  # the route sends a short body as it is
+        plain = await jp_fetch(*API, "history", decompress_response=False)
+        return len(plain.body) >= GZIP_MIN_BYTES
+
+    await wait_for_async(long_enough, "the history never grew past gzip's minimum", poll_s=0.05)
     response = await jp_fetch(*API, "history", headers={"Accept-Encoding": "gzip"})
     # tornado's client decompresses, and says what it undid
     assert response.headers.get("X-Consumed-Content-Encoding") == "gzip"
@@ -221,8 +236,7 @@ async def test_monitoring_is_not_user_activity(jp_fetch: Fetch, jp_serverapp: Se
 
 
 async def test_seq_counts_every_sample_by_one_from_one(api_get: Get) -> None:
-    await asyncio.sleep(0.45)
-    seqs = [s["seq"] for s in (await api_get("history"))["samples"]]
+    seqs = [s["seq"] for s in (await samples_in_history(api_get, 3))["samples"]]
     # a fresh server (each test has one) starts again from 1, and there is no gap
     assert seqs == list(range(1, len(seqs) + 1))
     assert len(seqs) >= 3

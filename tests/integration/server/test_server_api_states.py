@@ -112,12 +112,14 @@ async def test_faults_reach_the_api_as_states(
     assert alive["state"] == "ok"
     assert service.sampler.running  # sampling goes on
 
-    await asyncio.sleep(0.15)  # the metrics of the newest sample
-    metrics = (await jp_fetch(*API, "metrics")).body.decode().splitlines()
-    assert any(
-        m.startswith("jupyter_gpu_device_ok{") and 'gpu="0"' in m and m.endswith(" 0.0")
-        for m in metrics
-    )
+    async def gpu_0_not_ok() -> bool:  # in the metrics of a sample after the loss
+        metrics = (await jp_fetch(*API, "metrics")).body.decode().splitlines()
+        return any(
+            m.startswith("jupyter_gpu_device_ok{") and 'gpu="0"' in m and m.endswith(" 0.0")
+            for m in metrics
+        )
+
+    await wait_for_async(gpu_0_not_ok, "the metrics never said GPU 0 is not ok", poll_s=0.05)
 
 
 @pytest.mark.gpu_config(simulated_devices=2)

@@ -6,7 +6,6 @@ tests/conftest.py); the refused ones are a user's project folder and a cache wit
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import os
@@ -23,6 +22,7 @@ from traitlets.config import Config
 
 from jupyter_gpu.compile_cache import scan_dir
 from tests.compile_cache_reference import Reference
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, validate
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -82,12 +82,12 @@ def jp_server_config(caches: dict[str, Path]) -> Config:
 
 
 async def _all_dirs(api_get: Get) -> list[dict[str, Any]]:
-    for _ in range(300):
+    async def scanned() -> Any:
         cc = (await api_get("snapshot"))["compile_cache"]
-        if cc["scanned_ts"] is not None:
-            return list(cc["dirs"])
-        await asyncio.sleep(0.1)
-    raise AssertionError("the caches were never scanned")
+        return cc if cc["scanned_ts"] is not None else None
+
+    cc = await wait_for_async(scanned, "the caches were never scanned", poll_s=0.1)
+    return list(cc["dirs"])
 
 
 async def _dirs(api_get: Get) -> dict[str, dict[str, Any]]:
@@ -124,12 +124,11 @@ async def test_torchs_real_default_cache_is_listed_clearable_and_emptied(
     # Each file is a hard link to the reference torch wrote: removing this name freed nothing.
     assert (body["freed_bytes"], body["files_removed"], body["failed"]) == (0, count, [])
     assert list(caches["inductor"].iterdir()) == []
-    for _ in range(30):  # rescanned right after the clear: the next samples show it
-        after = await _dirs(api_get)
-        if after["inductor"]["size_bytes"] == 0:
-            break
-        await asyncio.sleep(0.1)
-    assert after["inductor"]["size_bytes"] == 0
+
+    async def emptied() -> bool:  # rescanned right after the clear: the next samples show it
+        return bool((await _dirs(api_get))["inductor"]["size_bytes"] == 0)
+
+    await wait_for_async(emptied, "the snapshot never showed the cache emptied", poll_s=0.1)
 
 
 @pytest.mark.parametrize("layout", ["project"])
@@ -155,11 +154,12 @@ async def test_a_link_inside_refuses_the_cache_and_is_never_followed(
     jp_fetch: Fetch, api_get: Get, caches: dict[str, Path]
 ) -> None:
     (caches["inductor"] / "locks" / "escape.lock").symlink_to(caches["outside"] / "data.bin")
-    for _ in range(50):  # the next scan (every second) sees the link
+
+    async def refused() -> Any:  # the next scan (every second) sees the link
         inductor = (await _dirs(api_get))["inductor"]
-        if not inductor["clearable"]:
-            break
-        await asyncio.sleep(0.1)
+        return None if inductor["clearable"] else inductor
+
+    inductor = await wait_for_async(refused, "the link was never seen", poll_s=0.1)
     assert inductor["refusal"].startswith("`locks/escape.lock`: a symbolic link")
     files = scan_dir(str(caches["inductor"]))[2]
     code, body = await _post(jp_fetch, {"id": inductor["id"]})

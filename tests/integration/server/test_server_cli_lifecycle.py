@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import running_server
 
 TOKEN = "jupyter-gpu-test"
 
 
+@pytest.mark.slow
 def test_command_line_options_and_a_clean_shutdown(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     with running_server(

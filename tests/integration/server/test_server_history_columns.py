@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,8 +24,24 @@ def jp_server_config() -> Config:
     return gpu_config(simulated_devices=2, history_s=30.0, simulated_seed_history_s=3600.0)
 
 
+async def _when_ready(api_get: Get, route: str) -> Any:
+    """``route``'s body once the server answers it: a 503 ("try again in a moment") while the
+    seeded past is written and no live sample is in yet (beside the whole suite on 2 cores, that
+    outlasted the server's own 10 s wait for a first sample)."""
+
+    async def answered() -> Any:
+        try:
+            return await api_get(route)
+        except tornado.httpclient.HTTPClientError as err:
+            if err.code != 503:
+                raise
+            return None
+
+    return await wait_for_async(answered, f"{route} kept answering 503", timeout_s=60.0)
+
+
 async def test_an_hour_of_seeded_past_at_a_point_budget(api_get: Get) -> None:
-    devices = await api_get("devices")
+    devices = await _when_ready(api_get, "devices")
     assert devices["config"]["long_history_s"] == 86_400
     assert devices["config"]["history_bucket_s"] == 10
     body = await api_get("history", points="400", since=repr(time.time() - 3600))
@@ -42,6 +57,7 @@ async def test_an_hour_of_seeded_past_at_a_point_budget(api_get: Get) -> None:
 
 
 async def test_resolution_and_limit(api_get: Get) -> None:
+    await _when_ready(api_get, "devices")
     body = await api_get("history", resolution="60", limit="5")
     validate(body, "HistoryColumns")
     assert body["resolution_s"] == 60
@@ -50,20 +66,27 @@ async def test_resolution_and_limit(api_get: Get) -> None:
 
 
 async def test_a_fine_resolution_comes_from_the_ring(api_get: Get) -> None:
+    await _when_ready(api_get, "devices")
+
     # The seeded past is written first, and the routes answer once its first sample is in:
     # wait for live samples (seeding took 0.2 to 0.7 s on a busy machine).
     async def live() -> bool:
         return bool(time.time() - (await api_get("snapshot"))["ts"] < 1.0)
 
     await wait_for_async(live, "no live sample after the seeded past", timeout_s=30.0)
-    await asyncio.sleep(0.3)
-    body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
+
+    async def three_live() -> Any:
+        body = await api_get("history", resolution="0.1", since=repr(time.time() - 5))
+        return body if len(body["ts"]) >= 3 else None
+
+    body = await wait_for_async(three_live, "the ring never held 3 live samples", poll_s=0.05)
     validate(body, "HistoryColumns")
     assert body["resolution_s"] == 0.1
     assert len(body["ts"]) >= 3
 
 
 async def test_limit_on_samples(api_get: Get) -> None:
+    await _when_ready(api_get, "devices")
     body = await api_get("history", limit="3")
     validate(body, "History")
     assert len(body["samples"]) == 3

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
+from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import gpu_config
 
 Fetch = Callable[..., Awaitable[Any]]
@@ -23,15 +23,18 @@ def jp_server_config() -> Config:
 
 
 async def _kernel_processes(api_get: Get, kernel_id: str) -> list[dict[str, Any]]:
-    for _ in range(150):
-        sample = await api_get("snapshot")
+    last: dict[str, Any] = {}
+
+    async def flagged() -> list[dict[str, Any]] | None:
+        last["sample"] = sample = await api_get("snapshot")
         procs = [
             p for d in sample["devices"] for p in d["processes"] if p["kernel_id"] == kernel_id
         ]
-        if procs and procs[0]["idle_holder"]:
-            return procs
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"kernel {kernel_id} never showed as an idle holder: {sample}")
+        return procs if procs and procs[0]["idle_holder"] else None
+
+    return await wait_for_async(
+        flagged, lambda: f"kernel {kernel_id} never showed as an idle holder: {last}", poll_s=0.1
+    )
 
 
 async def test_idle_kernel_is_flagged_with_its_idle_time(jp_fetch: Fetch, api_get: Get) -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from jupyter_gpu.compile_cache import (
 )
 from jupyter_gpu.compile_cache.locate import _resolved
 from tests.compile_cache_races import small_cache
+from tests.helpers import wait_until_execd
 
 
 def _small_cache(root: Path) -> tuple[Path, int]:
@@ -98,7 +98,7 @@ def test_kernels_own_cache_dirs_are_found_from_their_environment(tmp_path: Path)
         for e in (env, other)
     ]
     try:
-        time.sleep(0.2)
+        wait_until_execd(procs)  # each reads its own environment from then on
         found = kernel_cache_dirs([p.pid for p in procs])
     finally:
         for p in procs:

@@ -82,6 +82,7 @@ def test_a_refresh_during_a_walk_walks_again_after_it() -> None:
     assert scan.calls == 2
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_at_smoke_size(tmp_path: Path) -> None:
     # benchmarks/compile_cache_walk.py at 300 files, so that it does not rot (RESULTS.md has
     # the 100,000-file figures).

@@ -112,6 +112,7 @@ def test_fold_samples_has_the_same_shape() -> None:
     assert out["series"]["gpu.0.util_pct"]["mean"] == [2.0, 7.0]
 
 
+@pytest.mark.slow
 def test_memory_bound_at_8_gpus_over_24_hours() -> None:
     """24 h of 10 s buckets at 8 GPUs, every field: 9.3 MB, whatever the server's uptime.
 

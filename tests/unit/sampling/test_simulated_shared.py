@@ -21,6 +21,7 @@ from jupyter_gpu.magics.gpu.report import show_topology
 from jupyter_gpu.nvml.topology import simulated_topology
 from jupyter_gpu.sampling.attribution import kernel_pids_of_server
 from jupyter_gpu.simulated.backend import SimulatedBackend
+from tests.helpers import wait_until_execd
 
 
 @pytest.mark.parametrize("elapsed_s", [0.0, 7.5, 40.0, 130.0, 1000.0])
@@ -83,7 +84,7 @@ def test_a_servers_kernels_are_its_children_that_name_it(
     for parent in (me, me, None, "1"):
         env = base if parent is None else {**base, "JPY_PARENT_PID": parent}
         sleepers.append(subprocess.Popen(sleeper, env=env))
-    time.sleep(0.2)  # until each has exec'd (its environment is readable from then on)
+    wait_until_execd(sleepers)  # its environment is readable from then on
     kernels = kernel_pids_of_server(os.getpid())
     assert kernels == sorted(c.pid for c in sleepers[:2])
     assert kernel_pids_of_server(sleepers[2].pid) == []  # no kernels of its own

@@ -4,6 +4,7 @@ The known wrong answers: the unchanged model (no step), one step only, two steps
 speedup misses the target, and a loader and a fused optimizer built but never used (issue 32).
 """
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -88,6 +89,7 @@ def test_one_step_is_not_enough() -> None:
     assert feedback.found == ("fused optimizer",)
 
 
+@pytest.mark.slow
 def test_two_steps_pass_without_a_target_and_fail_a_missed_one() -> None:
     answer = training(fused=True, autocast=True)
     feedback = check(answer, fast_baseline(1.0), target=None)

@@ -26,6 +26,7 @@ def test_hand_written_attention_equals_sdpa() -> None:
         model(torch.zeros(1, SHAPE.seq_len + 1, dtype=torch.long))
 
 
+@pytest.mark.slow
 def test_regional_compilation_reuses_one_graph_and_checkpointing_keeps_gradients() -> None:
     from torch._dynamo.utils import counters
 

@@ -13,6 +13,7 @@ from tests.helpers import ROOT, load_script
 TINY = ["--shape", "d128-hd64-l2-t64", "--batch", "2", "--dtype", "fp32", "--workers", "0"]
 
 
+@pytest.mark.slow
 def test_the_script_trains_and_reports() -> None:
     figures = train_script.main(
         [

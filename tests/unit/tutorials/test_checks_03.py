@@ -17,6 +17,9 @@ from tests.tutorial_answers_02_03 import (
     my_step_solution,
 )
 
+# A real GPT and its measured cap (exercise), built once on one pytest-xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checks_03")]
+
 
 @pytest.fixture(scope="module")
 def exercise() -> CapExercise:

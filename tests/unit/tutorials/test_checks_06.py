@@ -25,6 +25,7 @@ def x() -> torch.Tensor:
     return torch.randn(4, WIDTH)
 
 
+@pytest.mark.slow
 def test_the_unchanged_model_and_dynamic_true_are_rejected(x: torch.Tensor) -> None:
     model = WarmupScale(WIDTH)
     starter = check_recompile_fix(model, torch.compile(model, backend="aot_eager"), x)

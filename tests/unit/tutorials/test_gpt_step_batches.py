@@ -14,6 +14,7 @@ def gpt_step() -> ModuleType:
     return load_script(ROOT / "benchmarks" / "gpt_step.py")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batches", ["fixed", "fresh"])
 def test_batches_source(gpt_step: ModuleType, monkeypatch, batches: str) -> None:
     import torch

@@ -92,6 +92,7 @@ def _tiny_wheel(folder: Path) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_a_wheel_install_gets_the_wheels_name_and_a_note_once_it_is_gone(tmp_path: Path) -> None:
     wheel = _tiny_wheel(tmp_path)
     target = tmp_path / "site"

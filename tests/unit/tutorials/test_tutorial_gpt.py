@@ -82,6 +82,7 @@ def test_flops_formula() -> None:
         tflops(1.0, 0.0)
 
 
+@pytest.mark.slow
 def test_a_few_steps_lower_the_loss() -> None:
     torch.manual_seed(0)
     model = GPT(TINY)
