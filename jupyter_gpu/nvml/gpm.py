@@ -20,23 +20,24 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from jupyter_gpu.readings.records import GPM_FIELDS, GpmReading
+from jupyter_gpu.readings.records import GroupReading
 
 NOT_SUPPORTED = "Not Supported"
 
-# DeviceSample field -> the name of NVML's metric id constant (nvml.h, nvmlGpmMetricId_t).
+# The gpm group's metric fields (readings/catalog.py) -> the name of NVML's metric id constant
+# (nvml.h, nvmlGpmMetricId_t).
 _METRICS: tuple[tuple[str, str], ...] = (
     ("sm_active_pct", "NVML_GPM_METRIC_SM_UTIL"),
     ("sm_occupancy_pct", "NVML_GPM_METRIC_SM_OCCUPANCY"),
     ("tensor_active_pct", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"),
     ("dram_bw_pct", "NVML_GPM_METRIC_DRAM_BW_UTIL"),
 )
-assert tuple(f for f, _ in _METRICS) == GPM_FIELDS
+GPM_FIELDS = tuple(f for f, _ in _METRICS)
 
 
-def unsupported(reason: str = NOT_SUPPORTED) -> GpmReading:
+def unsupported(reason: str = NOT_SUPPORTED) -> GroupReading:
     """A reading in which every GPM field is unavailable for ``reason``."""
-    return GpmReading(unavailable=MappingProxyType(dict.fromkeys(GPM_FIELDS, reason)))
+    return GroupReading(unavailable=MappingProxyType(dict.fromkeys(GPM_FIELDS, reason)))
 
 
 class GpmReader:
@@ -105,7 +106,7 @@ class GpmReader:
             self._reported.add(key)
             self._log.info("jupyter_gpu: GPU %d: NVML cannot read GPM metrics: %s", index, err)
 
-    def _metrics(self, earlier: Any, later: Any) -> GpmReading:
+    def _metrics(self, earlier: Any, later: Any) -> GroupReading:
         nvml = self._nvml
         request = nvml.c_nvmlGpmMetricsGet_t()
         request.version = nvml.NVML_GPM_METRICS_GET_VERSION
@@ -115,7 +116,7 @@ class GpmReader:
         for i, metric_id in enumerate(self._ids):
             request.metrics[i].metricId = metric_id
         nvml.nvmlGpmMetricsGet(request)
-        values: dict[str, float] = {}
+        values: dict[str, float | None] = {}
         unavailable: dict[str, str] = {}
         for i, (name, _) in enumerate(_METRICS):
             metric = request.metrics[i]
@@ -126,9 +127,9 @@ class GpmReader:
             value = float(metric.value)
             # Counters can overshoot 100 by rounding: clamp into the documented 0 to 100.
             values[name] = round(min(100.0, max(0.0, value)), 2)
-        return GpmReading(MappingProxyType(values), MappingProxyType(unavailable))
+        return GroupReading(MappingProxyType(values), MappingProxyType(unavailable))
 
-    def read(self, index: int) -> GpmReading | None:
+    def read(self, index: int) -> GroupReading | None:
         """A new GPM sample of GPU ``index`` and the metrics since its previous one.
 
         A GPU without GPM has every field unavailable; a GPU read for the first time (or after

@@ -1,8 +1,9 @@
 """The long history: min/mean/max buckets (10 s by default) back to 24 h, at bounded memory.
 
 The full-resolution ring (``history.History``) keeps ``history_s`` (10 min by default). This
-keeps every numeric reading the charts draw, folded into fixed buckets of ``bucket_s``: per
-column (``gpu.<i>.<field>``, ``host.<field>``, ``cache.size_bytes``) four ``float32`` arrays
+keeps every numeric reading the charts draw (the metrics of ``readings/catalog.py`` marked
+``long_history``), folded into fixed buckets of ``bucket_s``: per column
+(``gpu.<i>.<field>``, ``host.<field>``, ``cache.size_bytes``) four ``float32`` arrays
 (min, max, sum, count) of ``span_s / bucket_s`` slots, preallocated when the column first
 appears. Memory is therefore fixed by the number of columns, never by how long the server runs:
 ``slots * (columns * 4 * 4 + 8)`` bytes, 9.3 MB for 8 GPUs with every field over 24 h at 10 s
@@ -23,19 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.records import Sample
-
-DEVICE_FIELDS = (
-    "util_pct",
-    "mem_used_bytes",
-    "power_w",
-    "temperature_c",
-    "sm_active_pct",
-    "sm_occupancy_pct",
-    "tensor_active_pct",
-    "dram_bw_pct",
-)
-"""The device readings kept (the GPM ones are ``None`` where a backend lacks them)."""
 
 HOST_COLUMNS = ("host.cpu_pct", "host.mem_used_bytes", "cache.size_bytes")
 
@@ -43,13 +33,23 @@ _NAN = float("nan")
 _INF = float("inf")
 
 
-_KEYS: dict[int, tuple[str, ...]] = {}
+def device_fields() -> tuple[str, ...]:
+    """The device readings the long history keeps (the catalog's ``long_history`` metrics)."""
+    return tuple(m.field for m in catalog.layout().metrics if m.long_history)
 
 
-def _device_keys(index: int) -> tuple[str, ...]:
-    keys = _KEYS.get(index)
+_KEYS: dict[tuple[catalog.Layout, int], tuple[tuple[str, int], ...]] = {}
+
+
+def _device_keys(layout: catalog.Layout, index: int) -> tuple[tuple[str, int], ...]:
+    """Each kept column of device ``index`` and its metric's place in a record's values."""
+    keys = _KEYS.get((layout, index))
     if keys is None:
-        keys = _KEYS[index] = tuple(f"gpu.{index}.{name}" for name in DEVICE_FIELDS)
+        keys = _KEYS[(layout, index)] = tuple(
+            (f"gpu.{index}.{m.field}", layout.metric_index[m.field])
+            for m in layout.metrics
+            if m.long_history
+        )
     return keys
 
 
@@ -64,11 +64,12 @@ def sample_values(sample: Sample) -> Iterable[tuple[str, float | None]]:
         ("cache.size_bytes", cache.size_bytes if cache.scanned_ts is not None else None),
     ]
     for device in sample.devices:
-        keys = _device_keys(device.index)
+        keys = _device_keys(device.layout, device.index)
         if device.state == "ok":
-            out.extend(zip(keys, [getattr(device, n, None) for n in DEVICE_FIELDS], strict=True))
+            values = device.values
+            out.extend((key, values[at]) for key, at in keys)
         else:
-            out.extend((k, None) for k in keys)
+            out.extend((key, None) for key, _ in keys)
     return out
 
 

@@ -18,7 +18,7 @@ from jupyter_server.serverapp import ServerApp
 from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_gpu.server.app import JupyterGpuApp
-from jupyter_gpu.server.handlers import openapi_json
+from jupyter_gpu.server.openapi import openapi_json
 from tests.integration.server.api_helpers import API, openapi, validate
 
 Get = Callable[..., Awaitable[Any]]

@@ -13,10 +13,10 @@ from jupyter_gpu.readings import DeviceSample, HostSample, Sample
 from jupyter_gpu.readings.records import CompileCacheSample
 from jupyter_gpu.sampling import Sampler, SamplerOptions
 from jupyter_gpu.sampling.buckets import (
-    DEVICE_FIELDS,
     HOST_COLUMNS,
     Buckets,
     choose_resolution,
+    device_fields,
     fold_samples,
 )
 
@@ -125,7 +125,7 @@ def test_memory_bound_at_8_gpus_over_24_hours() -> None:
         full = replace(
             full,
             devices=tuple(
-                replace(d, **{f: 1.0 for f in DEVICE_FIELDS if hasattr(d, f) and f != "util_pct"})
+                replace(d, **{f: 1.0 for f in device_fields() if f != "util_pct"})
                 for d in full.devices
             ),
             compile_cache=CompileCacheSample(size_bytes=1, file_count=1, scanned_ts=1.0),
@@ -138,7 +138,7 @@ def test_memory_bound_at_8_gpus_over_24_hours() -> None:
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    columns = len(HOST_COLUMNS) + 8 * len(DEVICE_FIELDS)
+    columns = len(HOST_COLUMNS) + 8 * len(device_fields())
     assert len(b.columns) == columns
     assert b.memory_bytes() == columns * 4 * 4 * 8640 + 8 * 8640
     assert b.memory_bytes() < 9_400_000
