@@ -34,12 +34,15 @@ def _quote(text: str) -> str:
 
 
 def _union(name: str, doc: str, values: Sequence[str]) -> list[str]:
-    """``export type name = 'a' | 'b';``, one member a line where it does not fit."""
+    """``export type name = 'a' | 'b';``: on one line, else on the next, else one member a line."""
     quoted = [_quote(v) for v in values]
     one = f"export type {name} = {' | '.join(quoted)};"
     lines = [f"/** {doc} */"]
     if len(one) <= WIDTH:
         return [*lines, one]
+    below = f"  {' | '.join(quoted)};"
+    if len(below) <= WIDTH:
+        return [*lines, f"export type {name} =", below]
     return [
         *lines,
         f"export type {name} =",
@@ -69,8 +72,18 @@ def _property_list(key: str, items: Sequence[str], comma: str) -> list[str]:
 
 
 def _object(head: str, entries: Iterable[tuple[str, str]]) -> list[str]:
-    """``head{ key: value, ... };`` with one entry a line."""
-    body = [f"  {key}: {value}," for key, value in entries]
+    """``head{ key: value, ... };`` with one entry a line.
+
+    A value that does not fit goes on the next line, unless its key is short (prettier keeps
+    a key of fewer than 5 characters, its tab width and 3, beside its value).
+    """
+    body: list[str] = []
+    for key, value in entries:
+        line = f"  {key}: {value},"
+        if len(line) - 1 > WIDTH and len(key) >= 5:
+            body += [f"  {key}:", f"    {value},"]
+        else:
+            body.append(line)
     if body:
         body[-1] = body[-1].rstrip(",")
     return [f"{head}{{", *body, "};"]
