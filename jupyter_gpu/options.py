@@ -178,6 +178,24 @@ OPTIONS: tuple[Option, ...] = (
         frontend=True,
     ),
     Option(
+        "nvlink_metrics",
+        "bool",
+        False,
+        "Read each GPU's NVLink data throughput (bytes per second sent and received over all "
+        "its links, from NVML's field values), in its own thread every nvlink_interval_s. A "
+        "GPU without an active NVLink (a single PCIe GPU) shows 'no NVLink on this GPU'.",
+        api=True,
+    ),
+    Option(
+        "nvlink_interval_s",
+        "float",
+        1.0,
+        "Seconds between NVLink reads (0.1 to 60); each value is the average over one such window.",
+        minimum=0.1,
+        maximum=60.0,
+        api=True,
+    ),
+    Option(
         "cache_min_free_pct",
         "float",
         10.0,

@@ -10,7 +10,8 @@ It reads the groups of ``readings/catalog.py`` (``read_group``). Per tick and de
 group (each call 1 to 6 us on an H200 with driver 580, except the process list): utilization,
 memory, power, enforced power limit, temperature, SM clock and the compute and graphics
 processes. The ``pcie`` group is PCIe throughput (about 21 ms per call: NVML samples a 20 ms
-window); ``gpm`` is SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU).
+window); ``gpm`` is SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU);
+``nvlink`` is NVLink data throughput from NVML's field values (``nvlink.py``).
 Every read is of one device and group, so that the sampler can give each its own thread and
 deadline (``deadline.py``): a call hung on one GPU never holds up another's.
 
@@ -33,6 +34,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from jupyter_gpu.nvml.gpm import GpmReader
+from jupyter_gpu.nvml.nvlink import NvlinkReader
 from jupyter_gpu.nvml.session import CALLS_OUT, Closed, NvmlSession, Stuck
 from jupyter_gpu.nvml.topology import read_with
 from jupyter_gpu.readings.backend import Backend
@@ -178,11 +180,13 @@ class NvmlBackend(Backend):
         self._devices = tuple(devices)
         self._gpm = GpmReader(self._nvml, self._handles, self._log)
         self._gpu_count = count
+        nvlink = NvlinkReader(self._nvml, self._handles, self._log)
         # Each group of readings/catalog.py that NVML reads, and how.
         self._readers: dict[str, Callable[[DeviceInfo], GroupReading | None]] = {
             "fast": self._read_fast,
             "gpm": self._read_gpm,
             "pcie": self._read_pcie,
+            "nvlink": lambda info: nvlink.read(info.index),  # field values (nvlink.py)
         }
         self._info = BackendInfo(
             backend="nvml",
@@ -459,7 +463,7 @@ class NvmlBackend(Backend):
             return why
 
     def read_group(self, group: str, index: int) -> GroupReading | None:
-        """One device's readings of ``group`` (``fast``, ``gpm`` or ``pcie``), through the session.
+        """One device's readings of ``group`` (``fast``, ``gpm``, ``pcie``...) through the session.
 
         A GPU whose call of this group has been out past the deadline is not asked again until
         it returns: its fast read answers "not responding" at once (no second thread into a

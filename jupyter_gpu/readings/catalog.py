@@ -175,6 +175,24 @@ GROUPS: tuple[Group, ...] = (
             "PCIe reading (slow_metrics off, or none yet)."
         ),
     ),
+    Group(
+        "nvlink",
+        age_field="nvlink_age_s",
+        interval_option="nvlink_interval_s",
+        enabled_by="nvlink_metrics",
+        windowed=True,
+        thread="jupyter-gpu-nvlink",
+        what="an NVML NVLink call",
+        age_help=(
+            "The same for nvlink_tx_bytes_per_s and nvlink_rx_bytes_per_s; null when there is "
+            "no NVLink reading (nvlink_metrics off, a GPU without NVLink, the first window not "
+            "ended)."
+        ),
+        card_help=(
+            "NVLink data throughput (NVML field values, all links summed): what this GPU sent "
+            "to and received from its peers over NVLink, per second, protocol overhead excluded."
+        ),
+    ),
 )
 
 # The order of METRICS is the order of the fields in the API's JSON (kept as it was before this
@@ -319,6 +337,37 @@ METRICS: tuple[Metric, ...] = (
         label="DRAM bw",
         card_label="DRAM",
     ),
+    Metric(
+        "nvlink_tx_bytes_per_s",
+        "nvlink",
+        help=(
+            "NVLink data sent per second, all links summed, over the last NVLink window "
+            "(nvlink_interval_s), protocol overhead excluded "
+            '(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX). Null with unavailable "no NVLink on this '
+            'GPU" where it has no active link.'
+        ),
+        prometheus=Prometheus(
+            "DCGM_FI_PROF_NVLINK_TX_BYTES",
+            "NVLink transmitted data bytes per second (when enabled).",
+        ),
+        long_history=True,
+        chart="nvlink",
+        label="NVLink tx",
+        card_label="NVLink tx",
+    ),
+    Metric(
+        "nvlink_rx_bytes_per_s",
+        "nvlink",
+        help="The same for the data received (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX).",
+        prometheus=Prometheus(
+            "DCGM_FI_PROF_NVLINK_RX_BYTES",
+            "NVLink received data bytes per second (when enabled).",
+        ),
+        long_history=True,
+        chart="nvlink",
+        label="NVLink rx",
+        card_label="rx",
+    ),
 )
 
 # The order of CHARTS is the order of a dashboard row's charts.
@@ -327,6 +376,7 @@ CHARTS: tuple[Chart, ...] = (
     Chart("mem", "Memory used"),
     Chart("power", "Power (W)"),
     Chart("temp", "Temperature (°C)"),
+    Chart("nvlink", "NVLink (bytes/s)"),
 )
 
 

@@ -28,6 +28,8 @@ class SamplerOptions:
         simulated_faults: faults the simulated backend shows (ignored by the others).
         gpm_metrics: whether to read SM/tensor/DRAM activity (NVML GPM, Hopper and newer).
         gpm_interval_s: seconds between GPM reads (each value averages one such window).
+        nvlink_metrics: whether to read NVLink data throughput (NVML field values).
+        nvlink_interval_s: seconds between NVLink reads (each value averages one window).
         cache_min_free_pct: a cache's filesystem with less free than this is low on space.
         idle_holder_minutes: a kernel idle longer than this, holding more than
             ``idle_holder_gib`` of GPU memory, is an idle holder (``attribution.IdlePolicy``).
@@ -54,6 +56,8 @@ class SamplerOptions:
     simulated_faults: tuple[SimulatedFault, ...] = ()
     gpm_metrics: bool = True
     gpm_interval_s: float = 1.0
+    nvlink_metrics: bool = False
+    nvlink_interval_s: float = 1.0
     cache_min_free_pct: float = 10.0
     idle_holder_minutes: float = 15.0
     idle_holder_gib: float = 1.0

@@ -112,6 +112,7 @@ class SimulatedBackend(Backend):
             "fast": self._read_fast,
             "gpm": self._read_gpm,
             "pcie": self._read_pcie,
+            "nvlink": self._read_nvlink,
         }
         self._devices = tuple(
             DeviceInfo(
@@ -314,3 +315,22 @@ class SimulatedBackend(Backend):
             if fault.kind != "unsupported" or fault.field == "pcie_rx_bytes_per_s":
                 rx = None
         return GroupReading({"pcie_tx_bytes_per_s": tx, "pcie_rx_bytes_per_s": rx})
+
+    def _read_nvlink(self, index: int) -> GroupReading:
+        """NVLink traffic of data-parallel training: each step all-reduces the gradients.
+
+        A ring all-reduce sends, and receives, 2(n-1)/n of the gradients per step: up to
+        about 100 GB/s each way while training here, pulsing with the steps, nothing while it
+        evaluates, is idle or alone (one GPU has no peer); a burst while loading (the weights
+        broadcast). Drawn from the timeline alone, never from the noise of the other readings.
+        """
+        t = self._clock() - self._start
+        phase, _ = self._phase(index, t)
+        share = 2.0 * (self._count - 1) / self._count
+        rate = 0.0
+        if phase == "training" and (t + self._offset_s[index]) % 15.0 >= 2.0:
+            rate = 50e9 * share * (0.8 + 0.2 * math.sin(2.0 * math.pi * t))
+        elif phase == "loading":
+            rate = 10e9 * share
+        sent = round(rate, 0)
+        return GroupReading({"nvlink_tx_bytes_per_s": sent, "nvlink_rx_bytes_per_s": sent})

@@ -3,7 +3,7 @@
 // tests/unit/test_readings_catalog.py fails while it is stale.
 
 /** A group of readings, read on a cadence of its own. */
-export type ReadingGroup = 'fast' | 'gpm' | 'pcie';
+export type ReadingGroup = 'fast' | 'gpm' | 'pcie' | 'nvlink';
 
 /** A reading of a GPU: its one name, in the API too. */
 export type MetricName =
@@ -20,13 +20,16 @@ export type MetricName =
   | 'sm_active_pct'
   | 'sm_occupancy_pct'
   | 'tensor_active_pct'
-  | 'dram_bw_pct';
+  | 'dram_bw_pct'
+  | 'nvlink_tx_bytes_per_s'
+  | 'nvlink_rx_bytes_per_s';
 
 /** A group's age field in the API. */
-export type AgeField = 'read_age_s' | 'gpm_age_s' | 'pcie_age_s';
+export type AgeField =
+  'read_age_s' | 'gpm_age_s' | 'pcie_age_s' | 'nvlink_age_s';
 
 /** A chart of the dashboard's rows. */
-export type ChartId = 'util' | 'mem' | 'power' | 'temp';
+export type ChartId = 'util' | 'mem' | 'power' | 'temp' | 'nvlink';
 
 /** The unit a reading's name ends in. */
 export type Unit = 'pct' | 'bytes_per_s' | 'bytes' | 'mhz' | 'w' | 'c';
@@ -50,9 +53,12 @@ export interface IDeviceReadings {
   sm_occupancy_pct?: number | null;
   tensor_active_pct?: number | null;
   dram_bw_pct?: number | null;
+  nvlink_tx_bytes_per_s?: number | null;
+  nvlink_rx_bytes_per_s?: number | null;
   read_age_s?: number | null;
   gpm_age_s?: number | null;
   pcie_age_s?: number | null;
+  nvlink_age_s?: number | null;
 }
 
 /** One reading: how the browser shows it. */
@@ -182,11 +188,32 @@ export const METRICS: readonly IMetricSpec[] = [
     chart: 'util',
     label: 'DRAM bw',
     cardLabel: 'DRAM'
+  },
+  {
+    name: 'nvlink_tx_bytes_per_s',
+    group: 'nvlink',
+    unit: 'bytes_per_s',
+    chart: 'nvlink',
+    label: 'NVLink tx',
+    cardLabel: 'NVLink tx'
+  },
+  {
+    name: 'nvlink_rx_bytes_per_s',
+    group: 'nvlink',
+    unit: 'bytes_per_s',
+    chart: 'nvlink',
+    label: 'NVLink rx',
+    cardLabel: 'rx'
   }
 ];
 
 /** The groups, in the API's order. */
-export const READING_GROUPS: readonly ReadingGroup[] = ['fast', 'gpm', 'pcie'];
+export const READING_GROUPS: readonly ReadingGroup[] = [
+  'fast',
+  'gpm',
+  'pcie',
+  'nvlink'
+];
 
 /** The group the server's tick reads: its processes and the GPU's state come with it. */
 export const TICK_GROUP: ReadingGroup = 'fast';
@@ -211,21 +238,25 @@ export const GROUP_METRICS: {
     'tensor_active_pct',
     'dram_bw_pct'
   ],
-  pcie: ['pcie_tx_bytes_per_s', 'pcie_rx_bytes_per_s']
+  pcie: ['pcie_tx_bytes_per_s', 'pcie_rx_bytes_per_s'],
+  nvlink: ['nvlink_tx_bytes_per_s', 'nvlink_rx_bytes_per_s']
 };
 
 /** Each group's age field. */
 export const AGE_FIELDS: { readonly [group in ReadingGroup]: AgeField } = {
   fast: 'read_age_s',
   gpm: 'gpm_age_s',
-  pcie: 'pcie_age_s'
+  pcie: 'pcie_age_s',
+  nvlink: 'nvlink_age_s'
 };
 
 /** What each group's line on a GPU's card means (its tooltip; '' for none). */
 export const GROUP_HELP: { readonly [group in ReadingGroup]: string } = {
   fast: '',
   gpm: 'NVML GPM (Hopper and newer): the share of SMs busy, of time on tensor cores, and of DRAM bandwidth. Utilization only says that a kernel ran.',
-  pcie: ''
+  pcie: '',
+  nvlink:
+    'NVLink data throughput (NVML field values, all links summed): what this GPU sent to and received from its peers over NVLink, per second, protocol overhead excluded.'
 };
 
 /** A chart of a dashboard row. */
@@ -239,5 +270,6 @@ export const CHARTS: readonly IChartSpec[] = [
   { id: 'util', title: 'Utilization (%)' },
   { id: 'mem', title: 'Memory used' },
   { id: 'power', title: 'Power (W)' },
-  { id: 'temp', title: 'Temperature (°C)' }
+  { id: 'temp', title: 'Temperature (°C)' },
+  { id: 'nvlink', title: 'NVLink (bytes/s)' }
 ];
