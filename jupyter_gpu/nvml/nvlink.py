@@ -15,14 +15,12 @@ driver answers "Not Supported", is a normal state: its fields are ``None`` with
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from jupyter_gpu.nvml.per_gpu import PerGpuReader
 from jupyter_gpu.readings.records import GroupReading
 
 NO_NVLINK = "no NVLink on this GPU"
@@ -82,55 +80,24 @@ def _value(field: Any) -> float:
     return float(getattr(field.value, member))
 
 
-class NvlinkReader:
+class NvlinkReader(PerGpuReader):
     """Reads the NVLink throughput of a fixed list of NVML device handles, one device per call.
 
-    Calls for different devices may run at once (each device has its own lock), as the
-    sampler reads every GPU in its own worker (``deadline.py``).
-
-    Args:
-        nvml: pynvml (or a fake with its interface).
-        handles: the device handles by index (``None`` for a GPU NVML could not open).
-        log: where a GPU without NVLink, or a failed read, is reported once.
+    Made as every ``PerGpuReader`` (pynvml, the handles, the log).
     """
 
-    def __init__(
-        self, nvml: Any, handles: Sequence[Any], log: logging.Logger | None = None
-    ) -> None:
-        self._nvml = nvml
-        self._handles = list(handles)
-        self._log = log or logging.getLogger("jupyter_gpu")
-        self._locks = [threading.Lock() for _ in self._handles]
-        self._ids = tuple(getattr(nvml, name, None) for name in _COUNTERS)
-        self._refused: dict[int, str] = {}  # index -> why it has no NVLink (decided once)
-        self._checked: set[int] = set()
-        self._previous: dict[int, Counters] = {}
-        self._reported: set[tuple[int, str]] = set()
+    what = "NVLink throughput"
+    missing = "no NVLink throughput"
+    constants = _COUNTERS  # _previous: each GPU's last Counters
 
-    def _report(self, index: int, what: str) -> None:
-        if (index, what) not in self._reported:
-            self._reported.add((index, what))
-            self._log.info("jupyter_gpu: GPU %d: NVLink throughput: %s", index, what)
-
-    def _no_nvlink(self, index: int, handle: Any) -> str | None:
-        """Why GPU ``index`` has no NVLink to read (``None``: it has active links), asked once."""
-        if index in self._checked:
-            return self._refused.get(index)
-        nvml = self._nvml
-        reason: str | None = None
-        if handle is None:
-            reason = "NVML cannot open this GPU"
-        elif None in self._ids or not hasattr(nvml, "nvmlDeviceGetFieldValues"):
-            reason = f"{NO_NVLINK} (this nvidia-ml-py has no NVLink throughput fields)"
-        else:
-            active, refusal = self._active_links(handle)
-            if active == 0:
-                reason = NO_NVLINK if refusal is None else f"{NO_NVLINK} ({refusal})"
-        self._checked.add(index)
-        if reason is not None:
-            self._refused[index] = reason
-            self._report(index, reason)
-        return reason
+    def _why_not(self, handle: Any) -> str | None:
+        """Why this GPU has no NVLink to read (``None``: it has an active link)."""
+        if None in self._ids or not hasattr(self._nvml, "nvmlDeviceGetFieldValues"):
+            return f"{NO_NVLINK} (this nvidia-ml-py has no NVLink throughput fields)"
+        active, refusal = self._active_links(handle)
+        if active:
+            return None
+        return NO_NVLINK if refusal is None else f"{NO_NVLINK} ({refusal})"
 
     def _active_links(self, handle: Any) -> tuple[int, str | None]:
         """How many of the GPU's NVLinks are up, and NVML's refusal when none answered."""
@@ -179,7 +146,7 @@ class NvlinkReader:
         nvml = self._nvml
         with self._locks[index]:
             handle = self._handles[index]
-            reason = self._no_nvlink(index, handle)
+            reason = self._refusal(index, handle)
             if reason is not None:
                 return unavailable(reason)
             try:
@@ -191,8 +158,8 @@ class NvlinkReader:
                     nvml.NVML_ERROR_NOT_SUPPORTED,
                     getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", None),
                 ):
-                    self._refused[index] = f"{NO_NVLINK} ({err})"
-                    return unavailable(self._refused[index])
+                    self.refuse(index, f"{NO_NVLINK} ({err})")
+                    return unavailable(f"{NO_NVLINK} ({err})")
                 return None
             before = self._previous.get(index)
             self._previous[index] = now

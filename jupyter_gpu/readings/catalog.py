@@ -75,6 +75,17 @@ class Prometheus:
     divide_by: float = 1.0
     less: str | None = None
 
+    def convert(self, value: float | None, less: float | None = None) -> float | None:
+        """The series' value for a reading of ``value`` (``less``: the value ``less`` names).
+
+        ``None`` (left out of the series) where a value it needs is missing.
+        """
+        if value is None or (self.less is not None and less is None):
+            return None
+        if less is not None:
+            value = value - less
+        return float(value) if self.divide_by == 1.0 else value / self.divide_by
+
 
 @dataclass(frozen=True)
 class Metric:

@@ -51,24 +51,18 @@ def _union(name: str, doc: str, values: Sequence[str]) -> list[str]:
     ]
 
 
-def _list(head: str, items: Sequence[str], indent: str = "") -> list[str]:
-    """``head[a, b];`` on one line where it fits, else one item a line."""
-    one = f"{indent}{head}[{', '.join(items)}];"
-    if len(one) <= WIDTH:
-        return [one]
-    body = [f"{indent}  {item}," for item in items]
-    body[-1] = body[-1].rstrip(",")
-    return [f"{indent}{head}[", *body, f"{indent}];"]
+def _commas(lines: list[str]) -> list[str]:
+    """``lines`` with the last one's trailing comma dropped (prettier's ``trailingComma: none``)."""
+    return [*lines[:-1], lines[-1].rstrip(",")] if lines else lines
 
 
-def _property_list(key: str, items: Sequence[str], comma: str) -> list[str]:
-    """``key: [a, b]`` as a property of an object, broken one item a line where it does not fit."""
-    one = f"  {key}: [{', '.join(items)}]{comma}"
+def _array(head: str, items: Sequence[str], tail: str, indent: str = "") -> list[str]:
+    """``head[a, b]tail`` on one line where it fits, else one item a line."""
+    one = f"{indent}{head}[{', '.join(items)}]{tail}"
     if len(one) <= WIDTH:
         return [one]
-    body = [f"    {item}," for item in items]
-    body[-1] = body[-1].rstrip(",")
-    return [f"  {key}: [", *body, f"  ]{comma}"]
+    body = _commas([f"{indent}  {item}," for item in items])
+    return [f"{indent}{head}[", *body, f"{indent}]{tail}"]
 
 
 def _object(head: str, entries: Iterable[tuple[str, str]]) -> list[str]:
@@ -84,9 +78,7 @@ def _object(head: str, entries: Iterable[tuple[str, str]]) -> list[str]:
             body += [f"  {key}:", f"    {value},"]
         else:
             body.append(line)
-    if body:
-        body[-1] = body[-1].rstrip(",")
-    return [f"{head}{{", *body, "};"]
+    return [f"{head}{{", *_commas(body), "};"]
 
 
 def _metric(metric: catalog.Metric) -> list[str]:
@@ -98,9 +90,7 @@ def _metric(metric: catalog.Metric) -> list[str]:
         ("label", _quote(metric.label)),
         ("cardLabel", _quote(metric.card_label) if metric.card_label else "null"),
     ]
-    body = [f"    {key}: {value}," for key, value in fields]
-    body[-1] = body[-1].rstrip(",")
-    return ["  {", *body, "  },"]
+    return ["  {", *_commas([f"    {key}: {value}," for key, value in fields]), "  },"]
 
 
 def typescript(layout: catalog.Layout | None = None) -> str:
@@ -156,8 +146,10 @@ def typescript(layout: catalog.Layout | None = None) -> str:
         "];",
         "",
         "/** The groups, in the API's order. */",
-        *_list(
-            "export const READING_GROUPS: readonly ReadingGroup[] = ", [_quote(g) for g in groups]
+        *_array(
+            "export const READING_GROUPS: readonly ReadingGroup[] = ",
+            [_quote(g) for g in groups],
+            ";",
         ),
         "",
         "/** The group the server's tick reads: its processes and the GPU's state come with it. */",
@@ -173,7 +165,7 @@ def typescript(layout: catalog.Layout | None = None) -> str:
     for i, group in enumerate(made.groups):
         comma = "," if i < len(made.groups) - 1 else ""
         names = [_quote(m.field) for m in made.group_metrics[group.name]]
-        lines += _property_list(group.name, names, comma)
+        lines += _array(f"{group.name}: ", names, comma, indent="  ")
     lines.append("};")
     lines += [
         "",

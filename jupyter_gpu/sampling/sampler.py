@@ -63,7 +63,7 @@ from jupyter_gpu.readings.records import (
 from jupyter_gpu.readings.startup import Background, not_answered_reason
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.columns import query_columns
+from jupyter_gpu.sampling.columns import ColumnsQuery, query_columns
 from jupyter_gpu.sampling.freshness import StaleAfter, merge_readings
 from jupyter_gpu.sampling.history import Entry, History
 from jupyter_gpu.sampling.options import SamplerOptions
@@ -241,18 +241,9 @@ class Sampler:
             if g.enabled_by is None or bool(getattr(opts, g.enabled_by))
         )
 
-    def history_columns(
-        self,
-        now: float,
-        since: float | None,
-        resolution_s: float | None,
-        points: int | None,
-        limit: int | None,
-    ) -> dict[str, Any]:
-        """min/mean/max columns over ``since`` to ``now`` (``sampling/columns.py``)."""
-        return query_columns(
-            self.history, self.buckets, self.options, now, since, resolution_s, points, limit
-        )
+    def history_columns(self, now: float, query: ColumnsQuery) -> dict[str, Any]:
+        """min/mean/max columns up to ``now``, from the ring or the buckets (``columns.py``)."""
+        return query_columns(self.history, self.buckets, self.options, now, query)
 
     def device_answer_age_s(self) -> dict[int, float | None]:
         """Seconds since each GPU's reads last returned, by index (``None``: never yet)."""

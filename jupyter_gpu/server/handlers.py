@@ -19,6 +19,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from jupyter_gpu.sampling.columns import ColumnsQuery
 from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
 from jupyter_gpu.server.openapi import openapi_json
 from jupyter_gpu.server.serialize import dumps, history_body, snapshot_body
@@ -180,6 +181,7 @@ class HistoryHandler(GpuApiHandler):
         options = sampler.options
         gzip_ok = "gzip" in self.request.headers.get("Accept-Encoding", "")
         n = None if limit is None else int(limit)
+        query = ColumnsQuery(since, resolution, None if points is None else int(points), n)
 
         def build() -> tuple[bytes | str, bool]:
             if resolution is None and points is None:
@@ -192,9 +194,7 @@ class HistoryHandler(GpuApiHandler):
                     {
                         "interval_s": options.interval_s,
                         "bucket_s": sampler.buckets.bucket_s,
-                        **sampler.history_columns(
-                            now, since, resolution, None if points is None else int(points), n
-                        ),
+                        **sampler.history_columns(now, query),
                     }
                 )
             if len(body) >= GZIP_MIN_BYTES and gzip_ok:

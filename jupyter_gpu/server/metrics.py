@@ -45,15 +45,8 @@ def _series_value(
     device: DeviceSample, metric: catalog.Metric, series: catalog.Prometheus
 ) -> float | None:
     """``metric``'s value on ``device`` in its Prometheus series' unit (``None``: left out)."""
-    value = device.value(metric.field)
-    if value is None:
-        return None
-    if series.less is not None:
-        less = device.value(series.less)
-        if less is None:
-            return None
-        value = value - less
-    return float(value) if series.divide_by == 1.0 else value / series.divide_by
+    less = device.value(series.less) if series.less is not None else None
+    return series.convert(device.value(metric.field), less)
 
 
 def _device_gauges() -> list[tuple[catalog.Metric, catalog.Prometheus]]:

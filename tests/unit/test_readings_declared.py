@@ -20,6 +20,7 @@ from jupyter_gpu.readings.deadline import Timed
 from jupyter_gpu.readings.records import DeviceSample, GroupReading
 from jupyter_gpu.readings.typescript import typescript
 from jupyter_gpu.sampling import Sampler, SamplerOptions
+from jupyter_gpu.sampling.columns import ColumnsQuery
 from jupyter_gpu.sampling.freshness import StaleAfter, merge_readings
 from jupyter_gpu.server.metrics import render_metrics
 from jupyter_gpu.server.openapi import openapi_document
@@ -89,7 +90,7 @@ def test_the_reading_reaches_the_record_history_prometheus_schema_and_browser(
     # The long history keeps it: a column of the buckets, with its min/mean/max.
     columns = sampler.buckets.query(resolution_s=sampler.buckets.bucket_s)["series"]
     assert columns["gpu.1.board_power_w"]["max"][-1] == 101.0
-    recent = sampler.history_columns(entry.sample.ts, 0.0, 1.0, None, None)  # from the ring
+    recent = sampler.history_columns(entry.sample.ts, ColumnsQuery(0.0, 1.0))  # from the ring
     assert "gpu.0.board_power_w" in recent["series"]
     # Prometheus: its series, with the device's labels.
     info = sampler.info
