@@ -1,16 +1,9 @@
 /**
  * A GPU's readings as the server declares them (readings.generated.ts, written from
- * jupyter_gpu/readings/catalog.py): look-ups by name and chart, and each unit in words.
+ * jupyter_gpu/readings/catalog.py): look-ups by name and chart (format.ts says each unit).
  *
  * This module imports nothing from JupyterLab: the model and its tests use it as it is.
  */
-import {
-  formatBytes,
-  formatBytesOf,
-  formatCelsius,
-  formatPct,
-  formatWatts
-} from './format';
 import { trans } from './i18n';
 import {
   ChartId,
@@ -53,33 +46,4 @@ export function everySample(spec: IMetricSpec): boolean {
 /** A reading's name in legends and the hover line, translated. */
 export function metricLabel(name: MetricName): string {
   return trans.__(metricSpec(name).label);
-}
-
-/**
- * A value in its unit, as the hover line shows it: `87%`, `31.2/140 GiB` (memory, with the
- * GPU's total when known), `620 W`, `61 °C`, `1.2 GiB/s`; a missing value is a dash.
- */
-export function formatReading(
-  unit: Unit,
-  value: number | null | undefined,
-  totalBytes: number | null = null
-): string {
-  switch (unit) {
-    case 'pct':
-      return formatPct(value);
-    case 'bytes':
-      return formatBytesOf(value, totalBytes);
-    case 'w':
-      return formatWatts(value);
-    case 'c':
-      return formatCelsius(value);
-    case 'bytes_per_s':
-    case 'mhz':
-      if (value === null || value === undefined || !Number.isFinite(value)) {
-        return formatBytes(null);
-      }
-      return unit === 'mhz'
-        ? trans.__('%1 MHz', Math.round(value))
-        : trans.__('%1/s', formatBytes(value));
-  }
 }

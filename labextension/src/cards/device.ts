@@ -19,13 +19,14 @@ import {
   ageText,
   formatCelsius,
   formatPct,
+  formatReading,
   formatWatts,
   unavailableHelp
 } from '../format';
 import { ProcessList } from '../processes';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
-import { ChartId, formatReading } from '../readings';
+import { ChartId } from '../readings';
 import {
   GROUP_HELP,
   METRICS,

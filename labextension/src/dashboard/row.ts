@@ -8,14 +8,13 @@ import { Metric } from '../buffer';
 import { Palette } from '../chart';
 import { fitRange, pctRange } from '../cards/common';
 import { el, setHidden, setText } from '../dom';
-import { ageText, formatBytes, formatWatts } from '../format';
+import { ageText, formatBytes, formatReading, formatWatts } from '../format';
 import { trans } from '../i18n';
 import { GpuMonitorModel } from '../model';
 import {
   chartMetrics,
   ChartId,
   everySample,
-  formatReading,
   IMetricSpec,
   metricLabel,
   metricSpec
