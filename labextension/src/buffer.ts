@@ -2,7 +2,8 @@
  * The client-side history: samples kept as columns (one array per metric) so that a chart can
  * hand the same arrays to uPlot on every update instead of rebuilding them.
  */
-import { BUFFERED, MetricName } from './readings';
+import { BUFFERED, everySample, MetricName } from './readings';
+import { AGE_FIELDS } from './readings.generated';
 import { ISample } from './types';
 
 /** A column of values, aligned with `SampleBuffer.ts`; `null` where there was no value. */
@@ -11,7 +12,9 @@ export type Column = (number | null)[];
 /**
  * A GPU's reading, by its field in the API (readings.generated.ts): the buffer keeps those a
  * chart draws, in columns `gpu.<i>.<field>` (`gpu.0.util_pct`), beside `host.cpu`,
- * `host.mem` and `cache.size`. A column appears with the first sample that has its field.
+ * `host.mem` and `cache.size`. A column appears with the first sample that has its field:
+ * the fast readings' at once, another group's once the server has read the group for that
+ * GPU (a value, or an age: a group switched off, or NVLink on a GPU without it, has neither).
  */
 export type Metric = MetricName;
 
@@ -35,11 +38,14 @@ function rowOf(sample: ISample): Map<string, number | null> {
   );
   for (const device of sample.devices ?? []) {
     const ok = device.state === 'ok';
-    for (const { name } of BUFFERED) {
-      const value = device[name];
-      if (value !== undefined) {
+    for (const spec of BUFFERED) {
+      const value = device[spec.name];
+      const read =
+        everySample(spec) ||
+        (value ?? device[AGE_FIELDS[spec.group]] ?? null) !== null;
+      if (value !== undefined && read) {
         // A lost device keeps its history but draws a gap from the moment it was lost.
-        row.set(gpuKey(device.index, name), ok ? value : null);
+        row.set(gpuKey(device.index, spec.name), ok ? value : null);
       }
     }
   }

@@ -52,6 +52,21 @@ describe('a group of readings from the generated table', () => {
     expect(buffer.has(gpuKey(1, 'nvlink_tx_bytes_per_s'))).toBe(false);
   });
 
+  it('has no column where the server does not read the group (null, no age)', () => {
+    const off = makeSample(1, 100);
+    Object.assign(off.devices[0], {
+      nvlink_tx_bytes_per_s: null, // the option off: its fields are null, with no age
+      nvlink_age_s: null,
+      sm_active_pct: null, // GPM read, but stale: null with its age
+      gpm_age_s: 9
+    });
+    const buffer = new SampleBuffer(60);
+    buffer.add([off]);
+    expect(buffer.has(gpuKey(0, 'nvlink_tx_bytes_per_s'))).toBe(false);
+    expect(buffer.has(gpuKey(0, 'sm_active_pct'))).toBe(true);
+    expect(buffer.has(gpuKey(0, 'util_pct'))).toBe(true); // the tick's: every sample
+  });
+
   it('is read from the server’s columns of the long history', () => {
     const source = columnsSource({
       interval_s: 1,
