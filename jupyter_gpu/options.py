@@ -29,9 +29,9 @@ MIN_METRICS_TOKEN = 16
 """The shortest ``metrics_token`` accepted (characters)."""
 MAX_HISTORY_SAMPLES = 36_000
 """Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs with two
-processes each takes about 13 KB of memory, its records and its JSON (measured by
+processes each takes about 16 KB of memory, its records and its JSON (measured by
 ``benchmarks/history_memory.py``; figures in benchmarks/RESULTS.md), so the full-resolution
-history stays under about 480 MB."""
+history stays under about 570 MB."""
 
 MAX_BUCKETS = 100_000
 """Upper bound on long_history_s / history_bucket_s (see jupyter_gpu/sampling/buckets.py)."""
@@ -119,7 +119,7 @@ OPTIONS: tuple[Option, ...] = (
         600.0,
         "Seconds of history the server keeps, so a panel opened late shows the past "
         f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s; "
-        "a sample takes about 1.6 KB of memory per GPU, see benchmarks/history_memory.py).",
+        "a sample takes about 1.8 KB of memory per GPU, see benchmarks/history_memory.py).",
         minimum=1.0,
         maximum=86_400.0,
         api=True,
