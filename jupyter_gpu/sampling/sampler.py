@@ -21,7 +21,9 @@ Threads (all daemons, all stopped by ``stop``, which never waits for an NVML cal
   devices, a round every interval of the group, each GPU behind the same deadline:
   ``jupyter-gpu-gpm`` (NVML's GPM: SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU, with
   ``gpm_metrics``, every ``gpm_interval_s``), ``jupyter-gpu-slow`` (PCIe throughput, about
-  21 ms per call per GPU, with ``slow_metrics``, every ``slow_interval_s``).
+  21 ms per call per GPU, with ``slow_metrics``, every ``slow_interval_s``),
+  ``jupyter-gpu-nvlink`` (NVLink throughput, with ``nvlink_metrics``, every
+  ``nvlink_interval_s``).
 
 A GPU whose call hangs holds its worker in each of these readers (at most one thread per reader
 and GPU); the tick only merges the latest answers, so a 100,000-file cache or a hung NVML call
