@@ -30,7 +30,9 @@ _FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = 
 
 
 def json_fields(cls: type) -> tuple[str, ...]:
-    """The names of ``cls``' fields that ``to_dict()`` writes, in declaration order."""
+    """The keys ``cls``' ``to_dict()`` writes, in order (its fields, less those left out)."""
+    if issubclass(cls, JsonRecord):
+        return cls.json_names()
     return _plan(cls)[0]
 
 
@@ -65,6 +67,11 @@ class JsonRecord:
     """Base of the records the API sends: ``to_dict()`` from the dataclass fields."""
 
     __slots__ = ()
+
+    @classmethod
+    def json_names(cls) -> tuple[str, ...]:
+        """The keys of ``to_dict()``, in order (a record that writes its own says them too)."""
+        return _plan(cls)[0]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of this record (``docs/api.md``)."""

@@ -29,9 +29,9 @@ MIN_METRICS_TOKEN = 16
 """The shortest ``metrics_token`` accepted (characters)."""
 MAX_HISTORY_SAMPLES = 36_000
 """Upper bound on history_s / interval_s (10 Hz for an hour): a sample of 8 GPUs with two
-processes each takes about 13 KB of memory, its records and its JSON (measured by
+processes each takes about 16 KB of memory, its records and its JSON (measured by
 ``benchmarks/history_memory.py``; figures in benchmarks/RESULTS.md), so the full-resolution
-history stays under about 480 MB."""
+history stays under about 570 MB."""
 
 MAX_BUCKETS = 100_000
 """Upper bound on long_history_s / history_bucket_s (see jupyter_gpu/sampling/buckets.py)."""
@@ -119,7 +119,7 @@ OPTIONS: tuple[Option, ...] = (
         600.0,
         "Seconds of history the server keeps, so a panel opened late shows the past "
         f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s; "
-        "a sample takes about 1.6 KB of memory per GPU, see benchmarks/history_memory.py).",
+        "a sample takes about 1.8 KB of memory per GPU, see benchmarks/history_memory.py).",
         minimum=1.0,
         maximum=86_400.0,
         api=True,
@@ -176,6 +176,24 @@ OPTIONS: tuple[Option, ...] = (
         maximum=60.0,
         api=True,
         frontend=True,
+    ),
+    Option(
+        "nvlink_metrics",
+        "bool",
+        False,
+        "Read each GPU's NVLink data throughput (bytes per second sent and received over all "
+        "its links, from NVML's field values), in its own thread every nvlink_interval_s. A "
+        "GPU without an active NVLink (a single PCIe GPU) shows 'no NVLink on this GPU'.",
+        api=True,
+    ),
+    Option(
+        "nvlink_interval_s",
+        "float",
+        1.0,
+        "Seconds between NVLink reads (0.1 to 60); each value is the average over one such window.",
+        minimum=0.1,
+        maximum=60.0,
+        api=True,
     ),
     Option(
         "cache_min_free_pct",

@@ -13,6 +13,7 @@
  *   data       the simulated backend with prepared cache dirs (started by the test itself)
  *   nvmlstart  the simulated backend hung at start-up, and one that streams to one client
  *              (started by the tests themselves)
+ *   nvlink     the simulated backend with NVLink throughput on (started by the test itself)
  */
 const path = require('path');
 const { ports, token, baseUrl } = require('./servers.json');
@@ -129,6 +130,12 @@ module.exports = {
       name: 'dashboard',
       testMatch: /dashboard\.spec\.ts/,
       use: { baseURL: `http://127.0.0.1:${ports.dashboard}/` }
+    },
+    {
+      // Its server starts in the test (tests/nvlink.spec.ts): NVLink throughput switched on.
+      name: 'nvlink',
+      testMatch: /nvlink\.spec\.ts/,
+      use: { baseURL: `http://127.0.0.1:${ports.nvlink}/` }
     },
     {
       name: 'perf',

@@ -37,7 +37,7 @@ class GpuReading(Protocol):
     """What the watch reads of a GPU (``DeviceSample`` has these)."""
 
     @property
-    def sm_clock_mhz(self) -> int | None: ...
+    def sm_clock_mhz(self) -> float | None: ...
 
     @property
     def processes(self) -> tuple[object, ...]: ...
@@ -146,7 +146,7 @@ class MachineWatch:
         if reading is None:
             return
         if reading.sm_clock_mhz is not None:
-            self._clocks.append(reading.sm_clock_mhz)
+            self._clocks.append(int(reading.sm_clock_mhz))
         own = _own_pids()
         listed = {pid for p in reading.processes if (pid := getattr(p, "pid", None)) is not None}
         # This process uses the GPU, so NVML lists it: if it does not, NVML's pids are another

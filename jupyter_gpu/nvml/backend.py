@@ -6,12 +6,14 @@ import. Every ``NVMLError`` becomes a value: a field NVML refuses is ``None`` wi
 failed ``nvmlInit`` is ``NvmlUnavailable`` with a reason the API shows (the caller serves the
 no-GPU state). Problems are logged once when they start, not every tick.
 
-Per tick and device it reads (each 1 to 6 us on an H200 with driver 580, except the process
-list): utilization, memory, power, enforced power limit, temperature, SM clock and the compute
-and graphics processes. PCIe throughput (about 21 ms per call: NVML samples a 20 ms window) is in
-``read_slow_device``; SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU) in
-``read_gpm_device``. Every read is of one device, so that the sampler can give each device its
-own thread and deadline (``deadline.py``): a call hung on one GPU never holds up another's.
+It reads the groups of ``readings/catalog.py`` (``read_group``). Per tick and device, the fast
+group (each call 1 to 6 us on an H200 with driver 580, except the process list): utilization,
+memory, power, enforced power limit, temperature, SM clock and the compute and graphics
+processes. The ``pcie`` group is PCIe throughput (about 21 ms per call: NVML samples a 20 ms
+window); ``gpm`` is SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU);
+``nvlink`` is NVLink data throughput from NVML's field values (``nvlink.py``).
+Every read is of one device and group, so that the sampler can give each its own thread and
+deadline (``deadline.py``): a call hung on one GPU never holds up another's.
 
 Memory is NVML's v2 memory info (``nvmlDeviceGetMemoryInfo_v2``), whose ``used`` is what
 ``nvidia-smi`` shows: v1's ``used`` also counts memory the driver reserves (11,382 MiB where
@@ -32,7 +34,9 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from jupyter_gpu.nvml.gpm import GpmReader
+from jupyter_gpu.nvml.nvlink import NvlinkReader
 from jupyter_gpu.nvml.session import CALLS_OUT, Closed, NvmlSession, Stuck
+from jupyter_gpu.nvml.topology import read_with
 from jupyter_gpu.readings.backend import Backend
 from jupyter_gpu.readings.deadline import (
     NOT_RESPONDING_MESSAGE,
@@ -44,11 +48,11 @@ from jupyter_gpu.readings.records import (
     BackendInfo,
     BackendName,
     DeviceInfo,
-    DeviceSample,
-    GpmReading,
+    GroupReading,
     MigInfo,
     ProcessSample,
 )
+from jupyter_gpu.readings.topology import Topology
 
 T = TypeVar("T")
 
@@ -175,6 +179,15 @@ class NvmlBackend(Backend):
                 devices.append(replace(info, index=len(devices)))
         self._devices = tuple(devices)
         self._gpm = GpmReader(self._nvml, self._handles, self._log)
+        self._gpu_count = count
+        nvlink = NvlinkReader(self._nvml, self._handles, self._log)
+        # Each group of readings/catalog.py that NVML reads, and how.
+        self._readers: dict[str, Callable[[DeviceInfo], GroupReading | None]] = {
+            "fast": self._read_fast,
+            "gpm": self._read_gpm,
+            "pcie": self._read_pcie,
+            "nvlink": lambda info: nvlink.read(info.index),  # field values (nvlink.py)
+        }
         self._info = BackendInfo(
             backend="nvml",
             simulated=False,
@@ -338,7 +351,7 @@ class NvmlBackend(Backend):
         else:
             self._log.info("jupyter_gpu: GPU %d answers again", index)
 
-    def _read_device(self, info: DeviceInfo) -> DeviceSample:
+    def _read_fast(self, info: DeviceInfo) -> GroupReading:
         nvml, h, i = self._nvml, self._handles[info.index], info.index
         if h is None:  # NVML could not open it when the backend started
             gpu = self._physical[i]
@@ -350,10 +363,8 @@ class NvmlBackend(Backend):
                 return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
             err = self._open_errors.get(i)
             if getattr(err, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
-                return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
-            return DeviceSample(
-                i, info.uuid, info.name, state="error", error=f"NVML cannot open this GPU: {err}"
-            )
+                return GroupReading(state="lost", error=LOST_MESSAGE)
+            return GroupReading(state="error", error=f"NVML cannot open this GPU: {err}")
         unavailable: dict[str, str] = {}
         failures: list[Exception] = []
         reads = 0
@@ -384,14 +395,11 @@ class NvmlBackend(Backend):
             graphics = get((), nvml.nvmlDeviceGetGraphicsRunningProcesses)
         except _Lost:
             self._set_state(i, "lost", "NVML_ERROR_GPU_IS_LOST")
-            return DeviceSample(i, info.uuid, info.name, state="lost", error=LOST_MESSAGE)
+            return GroupReading(state="lost", error=LOST_MESSAGE)
 
         if len(failures) == reads:  # every read failed: not a device we can show
             self._set_state(i, "error", str(failures[0]))
-            return DeviceSample(
-                i,
-                info.uuid,
-                info.name,
+            return GroupReading(
                 state="error",
                 error=f"NVML cannot read this GPU: {failures[0]}",
                 unavailable=unavailable,
@@ -403,21 +411,17 @@ class NvmlBackend(Backend):
             if pid not in processes:
                 used = int(p.usedGpuMemory) if p.usedGpuMemory is not None else None
                 processes[pid] = ProcessSample(pid=pid, name=None, used_mem_bytes=used)
-        return DeviceSample(
-            index=i,
-            uuid=info.uuid,
-            name=info.name,
-            util_pct=float(util.gpu) if util is not None else None,
-            mem_util_pct=float(util.memory) if util is not None else None,
-            mem_used_bytes=int(memory.used) if memory is not None else None,
-            mem_total_bytes=int(memory.total) if memory is not None else info.mem_total_bytes,
-            power_w=round(power_mw / 1000.0, 3) if power_mw is not None else None,
-            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
-            temperature_c=float(temp) if temp is not None else None,
-            sm_clock_mhz=int(clock) if clock is not None else None,
-            processes=tuple(processes.values()),
-            unavailable=unavailable,
-        )
+        values: dict[str, float | None] = {
+            "util_pct": float(util.gpu) if util is not None else None,
+            "mem_util_pct": float(util.memory) if util is not None else None,
+            "mem_used_bytes": int(memory.used) if memory is not None else None,
+            "mem_total_bytes": int(memory.total) if memory is not None else info.mem_total_bytes,
+            "power_w": round(power_mw / 1000.0, 3) if power_mw is not None else None,
+            "power_limit_w": limit_mw / 1000.0 if limit_mw is not None else None,
+            "temperature_c": float(temp) if temp is not None else None,
+            "sm_clock_mhz": int(clock) if clock is not None else None,
+        }
+        return GroupReading(values, unavailable, processes=tuple(processes.values()))
 
     def _memory_info(self, handle: Any, index: int) -> Any:
         """NVML's v2 memory info (``used`` as ``nvidia-smi`` shows it), else v1.
@@ -458,44 +462,53 @@ class NvmlBackend(Backend):
         except (Stuck, Closed) as why:
             return why
 
-    def read_device(self, index: int) -> DeviceSample:
-        info = self._devices[index]
-        sample = self._guarded(index, "fast", lambda: self._read_device(info))
-        if isinstance(sample, Stuck):  # answered at once: no second thread into a hung GPU
-            stale = time.monotonic() - sample.since
-            return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
-        if isinstance(sample, Closed):
-            return DeviceSample(
-                index, info.uuid, info.name, state="error", error="the NVML backend is closed"
-            )
-        return sample
+    def read_group(self, group: str, index: int) -> GroupReading | None:
+        """One device's readings of ``group`` (``fast``, ``gpm``, ``pcie``...) through the session.
 
-    def read_gpm_device(self, index: int) -> GpmReading | None:
+        A GPU whose call of this group has been out past the deadline is not asked again until
+        it returns: its fast read answers "not responding" at once (no second thread into a
+        hung GPU), its other groups nothing. Never raises.
+        """
+        read = self._readers.get(group)
+        if read is None:
+            return None
+        info = self._devices[index]
+        reading = self._guarded(index, group, lambda: read(info))
+        if group != "fast":
+            return None if isinstance(reading, (Stuck, Closed)) else reading
+        if isinstance(reading, Stuck):
+            stale = time.monotonic() - reading.since
+            return not_responding(info, stale, NOT_RESPONDING_MESSAGE.format(stale=stale))
+        if isinstance(reading, Closed):
+            return GroupReading(state="error", error="the NVML backend is closed")
+        return reading
+
+    def _read_gpm(self, info: DeviceInfo) -> GroupReading | None:
         """SM/tensor/DRAM activity of one device since its previous call (``gpm.py``)."""
         gpm = self._gpm
-        if gpm is None:
-            return None
-        reading = self._guarded(index, "gpm", lambda: gpm.read(index))
-        return None if isinstance(reading, (Stuck, Closed)) else reading
+        return gpm.read(info.index) if gpm is not None else None
 
-    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
+    def _read_pcie(self, info: DeviceInfo) -> GroupReading:
         """PCIe throughput of one GPU in bytes/s (NVML reports KiB/s over a 20 ms window)."""
-        h = self._handles[index]
+        nvml, h = self._nvml, self._handles[info.index]
+        values: dict[str, float | None] = {}
+        unavailable: dict[str, str] = {}
         if h is None:
-            return (None, None)
-        reading = self._guarded(index, "pcie", lambda: self._pcie(index, h))
-        return None if isinstance(reading, (Stuck, Closed)) else reading
-
-    def _pcie(self, index: int, h: Any) -> tuple[float | None, float | None]:
-        nvml = self._nvml
-        values: list[float | None] = []
-        for counter in (nvml.NVML_PCIE_UTIL_TX_BYTES, nvml.NVML_PCIE_UTIL_RX_BYTES):
+            return GroupReading()
+        for name, counter in (
+            ("pcie_tx_bytes_per_s", nvml.NVML_PCIE_UTIL_TX_BYTES),
+            ("pcie_rx_bytes_per_s", nvml.NVML_PCIE_UTIL_RX_BYTES),
+        ):
             try:
-                values.append(float(nvml.nvmlDeviceGetPcieThroughput(h, counter)) * 1024.0)
+                values[name] = float(nvml.nvmlDeviceGetPcieThroughput(h, counter)) * 1024.0
             except self._error as err:
-                self._report(index, "PCIe throughput", err)
-                values.append(None)
-        return (values[0], values[1])
+                self._report(info.index, "PCIe throughput", err)
+                unavailable[name] = str(err)
+        return GroupReading(values, unavailable)
+
+    def topology(self) -> Topology:
+        """How the GPUs are connected (``nvidia-smi topo -m``), each read behind the deadline."""
+        return read_with(self._nvml, self._session, self._gpu_count)
 
     def close(self) -> None:
         """Free what every GPU holds and ``nvmlShutdown``, without waiting for any call.

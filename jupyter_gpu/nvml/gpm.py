@@ -15,97 +15,62 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
-from jupyter_gpu.readings.records import GPM_FIELDS, GpmReading
+from jupyter_gpu.nvml.per_gpu import PerGpuReader
+from jupyter_gpu.readings.records import GroupReading
 
 NOT_SUPPORTED = "Not Supported"
 
-# DeviceSample field -> the name of NVML's metric id constant (nvml.h, nvmlGpmMetricId_t).
+# The gpm group's metric fields (readings/catalog.py) -> the name of NVML's metric id constant
+# (nvml.h, nvmlGpmMetricId_t).
 _METRICS: tuple[tuple[str, str], ...] = (
     ("sm_active_pct", "NVML_GPM_METRIC_SM_UTIL"),
     ("sm_occupancy_pct", "NVML_GPM_METRIC_SM_OCCUPANCY"),
     ("tensor_active_pct", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"),
     ("dram_bw_pct", "NVML_GPM_METRIC_DRAM_BW_UTIL"),
 )
-assert tuple(f for f, _ in _METRICS) == GPM_FIELDS
+GPM_FIELDS = tuple(f for f, _ in _METRICS)
 
 
-def unsupported(reason: str = NOT_SUPPORTED) -> GpmReading:
+def unsupported(reason: str = NOT_SUPPORTED) -> GroupReading:
     """A reading in which every GPM field is unavailable for ``reason``."""
-    return GpmReading(unavailable=MappingProxyType(dict.fromkeys(GPM_FIELDS, reason)))
+    return GroupReading(unavailable=MappingProxyType(dict.fromkeys(GPM_FIELDS, reason)))
 
 
-class GpmReader:
+class GpmReader(PerGpuReader):
     """Reads the GPM metrics of a fixed list of NVML device handles, one device per call.
 
-    Calls for different devices may run at once (each device has its own lock): the sampler
-    reads every GPU in its own worker thread (``deadline.py``), so that a GPM call hung on one
-    GPU never holds up another's.
-
-    Args:
-        nvml: pynvml (or a fake with its interface).
-        handles: the device handles by index (``None`` for a GPU NVML could not open).
-        log: where a GPU's GPM problems are reported, once each.
+    Made as every ``PerGpuReader`` (pynvml, the handles, the log).
     """
+
+    what = "NVML cannot read GPM metrics"
+    missing = "no GPM metrics (SM/tensor activity)"
+    constants = tuple(const for _, const in _METRICS)
 
     def __init__(
         self, nvml: Any, handles: Sequence[Any], log: logging.Logger | None = None
     ) -> None:
-        self._nvml = nvml
-        self._handles = list(handles)
-        self._log = log or logging.getLogger("jupyter_gpu")
-        self._locks = [threading.Lock() for _ in self._handles]
+        super().__init__(nvml, handles, log)  # _previous: each GPU's last GPM sample
         self._closed = False
-        self._reported: set[tuple[int, str]] = set()
-        self._ids = tuple(getattr(nvml, const, None) for _, const in _METRICS)
-        # index -> why GPM cannot be read there; decided once, at the first read.
-        self._refused: dict[int, str] = {}
-        self._supported: set[int] = set()
-        self._previous: dict[int, Any] = {}  # index -> its last GPM sample
         self._spare: dict[int, Any] = {}  # index -> a sample buffer to reuse
 
-    def _support(self, index: int, handle: Any) -> str | None:
-        """Why GPU ``index`` has no GPM (``None``: it has), asked of NVML once."""
-        if index in self._supported:
-            return None
-        if index in self._refused:
-            return self._refused[index]
+    def _why_not(self, handle: Any) -> str | None:
+        """Why this GPU has no GPM (``None``: it has): NVML's ``nvmlGpmQueryDeviceSupport``."""
         nvml = self._nvml
-        reason: str | None = None
-        if handle is None:
-            reason = "NVML cannot open this GPU"
-        elif None in self._ids or not hasattr(nvml, "nvmlGpmQueryDeviceSupport"):
-            reason = f"{NOT_SUPPORTED} (this nvidia-ml-py has no GPM)"
-        else:
-            try:
-                support = nvml.nvmlGpmQueryDeviceSupport(handle)
-                if not int(support.isSupportedDevice):
-                    reason = NOT_SUPPORTED
-            except nvml.NVMLError as err:
-                reason = str(err)
-            except (AttributeError, TypeError) as err:  # an NVML library without GPM symbols
-                reason = f"{NOT_SUPPORTED} ({err})"
-        if reason is None:
-            self._supported.add(index)
-        else:
-            self._supported.discard(index)
-            self._refused[index] = reason
-            self._log.info(
-                "jupyter_gpu: GPU %d: no GPM metrics (SM/tensor activity): %s", index, reason
-            )
-        return reason
+        if None in self._ids or not hasattr(nvml, "nvmlGpmQueryDeviceSupport"):
+            return f"{NOT_SUPPORTED} (this nvidia-ml-py has no GPM)"
+        try:
+            support = nvml.nvmlGpmQueryDeviceSupport(handle)
+        except nvml.NVMLError as err:
+            return str(err)
+        except (AttributeError, TypeError) as err:  # an NVML library without GPM symbols
+            return f"{NOT_SUPPORTED} ({err})"
+        return None if int(support.isSupportedDevice) else NOT_SUPPORTED
 
-    def _report(self, index: int, err: Exception) -> None:
-        key = (index, str(err))
-        if key not in self._reported:
-            self._reported.add(key)
-            self._log.info("jupyter_gpu: GPU %d: NVML cannot read GPM metrics: %s", index, err)
-
-    def _metrics(self, earlier: Any, later: Any) -> GpmReading:
+    def _metrics(self, earlier: Any, later: Any) -> GroupReading:
         nvml = self._nvml
         request = nvml.c_nvmlGpmMetricsGet_t()
         request.version = nvml.NVML_GPM_METRICS_GET_VERSION
@@ -115,7 +80,7 @@ class GpmReader:
         for i, metric_id in enumerate(self._ids):
             request.metrics[i].metricId = metric_id
         nvml.nvmlGpmMetricsGet(request)
-        values: dict[str, float] = {}
+        values: dict[str, float | None] = {}
         unavailable: dict[str, str] = {}
         for i, (name, _) in enumerate(_METRICS):
             metric = request.metrics[i]
@@ -126,9 +91,9 @@ class GpmReader:
             value = float(metric.value)
             # Counters can overshoot 100 by rounding: clamp into the documented 0 to 100.
             values[name] = round(min(100.0, max(0.0, value)), 2)
-        return GpmReading(MappingProxyType(values), MappingProxyType(unavailable))
+        return GroupReading(MappingProxyType(values), MappingProxyType(unavailable))
 
-    def read(self, index: int) -> GpmReading | None:
+    def read(self, index: int) -> GroupReading | None:
         """A new GPM sample of GPU ``index`` and the metrics since its previous one.
 
         A GPU without GPM has every field unavailable; a GPU read for the first time (or after
@@ -139,7 +104,7 @@ class GpmReader:
             if self._closed:
                 return None
             handle = self._handles[index]
-            reason = self._support(index, handle)
+            reason = self._refusal(index, handle)
             if reason is not None:
                 return unsupported(reason)
             sample = self._spare.pop(index, None)
@@ -153,8 +118,7 @@ class GpmReader:
                     self._spare[index] = sample
                 self._drop_previous(index)
                 if getattr(err, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
-                    self._supported.discard(index)
-                    self._refused[index] = str(err)
+                    self.refuse(index, str(err))
                     return unsupported(str(err))
                 return None
             previous = self._previous.get(index)

@@ -1,17 +1,13 @@
 """How the GPUs are connected, as NVML reports it: NVLink or PCIe, and whether P2P works.
 
-What ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p r`` show, read once on demand (for
-``%gpu --topology`` and ``%%torchrun``), never on the sampler's tick. Every NVML error becomes
-a value (``None``), as in ``nvml.py``. Starting NVML (``nvmlInit``, counting the GPUs) has the
-deadline too (``readings/startup.py``): a driver that hangs there gives a reason, not a hung
-kernel. Each GPU, then each pair, is read in its own thread behind the per-GPU deadline
+What ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p r`` show (the records of
+``readings/topology.py``), read once on demand (``NvmlBackend.topology()`` for ``%gpu
+--topology``, ``gpu_count`` for ``%%torchrun``), never on the sampler's tick. Every NVML error
+becomes a value (``None``), as in ``nvml.py``. Starting NVML (``nvmlInit``, counting the GPUs)
+has the deadline too (``readings/startup.py``): a driver that hangs there gives a reason, not a
+hung kernel. Each GPU, then each pair, is read in its own thread behind the per-GPU deadline
 (``deadline.py``): a GPU that does not answer has an ``error`` saying so, its pairs a path of
 ``"?"``, and the others are read as usual.
-
-Path labels follow ``nvidia-smi topo -m``: ``NV<n>`` (n NVLinks, direct or through NVSwitch),
-``PIX`` (one PCIe switch), ``PXB`` (several PCIe switches), ``PHB`` (a PCIe host bridge, the
-CPU), ``NODE`` (host bridges of one NUMA node), ``SYS`` (across NUMA nodes, the CPU
-interconnect).
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from typing import Any, TypeVar
 from jupyter_gpu.nvml.session import NvmlSession, Stuck
 from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader
 from jupyter_gpu.readings.startup import NVML_START, NotAnswered, call_within
+from jupyter_gpu.readings.topology import GpuLinks, GpuPair, Topology
 
 T = TypeVar("T")
 _log = logging.getLogger("jupyter_gpu")
@@ -38,56 +35,6 @@ _P2P_STATUS = {
     4: "P2P is disabled by a driver setting (registry key)",
     5: "P2P is not supported",
 }
-
-
-@dataclass(frozen=True)
-class GpuLinks:
-    """One GPU's own links: active NVLinks (and to what) and its PCIe link now and at most."""
-
-    index: int
-    name: str | None
-    nvlinks: int | None  # active NVLinks; None: NVML cannot tell (no NVLink on PCIe cards: 0)
-    nvswitch_links: int  # of those, links to an NVSwitch
-    pcie_gen: int | None
-    pcie_width: int | None
-    pcie_max_gen: int | None
-    pcie_max_width: int | None
-    error: str | None = None  # why nothing is known of it ("GPU 1 did not answer within 2 s")
-
-
-@dataclass(frozen=True)
-class GpuPair:
-    """The path between two GPUs and whether they can read each other's memory directly."""
-
-    a: int
-    b: int
-    path: str  # NV<n>, PIX, PXB, PHB, NODE, SYS, or "?"
-    nvlinks: int
-    p2p: bool | None  # P2P reads possible (over NVLink or PCIe)
-    p2p_reason: str | None  # why not, in words
-
-    @property
-    def over_nvlink(self) -> bool:
-        """Whether the GPUs talk over NVLink (directly or through NVSwitch)."""
-        return self.path.startswith("NV")
-
-
-@dataclass(frozen=True)
-class Topology:
-    """The GPUs' links and every pair's path; ``reason`` says why it is empty.
-
-    ``simulated``: made up for the simulated backend (``simulated_topology``), not read.
-    """
-
-    gpus: tuple[GpuLinks, ...]
-    pairs: tuple[GpuPair, ...]
-    reason: str | None = None
-    simulated: bool = False
-
-    def pair(self, a: int, b: int) -> GpuPair | None:
-        """The pair of GPUs ``a`` and ``b`` (in either order)."""
-        lo, hi = min(a, b), max(a, b)
-        return next((p for p in self.pairs if (p.a, p.b) == (lo, hi)), None)
 
 
 def _call(nvml: Any, fn: Callable[..., T], *args: Any) -> T | None:
@@ -163,7 +110,7 @@ def read_topology(nvml: Any = None, deadline_s: float = READ_DEADLINE_S) -> Topo
         return Topology((), (), did_not_answer(started))
     session, count = started
     try:
-        return _read(nvml, session, count)
+        return read_with(nvml, session, count)
     finally:
         session.close()  # nvmlShutdown now, or when a hung call returns
 
@@ -255,7 +202,11 @@ def _within(
         reader.close()
 
 
-def _read(nvml: Any, session: NvmlSession, count: int) -> Topology:
+def read_with(nvml: Any, session: NvmlSession, count: int) -> Topology:
+    """The links of GPUs ``0`` to ``count - 1`` and their pairs, through an open session.
+
+    Each GPU, then each pair, in its own thread behind the session's deadline.
+    """
     if not count:
         return Topology((), (), "No NVIDIA GPU found")
     deadline = session.deadline_s
@@ -334,26 +285,3 @@ def _count(nvml: Any) -> tuple[int, str | None]:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
     return count, None if count else "No NVIDIA GPU found"
-
-
-SIM_NVLINKS = 18
-"""NVLinks per GPU of an HGX H200 board, all to its NVSwitches (NVLink 4)."""
-
-
-def simulated_topology(count: int) -> Topology:
-    """The simulated backend's GPUs as on an HGX H200 board: every pair over NVSwitch.
-
-    Each GPU has 18 NVLinks to the board's NVSwitches and a PCIe gen 5 x16 link; every pair is
-    ``NV18`` with P2P. Labelled ``simulated``, like the simulated GPUs themselves.
-    """
-    from jupyter_gpu.simulated.backend import SIM_NAME
-
-    gpus = tuple(
-        GpuLinks(i, SIM_NAME, SIM_NVLINKS, SIM_NVLINKS, 5, 16, 5, 16) for i in range(count)
-    )
-    pairs = tuple(
-        GpuPair(a, b, f"NV{SIM_NVLINKS}", SIM_NVLINKS, True, None)
-        for a in range(count)
-        for b in range(a + 1, count)
-    )
-    return Topology(gpus, pairs, simulated=True)

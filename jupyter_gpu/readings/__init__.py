@@ -1,10 +1,14 @@
 """What one reading of the GPUs is, and how every backend is read.
 
+- ``catalog.py``: every reading declared once (its group, unit, Prometheus series, long
+  history, chart); ``typescript.py`` writes it for the browser.
 - ``records.py``: the typed, immutable records of a reading (``Sample``, ``DeviceSample``,
-  ``BackendInfo``...), frozen dataclasses with units in their names; they carry the host's and
-  the compile caches' records, which live with the code that reads them.
-- ``backend.py``: the interface every backend implements (``nvml``, ``simulated``), and the
-  backend of no GPU.
+  ``GroupReading``, ``BackendInfo``...), frozen dataclasses with units in their names; they
+  carry the host's and the compile caches' records, which live with the code that reads them.
+  ``topology.py``: the records of how the GPUs are connected.
+- ``merge.py``: one GPU's record from the latest reading of each of its groups.
+- ``backend.py``: the interface every backend implements (``nvml``, ``simulated``:
+  ``read_group``, ``topology``), and the backend of no GPU.
 - ``deadline.py``: each GPU read in a worker thread of its own, behind a deadline, so that one
   hung GPU never stops another's readings.
 
@@ -21,7 +25,7 @@ from jupyter_gpu.readings.records import (
     CompileCacheSample,
     DeviceInfo,
     DeviceSample,
-    GpmReading,
+    GroupReading,
     HostSample,
     MigInfo,
     ProcessSample,
@@ -37,7 +41,7 @@ __all__ = [
     "CompileCacheSample",
     "DeviceInfo",
     "DeviceSample",
-    "GpmReading",
+    "GroupReading",
     "HostSample",
     "MigInfo",
     "NoGpuBackend",

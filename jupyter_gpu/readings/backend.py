@@ -1,7 +1,7 @@
 """The interface every GPU backend implements, and the no-GPU backend.
 
 A backend reads the GPUs; the sampler adds the host, the compile caches and which kernel owns
-each process. Backends never raise from ``read``: a failed read is a value on the record.
+each process. Backends never raise from a read: a failed read is a value on the reading.
 """
 
 from __future__ import annotations
@@ -9,11 +9,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 
-from jupyter_gpu.readings.records import BackendInfo, BackendName, DeviceSample, GpmReading
+from jupyter_gpu.readings import catalog
+from jupyter_gpu.readings.deadline import READ_NOTHING
+from jupyter_gpu.readings.merge import device_record
+from jupyter_gpu.readings.records import BackendInfo, BackendName, DeviceSample, GroupReading
+from jupyter_gpu.readings.topology import Topology
 
 
 class Backend(abc.ABC):
-    """Reads the GPUs. Open it once, ``read`` it every tick, ``close`` it at the end."""
+    """Reads the GPUs: open it once, ``read_group`` on every tick and round, then ``close`` it."""
 
     name: BackendName
 
@@ -21,48 +25,54 @@ class Backend(abc.ABC):
     def info(self) -> BackendInfo:
         """Static facts: which backend, whether simulated, why there is no GPU, the devices."""
 
-    def read(self) -> tuple[DeviceSample, ...]:
-        """One read of every device (fast metrics only), in order. Never raises."""
-        return tuple(self.read_device(d.index) for d in self.info().devices)
+    def read_group(self, group: str, index: int) -> GroupReading | None:
+        """One device's readings of one group of ``readings/catalog.py``. Never raises.
 
-    def read_device(self, index: int) -> DeviceSample:
-        """One device's fast metrics. Never raises.
+        ``None``: nothing read this time (a windowed group's first read only opens its window;
+        a backend without the group). The sampler calls it from a worker thread of the device
+        and group (``deadline.py``) with a deadline: a call that hangs makes that device "not
+        responding" and never blocks the others' reads or the tick. Calls for different
+        devices, and for different groups of one device, run at once.
 
-        The sampler calls it from the device's own worker thread with a deadline
-        (``deadline.py``): a call that hangs makes that device "not responding" and never
-        blocks the others' reads or the tick. Calls for different devices run at once, and so
-        do the fast, GPM and slow reads of one device (each kind has its own workers).
-        """
-        raise NotImplementedError(f"{type(self).__name__} has no devices to read")
-
-    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
-        """One device's slow metrics: ``(pcie_tx_bytes_per_s, pcie_rx_bytes_per_s)``.
-
-        About 21 ms per call on an H200 with NVML, so the sampler reads them on their own slower
-        cadence, each device in its own thread with a deadline. ``None``: nothing read this
-        time. Never raises; the default has none.
+        The tick group's reading (``fast``) also lists the processes and says whether the GPU
+        answers (``GroupReading.state``); a backend with devices must give it.
         """
         return None
 
-    def read_gpm_device(self, index: int) -> GpmReading | None:
-        """One device's SM/tensor/DRAM activity, averaged since its previous call.
+    def read_all(self, group: str) -> Mapping[int, GroupReading]:
+        """``read_group`` of every device in turn, by index (no deadline: tests, demos)."""
+        readings = {d.index: self.read_group(group, d.index) for d in self.info().devices}
+        return {i: r for i, r in readings.items() if r is not None}
 
-        NVML's GPM (``gpm.py``): 0.5 to 3.4 ms per GPU on an H200, so the sampler reads it on its
-        own cadence, each device in its own thread with a deadline. The first call only primes
-        the window (``None``); a device without GPM has every field unavailable. Never raises;
-        the default has none.
+    def read(self, *groups: str) -> tuple[DeviceSample, ...]:
+        """Every device's record from one read of its tick group, in order, and of ``groups``.
+
+        No deadline and no ages: for tests and demos (the sampler reads each group through its
+        own workers). ``groups`` are read after the tick group, each device in turn; a
+        windowed group (GPM) that is read for the first time has only opened its window.
         """
-        return None
+        made = catalog.layout()
+        devices = self.info().devices
+        tick = self.read_all(made.tick_group.name)
+        others = {name: self.read_all(name) for name in groups}
+        return tuple(
+            device_record(
+                d,
+                tick.get(d.index, READ_NOTHING),
+                {name: got[d.index] for name, got in others.items() if d.index in got},
+                made,
+            )
+            for d in devices
+        )
 
-    def read_slow(self) -> Mapping[int, tuple[float | None, float | None]]:
-        """``read_slow_device`` of every device in turn, by index (no deadline: tests, demos)."""
-        readings = {d.index: self.read_slow_device(d.index) for d in self.info().devices}
-        return {i: r for i, r in readings.items() if r is not None}
+    def topology(self) -> Topology:
+        """How the GPUs are connected (``nvidia-smi topo -m``), read now; never raises.
 
-    def read_gpm(self) -> Mapping[int, GpmReading]:
-        """``read_gpm_device`` of every device in turn, by index (no deadline: tests, demos)."""
-        readings = {d.index: self.read_gpm_device(d.index) for d in self.info().devices}
-        return {i: r for i, r in readings.items() if r is not None}
+        Read on demand (``%gpu --topology``), never on the tick. The default has no GPUs to
+        connect, and says why there are none.
+        """
+        why = self.info().reason or f"the {self.name} backend reads no interconnect"
+        return Topology((), (), f"no GPU, so no interconnect to show: {why}")
 
     def close(self) -> None:  # noqa: B027 (an optional hook: most backends hold nothing)
         """Release what ``open`` took (e.g. ``nvmlShutdown``). Safe to call twice."""
@@ -78,6 +88,3 @@ class NoGpuBackend(Backend):
 
     def info(self) -> BackendInfo:
         return BackendInfo(backend="none", simulated=False, reason=self.reason)
-
-    def read(self) -> tuple[DeviceSample, ...]:
-        return ()

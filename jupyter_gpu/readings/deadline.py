@@ -12,9 +12,9 @@ hung device longer than the caller's wait, however many devices hang. (A single 
 the devices made the devices after a hung one wait the whole deadline, long enough for their
 readings to go stale, and a ``read_once`` over several hung GPUs wait one deadline each.)
 
-``DeviceReader`` is the fast tick's reader: a device that is not responding is served as
-``state="not_responding"``, readings ``None``, and ``stale_s``: seconds since its last answer
-(or since it was first asked, if it never answered).
+``DeviceReader`` is the fast tick's reader (the tick group of ``catalog.py``): a device that is
+not responding is served as ``state="not_responding"``, readings ``None``, and ``stale_s``:
+seconds since its last answer (or since it was first asked, if it never answered).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from jupyter_gpu.readings.records import DeviceInfo, DeviceSample
+from jupyter_gpu.readings.records import DeviceInfo, GroupReading
 
 T = TypeVar("T")
 
@@ -37,6 +37,10 @@ NOT_RESPONDING_MESSAGE = (
     "NVML has not answered for {stale:.0f} s (a call on this GPU is hung: the driver or the GPU "
     "stopped responding); readings resume by themselves when it answers again"
 )
+
+
+READ_NOTHING = GroupReading(state="error", error="reading failed: the backend read nothing")
+"""The tick group's reading of a backend that gave none: a bug, said so on the GPU's card."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,21 +228,21 @@ class DeadlineReader(Generic[T]):
             w.thread.join(max(0.0, grace_until - time.monotonic()))
 
 
-def not_responding(info: DeviceInfo, stale_s: float, message: str) -> DeviceSample:
-    """The record of a device whose NVML call has not returned (its readings ``None``)."""
-    return DeviceSample(
-        info.index,
-        info.uuid,
-        info.name,
+def not_responding(info: DeviceInfo, stale_s: float, message: str) -> GroupReading:
+    """The fast reading of a device whose NVML call has not returned (no readings).
+
+    Its memory total is the one it had when the backend opened (the card keeps its scale).
+    """
+    return GroupReading(
+        values={"mem_total_bytes": info.mem_total_bytes},
         state="not_responding",
         error=message,
-        mem_total_bytes=info.mem_total_bytes,
         stale_s=round(max(0.0, stale_s), 3),
     )
 
 
-FastReading = tuple[DeviceSample, float | None]
-"""A device's sample and when its readings were taken (monotonic; ``None``: never)."""
+FastReading = tuple[GroupReading, float | None]
+"""A device's fast reading and when it was taken (monotonic; ``None``: never)."""
 
 
 class DeviceReader:
@@ -246,7 +250,8 @@ class DeviceReader:
 
     Args:
         devices: the devices (their identity fills the not-responding records).
-        read_one: reads one device by index (a backend's ``read_device``). A backend that knows
+        read_one: reads one device's fast group by index (a backend's ``read_group``; ``None``
+            is taken for an error). A backend that knows
             a device is not responding (its open, or an earlier read by another reader of this
             process, has not returned) answers ``not_responding`` itself: that is not an
             answer, and the device's earlier readings keep their age.
@@ -258,27 +263,26 @@ class DeviceReader:
     def __init__(
         self,
         devices: Sequence[DeviceInfo],
-        read_one: Callable[[int], DeviceSample],
+        read_one: Callable[[int], GroupReading | None],
         deadline_s: float,
         log: logging.Logger,
     ) -> None:
         self.devices = tuple(devices)
         self._by_index = {d.index: d for d in self.devices}
         self._read_one = read_one
-        self._told: dict[int, DeviceSample] = {}  # the backend's own "not responding" records
+        self._told: dict[int, GroupReading] = {}  # the backend's own "not responding" readings
         self._first_asked: float | None = None
-        self._reader: DeadlineReader[DeviceSample] = DeadlineReader(
+        self._reader: DeadlineReader[GroupReading] = DeadlineReader(
             "jupyter-gpu-read", list(self._by_index), self._read, deadline_s, log
         )
 
-    def _read(self, index: int) -> DeviceSample | None:
+    def _read(self, index: int) -> GroupReading | None:
         try:
             sample = self._read_one(index)
         except Exception as err:  # noqa: BLE001 (a backend bug is an error state, not a dead worker)
-            info = self._by_index[index]
-            return DeviceSample(
-                index, info.uuid, info.name, state="error", error=f"reading failed: {err}"
-            )
+            return GroupReading(state="error", error=f"reading failed: {err}")
+        if sample is None:  # a backend with devices reads the tick group
+            return READ_NOTHING
         if sample.state == "not_responding":
             self._told[index] = sample
             return None

@@ -8,10 +8,11 @@ shape of ``docs/api.md``: every field, in order (``jupyter_gpu.json_record``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 # The compile caches' records live with the code that scans them; a Sample carries them (and
 # re-exports them, ``X as X``, for its readers).
@@ -19,12 +20,11 @@ from jupyter_gpu.compile_cache.records import NOT_SCANNED as NOT_SCANNED
 from jupyter_gpu.compile_cache.records import CacheDirSample as CacheDirSample
 from jupyter_gpu.compile_cache.records import CompileCacheSample as CompileCacheSample
 from jupyter_gpu.json_record import JsonRecord
+from jupyter_gpu.readings import catalog
+from jupyter_gpu.readings.catalog import Layout
 
 BackendName = Literal["nvml", "simulated", "none"]
 DeviceState = Literal["ok", "lost", "error", "not_responding"]
-ReadingGroup = Literal["fast", "gpm", "pcie"]
-"""The groups of a device's readings, each read on its own cadence (``freshness.py``)."""
-
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -98,83 +98,213 @@ class DeviceInfo(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class GroupReading:
+    """One read of one group of a GPU's readings (``catalog.GROUPS``): the one shape of them all.
+
+    ``values`` maps the group's metric fields it read to their values (``None`` or absent: not
+    read); ``unavailable`` maps those NVML refused to its reason (``"Not Supported"``). Only the
+    tick group's read (``fast``) fills the rest: the GPU's ``processes``, and its ``state``
+    (``"lost"``, ``"error"``, ``"not_responding"``, with ``error`` in words and, not
+    responding, ``stale_s``: seconds since it last answered).
+    """
+
+    values: Mapping[str, float | None] = field(default_factory=lambda: _EMPTY_VALUES)
+    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    processes: tuple[ProcessSample, ...] = ()
+    state: DeviceState = "ok"
+    error: str | None = None
+    stale_s: float | None = None
+
+    @property
+    def has_values(self) -> bool:
+        """Whether it read any value (a reading of nothing but refusals has no age)."""
+        return any(v is not None for v in self.values.values())
+
+
+_EMPTY_VALUES: Mapping[str, float | None] = MappingProxyType({})
+
+
+# Its slots are written out, not made by ``slots=True``: that makes a second class, whose frozen
+# ``__setattr__`` raises TypeError rather than FrozenInstanceError for a metric's name.
+@dataclass(frozen=True, init=False, repr=False)
 class DeviceSample(JsonRecord):
     """One GPU at one tick (``nvidia-smi -q -d UTILIZATION,MEMORY,POWER,TEMPERATURE,CLOCK,PIDS``).
 
     ``state`` is ``"ok"``, ``"lost"`` (NVML says the GPU fell off the bus), ``"error"`` (every
     read failed) or ``"not_responding"`` (a read has not returned within the deadline: see
     ``deadline.py``; ``stale_s`` is then how many seconds ago it last answered); ``error`` is
-    then a sentence for people. ``pcie_*`` are ``None`` unless the slow metrics are on.
-    ``sm_active_pct``, ``sm_occupancy_pct``, ``tensor_active_pct`` and
-    ``dram_bw_pct`` come from NVML's GPU Performance Monitoring (GPM, Hopper and newer; ``dcgmi
-    dmon -e 1002,1003,1004,1005`` reads the same): averages over the last GPM window, ``None``
-    (with "Not Supported" in ``unavailable``) on older GPUs and before the first window ends.
+    then a sentence for people.
 
-    Each group of readings carries its age: seconds from when it was read to the sample's
-    ``ts`` (``read_age_s`` for the fast readings: utilization, memory, power, temperature,
-    clocks and processes; ``gpm_age_s`` for the GPM fields; ``pcie_age_s`` for ``pcie_*``;
-    ``None`` without such a reading). ``stale`` names the groups (``"fast"``, ``"gpm"``,
-    ``"pcie"``) older than two of their own intervals (and ``"fast"`` for a not-responding GPU);
-    their fields are ``None`` in this sample (``freshness.py``).
+    Its readings are the catalog's metrics (``catalog.METRICS``: ``util_pct``,
+    ``mem_used_bytes``, ``sm_active_pct``...), read as attributes (``device.util_pct``) and
+    written in the API's JSON in the catalog's order; ``None`` where not read, with NVML's reason
+    in ``unavailable`` where it refused. Each group of readings carries its age, seconds from
+    when it was read to the sample's ``ts`` (``read_age_s`` for the fast readings,
+    ``gpm_age_s``, ``pcie_age_s``...: ``None`` without such a reading). ``stale`` names the
+    groups older than two of their own intervals (and ``"fast"`` for a not-responding GPU);
+    their fields are ``None`` in this sample (``sampling/freshness.py``).
+
+    Made as ``DeviceSample(index, uuid, name, util_pct=..., read_age_s=..., ...)``: a keyword
+    that is neither a field nor a metric or age field of the catalog is a ``TypeError``. The
+    values are kept in the catalog's order (``values``, ``ages``: a tuple costs less memory
+    than a dict per device in the history), with the ``catalog.Layout`` they were made with.
     """
+
+    __slots__ = (
+        "ages",
+        "error",
+        "index",
+        "layout",
+        "name",
+        "processes",
+        "stale",
+        "stale_s",
+        "state",
+        "unavailable",
+        "uuid",
+        "values",
+    )
 
     index: int
     uuid: str | None
     name: str | None
-    state: DeviceState = "ok"
-    error: str | None = None
-    util_pct: float | None = None
-    mem_util_pct: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    temperature_c: float | None = None
-    sm_clock_mhz: int | None = None
-    pcie_tx_bytes_per_s: float | None = None
-    pcie_rx_bytes_per_s: float | None = None
-    sm_active_pct: float | None = None
-    sm_occupancy_pct: float | None = None
-    tensor_active_pct: float | None = None
-    dram_bw_pct: float | None = None
-    processes: tuple[ProcessSample, ...] = ()
-    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    stale_s: float | None = None
-    read_age_s: float | None = None
-    gpm_age_s: float | None = None
-    pcie_age_s: float | None = None
-    stale: tuple[ReadingGroup, ...] = ()
+    state: DeviceState
+    error: str | None
+    values: tuple[float | None, ...]
+    processes: tuple[ProcessSample, ...]
+    unavailable: Mapping[str, str]
+    stale_s: float | None
+    ages: tuple[float | None, ...]
+    stale: tuple[str, ...]
+    layout: Layout
+
+    def __init__(
+        self,
+        index: int,
+        uuid: str | None,
+        name: str | None,
+        state: DeviceState = "ok",
+        error: str | None = None,
+        *,
+        values: tuple[float | None, ...] | None = None,
+        processes: tuple[ProcessSample, ...] = (),
+        unavailable: Mapping[str, str] = _EMPTY,
+        stale_s: float | None = None,
+        ages: tuple[float | None, ...] | None = None,
+        stale: tuple[str, ...] = (),
+        layout: Layout | None = None,
+        **readings: float | None,
+    ) -> None:
+        made = layout if layout is not None else catalog.layout()
+        row: list[float | None] = list(values or (None,) * len(made.metrics))
+        age_row: list[float | None] = list(ages or (None,) * len(made.groups))
+        for key, value in readings.items():
+            if (at := made.metric_index.get(key)) is not None:
+                row[at] = value
+            elif (at := made.age_index.get(key)) is not None:
+                age_row[at] = value
+            else:
+                raise TypeError(f"DeviceSample has no reading {key!r} (see readings/catalog.py)")
+        put = object.__setattr__
+        put(self, "index", index)
+        put(self, "uuid", uuid)
+        put(self, "name", name)
+        put(self, "state", state)
+        put(self, "error", error)
+        put(self, "values", tuple(row))
+        put(self, "processes", processes)
+        put(self, "unavailable", unavailable)
+        put(self, "stale_s", stale_s)
+        put(self, "ages", tuple(age_row))
+        put(self, "stale", stale)
+        put(self, "layout", made)
+
+    def __getattr__(self, name: str) -> float | None:
+        """A metric (``util_pct``) or an age field (``read_age_s``) of the catalog, by name.
+
+        Raises:
+            AttributeError: neither.
+        """
+        if name in _OWN:  # a slot not set yet (copying, unpickling): no catalog lookup
+            raise AttributeError(name)
+        made = self.layout
+        if (at := made.metric_index.get(name)) is not None:
+            return self.values[at]
+        if (at := made.age_index.get(name)) is not None:
+            return self.ages[at]
+        raise AttributeError(f"DeviceSample has no attribute or reading {name!r}")
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """Its slots' values (for ``pickle`` and ``copy``: it has no ``__dict__``)."""
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(self.__slots__, state, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        """Its fields, with the readings and ages that have a value under their own names."""
+        made = self.layout
+        read = [f"{m.field}={v!r}" for m, v in zip(made.metrics, self.values, strict=True) if v]
+        aged = [f"{g.age_field}={a!r}" for g, a in zip(made.groups, self.ages, strict=True) if a]
+        return (
+            f"DeviceSample(index={self.index!r}, uuid={self.uuid!r}, name={self.name!r}, "
+            f"state={self.state!r}, error={self.error!r}, {', '.join([*read, *aged])}, "
+            f"processes={self.processes!r}, unavailable={dict(self.unavailable)!r}, "
+            f"stale_s={self.stale_s!r}, stale={self.stale!r})"
+        )
+
+    def value(self, field_name: str) -> float | None:
+        """The metric ``field_name`` (``None``: not read, or not a metric of this sample)."""
+        at = self.layout.metric_index.get(field_name)
+        return None if at is None else self.values[at]
+
+    def readings(self) -> dict[str, float | None]:
+        """Every metric of the catalog by field, in its order."""
+        return {m.field: v for m, v in zip(self.layout.metrics, self.values, strict=True)}
+
+    @classmethod
+    def json_names(cls) -> tuple[str, ...]:
+        return _json_names(catalog.layout())
+
+    def to_dict(self) -> dict[str, Any]:
+        made = self.layout
+        out: dict[str, Any] = {
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "state": self.state,
+            "error": self.error,
+        }
+        for metric, value in zip(made.metrics, self.values, strict=True):
+            out[metric.field] = value
+        out["processes"] = [p.to_dict() for p in self.processes]
+        out["unavailable"] = dict(self.unavailable)
+        out["stale_s"] = self.stale_s
+        for group, age in zip(made.groups, self.ages, strict=True):
+            out[group.age_field] = age
+        out["stale"] = list(self.stale)
+        return out
 
 
-FAST_READINGS = (
-    "util_pct",
-    "mem_util_pct",
-    "mem_used_bytes",
-    "power_w",
-    "power_limit_w",
-    "temperature_c",
-    "sm_clock_mhz",
-)
-"""The ``DeviceSample`` numbers read every tick (with ``processes``, the "fast" group)."""
-PCIE_FIELDS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
-"""The ``DeviceSample`` fields of the PCIe throughput read (a round of its own: it takes 20 ms)."""
-GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct")
-"""The ``DeviceSample`` fields that NVML's GPM gives (each a percentage, 0 to 100)."""
+_OWN = frozenset(f.name for f in dataclasses.fields(DeviceSample))
 
 
-@dataclass(frozen=True, slots=True)
-class GpmReading:
-    """One GPU's GPM metrics over one window (between two GPM samples), in percent.
-
-    ``values`` maps each of ``GPM_FIELDS`` it could read to its value; ``unavailable`` maps the
-    others to NVML's reason (``"Not Supported"`` on GPUs before Hopper).
-    """
-
-    values: Mapping[str, float] = field(default_factory=lambda: _EMPTY_FLOATS)
-    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-
-
-_EMPTY_FLOATS: Mapping[str, float] = MappingProxyType({})
+def _json_names(made: Layout) -> tuple[str, ...]:
+    """The keys of a device's JSON under ``made``, in order (as ``to_dict`` writes them)."""
+    return (
+        "index",
+        "uuid",
+        "name",
+        "state",
+        "error",
+        *(m.field for m in made.metrics),
+        "processes",
+        "unavailable",
+        "stale_s",
+        *(g.age_field for g in made.groups),
+        "stale",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,10 @@
   a deadline; GPM, PCIe and the compile-cache scan in threads of their own), with its
   full-resolution ``History`` and its min/mean/max buckets (``buckets.py``).
 - ``read_once()``: one reading of the GPUs and the host, now, in the calling process (for
-  ``%gpu`` and ``%memsummary`` in a kernel), each GPU behind a deadline.
-- What both use: merging readings of three cadences with their ages (``freshness.py``) and
-  naming which kernel holds which GPU memory (``attribution.py``).
+  ``%gpu`` and ``%memsummary`` in a kernel), each GPU behind a deadline; ``topology_once()``
+  how they are connected (``%gpu --topology``).
+- What both use: merging the groups' readings of their own cadences with their ages
+  (``freshness.py``) and naming which kernel holds which GPU memory (``attribution.py``).
 
 The GPUs come from a backend (``jupyter_gpu.backends`` opens one), the host from
 ``jupyter_gpu.host``, the caches from ``jupyter_gpu.compile_cache``; the records are
@@ -22,13 +23,8 @@ from jupyter_gpu.sampling.attribution import (
     freeze_kernel_map,
 )
 from jupyter_gpu.sampling.history import Entry, History
-from jupyter_gpu.sampling.once import read_once
-from jupyter_gpu.sampling.sampler import (
-    Sampler,
-    SamplerOptions,
-    with_gpm_readings,
-    with_slow_readings,
-)
+from jupyter_gpu.sampling.once import read_once, topology_once
+from jupyter_gpu.sampling.sampler import Sampler, SamplerOptions
 
 __all__ = [
     "Entry",
@@ -40,6 +36,5 @@ __all__ = [
     "SamplerOptions",
     "freeze_kernel_map",
     "read_once",
-    "with_gpm_readings",
-    "with_slow_readings",
+    "topology_once",
 ]

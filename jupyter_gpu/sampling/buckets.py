@@ -1,12 +1,15 @@
 """The long history: min/mean/max buckets (10 s by default) back to 24 h, at bounded memory.
 
 The full-resolution ring (``history.History``) keeps ``history_s`` (10 min by default). This
-keeps every numeric reading the charts draw, folded into fixed buckets of ``bucket_s``: per
-column (``gpu.<i>.<field>``, ``host.<field>``, ``cache.size_bytes``) four ``float32`` arrays
-(min, max, sum, count) of ``span_s / bucket_s`` slots, preallocated when the column first
-appears. Memory is therefore fixed by the number of columns, never by how long the server runs:
-``slots * (columns * 4 * 4 + 8)`` bytes, 9.3 MB for 8 GPUs with every field over 24 h at 10 s
-(``memory_bytes`` says it; ``tests/unit/sampling/test_history_buckets.py`` measures it).
+keeps every numeric reading the charts draw (the metrics of ``readings/catalog.py`` marked
+``long_history``), folded into fixed buckets of ``bucket_s``: per column
+(``gpu.<i>.<field>``, ``host.<field>``, ``cache.size_bytes``) four ``float32`` arrays
+(min, max, sum, count) of ``span_s / bucket_s`` slots, preallocated when the column first has
+a value (a reading the server does not have, a group switched off or a GPU without GPM, costs
+nothing). Memory is therefore fixed by the number of columns, never by how long the server
+runs: ``slots * (columns * 4 * 4 + 8)`` bytes, 138 KB per reading and GPU over 24 h at 10 s,
+9.3 MB for 8 GPUs with the readings charted by default (``memory_bytes`` says it;
+``tests/unit/sampling/test_history_buckets.py`` measures it).
 
 The sampler thread calls ``add`` once per tick (a few dozen float updates). ``query`` copies
 the arrays under the lock (C-level slices) and folds them into the requested resolution
@@ -23,19 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.records import Sample
-
-DEVICE_FIELDS = (
-    "util_pct",
-    "mem_used_bytes",
-    "power_w",
-    "temperature_c",
-    "sm_active_pct",
-    "sm_occupancy_pct",
-    "tensor_active_pct",
-    "dram_bw_pct",
-)
-"""The device readings kept (the GPM ones are ``None`` where a backend lacks them)."""
 
 HOST_COLUMNS = ("host.cpu_pct", "host.mem_used_bytes", "cache.size_bytes")
 
@@ -43,13 +35,32 @@ _NAN = float("nan")
 _INF = float("inf")
 
 
-_KEYS: dict[int, tuple[str, ...]] = {}
+def _rank(key: str) -> tuple[int, int, int]:
+    """Where column ``key`` goes: the host's in ``HOST_COLUMNS``' order, then GPU by GPU."""
+    if key in HOST_COLUMNS:
+        return (0, 0, HOST_COLUMNS.index(key))
+    _, index, field = key.split(".", 2)
+    place = catalog.layout().metric_index.get(field, len(catalog.layout().metrics))
+    return (1, int(index), place)
 
 
-def _device_keys(index: int) -> tuple[str, ...]:
-    keys = _KEYS.get(index)
+def device_fields() -> tuple[str, ...]:
+    """The device readings the long history keeps (the catalog's ``long_history`` metrics)."""
+    return tuple(m.field for m in catalog.layout().metrics if m.long_history)
+
+
+_KEYS: dict[tuple[catalog.Layout, int], tuple[tuple[str, int], ...]] = {}
+
+
+def _device_keys(layout: catalog.Layout, index: int) -> tuple[tuple[str, int], ...]:
+    """Each kept column of device ``index`` and its metric's place in a record's values."""
+    keys = _KEYS.get((layout, index))
     if keys is None:
-        keys = _KEYS[index] = tuple(f"gpu.{index}.{name}" for name in DEVICE_FIELDS)
+        keys = _KEYS[(layout, index)] = tuple(
+            (f"gpu.{index}.{m.field}", layout.metric_index[m.field])
+            for m in layout.metrics
+            if m.long_history
+        )
     return keys
 
 
@@ -64,11 +75,12 @@ def sample_values(sample: Sample) -> Iterable[tuple[str, float | None]]:
         ("cache.size_bytes", cache.size_bytes if cache.scanned_ts is not None else None),
     ]
     for device in sample.devices:
-        keys = _device_keys(device.index)
+        keys = _device_keys(device.layout, device.index)
         if device.state == "ok":
-            out.extend(zip(keys, [getattr(device, n, None) for n in DEVICE_FIELDS], strict=True))
+            values = device.values
+            out.extend((key, values[at]) for key, at in keys)
         else:
-            out.extend((k, None) for k in keys)
+            out.extend((key, None) for key, _ in keys)
     return out
 
 
@@ -143,10 +155,10 @@ class Buckets:
             acc = current.acc
             columns = self._columns
             for key, value in sample_values(sample):
-                if key not in columns:
-                    self._new_column(key)
                 if value is None:
                     continue
+                if key not in columns:
+                    self._new_column(key)
                 v = float(value)
                 slot = acc.get(key)
                 if slot is None:
@@ -160,6 +172,11 @@ class Buckets:
                     slot[2] += 1.0
 
     def _new_column(self, key: str) -> None:
+        """A column with no value in any bucket yet, in its place among the others.
+
+        The columns are kept in one order whenever each first had a value (the host's, then
+        each GPU's in the catalog's order), so that a query's columns come in that order.
+        """
         n = self.slots
         self._columns[key] = _Column(
             array("f", [_INF]) * n,
@@ -167,6 +184,9 @@ class Buckets:
             array("f", [0.0]) * n,
             array("f", [0.0]) * n,
         )
+        ordered = sorted(self._columns.items(), key=lambda kv: _rank(kv[0]))
+        self._columns.clear()  # in place: ``add`` holds the dict
+        self._columns.update(ordered)
 
     def _close(self, bucket: _Open) -> None:
         i = self._head

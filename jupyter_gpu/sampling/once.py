@@ -1,7 +1,8 @@
 """``read_once``: one reading of the GPUs and the host, now, behind the per-GPU deadline.
 
-For ``%gpu`` and ``%memsummary``, in the kernel. Each GPU is read in its own thread (its GPM
-window opened, its fast readings and PCIe read, the window closed): a GPU that has not answered
+For ``%gpu`` and ``%memsummary``, in the kernel. Each GPU is read in its own thread (the
+windows of its windowed groups opened, such as GPM; its fast readings and its other groups
+read; the windows closed): a GPU that has not answered
 within ``deadline_s`` is reported as not responding, by its index, and the others are read as
 usual. Opening NVML has the same deadline per GPU (``NvmlBackend``), and the whole open twice
 that, so a hung GPU, or a hung driver, never hangs the kernel.
@@ -17,16 +18,25 @@ from jupyter_gpu.backends.factory import open_backend
 from jupyter_gpu.backends.reasons import simulated_devices_from_env, simulated_epoch_from_env
 from jupyter_gpu.compile_cache import scan_caches
 from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.backend import Backend, NoGpuBackend
-from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader, FastReading, Timed
-from jupyter_gpu.readings.records import NOT_SCANNED, DeviceSample, GpmReading, Sample
+from jupyter_gpu.readings.deadline import (
+    READ_DEADLINE_S,
+    READ_NOTHING,
+    DeadlineReader,
+    FastReading,
+    Timed,
+    not_responding,
+)
+from jupyter_gpu.readings.records import NOT_SCANNED, DeviceSample, GroupReading, Sample
 from jupyter_gpu.readings.startup import NVML_START, NotAnswered, call_within
+from jupyter_gpu.readings.topology import Topology
 from jupyter_gpu.sampling.attribution import (
     ProcessAnnotator,
     default_root_pid,
     kernel_pids_of_server,
 )
-from jupyter_gpu.sampling.freshness import PcieReading, StaleAfter, merge_readings
+from jupyter_gpu.sampling.freshness import StaleAfter, merge_readings
 
 CPU_WINDOW_S = 0.1
 """The window over which host CPU % and the GPM metrics are measured."""
@@ -41,24 +51,36 @@ _log = logging.getLogger("jupyter_gpu")
 
 @dataclass(frozen=True, slots=True)
 class _Reading:
-    """One GPU's readings, each with the monotonic time it was taken."""
+    """One GPU's readings of each group, each with the monotonic time it was taken."""
 
-    device: Timed[DeviceSample]
-    gpm: Timed[GpmReading] | None
-    pcie: Timed[PcieReading] | None
+    fast: Timed[GroupReading]
+    others: dict[str, Timed[GroupReading]]
 
 
-def _read_gpu(backend: Backend, index: int, slow: bool, window_end: float) -> _Reading:
-    backend.read_gpm_device(index)  # opens this GPU's GPM window
-    device = Timed(backend.read_device(index), time.monotonic())
-    pcie = None
-    if slow:
-        tx_rx = backend.read_slow_device(index)
-        pcie = Timed(tx_rx, time.monotonic()) if tx_rx is not None else None
+def _read_gpu(
+    backend: Backend, index: int, groups: tuple[catalog.Group, ...], window_end: float
+) -> _Reading:
+    """GPU ``index``'s readings of ``groups``: the windowed ones over the window to ``window_end``.
+
+    ``groups`` holds the tick group (``fast``).
+    """
+    windowed = [g for g in groups if g.windowed]
+    for group in windowed:
+        backend.read_group(group.name, index)  # opens this GPU's window of the group
+    tick = next(g for g in groups if g.tick)
+    reading = backend.read_group(tick.name, index)
+    fast = Timed(reading or READ_NOTHING, time.monotonic())
+    others: dict[str, Timed[GroupReading]] = {}
+    for group in groups:
+        if group.tick or group.windowed:
+            continue
+        if (reading := backend.read_group(group.name, index)) is not None:
+            others[group.name] = Timed(reading, time.monotonic())
     time.sleep(max(0.0, window_end - time.monotonic()))
-    reading = backend.read_gpm_device(index)
-    gpm = Timed(reading, time.monotonic()) if reading is not None else None
-    return _Reading(device, gpm, pcie)
+    for group in windowed:
+        if (reading := backend.read_group(group.name, index)) is not None:
+            others[group.name] = Timed(reading, time.monotonic())
+    return _Reading(fast, others)
 
 
 def _open_within(choice: str, deadline_s: float) -> Backend:
@@ -122,7 +144,8 @@ def read_once(
     Args:
         backend: ``auto`` (NVML if it works, else none), ``nvml``, ``simulated`` or ``none``.
         scan_cache: also walk the torch.compile caches (can take a second on a big cache).
-        slow: also read PCIe throughput (about 21 ms per GPU with NVML).
+        slow: also read the slow groups (``catalog.Group.slow``: PCIe throughput, about 21 ms
+            per GPU with NVML).
         deadline_s: how long a GPU may take to answer.
 
     Raises:
@@ -135,11 +158,12 @@ def read_once(
     try:
         info = opened.info()
         indices = [d.index for d in info.devices]
+        groups = tuple(g for g in catalog.layout().groups if slow or not g.slow)
         window_end = time.monotonic() + CPU_WINDOW_S
         reader: DeadlineReader[_Reading] = DeadlineReader(
             "jupyter-gpu-once",
             indices,
-            lambda i: _read_gpu(opened, i, slow, window_end),
+            lambda i: _read_gpu(opened, i, groups, window_end),
             deadline_s,
             _log,
             what="an NVML call",
@@ -159,26 +183,15 @@ def read_once(
     fast: list[FastReading] = []
     for d in info.devices:
         got = answers.get(d.index)
-        if got is None:
-            stale = now - asked
-            fast.append(
-                (
-                    DeviceSample(
-                        d.index,
-                        d.uuid,
-                        d.name,
-                        state="not_responding",
-                        mem_total_bytes=d.mem_total_bytes,
-                        stale_s=round(stale, 3),
-                    ),
-                    None,
-                )
-            )
+        if got is None:  # the sentence that names it comes with ``_named``
+            fast.append((not_responding(d, now - asked, ""), None))
         else:
-            fast.append((got.device.value, got.device.at))
-    gpm = {i: r.gpm for i, r in answers.items() if r.gpm is not None}
-    pcie = {i: r.pcie for i, r in answers.items() if r.pcie is not None}
-    merged = merge_readings(fast, gpm, pcie, now, StaleAfter())
+            fast.append((got.fast.value, got.fast.at))
+    others: dict[str, dict[int, Timed[GroupReading]]] = {}
+    for index, got in answers.items():
+        for name, timed in got.others.items():
+            others.setdefault(name, {})[index] = timed
+    merged = merge_readings(info.devices, fast, others, now, StaleAfter())
     merged = tuple(_named(d, deadline_s) for d in merged)
     # In a kernel, "this server" is the Jupyter server that started it (JPY_PARENT_PID).
     return Sample(
@@ -200,3 +213,19 @@ def _named(device: DeviceSample, deadline_s: float) -> DeviceSample:
     stale = device.stale_s if device.stale_s is not None else deadline_s
     message = NOT_ANSWERED_MESSAGE.format(index=device.index, deadline=deadline_s, stale=stale)
     return replace(device, error=message)
+
+
+def topology_once(backend: str = "auto", *, deadline_s: float = READ_DEADLINE_S) -> Topology:
+    """How the GPUs of ``backend`` are connected (``Backend.topology()``), read now.
+
+    The backend opens behind the deadline, as for ``read_once``, and closes after; never
+    raises for a missing or failing GPU (the topology's ``reason`` says why it is empty).
+
+    Raises:
+        ValueError: for an unknown ``backend``.
+    """
+    opened = _open_within(backend, deadline_s)
+    try:
+        return opened.topology()
+    finally:
+        opened.close()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import time
 
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.backend import Backend
 from jupyter_gpu.readings.deadline import READ_DEADLINE_S, DeadlineReader
-from jupyter_gpu.readings.records import DeviceSample
+from jupyter_gpu.readings.merge import device_record
+from jupyter_gpu.readings.records import DeviceSample, GroupReading
 from jupyter_gpu.sampling.once import _open_within
 
 _log = logging.getLogger("jupyter_gpu")
@@ -42,13 +44,15 @@ class DeviceProbe:
             matches = list(devices) if len(devices) == 1 else []
         else:
             matches = [d for d in devices if _same_gpu(d.uuid, wanted)]
-        self.index: int | None = matches[0].index if matches else None
-        self._reader: DeadlineReader[DeviceSample] | None = None
+        self._info = matches[0] if matches else None
+        self.index: int | None = self._info.index if self._info is not None else None
+        self._reader: DeadlineReader[GroupReading] | None = None
         if self.index is not None:
+            backend, tick = self._backend, catalog.layout().tick_group.name
             self._reader = DeadlineReader(
                 "jupyter-gpu-probe",
                 [self.index],
-                self._backend.read_device,
+                lambda index: backend.read_group(tick, index),
                 deadline_s,
                 _log,
                 what="an NVML call",
@@ -56,15 +60,14 @@ class DeviceProbe:
 
     def read(self) -> DeviceSample | None:
         """The GPU's fast readings now; ``None`` if it is not found, not answering, or closed."""
-        if self._reader is None or self.index is None:
+        if self._reader is None or self._info is None:
             return None
         asked = time.monotonic()
         self._reader.read(self._deadline_s)
-        answer = self._reader.answers().get(self.index)
+        answer = self._reader.answers().get(self._info.index)
         if answer is None or answer.at < asked:  # no answer to this read (an older one stays)
             return None
-        value = answer.value
-        return value if value.state == "ok" else None
+        return device_record(self._info, answer.value, {}) if answer.value.state == "ok" else None
 
     def close(self) -> None:
         """Stop the reader and shut NVML down (safe to call twice)."""

@@ -8,20 +8,22 @@ Threads (all daemons, all stopped by ``stop``, which never waits for an NVML cal
   "NVML has not answered for N s" (``Sample.nvml_wait_s``, ``reason``; logged once, then when
   it answers), and takes the GPUs in at the first tick after the open returns.
 - ``jupyter-gpu-sampler``: every ``interval_s`` reads the GPUs and the host, merges the latest
-  GPM and PCIe readings with each group's age (``freshness.py``: a group older than two of its
-  intervals is stale and left out), attributes GPU processes to kernels, stamps a ``Sample``,
-  encodes it once and appends it to the history, then calls ``on_sample`` (the server hands it
-  to its event loop from there).
+  readings of the other groups with each group's age (``freshness.py``: a group older than two
+  of its intervals is stale and left out), attributes GPU processes to kernels, stamps a
+  ``Sample``, encodes it once and appends it to the history, then calls ``on_sample`` (the
+  server hands it to its event loop from there).
 - ``jupyter-gpu-cache-scan``: walks the torch.compile caches every ``cache_scan_interval_s``.
 - ``jupyter-gpu-read-<gpu>``: each GPU's fast reads, in its own worker (``deadline.py``): the
   tick waits for them at most half an interval, and a read that hangs past
   ``read_deadline_s`` makes that GPU "not responding" while the others keep updating.
-- ``jupyter-gpu-gpm`` and its ``jupyter-gpu-gpm-read-<gpu>`` workers: NVML's GPM metrics
-  (SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU), only with ``gpm_metrics`` on and a backend
-  that has devices, a round every ``gpm_interval_s``, each GPU behind the same deadline.
-- ``jupyter-gpu-slow`` and its ``jupyter-gpu-slow-read-<gpu>`` workers: the slow NVML reads
-  (PCIe throughput, about 21 ms per call per GPU), only with ``slow_metrics`` on, a round every
-  ``slow_interval_s``, each GPU behind the same deadline.
+- one thread per other group of readings (``readings/catalog.py``), named by the group, and
+  its ``<name>-read-<gpu>`` workers, only with the group's option on and a backend that has
+  devices, a round every interval of the group, each GPU behind the same deadline:
+  ``jupyter-gpu-gpm`` (NVML's GPM: SM/tensor/DRAM activity, 0.5 to 3.4 ms per GPU, with
+  ``gpm_metrics``, every ``gpm_interval_s``), ``jupyter-gpu-slow`` (PCIe throughput, about
+  21 ms per call per GPU, with ``slow_metrics``, every ``slow_interval_s``),
+  ``jupyter-gpu-nvlink`` (NVLink throughput, with ``nvlink_metrics``, every
+  ``nvlink_interval_s``).
 
 A GPU whose call hangs holds its worker in each of these readers (at most one thread per reader
 and GPU); the tick only merges the latest answers, so a 100,000-file cache or a hung NVML call
@@ -31,12 +33,11 @@ never delays it, and one GPU never stops another's readings.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from jupyter_gpu.backends.factory import open_backend
 from jupyter_gpu.backends.reasons import simulated_epoch_from_env
@@ -49,120 +50,34 @@ from jupyter_gpu.compile_cache import (
     server_cache_dirs,
 )
 from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.backend import Backend, NoGpuBackend
-from jupyter_gpu.readings.deadline import DeadlineReader, DeviceReader, FastReading
+from jupyter_gpu.readings.deadline import DeadlineReader, DeviceReader, FastReading, Timed
 from jupyter_gpu.readings.records import (
     NOT_SCANNED,
     BackendInfo,
     BackendName,
     CompileCacheSample,
     DeviceSample,
-    GpmReading,
+    GroupReading,
     Sample,
 )
 from jupyter_gpu.readings.startup import Background, not_answered_reason
 from jupyter_gpu.sampling.attribution import IdlePolicy, KernelMap, ProcessAnnotator
 from jupyter_gpu.sampling.buckets import Buckets
-from jupyter_gpu.sampling.freshness import (
-    GpmReadings,
-    PcieReading,
-    SlowReadings,
-    StaleAfter,
-    merge_readings,
-    with_gpm_readings,
-    with_slow_readings,
-)
+from jupyter_gpu.sampling.columns import ColumnsQuery, query_columns
+from jupyter_gpu.sampling.freshness import StaleAfter, merge_readings
 from jupyter_gpu.sampling.history import Entry, History
+from jupyter_gpu.sampling.options import SamplerOptions
 from jupyter_gpu.sampling.periodic import Periodic
-from jupyter_gpu.simulated.backend import SimulatedBackend
-from jupyter_gpu.simulated.faults import SimulatedFault
+from jupyter_gpu.simulated.past import PastSpan, simulated_past
 
-__all__ = [
-    "GpmReadings",
-    "Sampler",
-    "SamplerOptions",
-    "SlowReadings",
-    "with_gpm_readings",
-    "with_slow_readings",
-]
+__all__ = ["Sampler", "SamplerOptions"]
 
 MIN_INTERVAL_S = 0.01
 OPEN_WAIT_S = 1.0
 """The longest the first sample waits for the backend to open (``read_deadline_s`` if shorter):
 after it, samples carry the host and the caches until NVML answers."""
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SamplerOptions:
-    """How the sampler runs: one field per option of ``jupyter_gpu/options.py`` that it takes.
-
-    The server fills it from ``JupyterGpu``'s traits (``options.sampler_values``); the names are
-    the options' own, and ``tests/unit/test_options.py`` checks fields and defaults against the
-    declarations.
-
-    Attributes:
-        backend: ``auto``, ``nvml``, ``simulated`` or ``none``.
-        interval_s: seconds between ticks (at least 0.01; the server's traits allow 0.1 and up,
-            the soak benchmark runs at 0.05).
-        history_s: seconds of history to keep (the ring buffer holds history_s / interval_s).
-        slow_metrics: whether to read PCIe throughput at all.
-        slow_interval_s: seconds between slow reads.
-        cache_scan_interval_s: seconds between compile-cache scans.
-        simulated_devices: devices of the simulated backend.
-        simulated_faults: faults the simulated backend shows (ignored by the others).
-        gpm_metrics: whether to read SM/tensor/DRAM activity (NVML GPM, Hopper and newer).
-        gpm_interval_s: seconds between GPM reads (each value averages one such window).
-        cache_min_free_pct: a cache's filesystem with less free than this is low on space.
-        idle_holder_minutes: a kernel idle longer than this, holding more than
-            ``idle_holder_gib`` of GPU memory, is an idle holder (``attribution.IdlePolicy``).
-        idle_holder_gib: see ``idle_holder_minutes``.
-        read_deadline_s: a device read that has not returned after this long makes the device
-            "not responding" (``deadline.py``).
-        long_history_s: seconds of min/mean/max buckets to keep (``buckets.Buckets``).
-        history_bucket_s: the width of those buckets in seconds.
-        simulated_seed_history_s: with the simulated backend only, fill this many seconds of
-            synthetic past (buckets and full-resolution history) at start-up, for demos and browser
-            tests of long ranges; 0 (the default) seeds nothing.
-        show_other_processes: list other users' GPU processes with pid and name (else one
-            summed row per GPU: ``attribution.ProcessAnnotator``).
-        own_uid_processes: count processes of this server's (non-root) unix user as its own.
-    """
-
-    backend: str = "auto"
-    interval_s: float = 1.0
-    history_s: float = 600.0
-    slow_metrics: bool = False
-    slow_interval_s: float = 5.0
-    cache_scan_interval_s: float = 30.0
-    simulated_devices: int = 2
-    simulated_faults: tuple[SimulatedFault, ...] = ()
-    gpm_metrics: bool = True
-    gpm_interval_s: float = 1.0
-    cache_min_free_pct: float = 10.0
-    idle_holder_minutes: float = 15.0
-    idle_holder_gib: float = 1.0
-    read_deadline_s: float = 2.0
-    long_history_s: float = 86_400.0
-    history_bucket_s: float = 10.0
-    simulated_seed_history_s: float = 0.0
-    show_other_processes: bool = False
-    own_uid_processes: bool = True
-
-    @property
-    def idle_holder_s(self) -> float:
-        """``idle_holder_minutes`` in seconds."""
-        return self.idle_holder_minutes * 60.0
-
-    @property
-    def idle_holder_bytes(self) -> int:
-        """``idle_holder_gib`` in bytes."""
-        return int(self.idle_holder_gib * 1024**3)
-
-    @property
-    def history_capacity(self) -> int:
-        """Samples the ring buffer keeps."""
-        return max(1, math.ceil(self.history_s / self.interval_s))
 
 
 class Sampler:
@@ -256,10 +171,8 @@ class Sampler:
             NOT_SCANNED,
             self.log,
         )
-        self._slow: Periodic[None] | None = None
-        self._gpm: Periodic[None] | None = None
-        self._slow_reader: DeadlineReader[PcieReading] | None = None
-        self._gpm_reader: DeadlineReader[GpmReading] | None = None
+        self._rounds: dict[str, Rounds] = {}
+        """The rounds of each group that is not the tick's, by name, once the backend opens."""
 
     # -- readers (any thread)
 
@@ -316,6 +229,24 @@ class Sampler:
         mono = self._last_sample_mono
         return None if mono is None else max(0.0, time.monotonic() - mono)
 
+    def group_answers(self, group: str) -> dict[int, Timed[GroupReading]]:
+        """The latest answer of each GPU to ``group``'s rounds, by index (none: not read)."""
+        rounds = self._rounds.get(group)
+        return dict(rounds.reader.answers()) if rounds is not None else {}
+
+    def enabled_groups(self) -> tuple[str, ...]:
+        """The groups of readings this sampler reads: the tick's, and those switched on."""
+        opts = self.options
+        return tuple(
+            g.name
+            for g in catalog.layout().groups
+            if g.enabled_by is None or bool(getattr(opts, g.enabled_by))
+        )
+
+    def history_columns(self, now: float, query: ColumnsQuery) -> dict[str, Any]:
+        """min/mean/max columns up to ``now``, from the ring or the buckets (``columns.py``)."""
+        return query_columns(self.history, self.buckets, self.options, now, query)
+
     def device_answer_age_s(self) -> dict[int, float | None]:
         """Seconds since each GPU's reads last returned, by index (``None``: never yet)."""
         reader = self._reader
@@ -357,21 +288,26 @@ class Sampler:
         elif self._backend is not None:  # never started a loop: still release the backend
             self._close_backend()
         self._signal_stop()  # what the sampler thread started meanwhile
-        for periodic in (self._cache_scan, self._slow, self._gpm):
-            if periodic is not None:
-                periodic.join(until)
-        for reader in (self._reader, self._gpm_reader, self._slow_reader):
-            if reader is not None:
-                reader.join(until)
+        for periodic in self._periodics():
+            periodic.join(until)
+        for reader in self._readers():
+            reader.join(until)
 
     def _signal_stop(self) -> None:
         """Tell every thread to end, waiting for none (the readers' waits end at once)."""
-        for periodic in (self._cache_scan, self._slow, self._gpm):
-            if periodic is not None:
-                periodic.stop(0)
-        for reader in (self._reader, self._gpm_reader, self._slow_reader):
-            if reader is not None:
-                reader.close()
+        for periodic in self._periodics():
+            periodic.stop(0)
+        for reader in self._readers():
+            reader.close()
+
+    def _periodics(self) -> list[Periodic[Any]]:
+        """The threads on a cadence: the cache scan and each group's rounds."""
+        return [self._cache_scan, *(r.periodic for r in list(self._rounds.values()))]
+
+    def _readers(self) -> list[DeviceReader | DeadlineReader[GroupReading]]:
+        """The per-GPU readers: the tick's and each group's rounds'."""
+        tick = [self._reader] if self._reader is not None else []
+        return [*tick, *(r.reader for r in list(self._rounds.values()))]
 
     def threads_alive(self) -> list[str]:
         """Names of this sampler's threads that are still running.
@@ -382,12 +318,9 @@ class Sampler:
         opening = self._opening
         if opening is not None and not opening.done:  # in nvmlInit, or a hung GPU's open
             alive.append(opening.thread.name)
-        for periodic in (self._cache_scan, self._slow, self._gpm):
-            if periodic is not None and periodic.alive:
-                alive.append(periodic.name)
-        for reader in (self._reader, self._gpm_reader, self._slow_reader):
-            if reader is not None:
-                alive.extend(reader.thread_names())
+        alive.extend(periodic.name for periodic in self._periodics() if periodic.alive)
+        for reader in self._readers():
+            alive.extend(reader.thread_names())
         return alive
 
     # -- the sampler thread
@@ -396,7 +329,7 @@ class Sampler:
         if self._host is None:
             self._host = HostReader()
         if self.options.simulated_seed_history_s > 0 and self.options.backend == "simulated":
-            self._seed_history()
+            self._store_past()
         opening: Background[Backend] = Background(
             "jupyter-gpu-open", lambda: self._backend_factory(self)
         )
@@ -453,88 +386,55 @@ class Sampler:
         self._info = info  # last: a reader that sees the info sees the backend and its rounds
 
     def _start_rounds(self, backend: Backend, info: BackendInfo) -> None:
-        """The GPM and PCIe readers (a worker per GPU) and the threads that time their rounds.
+        """The rounds of each switched-on group other than the tick's (none without GPUs)."""
+        indices = [d.index for d in info.devices]
+        made = catalog.layout()
+        for name in self.enabled_groups() if indices else ():
+            group = made.group(name)
+            if not group.tick:
+                self._rounds[name] = self._start_group(group, backend, indices)
+
+    def _start_group(self, group: catalog.Group, backend: Backend, indices: list[int]) -> Rounds:
+        """A reader of ``group`` for every GPU, and the started thread that asks it each round.
 
         Each round asks every GPU that is not still in a call, and waits half an interval at
         most, so a hung GPU never delays the next round of the others.
         """
-        opts = self.options
-        indices = [d.index for d in info.devices]
-        if opts.slow_metrics and indices:
-            self._slow_reader, self._slow = self._rounds(
-                "jupyter-gpu-slow",
-                opts.slow_interval_s,
-                backend.read_slow_device,
-                indices,
-                "an NVML PCIe throughput call",
-            )
-        if opts.gpm_metrics and indices:
-            self._gpm_reader, self._gpm = self._rounds(
-                "jupyter-gpu-gpm",
-                opts.gpm_interval_s,
-                backend.read_gpm_device,
-                indices,
-                "an NVML GPM call",
-            )
-
-    def _rounds(
-        self,
-        name: str,
-        interval_s: float,
-        read: Callable[[int], T | None],
-        indices: list[int],
-        what: str,
-    ) -> tuple[DeadlineReader[T], Periodic[None]]:
-        """A reader of ``read`` for every GPU, and the started thread that asks it each round."""
-        reader: DeadlineReader[T] = DeadlineReader(
-            f"{name}-read", indices, read, self.options.read_deadline_s, self.log, what=what
+        name = group.name
+        interval_s = float(getattr(self.options, group.interval_option))
+        reader: DeadlineReader[GroupReading] = DeadlineReader(
+            f"{group.thread}-read",
+            indices,
+            lambda index: backend.read_group(name, index),
+            self.options.read_deadline_s,
+            self.log,
+            what=group.what,
         )
-        rounds: Periodic[None] = Periodic(
-            name, interval_s, lambda _stop: reader.read(interval_s / 2), None, self.log
+        periodic: Periodic[None] = Periodic(
+            group.thread, interval_s, lambda _stop: reader.read(interval_s / 2), None, self.log
         )
-        rounds.start()
-        return reader, rounds
+        periodic.start()
+        return Rounds(reader, periodic)
 
-    def _seed_history(self) -> None:
-        """Fill the past ``simulated_seed_history_s`` with synthetic samples (simulated only).
+    def _store_past(self) -> None:
+        """Store a synthetic past (``simulated_seed_history_s``, simulated backend only).
 
-        A second simulated backend on a stepped clock makes the readings: the buckets get one each
-        (one per bucket), the full-resolution history one per interval for its last ``history_s``.
+        Each of its samples goes to the long history's buckets, the last ``history_s`` of them
+        to the full-resolution history too (``simulated/past.py`` makes them).
         """
         assert self._host is not None
         opts = self.options
-        clock = [0.0]
-        fake = SimulatedBackend(opts.simulated_devices, seed=1, clock=lambda: clock[0])
+        span = PastSpan(
+            opts.simulated_seed_history_s, opts.history_s, opts.interval_s, opts.history_bucket_s
+        )
         host = self._host.read()
-        now = time.time()
-        start = now - opts.simulated_seed_history_s
-        full_from = now - opts.history_s
-        step = max(opts.history_bucket_s, opts.interval_s)
-        t = start
-        seq = 0
-        while t < now:
-            clock[0] = t - start
-            devices = fake.read()
-            if opts.gpm_metrics:  # as the live samples have them, so charts continue across
-                devices = with_gpm_readings(devices, fake.read_gpm())
-            sample = Sample(
-                seq=seq + 1,
-                ts=round(t, 6),
-                backend="simulated",
-                simulated=True,
-                reason=None,
-                devices=devices,
-                host=host,
-                compile_cache=NOT_SCANNED,
-            )
+        for sample, full in simulated_past(
+            opts.simulated_devices, span, self.enabled_groups(), host, time.time()
+        ):
             self.buckets.add(sample)
-            if t >= full_from:
-                seq += 1
+            if full:
                 self.history.append(Entry(sample, self._encode(sample) if self._encode else ""))
-                t += opts.interval_s
-            else:
-                t += step if t + step < full_from else max(full_from - t, 1e-3)
-        self._seq, self._last_ts = seq, t
+                self._seq, self._last_ts = sample.seq, sample.ts
         self.log.info(
             "jupyter_gpu: seeded %.0f s of synthetic history "
             "(simulated_seed_history_s, simulated backend)",
@@ -543,9 +443,8 @@ class Sampler:
 
     def _close_backend(self) -> None:
         """Close the readers, then the backend: neither waits for a call (``nvml.py``)."""
-        for reader in (self._reader, self._gpm_reader, self._slow_reader):
-            if reader is not None:
-                reader.close()
+        for reader in self._readers():
+            reader.close()
         backend, self._backend = self._backend, None
         if backend is not None:
             try:
@@ -554,8 +453,11 @@ class Sampler:
                 self.log.debug("jupyter_gpu: closing the backend failed", exc_info=True)
 
     def _stale_after(self) -> StaleAfter:
-        o = self.options
-        return StaleAfter.two_intervals(o.interval_s, o.gpm_interval_s, o.slow_interval_s)
+        """Each group stale after two of its intervals (``freshness.py``)."""
+        opts = self.options
+        return StaleAfter.two_intervals(
+            {g.name: getattr(opts, g.interval_option) for g in catalog.layout().groups}
+        )
 
     def tick(self) -> Entry | None:
         """One tick: read, stamp, encode, store, hand off. Errors are logged once, not raised."""
@@ -604,27 +506,29 @@ class Sampler:
         return entry
 
     def _devices(self, backend: Backend, info: BackendInfo) -> tuple[DeviceSample, ...]:
-        """Every GPU's fast readings merged with the latest GPM and PCIe ones, annotated."""
+        """Every GPU's fast readings merged with the latest of the other groups, annotated."""
+        if not info.devices:
+            return ()
         fast = self._read_devices(backend, info)
-        gpm, slow = self._gpm_reader, self._slow_reader
         devices = merge_readings(
+            info.devices,
             fast,
-            gpm.answers() if gpm is not None else {},
-            slow.answers() if slow is not None else {},
+            {name: rounds.reader.answers() for name, rounds in self._rounds.items()},
             time.monotonic(),  # the ages are to this moment, about the sample's ts
             self._stale_after(),
         )
         return self.annotator.annotate(devices)
 
     def _read_devices(self, backend: Backend, info: BackendInfo) -> tuple[FastReading, ...]:
-        """Every device, through the deadline reader (a hung read never blocks the tick)."""
-        if not info.devices:
-            now = time.monotonic()
-            return tuple((d, now) for d in backend.read())
+        """Every device's tick group, through the deadline reader (a hung read never blocks)."""
         first = self._reader is None
         if self._reader is None:
+            tick = catalog.layout().tick_group.name
             self._reader = DeviceReader(
-                info.devices, backend.read_device, self.options.read_deadline_s, self.log
+                info.devices,
+                lambda index: backend.read_group(tick, index),
+                self.options.read_deadline_s,
+                self.log,
             )
         # The first read may take the whole deadline (NVML's first calls are the slowest);
         # later ones wait at most half an interval, then serve the devices' last answers.
@@ -632,6 +536,14 @@ class Sampler:
         if not first:
             wait = min(wait, self.options.interval_s / 2)
         return self._reader.read(wait)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One group's rounds: its reader (a worker per GPU) and the thread that asks it."""
+
+    reader: DeadlineReader[GroupReading]
+    periodic: Periodic[None]
 
 
 def _default_factory(sampler: Sampler) -> Backend:

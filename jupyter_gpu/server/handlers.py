@@ -10,23 +10,18 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hmac
-import json
 import math
 import time
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-import yaml
 from jupyter_server.auth import User
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from jupyter_gpu.options import config_schema
-from jupyter_gpu.sampling import Sampler
-from jupyter_gpu.sampling.buckets import choose_resolution, fold_samples
+from jupyter_gpu.sampling.columns import ColumnsQuery
 from jupyter_gpu.server.metrics import PROMETHEUS_CONTENT_TYPE
+from jupyter_gpu.server.openapi import openapi_json
 from jupyter_gpu.server.serialize import dumps, history_body, snapshot_body
 from jupyter_gpu.server.service import GpuService
 
@@ -38,7 +33,6 @@ SCRAPER_NAME = "jupyter-gpu-metrics-scraper"
 """The user name a request with the scrape token is logged as."""
 MAX_FUTURE_S = 86_400.0
 GZIP_MIN_BYTES = 8192
-OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 
 
 def json_body(handler: APIHandler, example: str) -> Any:
@@ -187,6 +181,7 @@ class HistoryHandler(GpuApiHandler):
         options = sampler.options
         gzip_ok = "gzip" in self.request.headers.get("Accept-Encoding", "")
         n = None if limit is None else int(limit)
+        query = ColumnsQuery(since, resolution, None if points is None else int(points), n)
 
         def build() -> tuple[bytes | str, bool]:
             if resolution is None and points is None:
@@ -199,7 +194,7 @@ class HistoryHandler(GpuApiHandler):
                     {
                         "interval_s": options.interval_s,
                         "bucket_s": sampler.buckets.bucket_s,
-                        **query_columns(sampler, now, since, resolution, points, n),
+                        **sampler.history_columns(now, query),
                     }
                 )
             if len(body) >= GZIP_MIN_BYTES and gzip_ok:
@@ -214,37 +209,6 @@ class HistoryHandler(GpuApiHandler):
         if zipped:
             self.set_header("Content-Encoding", "gzip")
         await self.finish(data)
-
-
-def query_columns(
-    sampler: Sampler,
-    now: float,
-    since: float | None,
-    resolution: float | None,
-    points: float | None,
-    limit: int | None,
-) -> dict[str, Any]:
-    """The columns of ``GET history?resolution=`` or ``?points=`` (see ``HistoryHandler``)."""
-    options = sampler.options
-    buckets = sampler.buckets
-    # No range reaches further back than the long history: ``since=0`` is the whole day, not
-    # 56 years in one row.
-    start = max(since if since is not None else 0.0, now - buckets.span_s)
-    if resolution is None:
-        assert points is not None
-        resolution = choose_resolution(
-            max(now - start, options.interval_s),
-            int(points),
-            options.interval_s,
-            buckets.bucket_s,
-            options.history_s,
-        )
-    if resolution < buckets.bucket_s:
-        entries = sampler.history.since(since)
-        return fold_samples(
-            (e.sample for e in entries), max(resolution, options.interval_s), since, limit
-        )
-    return buckets.query(since, resolution, limit)
 
 
 def bearer_matches(header: str, expected: str) -> bool:
@@ -297,23 +261,6 @@ class MetricsHandler(GpuApiHandler):
         if text is None:
             raise web.HTTPError(503, "No sample yet.")
         await self.finish(text, set_content_type=PROMETHEUS_CONTENT_TYPE)
-
-
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI document: ``openapi.yaml`` beside this module, with the options' schema.
-
-    ``Config`` (what ``GET devices`` reports of the settings) comes from the declarations,
-    ``jupyter_gpu.options.config_schema``.
-    """
-    document: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
-    document["components"]["schemas"]["Config"].update(config_schema())
-    return document
-
-
-@cache
-def openapi_json() -> str:
-    """The OpenAPI document as JSON, built once."""
-    return json.dumps(openapi_document())
 
 
 class OpenApiHandler(GpuApiHandler):

@@ -5,7 +5,8 @@ built once (the first scrape after it) and reused by every scrape until the next
 scrapers cost one build per tick. Only the sampler's health is computed per scrape: the age of
 the latest sample must grow while the sampler is stuck.
 
-GPU series carry dcgm-exporter's names and labels (``gpu``, ``UUID``, ``modelName``,
+GPU series are the metrics of ``readings/catalog.py`` that declare one, group by group, in
+dcgm-exporter's names, units and labels (``gpu``, ``UUID``, ``modelName``,
 ``Hostname``, plus ``pci_bus_id``; a MIG instance adds ``GPU_I_ID`` and ``GPU_I_PROFILE`` and,
 as in dcgm-exporter, has its physical GPU's ``gpu`` and ``UUID``), so existing DCGM dashboards
 work on them. Host, per-kernel and compile-cache series are ``jupyter_gpu_*``. A value that could
@@ -28,81 +29,35 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jupyter_gpu.readings import BackendInfo, DeviceInfo, DeviceSample, Sample
+from jupyter_gpu.readings import BackendInfo, DeviceInfo, DeviceSample, Sample, catalog
 
 if TYPE_CHECKING:
     from jupyter_gpu.sampling import Sampler
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """What ``generate_latest`` writes (Prometheus's text format 0.0.4)."""
-_MIB = 1024 * 1024
 NVML_NOT_ANSWERED_LABEL = "NVML has not answered yet (see jupyter_gpu_nvml_wait_seconds)"
 """``jupyter_gpu_info``'s ``reason`` while NVML's start-up has not returned."""
 DEVICE_LABELS = ("gpu", "UUID", "modelName", "Hostname", "pci_bus_id", "GPU_I_ID", "GPU_I_PROFILE")
 
 
-def _ratio(pct: float | None) -> float | None:
-    return pct / 100.0 if pct is not None else None
+def _series_value(
+    device: DeviceSample, metric: catalog.Metric, series: catalog.Prometheus
+) -> float | None:
+    """``metric``'s value on ``device`` in its Prometheus series' unit (``None``: left out)."""
+    less = device.value(series.less) if series.less is not None else None
+    return series.convert(device.value(metric.field), less)
 
 
-# name, help, value of a device sample (None: leave the series out)
-_DEVICE_GAUGES: tuple[tuple[str, str, Callable[[DeviceSample], float | None]], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda d: d.util_pct),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", lambda d: d.mem_util_pct),
-    (
-        "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory used (in MiB).",
-        lambda d: d.mem_used_bytes / _MIB if d.mem_used_bytes is not None else None,
-    ),
-    (
-        "DCGM_FI_DEV_FB_FREE",
-        "Framebuffer memory free (in MiB).",
-        lambda d: (
-            (d.mem_total_bytes - d.mem_used_bytes) / _MIB
-            if d.mem_total_bytes is not None and d.mem_used_bytes is not None
-            else None
-        ),
-    ),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda d: d.power_w),
-    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Enforced power limit (in W).", lambda d: d.power_limit_w),
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda d: d.temperature_c),
-    (
-        "DCGM_FI_DEV_SM_CLOCK",
-        "SM clock frequency (in MHz).",
-        lambda d: float(d.sm_clock_mhz) if d.sm_clock_mhz is not None else None,
-    ),
-    # GPM (Hopper and newer): DCGM's profiling fields are ratios (0 to 1), ours percentages.
-    (
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "Ratio of cycles an SM has at least one warp assigned (GPM).",
-        lambda d: _ratio(d.sm_active_pct),
-    ),
-    (
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        "Ratio of warps resident on an SM to its maximum (GPM).",
-        lambda d: _ratio(d.sm_occupancy_pct),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "Ratio of cycles any tensor pipe is active (GPM).",
-        lambda d: _ratio(d.tensor_active_pct),
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "Ratio of cycles the device memory interface is active (GPM).",
-        lambda d: _ratio(d.dram_bw_pct),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        "PCIe transmitted bytes per second (slow metric, when enabled).",
-        lambda d: d.pcie_tx_bytes_per_s,
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        "PCIe received bytes per second (slow metric, when enabled).",
-        lambda d: d.pcie_rx_bytes_per_s,
-    ),
-)
+def _device_gauges() -> list[tuple[catalog.Metric, catalog.Prometheus]]:
+    """The metrics with a Prometheus series, group by group (``readings/catalog.py``)."""
+    made = catalog.layout()
+    return [
+        (m, m.prometheus)
+        for g in made.groups
+        for m in made.group_metrics[g.name]
+        if m.prometheus is not None
+    ]
 
 
 def server_user() -> str:
@@ -138,10 +93,10 @@ def sample_families(sample: Sample, info: BackendInfo, user: str, host: str) -> 
     """The metric families of one sample (what does not change until the next one)."""
     out: list[Metric] = []
     labels = {d.index: _device_labels(d, info, host) for d in sample.devices}
-    for name, help_text, get in _DEVICE_GAUGES:
-        values = [(labels[d.index], get(d)) for d in sample.devices]
+    for metric, series in _device_gauges():
+        values = [(labels[d.index], _series_value(d, metric, series)) for d in sample.devices]
         if any(v is not None for _, v in values):
-            family = _gauge(name, help_text, DEVICE_LABELS)
+            family = _gauge(series.name, series.help, DEVICE_LABELS)
             for label_values, value in values:
                 if value is not None:
                     family.add_metric(label_values, value)

@@ -21,23 +21,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
 from jupyter_gpu.readings.backend import Backend
 from jupyter_gpu.readings.records import (
     BackendInfo,
     BackendName,
     DeviceInfo,
-    DeviceSample,
-    GpmReading,
+    GroupReading,
     ProcessSample,
 )
+from jupyter_gpu.readings.topology import Topology
 from jupyter_gpu.simulated.faults import (
     SIMULATED_ERROR_MESSAGE,
     SIMULATED_LOST_MESSAGE,
     SIMULATED_NOT_SUPPORTED,
     SimulatedFault,
 )
+from jupyter_gpu.simulated.topology import simulated_topology
 
 SIM_NAME = "Simulated NVIDIA H200"
 SIM_MEM_TOTAL_BYTES = 150_754_820_096  # what NVML reports for an H200 (141 GiB usable)
@@ -101,12 +101,19 @@ class SimulatedBackend(Backend):
         self._offset_s = [self._rng.uniform(0, p) for p in self._period_s]
         self._job_fraction = [self._rng.uniform(0.35, 0.85) for _ in range(count)]
         self._temperature_c = [_AMBIENT_C + 5.0 for _ in range(count)]
-        self._last_util: dict[int, float] = {}  # what the last read showed, for read_gpm
+        self._last_util: dict[int, float] = {}  # what the last fast read showed, for GPM
         self._last_t = [clock()] * count
         if elapsed_s >= 1.0:  # a server's own backend opens a few ms into its timeline
             self._settle_temperatures(elapsed_s)
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        # Each group of readings/catalog.py it simulates, and how.
+        self._readers: dict[str, Callable[[int], GroupReading | None]] = {
+            "fast": self._read_fast,
+            "gpm": self._read_gpm,
+            "pcie": self._read_pcie,
+            "nvlink": self._read_nvlink,
+        }
         self._devices = tuple(
             DeviceInfo(
                 index=i,
@@ -160,17 +167,28 @@ class SimulatedBackend(Backend):
             return util, _CONTEXT_BYTES + job_bytes, 0.4e9
         return 0.0, _CONTEXT_BYTES + int(job_bytes * (1.0 - progress)), 0.0
 
-    def read_device(self, index: int) -> DeviceSample:
+    def read_group(self, group: str, index: int) -> GroupReading | None:
+        """One device's simulated readings of ``group``; a ``hang`` fault blocks every group."""
+        read = self._readers.get(group)
+        if read is None:
+            return None
         if self._hangs(index):
             self._hang(index)
+        return read(index)
+
+    def topology(self) -> Topology:
+        """The simulated GPUs as on an HGX H200 board (``simulated/topology.py``), labelled so."""
+        return simulated_topology(self._count, SIM_NAME)
+
+    def _read_fast(self, index: int) -> GroupReading:
         with self._lock:  # the sampler's workers may overlap (a hung read returning late)
             now = self._clock()
             t = now - self._start
             dt = max(0.0, now - self._last_t[index])
             self._last_t[index] = now
             pids = list(self._pids()) if self._pids is not None else []
-            device = self._reading(self._devices[index], t, dt, pids)
-        return self._with_faults(device, t) if self._faults else device
+            reading = self._reading(self._devices[index], t, dt, pids)
+        return self._with_faults(index, reading, t) if self._faults else reading
 
     def _hangs(self, index: int) -> bool:
         t = self._clock() - self._start
@@ -204,7 +222,7 @@ class SimulatedBackend(Backend):
                 util = min(100.0, max(0.0, self._load(i, t)[0]))
                 self._heat(i, _power_w(util), 1.0)
 
-    def _reading(self, info: DeviceInfo, t: float, dt: float, pids: list[int]) -> DeviceSample:
+    def _reading(self, info: DeviceInfo, t: float, dt: float, pids: list[int]) -> GroupReading:
         i = info.index
         util, used, _ = self._load(i, t)
         util = min(100.0, max(0.0, util))
@@ -213,18 +231,18 @@ class SimulatedBackend(Backend):
         self._heat(i, power, dt)
         mine = [pid for k, pid in enumerate(pids) if k % self._count == i]
         per_process = (used - _CONTEXT_BYTES) // len(mine) + _CONTEXT_BYTES if mine else 0
-        return DeviceSample(
-            index=i,
-            uuid=info.uuid,
-            name=info.name,
-            util_pct=round(util, 1),
-            mem_util_pct=round(util * 0.45, 1),
-            mem_used_bytes=used,
-            mem_total_bytes=info.mem_total_bytes,
-            power_w=power,
-            power_limit_w=info.power_limit_w,
-            temperature_c=round(self._temperature_c[i], 1),
-            sm_clock_mhz=1980 if util > 5.0 else 345,
+        values: dict[str, float | None] = {
+            "util_pct": round(util, 1),
+            "mem_util_pct": round(util * 0.45, 1),
+            "mem_used_bytes": used,
+            "mem_total_bytes": info.mem_total_bytes,
+            "power_w": power,
+            "power_limit_w": info.power_limit_w,
+            "temperature_c": round(self._temperature_c[i], 1),
+            "sm_clock_mhz": 1980 if util > 5.0 else 345,
+        }
+        return GroupReading(
+            values,
             processes=tuple(
                 ProcessSample(pid=pid, name=None, used_mem_bytes=per_process) for pid in mine
             ),
@@ -233,39 +251,36 @@ class SimulatedBackend(Backend):
     def _active_faults(self, index: int, t: float) -> list[SimulatedFault]:
         return [f for f in self._faults if f.gpu == index and f.active(t)]
 
-    def _with_faults(self, device: DeviceSample, t: float) -> DeviceSample:
-        """The device as its active faults make it look (as NVML's errors would)."""
-        active = self._active_faults(device.index, t)
-        if not active:
-            return device
+    def _with_faults(self, index: int, reading: GroupReading, t: float) -> GroupReading:
+        """The fast reading as the device's active faults make it look (as NVML's errors would).
+
+        A field taken away by an ``unsupported`` fault is unavailable whichever group reads
+        it: the merge keeps it ``None`` (``readings/merge.py``).
+        """
+        active = self._active_faults(index, t)
         kinds = {f.kind for f in active} - {"hang"}  # a hang ended when the read returned
         if not kinds:
-            return device
+            return reading
         if "lost" in kinds or "error" in kinds:
             lost = "lost" in kinds
-            return DeviceSample(
-                device.index,
-                device.uuid,
-                device.name,
+            return GroupReading(
                 state="lost" if lost else "error",
                 error=SIMULATED_LOST_MESSAGE if lost else SIMULATED_ERROR_MESSAGE,
             )
         fields = sorted({f.field for f in active if f.field is not None})
-        missing: dict[str, Any] = {f: () if f == "processes" else None for f in fields}
+        values = {k: None if k in fields else v for k, v in reading.values.items()}
+        processes = () if "processes" in fields else reading.processes
         reasons = MappingProxyType(dict.fromkeys(fields, SIMULATED_NOT_SUPPORTED))
-        return replace(device, **missing, unavailable=reasons)
+        return replace(reading, values=values, processes=processes, unavailable=reasons)
 
-    def read_gpm_device(self, index: int) -> GpmReading | None:
+    def _read_gpm(self, index: int) -> GroupReading:
         """SM/tensor/DRAM activity that goes with the device's job, as on an H200.
 
         Training: SM active about 83 % of utilization, tensor active about 77 % (bf16 matrix
         products), occupancy in the teens, DRAM 15 to 25 %; loading keeps the SMs busy without
         tensor cores; idle is near 0. (One H200 running bf16 matmuls read util 100 %, SM 78 %,
-        occupancy 14 %, tensor 72 %, DRAM 18 %.) A ``hang`` fault blocks it as it does the fast
-        reads.
+        occupancy 14 %, tensor 72 %, DRAM 18 %.)
         """
-        if self._hangs(index):
-            self._hang(index)
         with self._lock:
             t = self._clock() - self._start
             util = self._last_util.get(index)
@@ -280,13 +295,13 @@ class SimulatedBackend(Backend):
                 "tensor_active_pct": util * tensor_share,
                 "dram_bw_pct": util * 0.19 + self._rng.uniform(0.0, 3.0) if busy else 0.2,
             }
-        rounded = {k: round(min(100.0, max(0.0, v)), 1) for k, v in values.items()}
-        return GpmReading(MappingProxyType(rounded))
+        rounded: dict[str, float | None] = {
+            k: round(min(100.0, max(0.0, v)), 1) for k, v in values.items()
+        }
+        return GroupReading(MappingProxyType(rounded))
 
-    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
-        """PCIe traffic that goes with the device's job; a ``hang`` fault blocks it too."""
-        if self._hangs(index):
-            self._hang(index)
+    def _read_pcie(self, index: int) -> GroupReading:
+        """PCIe traffic that goes with the device's job."""
         t = self._clock() - self._start
         with self._lock:
             _, _, pcie = self._load(index, t)
@@ -299,4 +314,23 @@ class SimulatedBackend(Backend):
                 tx = None
             if fault.kind != "unsupported" or fault.field == "pcie_rx_bytes_per_s":
                 rx = None
-        return (tx, rx)
+        return GroupReading({"pcie_tx_bytes_per_s": tx, "pcie_rx_bytes_per_s": rx})
+
+    def _read_nvlink(self, index: int) -> GroupReading:
+        """NVLink traffic of data-parallel training: each step all-reduces the gradients.
+
+        A ring all-reduce sends, and receives, 2(n-1)/n of the gradients per step: up to
+        about 100 GB/s each way while training here, pulsing with the steps, nothing while it
+        evaluates, is idle or alone (one GPU has no peer); a burst while loading (the weights
+        broadcast). Drawn from the timeline alone, never from the noise of the other readings.
+        """
+        t = self._clock() - self._start
+        phase, _ = self._phase(index, t)
+        share = 2.0 * (self._count - 1) / self._count
+        rate = 0.0
+        if phase == "training" and (t + self._offset_s[index]) % 15.0 >= 2.0:
+            rate = 50e9 * share * (0.8 + 0.2 * math.sin(2.0 * math.pi * t))
+        elif phase == "loading":
+            rate = 10e9 * share
+        sent = round(rate, 0)
+        return GroupReading({"nvlink_tx_bytes_per_s": sent, "nvlink_rx_bytes_per_s": sent})

@@ -29,15 +29,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from jupyter_gpu.readings.records import FAST_READINGS, GPM_FIELDS, PCIE_FIELDS
+from jupyter_gpu.readings import catalog
 
 FaultKind = Literal["lost", "error", "hang", "unsupported"]
 
 MAX_FAULTS = 64
 MAX_GPU_INDEX = 15  # the simulated backend has at most 16 devices
 MAX_FAULT_TIME_S = 86_400.0
-UNSUPPORTED_FIELDS = (*FAST_READINGS, *PCIE_FIELDS, *GPM_FIELDS, "processes")
-"""The device fields an ``unsupported`` fault can take away (``DeviceSample``'s readings)."""
+
+
+def unsupported_fields() -> tuple[str, ...]:
+    """The device fields an ``unsupported`` fault can take away.
+
+    Every reading of the catalog (``readings/catalog.py``), and the processes.
+    """
+    return (*(m.field for m in catalog.layout().metrics), "processes")
+
+
+UNSUPPORTED_FIELDS = unsupported_fields()
+"""``unsupported_fields()`` as declared when the package loads (for the option's help)."""
 
 SIMULATED_NOT_SUPPORTED = "Not Supported (simulated)"
 SIMULATED_LOST_MESSAGE = (
@@ -114,10 +124,10 @@ def parse_fault(spec: str) -> SimulatedFault:
     if gpu > MAX_GPU_INDEX:
         raise ValueError(f"simulated fault {spec!r}: GPU index must be 0 to {MAX_GPU_INDEX}")
     if kind == "unsupported":
-        if field not in UNSUPPORTED_FIELDS:
+        if field not in unsupported_fields():
             raise ValueError(
                 f"simulated fault {spec!r}: 'unsupported' needs a field, one of "
-                f"{', '.join(UNSUPPORTED_FIELDS)}"
+                f"{', '.join(unsupported_fields())}"
             )
     elif field is not None:
         raise ValueError(f"simulated fault {spec!r}: only 'unsupported' takes a field")

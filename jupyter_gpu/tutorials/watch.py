@@ -99,11 +99,11 @@ class GpuWatch:
                 if device.util_pct is not None:
                     utils.append(device.util_pct)
                 if device.mem_used_bytes is not None:
-                    mems.append(device.mem_used_bytes)
+                    mems.append(int(device.mem_used_bytes))
                 if device.power_w is not None:
                     powers.append(device.power_w)
                 if device.sm_clock_mhz is not None:
-                    clocks.append(device.sm_clock_mhz)
+                    clocks.append(int(device.sm_clock_mhz))
                 if device.temperature_c is not None:
                     temperatures.append(device.temperature_c)
         return WindowStats(

@@ -2,33 +2,21 @@
  * The client-side history: samples kept as columns (one array per metric) so that a chart can
  * hand the same arrays to uPlot on every update instead of rebuilding them.
  */
-import { IDeviceSample, ISample } from './types';
+import { BUFFERED, everySample, MetricName } from './readings';
+import { AGE_FIELDS } from './readings.generated';
+import { ISample } from './types';
 
 /** A column of values, aligned with `SampleBuffer.ts`; `null` where there was no value. */
 export type Column = (number | null)[];
 
 /**
- * Column keys: `host.cpu`, `host.mem`, `cache.size`, `gpu.<i>.util|mem|power|temp`, and
- * `gpu.<i>.sm_active|sm_occupancy|tensor_active|dram_bw` where the server sends NVML's GPM
- * readings (the column appears with the first sample that has the field).
+ * A GPU's reading, by its field in the API (readings.generated.ts): the buffer keeps those a
+ * chart draws, in columns `gpu.<i>.<field>` (`gpu.0.util_pct`), beside `host.cpu`,
+ * `host.mem` and `cache.size`. A column appears with the first sample that has its field:
+ * the fast readings' at once, another group's once the server has read the group for that
+ * GPU (a value, or an age: a group switched off, or NVLink on a GPU without it, has neither).
  */
-export type Metric =
-  | 'util'
-  | 'mem'
-  | 'power'
-  | 'temp'
-  | 'sm_active'
-  | 'sm_occupancy'
-  | 'tensor_active'
-  | 'dram_bw';
-
-/** The GPM readings and their sample fields, in the order charts list them. */
-export const GPM_METRICS: readonly [Metric, keyof IDeviceSample][] = [
-  ['sm_active', 'sm_active_pct'],
-  ['sm_occupancy', 'sm_occupancy_pct'],
-  ['tensor_active', 'tensor_active_pct'],
-  ['dram_bw', 'dram_bw_pct']
-];
+export type Metric = MetricName;
 
 /** The key of a device's column. */
 export function gpuKey(index: number, metric: Metric): string {
@@ -50,16 +38,14 @@ function rowOf(sample: ISample): Map<string, number | null> {
   );
   for (const device of sample.devices ?? []) {
     const ok = device.state === 'ok';
-    const i = device.index;
-    // A lost device keeps its history but draws a gap from the moment it was lost.
-    row.set(gpuKey(i, 'util'), ok ? device.util_pct : null);
-    row.set(gpuKey(i, 'mem'), ok ? device.mem_used_bytes : null);
-    row.set(gpuKey(i, 'power'), ok ? device.power_w : null);
-    row.set(gpuKey(i, 'temp'), ok ? device.temperature_c : null);
-    for (const [metric, field] of GPM_METRICS) {
-      const value = device[field];
-      if (value !== undefined) {
-        row.set(gpuKey(i, metric), ok ? (value as number | null) : null);
+    for (const spec of BUFFERED) {
+      const value = device[spec.name];
+      const read =
+        everySample(spec) ||
+        (value ?? device[AGE_FIELDS[spec.group]] ?? null) !== null;
+      if (value !== undefined && read) {
+        // A lost device keeps its history but draws a gap from the moment it was lost.
+        row.set(gpuKey(device.index, spec.name), ok ? value : null);
       }
     }
   }

@@ -5,6 +5,7 @@
 import type { ConnectionStatus } from './model';
 import type { SampleBuffer } from './buffer';
 import { trans } from './i18n';
+import type { Unit } from './readings.generated';
 import { IDeviceSample, IDevicesInfo, ISample } from './types';
 
 const GiB = 2 ** 30;
@@ -395,4 +396,33 @@ export function cacheTrend(buffer: SampleBuffer): string {
     formatBytesDelta(last - first),
     formatDuration(span)
   );
+}
+
+/**
+ * A value in its unit, as the hover line shows it: `87%`, `31.2/140 GiB` (memory, with the
+ * GPU's total when known), `620 W`, `61 °C`, `1.2 GiB/s`; a missing value is a dash.
+ */
+export function formatReading(
+  unit: Unit,
+  value: number | null | undefined,
+  totalBytes: number | null = null
+): string {
+  switch (unit) {
+    case 'pct':
+      return formatPct(value);
+    case 'bytes':
+      return formatBytesOf(value, totalBytes);
+    case 'w':
+      return formatWatts(value);
+    case 'c':
+      return formatCelsius(value);
+    case 'bytes_per_s':
+    case 'mhz':
+      if (value === null || value === undefined || !Number.isFinite(value)) {
+        return formatBytes(null);
+      }
+      return unit === 'mhz'
+        ? trans.__('%1 MHz', Math.round(value))
+        : trans.__('%1/s', formatBytes(value));
+  }
 }

@@ -2,36 +2,28 @@
  * How old a GPU's readings are, and what to show for a stale one: its last known value,
  * greyed, with its age; never as live.
  *
- * The server reads three groups of fields at their own intervals and says, per device and
- * sample (docs/api.md), how old each group is: `read_age_s` (the fast readings: utilization,
- * memory, power, temperature, clocks, processes), `gpm_age_s` (NVML GPM: SM active and
- * occupancy, tensor active, DRAM bandwidth) and `pcie_age_s` (PCIe throughput); `stale` lists
- * the groups older than two of their own intervals, whose fields are then `null`. A GPU whose
- * read is past its deadline is `state: "not_responding"`, every group stale, `stale_s` its age.
- * A server that sends none of these fields (an older one) has nothing stale.
+ * The server reads groups of fields at their own intervals (readings.generated.ts, from its
+ * catalog) and says, per device and sample (docs/api.md), how old each group is: `read_age_s`
+ * (the fast readings: utilization, memory, power, temperature, clocks, processes), `gpm_age_s`
+ * (NVML GPM: SM active and occupancy, tensor active, DRAM bandwidth), `pcie_age_s` (PCIe
+ * throughput)…; `stale` lists the groups older than two of their own intervals, whose fields
+ * are then `null`. A GPU whose read is past its deadline is `state: "not_responding"`, every
+ * group stale, `stale_s` its age. A server that sends none of these fields (an older one) has
+ * nothing stale.
  *
  * This module imports nothing from JupyterLab: the model and its tests use it as it is.
  */
-import { Column, GPM_METRICS, Metric } from './buffer';
+import { Column } from './buffer';
+import {
+  AGE_FIELDS,
+  GROUP_METRICS,
+  READING_GROUPS,
+  ReadingGroup
+} from './readings.generated';
 import { IDeviceSample } from './types';
 
-/** The groups of readings the server times separately. */
-export type ReadingGroup = 'fast' | 'gpm' | 'pcie';
-
-export const READING_GROUPS: readonly ReadingGroup[] = ['fast', 'gpm', 'pcie'];
-
-/** The buffer's metrics of each group (PCIe is not kept in the buffer). */
-export const GROUP_METRICS: { [group in ReadingGroup]: readonly Metric[] } = {
-  fast: ['util', 'mem', 'power', 'temp'],
-  gpm: GPM_METRICS.map(([metric]) => metric),
-  pcie: []
-};
-
-const AGE_FIELDS: { [group in ReadingGroup]: keyof IDeviceSample } = {
-  fast: 'read_age_s',
-  gpm: 'gpm_age_s',
-  pcie: 'pcie_age_s'
-};
+export { GROUP_METRICS, READING_GROUPS };
+export type { ReadingGroup };
 
 /** One group's freshness in one sample. */
 export interface IGroupFreshness {

@@ -2,17 +2,32 @@
  * The shapes of the jupyter-gpu server API v1 (see docs/api.md), and the transport the model
  * reads them through. Units are in the names; a value that could not be read is `null`.
  *
- * This module imports nothing, so the model and its tests run without JupyterLab.
+ * This module imports only the generated table of readings, so the model and its tests run
+ * without JupyterLab. tests/unit/test_frontend_types.py holds every interface of a server
+ * record to its OpenAPI schema.
  */
+import type { IDeviceReadings, ReadingGroup } from './readings.generated';
 
 /** One GPU as `GET devices` lists it (static facts). */
 export interface IDeviceInfo {
   index: number;
-  uuid: string;
-  name: string;
+  uuid: string | null;
+  name: string | null;
   mem_total_bytes: number | null;
   power_limit_w: number | null;
   pci_bus_id: string | null;
+  /** Set when the device is a MIG instance: its physical GPU and instance (null: whole GPU). */
+  mig?: IMigInfo | null;
+}
+
+/** Where a MIG instance lives: its physical GPU and instance ids (`nvidia-smi -L`). */
+export interface IMigInfo {
+  parent_index: number;
+  parent_uuid: string | null;
+  gpu_instance_id: number | null;
+  compute_instance_id: number | null;
+  /** Its size as NVIDIA names it (`1g.18gb`). */
+  profile: string | null;
 }
 
 /** The sampler's configuration, as the server reports it. */
@@ -42,6 +57,8 @@ export interface IDevicesInfo {
   driver_version: string | null;
   cuda_driver_version: string | null;
   hostname: string | null;
+  /** The server package's version. */
+  jupyter_gpu_version?: string;
   devices: IDeviceInfo[];
   /** Seconds NVML has not answered for while the server starts it (null once it has). */
   nvml_wait_s?: number | null;
@@ -69,50 +86,26 @@ export interface IGpuProcess {
   reason?: string | null;
 }
 
-/** One GPU in one sample. */
-export interface IDeviceSample {
+/**
+ * One GPU in one sample. Its readings and each group's age (`util_pct`, …, `read_age_s`, …)
+ * are declared once, in the server's catalog: `IDeviceReadings` is written from it
+ * (readings.generated.ts).
+ */
+export interface IDeviceSample extends IDeviceReadings {
   index: number;
   uuid: string | null;
   name: string | null;
   state: 'ok' | 'lost' | 'error' | 'not_responding' | string;
   error: string | null;
-  util_pct: number | null;
-  mem_util_pct?: number | null;
-  mem_used_bytes: number | null;
-  mem_total_bytes: number | null;
-  power_w: number | null;
-  power_limit_w: number | null;
-  temperature_c: number | null;
-  sm_clock_mhz?: number | null;
-  /** NVML GPM (Hopper+): share of SMs busy over the last GPM window; null where unsupported. */
-  sm_active_pct?: number | null;
-  /** NVML GPM: resident warps as a share of the maximum. */
-  sm_occupancy_pct?: number | null;
-  /** NVML GPM: share of time the SMs ran tensor-core instructions. */
-  tensor_active_pct?: number | null;
-  /** NVML GPM: DRAM bandwidth used as a share of the peak. */
-  dram_bw_pct?: number | null;
   processes?: IGpuProcess[] | null;
   unavailable?: { [field: string]: string } | null;
   /** Seconds since a `not_responding` GPU last answered (null otherwise). */
   stale_s?: number | null;
-  /** PCIe throughput (a slow reading, null unless the server reads it). */
-  pcie_tx_bytes_per_s?: number | null;
-  pcie_rx_bytes_per_s?: number | null;
-  /**
-   * Age (s, at the sample's `ts`) of the fast readings: utilization, memory, power,
-   * temperature, clocks, processes. Absent from older servers (then nothing is stale).
-   */
-  read_age_s?: number | null;
-  /** The same for the GPM readings (`sm_active_pct`, …, `dram_bw_pct`). */
-  gpm_age_s?: number | null;
-  /** The same for `pcie_tx/rx_bytes_per_s`. */
-  pcie_age_s?: number | null;
   /**
    * The groups older than two of their own intervals (their fields are then null here):
-   * `fast`, `gpm`, `pcie`. See freshness.ts.
+   * `fast`, `gpm`, `pcie`…; see freshness.ts. Absent from older servers (nothing stale).
    */
-  stale?: ('fast' | 'gpm' | 'pcie' | string)[] | null;
+  stale?: (ReadingGroup | string)[] | null;
 }
 
 /** The host's CPU and memory (cgroup limits where there are some). */

@@ -19,6 +19,10 @@ real NVML does. ``memory_v2=False`` models a driver without ``nvmlDeviceGetMemor
 GPM: a device with ``gpm=True`` (Hopper) answers ``nvmlGpmQueryDeviceSupport`` as supported and
 reports ``gpm_values`` (field name -> percent) between any two GPM samples; ``gpm=False`` is an
 older GPU. The fake's GPM samples are plain objects, freed through ``nvmlGpmSampleFree``.
+NVLink: a device has ``nvlinks`` links (0, the default: no NVLink, whose calls answer Not
+Supported as a PCIe GPU's do), ``nvlinks_up`` of them active, and counters of the data sent and
+received over all of them (``nvlink_tx_kib``, ``nvlink_rx_kib``, at ``nvlink_at_us``) that
+``nvmlDeviceGetFieldValues`` reports for the scope of all links; a test moves them.
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ class FakeDevice:
             "dram_bw_pct": 18.0,
         }
     )
+    nvlinks: int = 0
+    nvlinks_up: int | None = None
+    """Active links (``None``: all of them)."""
+    nvlink_tx_kib: int = 0
+    nvlink_rx_kib: int = 0
+    nvlink_at_us: int = 0
     mig_enabled: bool = False
     mig_instances: list[FakeDevice | None] = field(default_factory=list)
     """MIG slots (``None``: an empty slot); only read with ``mig_enabled``."""
@@ -377,6 +387,43 @@ class FakeNvml:
         if self.pcie_delay_s:
             time.sleep(self.pcie_delay_s)
         return d.pcie_tx_kib if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else d.pcie_rx_kib
+
+    # -- NVLink: link states, and the throughput counters of the field values API
+
+    def nvmlDeviceGetNvLinkState(self, handle: FakeHandle, link: int) -> int:
+        d = self._device("nvmlDeviceGetNvLinkState", handle)
+        if not d.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if link >= d.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        up = d.nvlinks if d.nvlinks_up is None else d.nvlinks_up
+        return 1 if link < up else 0
+
+    def nvmlDeviceGetFieldValues(
+        self, handle: FakeHandle, field_ids: list[int | tuple[int, int]]
+    ) -> list[SimpleNamespace]:
+        """Each asked field, as ``c_nvmlFieldValue_t`` has it (NVLink throughput only)."""
+        d = self._device("nvmlDeviceGetFieldValues", handle)
+        counters = {
+            pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: d.nvlink_tx_kib,
+            pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: d.nvlink_rx_kib,
+        }
+        out = []
+        for asked in field_ids:
+            field_id, scope = asked if isinstance(asked, tuple) else (asked, 0)
+            known = field_id in counters and d.nvlinks and scope == 0xFFFFFFFF
+            out.append(
+                SimpleNamespace(
+                    fieldId=field_id,
+                    scopeId=scope,
+                    timestamp=d.nvlink_at_us,
+                    latencyUsec=0,
+                    valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+                    nvmlReturn=0 if known else pynvml.NVML_ERROR_NOT_SUPPORTED,
+                    value=SimpleNamespace(ullVal=counters.get(field_id, 0) if known else 0),
+                )
+            )
+        return out
 
     # -- GPM: Hopper and newer
 

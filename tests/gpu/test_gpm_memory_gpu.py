@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
-from jupyter_gpu.readings.records import GPM_FIELDS  # noqa: E402 (as above)
+from jupyter_gpu.nvml.gpm import GPM_FIELDS  # noqa: E402 (as above)
 
 pytestmark = pytest.mark.gpu
 
@@ -97,10 +97,10 @@ def _device_of(backend: NvmlBackend, pid: int) -> int:
 
 
 def _gpm_over(backend: NvmlBackend, index: int, seconds: float) -> dict[str, float | None]:
-    backend.read_gpm()
+    backend.read_all("gpm")
     time.sleep(seconds)
     started = time.perf_counter()
-    readings = backend.read_gpm()
+    readings = backend.read_all("gpm")
     RESULTS.setdefault("gpm_read_s", []).append(time.perf_counter() - started)
     reading = readings.get(index)
     assert reading is not None, "GPM gave no reading for the GPU"

@@ -21,7 +21,7 @@ from jupyter_gpu.readings import (
     ProcessSample,
     Sample,
 )
-from jupyter_gpu.server.handlers import openapi_document
+from jupyter_gpu.server.openapi import openapi_document
 
 MIG = MigInfo(0, "GPU-0", 1, 0, "1g.18gb")
 DIR = CacheDirSample("inductor", "/tmp/c", True, 10, 2, "d1", identity=(5, 6))

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "readings": {"compile_cache", "json_record"},  # a Sample carries the caches' records
     "host": {"readings"},
     "simulated": {"readings"},
-    "nvml": {"readings", "simulated"},  # the simulated board's topology, in NVML's shapes
+    "nvml": {"readings"},  # never the simulated backend: the demo is not the driver's
     "backends": {"readings", "nvml", "simulated"},
     "sampling": {"readings", "host", "compile_cache", "backends", "simulated"},
     "options": {"backends", "simulated"},  # the backends' names, the faults' grammar in help

@@ -10,7 +10,7 @@ from pathlib import Path
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.options import OPTIONS, config_schema, sampler_values, settings
 from jupyter_gpu.sampling import SamplerOptions
-from jupyter_gpu.server.handlers import openapi_json
+from jupyter_gpu.server.openapi import openapi_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -115,15 +115,9 @@ class GpuMagics(ShellMagics):
         return sample if args.output else None
 
     def _topology(self, backend: str, *, quiet: bool, output: bool) -> Any:
-        from jupyter_gpu.backends import simulated_devices_from_env
-        from jupyter_gpu.nvml.topology import Topology, read_topology, simulated_topology
+        from jupyter_gpu.sampling import topology_once
 
-        if backend == "simulated":  # the GPUs %gpu lists, as the sidebar does
-            topology = simulated_topology(simulated_devices_from_env())
-        elif backend == "none":
-            topology = Topology((), (), "the none backend has no interconnect to show")
-        else:
-            topology = read_topology()
+        topology = topology_once(backend)  # the backend's own: NVML's, or the simulated board
         if not quiet:
             show_topology(topology)
         return topology if output else None

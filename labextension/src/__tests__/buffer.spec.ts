@@ -7,7 +7,7 @@ describe('SampleBuffer', () => {
     buffer.add([makeSample(1, 100), makeSample(2, 101)]);
     expect(buffer.ts).toEqual([100, 101]);
     expect(buffer.column('host.cpu')).toEqual([1, 2]);
-    expect(buffer.column(gpuKey(1, 'util'))).toEqual([
+    expect(buffer.column(gpuKey(1, 'util_pct'))).toEqual([
       (7 + 13) % 100,
       (14 + 13) % 100
     ]);
@@ -25,7 +25,7 @@ describe('SampleBuffer', () => {
     expect(buffer.column('host.cpu')).toHaveLength(11);
     buffer.windowS = 3;
     expect(buffer.ts).toEqual([126, 127, 128, 129]);
-    expect(buffer.column(gpuKey(0, 'temp'))).toHaveLength(4);
+    expect(buffer.column(gpuKey(0, 'temperature_c'))).toHaveLength(4);
   });
 
   it('fills a gap in place and ignores samples it already has', () => {
@@ -43,8 +43,11 @@ describe('SampleBuffer', () => {
     const buffer = new SampleBuffer(60);
     buffer.add([makeSample(1, 100, 1)]);
     buffer.add([makeSample(2, 101, 3)]);
-    expect(buffer.column(gpuKey(2, 'util'))).toEqual([null, (14 + 26) % 100]);
-    expect(buffer.column(gpuKey(0, 'util'))).toEqual([7, 14]);
+    expect(buffer.column(gpuKey(2, 'util_pct'))).toEqual([
+      null,
+      (14 + 26) % 100
+    ]);
+    expect(buffer.column(gpuKey(0, 'util_pct'))).toEqual([7, 14]);
   });
 
   it('draws a lost device as a gap', () => {
@@ -56,8 +59,8 @@ describe('SampleBuffer', () => {
       error: 'GPU is lost'
     };
     buffer.add([makeSample(1, 100), lost]);
-    expect(buffer.column(gpuKey(1, 'mem'))[1]).toBeNull();
-    expect(buffer.column(gpuKey(0, 'mem'))[1]).toBe(2e9);
+    expect(buffer.column(gpuKey(1, 'mem_used_bytes'))[1]).toBeNull();
+    expect(buffer.column(gpuKey(0, 'mem_used_bytes'))[1]).toBe(2e9);
   });
 
   it('finds the lower bound', () => {

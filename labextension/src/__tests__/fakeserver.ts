@@ -27,11 +27,13 @@ export function makeSample(seq: number, ts: number, devices = 2): ISample {
       state: 'ok',
       error: null,
       util_pct: (seq * 7 + index * 13) % 100,
+      mem_util_pct: null,
       mem_used_bytes: 1e9 * (seq % 10),
       mem_total_bytes: 80e9,
       power_w: 100 + (seq % 50),
       power_limit_w: 400,
       temperature_c: 40 + (seq % 20),
+      sm_clock_mhz: null,
       processes: []
     })),
     host: {

@@ -121,11 +121,13 @@ function sample(): ISample {
         state: 'ok',
         error: null,
         util_pct: 1,
+        mem_util_pct: null,
         mem_used_bytes: 1,
         mem_total_bytes: 10,
         power_w: 1,
         power_limit_w: 2,
         temperature_c: 30,
+        sm_clock_mhz: null,
         processes: [
           {
             pid: 11,

@@ -29,11 +29,13 @@ function sample(simulated = false): ISample {
         state: 'ok',
         error: null,
         util_pct: 1,
+        mem_util_pct: null,
         mem_used_bytes: 1,
         mem_total_bytes: 10,
         power_w: 1,
         power_limit_w: 2,
         temperature_c: 30,
+        sm_clock_mhz: null,
         processes: [proc(11, 1e9)]
       },
       {
@@ -43,11 +45,13 @@ function sample(simulated = false): ISample {
         state: 'ok',
         error: null,
         util_pct: 1,
+        mem_util_pct: null,
         mem_used_bytes: 1,
         mem_total_bytes: 10,
         power_w: 1,
         power_limit_w: 2,
         temperature_c: 30,
+        sm_clock_mhz: null,
         processes: [
           proc(22, 5e9, {
             kernel_id: 'k22',

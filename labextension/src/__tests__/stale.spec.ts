@@ -156,7 +156,7 @@ describe('a GPU whose readings go stale', () => {
     const lastOk = server.history_[29];
     expect(model.freshness(1).fast).toEqual({ stale: true, ageS: 12 });
     expect(model.freshness(0).fast.stale).toBe(false);
-    expect(model.lastKnown(1, 'util')).toEqual({
+    expect(model.lastKnown(1, 'util_pct')).toEqual({
       value: gpu(lastOk, 1).util_pct,
       ts: lastOk.ts
     });

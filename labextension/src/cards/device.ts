@@ -1,9 +1,11 @@
 /**
  * A GPU's card: a header, a message when it is lost or failing, four charts (two in compact
- * cards, power and temperature then being numbers in the header), its processes. A reading
- * the GPU cannot give (NVML's "Not Supported") says so in place of its chart. Readings the
- * server marks stale (or all of them, while the GPU is not responding) show their last known
- * values greyed, with "last read 12 s ago" (freshness.ts), never as live.
+ * cards, power and temperature then being numbers in the header), a line for each other group
+ * of readings with something to show (GPM: "SM active 78% · tensor 72% · DRAM 18%"; which
+ * readings, from readings.generated.ts), its processes. A reading the GPU cannot give (NVML's
+ * "Not Supported") says so in place of its chart. Readings the server marks stale (or all of
+ * them, while the GPU is not responding) show their last known values greyed, with "last read
+ * 12 s ago" (freshness.ts), never as live.
  */
 import { gpuKey, Metric, SampleBuffer } from '../buffer';
 import { Palette } from '../chart';
@@ -17,12 +19,20 @@ import {
   ageText,
   formatCelsius,
   formatPct,
+  formatReading,
   formatWatts,
   unavailableHelp
 } from '../format';
 import { ProcessList } from '../processes';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
+import { ChartId } from '../readings';
+import {
+  GROUP_HELP,
+  METRICS,
+  READING_GROUPS,
+  ReadingGroup
+} from '../readings.generated';
 import { IDeviceInfo, IDeviceSample } from '../types';
 import {
   drawTile,
@@ -36,12 +46,10 @@ import {
 interface IMetric {
   tile: Tile;
   label: string;
-  /** The sample's field, also the key of its reason in `unavailable`. */
+  /** The sample's field: its column in the buffer, and the key of its reason in `unavailable`. */
   field: 'util_pct' | 'mem_used_bytes' | 'power_w' | 'temperature_c';
   /** Its column in the buffer. */
   key: string;
-  /** Its column's metric. */
-  metric: Metric;
   /** The setting that shows it. */
   setting: keyof IChartSettings;
   /** Charted in compact cards too (power and temperature are then header numbers). */
@@ -102,22 +110,22 @@ export class DeviceCard {
     const mem = (v: number | null) => formatBytesOf(v, this._memTotal);
     const metric = (
       label: string,
-      name: Metric,
+      chart: ChartId,
       colorVar: string,
       range: (max: number) => [number, number],
-      rest: Omit<IMetric, 'tile' | 'key' | 'label' | 'metric'>
+      rest: Omit<IMetric, 'tile' | 'key' | 'label'>
     ): IMetric => {
-      const key = gpuKey(index, name);
+      const key = gpuKey(index, rest.field);
       const tile = new Tile({
         label,
-        metric: name,
+        metric: chart, // the tile is the card's chart of it: `data-metric="util"`
         colorVar,
         palette,
         range,
         formatAt: i => rest.format(this._buffer?.column(key)[i] ?? null),
         onHover: i => this._onHover(i)
       });
-      return { tile, key, label, metric: name, ...rest };
+      return { tile, key, label, ...rest };
     };
     const none = () => '';
     this._metrics = [
@@ -169,9 +177,7 @@ export class DeviceCard {
     this._tiles = el('div', 'jp-gpu-tiles');
     this._tiles.append(...this._metrics.map(m => m.tile.node));
     this._procs = new ProcessList(openNotebook);
-    this._activity = el('div', 'jp-gpu-activity');
-    this._activity.title =
-      'NVML GPM (Hopper and newer): the share of SMs busy, of time on tensor cores, and of DRAM bandwidth. Utilization only says that a kernel ran.';
+    this._groupLines = el('div', 'jp-gpu-group-lines');
     this._hoverLine = el('div', 'jp-gpu-card-hover');
     this._hoverLine.hidden = true;
     this._hoverTime = document.createElement('time');
@@ -183,7 +189,7 @@ export class DeviceCard {
       this._message,
       this._age,
       this._tiles,
-      this._activity,
+      this._groupLines,
       this._procs.node
     );
   }
@@ -193,7 +199,7 @@ export class DeviceCard {
   /** Show the static facts from `GET devices`. */
   setInfo(info: IDeviceInfo | undefined): void {
     if (info) {
-      setText(this._name, info.name);
+      setText(this._name, info.name ?? '');
       this._name.title = [info.name, info.uuid, info.pci_bus_id]
         .filter(Boolean)
         .join('\n');
@@ -236,7 +242,7 @@ export class DeviceCard {
     let extra = '';
     let extraTitle = '';
     for (const m of this._metrics) {
-      const known = stale ? readings.lastKnown(this.index, m.metric) : null;
+      const known = stale ? readings.lastKnown(this.index, m.field) : null;
       const value = ok && !stale ? device[m.field] : (known?.value ?? null);
       const reason =
         ok && !stale && value === null
@@ -288,7 +294,9 @@ export class DeviceCard {
         )
       );
     }
-    this._renderActivity(device, ok, ctx);
+    for (const group of CARD_GROUPS) {
+      this._renderGroupLine(group, device, ok, ctx);
+    }
     setHidden(this._tiles, !anyShown);
     // Processes are fast readings too: while stale, the last ones read, greyed.
     const live = stale ? readings.lastLive(this.index) : null;
@@ -306,31 +314,47 @@ export class DeviceCard {
     }
   }
 
-  /** The GPM line: live, or its last known values greyed with their age while stale. */
-  private _renderActivity(
+  /**
+   * A group's line ("SM active 78% · tensor 72% · DRAM 18%"): live, or its last known values
+   * greyed with their age while stale; made the first time it has something to show.
+   */
+  private _renderGroupLine(
+    group: ReadingGroup,
     device: IDeviceSample | undefined,
     ok: boolean,
     ctx: IRenderContext
   ): void {
     const { readings } = ctx;
-    const stale = readings.freshness(this.index).gpm.stale;
-    let activity = '';
+    const stale = readings.freshness(this.index)[group].stale;
+    let text = '';
     if (stale) {
-      const known = (m: Metric) => readings.lastKnown(this.index, m)?.value;
-      const text = activityText({
-        sm_active_pct: known('sm_active'),
-        tensor_active_pct: known('tensor_active'),
-        dram_bw_pct: known('dram_bw')
-      });
-      if (text) {
-        activity = `${text} · ${ageText(readings.readAgeS(this.index, 'gpm'))}`;
+      const known = groupLineText(
+        group,
+        m => readings.lastKnown(this.index, m)?.value
+      );
+      if (known) {
+        text = `${known} · ${ageText(readings.readAgeS(this.index, group))}`;
       }
     } else if (ok && device) {
-      activity = activityText(device);
+      text = groupLineText(group, m => device[m]);
     }
-    this._activity.classList.toggle('jp-gpu-mod-stale', stale);
-    setText(this._activity, activity);
-    setHidden(this._activity, !activity);
+    let line = this._lines.get(group);
+    if (!line && !text) {
+      return;
+    }
+    if (!line) {
+      // Its own element, made when first needed: a card shows a line per group it has.
+      line = el('div', 'jp-gpu-activity');
+      line.dataset.group = group;
+      line.title = GROUP_HELP[group];
+      this._lines.set(group, line);
+      this._groupLines.replaceChildren(
+        ...CARD_GROUPS.map(g => this._lines.get(g)).filter(l => l !== undefined)
+      );
+    }
+    line.classList.toggle('jp-gpu-mod-stale', stale);
+    setText(line, text);
+    setHidden(line, !text);
   }
 
   /** A stale value's tooltip: when it was read. */
@@ -416,26 +440,33 @@ export class DeviceCard {
   private _tiles: HTMLDivElement;
   private _metrics: IMetric[];
   private _procs: ProcessList;
-  private _activity: HTMLDivElement;
+  private _groupLines: HTMLDivElement;
+  private _lines = new Map<ReadingGroup, HTMLDivElement>();
   private _memTotal: number | null = null;
   private _powerLimit: number | null = null;
 }
 
-/** "SM active 78% · tensor 72% · DRAM 18%" (GPM), or "" where the GPU has none. */
-export function activityText(
-  device: Pick<
-    IDeviceSample,
-    'sm_active_pct' | 'tensor_active_pct' | 'dram_bw_pct'
-  >
+/** The groups with a line on the card: those with readings that have a card label. */
+const CARD_GROUPS: readonly ReadingGroup[] = READING_GROUPS.filter(g =>
+  METRICS.some(m => m.group === g && m.cardLabel !== null)
+);
+
+/**
+ * A group's line: "SM active 78% · tensor 72% · DRAM 18%" (GPM), each reading with a card
+ * label and a value; "" where there is none.
+ */
+export function groupLineText(
+  group: ReadingGroup,
+  value: (metric: Metric) => number | null | undefined
 ): string {
   const parts: string[] = [];
-  const add = (label: string, value: number | null | undefined) => {
-    if (value !== null && value !== undefined) {
-      parts.push(`${label} ${Math.round(value)}%`);
+  for (const m of METRICS) {
+    const v = m.group === group && m.cardLabel !== null ? value(m.name) : null;
+    if (m.cardLabel !== null && v !== null && v !== undefined) {
+      const shown =
+        m.unit === 'pct' ? `${Math.round(v)}%` : formatReading(m.unit, v);
+      parts.push(`${trans.__(m.cardLabel)} ${shown}`);
     }
-  };
-  add(trans.__('SM active'), device.sm_active_pct);
-  add(trans.__('tensor'), device.tensor_active_pct);
-  add(trans.__('DRAM'), device.dram_bw_pct);
+  }
   return parts.join(' · ');
 }

@@ -1,42 +1,52 @@
 /**
  * One GPU's row of the dashboard: its name, the hover line (the time and every value; stale
- * readings apart, greyed, with their age), the cell under the cursor, and its four charts
- * (utilization with the GPM readings, memory, power, temperature), created when first needed
- * and drawn only while in view.
+ * readings apart, greyed, with their age), the cell under the cursor, and its charts (those of
+ * readings.generated.ts: utilization with the GPM readings, memory, power, temperature…),
+ * created when first needed and drawn only while in view.
  */
 import { Metric } from '../buffer';
 import { Palette } from '../chart';
 import { fitRange, pctRange } from '../cards/common';
 import { el, setHidden, setText } from '../dom';
-import {
-  ageText,
-  formatBytes,
-  formatBytesOf,
-  formatCelsius,
-  formatPct,
-  formatWatts
-} from '../format';
-import { GROUP_METRICS } from '../freshness';
+import { ageText, formatBytes, formatReading, formatWatts } from '../format';
 import { trans } from '../i18n';
 import { GpuMonitorModel } from '../model';
+import {
+  chartMetrics,
+  ChartId,
+  everySample,
+  IMetricSpec,
+  metricLabel,
+  metricSpec
+} from '../readings';
+import { CHARTS } from '../readings.generated';
 import { IDeviceInfo } from '../types';
-import { formatClock, ISeriesSource, metricLabel, utilMetrics } from './series';
+import { formatClock, ISeriesSource } from './series';
 import { IChartData, TimeChart } from './timechart';
 
-const COLORS: { [metric in Metric]: string } = {
-  util: '--jp-brand-color1',
-  sm_active: '--jp-success-color1',
-  sm_occupancy: '--jp-info-color1',
-  tensor_active: '--jp-accent-color2',
-  dram_bw: '--jp-warn-color2',
-  mem: '--jp-accent-color1',
-  power: '--jp-warn-color1',
+const COLORS: { readonly [metric in Metric]?: string } = {
+  util_pct: '--jp-brand-color1',
+  sm_active_pct: '--jp-success-color1',
+  sm_occupancy_pct: '--jp-info-color1',
+  tensor_active_pct: '--jp-accent-color2',
+  dram_bw_pct: '--jp-warn-color2',
+  mem_used_bytes: '--jp-accent-color1',
+  power_w: '--jp-warn-color1',
   // Not the error colour: a normal temperature is not an error.
-  temp: '--jp-info-color0'
+  temperature_c: '--jp-info-color0'
 };
+/** The colours of the lines of a reading not named above, by its place in its chart. */
+const MORE_COLORS = [
+  '--jp-brand-color1',
+  '--jp-accent-color1',
+  '--jp-success-color1',
+  '--jp-warn-color1'
+];
 
-/** The fast readings' metrics (freshness.ts); the others of a row are GPM readings. */
-const FAST_METRICS: ReadonlySet<Metric> = new Set(GROUP_METRICS.fast);
+/** A line's colour: its reading's own, else one by its place in the chart. */
+function colorOf(metric: Metric, place: number): string {
+  return COLORS[metric] ?? MORE_COLORS[place % MORE_COLORS.length];
+}
 
 /** What a row needs of the dashboard. */
 export interface IRowContext {
@@ -91,7 +101,7 @@ export class GpuRow {
 
   setInfo(info: IDeviceInfo | undefined): void {
     if (info) {
-      setText(this._name, info.name);
+      setText(this._name, info.name ?? '');
       this._name.title = [info.name, info.uuid, info.pci_bus_id]
         .filter(Boolean)
         .join('\n');
@@ -111,15 +121,22 @@ export class GpuRow {
     const { info, latest } = this._ctx.model;
     setHidden(this._badge, !(latest?.simulated || info?.simulated));
     const gpu = this.index;
-    const util = utilMetrics(m => source.has(gpu, m));
-    if (!sameMetrics(util, this._util)) {
-      this._util = util;
-      this._specs = [
-        ['util', util, `util:${util.join(',')}`],
-        ['mem', ['mem'], 'mem'],
-        ['power', ['power'], 'power'],
-        ['temp', ['temp'], 'temp']
-      ];
+    // A chart draws the tick's readings always (every sample has them), the others where the
+    // data has them (GPM on Hopper, a group switched on); a chart with none is not shown.
+    const shown = CHARTS.map(({ id }): [ChartId, Metric[]] => [
+      id,
+      chartMetrics(id)
+        .filter(m => everySample(m) || source.has(gpu, m.name))
+        .map(m => m.name)
+    ]).filter(([, metrics]) => metrics.length > 0);
+    const lines = shown.flatMap(([, metrics]) => metrics);
+    if (!sameMetrics(lines, this._shown)) {
+      this._shown = lines;
+      this._specs = shown.map(([id, metrics]) => [
+        id,
+        metrics,
+        `${id}:${metrics.join(',')}`
+      ]);
     }
     for (const [id, metrics, key] of this._specs) {
       let chart = this._chartsById.get(id);
@@ -172,23 +189,18 @@ export class GpuRow {
   }
 
   private _placeCharts(): void {
-    const order = ['util', 'mem', 'power', 'temp'];
     this._charts.replaceChildren(
-      ...order
-        .map(id => this._chartsById.get(id))
+      ...CHARTS.map(({ id }) => this._chartsById.get(id))
         .filter(c => c !== undefined)
         .map(c => c.chart.node.parentElement ?? c.chart.node)
     );
   }
 
-  private _makeChart(id: string, metrics: Metric[]): TimeChart {
+  private _makeChart(id: ChartId, metrics: Metric[]): TimeChart {
     const { palette } = this._ctx;
-    const title = {
-      util: trans.__('Utilization (%)'),
-      mem: trans.__('Memory used'),
-      power: trans.__('Power (W)'),
-      temp: trans.__('Temperature (°C)')
-    }[id as 'util' | 'mem' | 'power' | 'temp'];
+    const chart = CHARTS.find(c => c.id === id);
+    const title = trans.__(chart?.title ?? id);
+    const unit = metricSpec(metrics[0]).unit;
     const range =
       id === 'mem'
         ? (max: number): [number, number] => [
@@ -203,27 +215,32 @@ export class GpuRow {
                 ? Math.max(this._powerLimit, max)
                 : fitRange(max)[1]
             ]
-          : pctRange;
+          : unit === 'pct' || unit === 'c'
+            ? pctRange
+            : fitRange;
+    const bytes = unit === 'bytes' || unit === 'bytes_per_s';
     const formatTick =
-      id === 'mem'
+      unit === 'bytes'
         ? (v: number) => formatBytes(v)
-        : id === 'power'
+        : unit === 'w'
           ? (v: number) => `${Math.round(v)} W`
-          : id === 'temp'
+          : unit === 'c'
             ? (v: number) => `${Math.round(v)} °C`
-            : (v: number) => `${Math.round(v)}%`;
-    const chart = new TimeChart({
+            : unit === 'pct'
+              ? (v: number) => `${Math.round(v)}%`
+              : (v: number) => formatReading(unit, v);
+    const timeChart = new TimeChart({
       title: trans.__('GPU %1 %2', this.index, title),
-      lines: metrics.map(m => ({
+      lines: metrics.map((m, i) => ({
         label: metricLabel(m),
-        colorVar: COLORS[m],
+        colorVar: colorOf(m, i),
         band: true
       })),
       palette,
       range,
       formatTick,
-      yAxisSize: id === 'mem' ? 76 : 60,
-      yTicks: id === 'mem' ? 'bytes' : undefined,
+      yAxisSize: bytes ? 76 : 60,
+      yTicks: bytes ? 'bytes' : undefined,
       onHover: index => this._onHover(index),
       onZoom: this._ctx.onZoom,
       onResetZoom: this._ctx.onResetZoom,
@@ -245,16 +262,16 @@ export class GpuRow {
             : ''
           : '';
     caption.append(el('span', 'jp-gpu-dash-caption-title', title));
-    for (const m of metrics) {
+    metrics.forEach((m, i) => {
       const key = el('span', 'jp-gpu-dash-key', metricLabel(m));
-      key.style.setProperty('--jp-gpu-tile-color', `var(${COLORS[m]})`);
+      key.style.setProperty('--jp-gpu-tile-color', `var(${colorOf(m, i)})`);
       caption.append(key);
-    }
+    });
     if (scale) {
       caption.append(el('span', 'jp-gpu-dash-scale', scale));
     }
-    box.append(caption, chart.node);
-    return chart;
+    box.append(caption, timeChart.node);
+    return timeChart;
   }
 
   private _onHover(index: number | null): void {
@@ -299,25 +316,21 @@ export class GpuRow {
     const fresh = latest ? model.freshness(gpu) : null;
     const live: string[] = [];
     const stale: string[] = [];
-    const part = (m: Metric, text: string) => `${this._label(m)} ${text}`;
-    const add = (m: Metric, format: (v: number | null) => string) => {
-      const gpm = !FAST_METRICS.has(m);
-      if (fresh && fresh[gpm ? 'gpm' : 'fast'].stale) {
-        stale.push(part(m, format(model.lastKnown(gpu, m)?.value ?? null)));
+    let staleGroup: IMetricSpec['group'] | null = null;
+    for (const m of this._shown) {
+      const { group, unit } = metricSpec(m);
+      const format = (v: number | null) =>
+        `${this._label(m)} ${formatReading(unit, v, this._memTotal)}`;
+      if (fresh && fresh[group].stale) {
+        stale.push(format(model.lastKnown(gpu, m)?.value ?? null));
+        staleGroup ??= group;
       } else {
-        live.push(part(m, format(source.lines(gpu, m)?.[0][i] ?? null)));
+        live.push(format(source.lines(gpu, m)?.[0][i] ?? null));
       }
-    };
-    for (const m of this._util) {
-      add(m, formatPct);
     }
-    add('mem', v => formatBytesOf(v, this._memTotal));
-    add('power', formatWatts);
-    add('temp', formatCelsius);
     setText(this._values, live.join(' · '));
-    if (stale.length && fresh) {
-      const group = fresh.fast.stale ? 'fast' : 'gpm';
-      stale.push(ageText(model.readAgeS(gpu, group)));
+    if (staleGroup !== null) {
+      stale.push(ageText(model.readAgeS(gpu, staleGroup)));
     }
     setText(this._staleValues, stale.join(' · '));
     setHidden(this._staleValues, !stale.length);
@@ -334,8 +347,9 @@ export class GpuRow {
   }
 
   private _labels = new Map<Metric, string>();
-  private _util: Metric[] = [];
-  private _specs: [string, Metric[], string][] = [];
+  /** The readings drawn, chart by chart (the hover line lists them in this order). */
+  private _shown: Metric[] = [];
+  private _specs: [ChartId, Metric[], string][] = [];
   private _timeShown = NaN;
   private _timeLatest = false;
   private _ctx: IRowContext;

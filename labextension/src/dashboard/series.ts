@@ -2,7 +2,8 @@
  * What the dashboard draws, worked out without the DOM: its ranges, the lines of each chart
  * from the live buffer or from the server's columns, the text of the hover line.
  */
-import { GPM_METRICS, gpuKey, Metric, SampleBuffer } from '../buffer';
+import { gpuKey, Metric, SampleBuffer } from '../buffer';
+import { BUFFERED } from '../readings';
 import { trans } from '../i18n';
 import { IHistoryColumns } from '../types';
 
@@ -24,35 +25,6 @@ export function rangeLabel(name: RangeName): string {
 
 /** Rows asked of the server for a long range (about one per two pixels of a wide chart). */
 export const LONG_RANGE_POINTS = 1000;
-
-/** A chart of a GPU's row, and the metrics it draws. */
-export interface IChartSpec {
-  id: 'util' | 'mem' | 'power' | 'temp';
-  metrics: Metric[];
-}
-
-/** The server column of a metric. */
-export const SERVER_FIELD: { [metric in Metric]: string } = {
-  util: 'util_pct',
-  mem: 'mem_used_bytes',
-  power: 'power_w',
-  temp: 'temperature_c',
-  sm_active: 'sm_active_pct',
-  sm_occupancy: 'sm_occupancy_pct',
-  tensor_active: 'tensor_active_pct',
-  dram_bw: 'dram_bw_pct'
-};
-
-/** The utilization chart's lines: NVML's, then the GPM readings the data has. */
-export function utilMetrics(has: (metric: Metric) => boolean): Metric[] {
-  const out: Metric[] = ['util'];
-  for (const [metric] of GPM_METRICS) {
-    if (has(metric)) {
-      out.push(metric);
-    }
-  }
-  return out;
-}
 
 /** Where a chart's numbers come from. */
 export interface ISeriesSource {
@@ -84,9 +56,8 @@ export function bufferSource(
 /** A copy of the live buffer (a paused dashboard keeps showing what it had). */
 export function frozenSource(source: ISeriesSource, gpus: number[]) {
   const cache = new Map<string, (number | null)[][] | null>();
-  const metrics = Object.keys(SERVER_FIELD) as Metric[];
   for (const gpu of gpus) {
-    for (const metric of metrics) {
+    for (const { name: metric } of BUFFERED) {
       const lines = source.lines(gpu, metric);
       cache.set(`${gpu}.${metric}`, lines ? lines.map(l => l.slice()) : null);
     }
@@ -108,10 +79,10 @@ export function columnsSource(columns: IHistoryColumns): ISeriesSource {
   return {
     xs,
     gapS: Math.max(3 * columns.resolution_s, 3 * columns.interval_s),
-    has: (gpu, metric) =>
-      columns.series[`gpu.${gpu}.${SERVER_FIELD[metric]}`] !== undefined,
+    // The server's columns have the browser's keys: one name for a reading (gpuKey).
+    has: (gpu, metric) => columns.series[gpuKey(gpu, metric)] !== undefined,
     lines: (gpu, metric) => {
-      const s = columns.series[`gpu.${gpu}.${SERVER_FIELD[metric]}`];
+      const s = columns.series[gpuKey(gpu, metric)];
       return s ? [s.mean, s.min, s.max] : null;
     }
   };
@@ -148,26 +119,4 @@ export function formatClock(
     day: 'numeric'
   });
   return `${dayFormat.format(date)} ${time}`;
-}
-
-/** The label of a metric in the hover line and legends. */
-export function metricLabel(metric: Metric): string {
-  switch (metric) {
-    case 'util':
-      return trans.__('Util');
-    case 'mem':
-      return trans.__('Mem');
-    case 'power':
-      return trans.__('Power');
-    case 'temp':
-      return trans.__('Temp');
-    case 'sm_active':
-      return trans.__('SM active');
-    case 'sm_occupancy':
-      return trans.__('SM occupancy');
-    case 'tensor_active':
-      return trans.__('Tensor active');
-    case 'dram_bw':
-      return trans.__('DRAM bw');
-  }
 }

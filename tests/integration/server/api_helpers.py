@@ -11,7 +11,7 @@ import jsonschema
 from traitlets.config import Config
 
 import jupyter_gpu
-from jupyter_gpu.server.handlers import openapi_document
+from jupyter_gpu.server.openapi import openapi_document
 
 OPENAPI = Path(jupyter_gpu.__file__).parent / "server" / "openapi.yaml"
 API = ("jupyter-gpu", "api", "v1")

@@ -28,8 +28,9 @@ import pytest
 from jupyter_gpu.config import JupyterGpu
 from jupyter_gpu.host.cgroup import CgroupReader
 from jupyter_gpu.host.reader import HostReader
+from jupyter_gpu.readings import catalog
 from jupyter_gpu.readings.backend import Backend
-from jupyter_gpu.readings.records import BackendInfo, DeviceSample, GpmReading
+from jupyter_gpu.readings.records import BackendInfo, GroupReading
 from jupyter_gpu.sampling.attribution import IdlePolicy, ProcessAnnotator
 from jupyter_gpu.server.app import JupyterGpuApp
 from jupyter_gpu.server.service import GpuService
@@ -74,11 +75,11 @@ class FrozenClock:
 class InOrderSimulated(Backend):
     """The simulated backend, read in one fixed order whatever order its callers come in.
 
-    The sampler reads each GPU in a worker thread of its own, and its GPM and PCIe rounds in
-    threads of their own, while the simulated backend draws its noise from one generator: the
-    threads' order would change the values. Here the first read at a new clock reading reads
-    every GPU's fast, GPM and PCIe values in index order, and every read at that clock reading
-    is answered from them.
+    The sampler reads each GPU in a worker thread of its own, and the rounds of each group of
+    readings in threads of their own, while the simulated backend draws its noise from one
+    generator: the threads' order would change the values. Here the first read at a new clock
+    reading reads every group of every GPU, group by group in the catalog's order and GPU by
+    GPU in index order, and every read at that clock reading is answered from them.
     """
 
     name = "simulated"
@@ -88,9 +89,7 @@ class InOrderSimulated(Backend):
         self._clock = clock
         self._lock = threading.Lock()
         self._at: float | None = None
-        self._fast: dict[int, DeviceSample] = {}
-        self._gpm: dict[int, GpmReading | None] = {}
-        self._slow: dict[int, tuple[float | None, float | None] | None] = {}
+        self._read: dict[str, dict[int, GroupReading | None]] = {}
 
     def info(self) -> BackendInfo:
         return self._inner.info()
@@ -101,25 +100,15 @@ class InOrderSimulated(Backend):
             if self._at == now:
                 return
             indices = [d.index for d in self._inner.info().devices]
-            self._fast = {i: self._inner.read_device(i) for i in indices}
-            self._gpm = {i: self._inner.read_gpm_device(i) for i in indices}
-            self._slow = {i: self._inner.read_slow_device(i) for i in indices}
+            self._read = {
+                group: {i: self._inner.read_group(group, i) for i in indices}
+                for group in catalog.layout().group_names
+            }
             self._at = now
 
-    def read_device(self, index: int) -> DeviceSample:
+    def read_group(self, group: str, index: int) -> GroupReading | None:
         self._read_all()
-        return self._fast[index]
-
-    def read_gpm_device(self, index: int) -> GpmReading | None:
-        self._read_all()
-        return self._gpm[index]
-
-    def read_slow_device(self, index: int) -> tuple[float | None, float | None] | None:
-        self._read_all()
-        return self._slow[index]
-
-    def close(self) -> None:
-        self._inner.close()
+        return self._read.get(group, {}).get(index)
 
 
 class GoldenRig:

@@ -108,14 +108,11 @@ async def test_every_response_is_the_golden_one(
 
     async def started() -> bool:
         # At clock 0: the sampler thread's first tick, its first GPM and PCIe rounds, the scan.
-        gpm, slow = sampler._gpm_reader, sampler._slow_reader  # private: no public view
         return (
             sampler.latest() is not None
             and sampler.cache_scan_duration_s is not None
-            and gpm is not None
-            and len(gpm.answers()) == devices
-            and slow is not None
-            and len(slow.answers()) == devices
+            and len(sampler.group_answers("gpm")) == devices
+            and len(sampler.group_answers("pcie")) == devices
         )
 
     await wait_for_async(started, "the sampler never read its first round")

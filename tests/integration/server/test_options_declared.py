@@ -19,7 +19,7 @@ import jupyter_gpu.config
 import jupyter_gpu.server.app
 from jupyter_gpu import options
 from jupyter_gpu.options import Option
-from jupyter_gpu.server import handlers
+from jupyter_gpu.server import openapi
 from tests.integration.server.api_helpers import gpu_config, validate
 from tests.integration.server.conftest import Fetch
 
@@ -43,9 +43,9 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
     monkeypatch.setattr(jupyter_gpu.config, "JupyterGpu", jupyter_gpu.config.JupyterGpu)
     made: type = importlib.reload(jupyter_gpu.config).JupyterGpu
     monkeypatch.setattr(jupyter_gpu.server.app, "JupyterGpu", made)
-    handlers.openapi_json.cache_clear()
+    openapi.openapi_json.cache_clear()
     yield made
-    handlers.openapi_json.cache_clear()
+    openapi.openapi_json.cache_clear()
 
 
 @pytest.fixture

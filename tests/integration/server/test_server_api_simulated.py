@@ -18,7 +18,8 @@ from jupyter_server.serverapp import ServerApp
 from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_gpu.server.app import JupyterGpuApp
-from jupyter_gpu.server.handlers import GZIP_MIN_BYTES, openapi_json
+from jupyter_gpu.server.handlers import GZIP_MIN_BYTES
+from jupyter_gpu.server.openapi import openapi_json
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, openapi, validate
 

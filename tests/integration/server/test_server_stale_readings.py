@@ -24,7 +24,7 @@ Get = Callable[..., Awaitable[Any]]
 Fetch = Callable[..., Awaitable[Any]]
 GPM_INTERVAL_S = 0.1
 SLOW_INTERVAL_S = 1.0  # the least the option allows
-STALE = StaleAfter.two_intervals(0.1, GPM_INTERVAL_S, SLOW_INTERVAL_S)  # at least 1 s each
+STALE = StaleAfter.two_intervals({"fast": 0.1, "gpm": GPM_INTERVAL_S, "pcie": SLOW_INTERVAL_S})
 
 
 @pytest.fixture
@@ -61,9 +61,9 @@ async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
     snapshot = await wait_for_async(live, "GPM and PCIe readings never came")
     validate(snapshot, "Snapshot")
     d0 = snapshot["devices"][0]
-    for key, limit in (("read_age_s", STALE.fast_s), ("gpm_age_s", STALE.gpm_s)):
+    for key, limit in (("read_age_s", STALE.limit_s("fast")), ("gpm_age_s", STALE.limit_s("gpm"))):
         assert 0 <= d0[key] <= limit, (key, d0)
-    assert 0 <= d0["pcie_age_s"] <= STALE.pcie_s
+    assert 0 <= d0["pcie_age_s"] <= STALE.limit_s("pcie")
     assert d0["stale"] == []
     gpus = await series_gpus(jp_fetch)
     assert gpus["DCGM_FI_PROF_SM_ACTIVE"] == gpus["DCGM_FI_PROF_PCIE_TX_BYTES"] == {"0", "1"}
@@ -81,11 +81,11 @@ async def test_a_stale_reading_is_null_with_its_age_and_absent_from_metrics(
         d0, d1 = snapshot["devices"]
         assert d0["state"] == "ok"
         assert d0["util_pct"] == 50.0  # the fast readings are live
-        assert d0["read_age_s"] <= STALE.fast_s
+        assert d0["read_age_s"] <= STALE.limit_s("fast")
         for field in ("sm_active_pct", "tensor_active_pct", "pcie_tx_bytes_per_s"):
             assert d0[field] is None, field
-        assert d0["gpm_age_s"] > STALE.gpm_s
-        assert d0["pcie_age_s"] > STALE.pcie_s
+        assert d0["gpm_age_s"] > STALE.limit_s("gpm")
+        assert d0["pcie_age_s"] > STALE.limit_s("pcie")
         assert d1["stale"] == []
         assert d1["sm_active_pct"] == 78.0
         history = await api_get("history")

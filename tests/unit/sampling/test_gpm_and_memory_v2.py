@@ -6,10 +6,8 @@ import pynvml
 import pytest
 
 from jupyter_gpu.nvml.backend import NvmlBackend
-from jupyter_gpu.nvml.gpm import GpmReader
-from jupyter_gpu.readings.records import GPM_FIELDS
+from jupyter_gpu.nvml.gpm import GPM_FIELDS, GpmReader
 from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once
-from jupyter_gpu.sampling.sampler import with_gpm_readings
 from jupyter_gpu.simulated.backend import SimulatedBackend
 from tests.fakes.fake_nvml import FakeNvml
 
@@ -17,8 +15,8 @@ from tests.fakes.fake_nvml import FakeNvml
 def test_gpm_needs_two_samples_then_reads_the_four_metrics() -> None:
     fake = FakeNvml(devices=1)
     backend = NvmlBackend(nvml=fake)
-    assert backend.read_gpm() == {}  # the first read opens the window
-    reading = backend.read_gpm()[0]
+    assert backend.read_all("gpm") == {}  # the first read opens the window
+    reading = backend.read_all("gpm")[0]
     assert dict(reading.values) == {
         "sm_active_pct": 78.0,
         "sm_occupancy_pct": 14.0,
@@ -26,7 +24,7 @@ def test_gpm_needs_two_samples_then_reads_the_four_metrics() -> None:
         "dram_bw_pct": 18.0,
     }
     assert dict(reading.unavailable) == {}
-    (device,) = with_gpm_readings(backend.read(), backend.read_gpm())
+    (device,) = backend.read("gpm")
     assert (device.sm_active_pct, device.tensor_active_pct) == (78.0, 72.0)
     assert device.to_dict()["dram_bw_pct"] == 18.0
     backend.close()
@@ -36,24 +34,24 @@ def test_gpm_reuses_two_buffers_per_gpu_and_frees_them_on_close() -> None:
     fake = FakeNvml(devices=2)
     backend = NvmlBackend(nvml=fake)
     for _ in range(20):
-        backend.read_gpm()
+        backend.read_all("gpm")
     assert len(fake.gpm_samples) == 4  # two per GPU, swapped, not one per read
     backend.close()
     assert all(s.freed for s in fake.gpm_samples)
-    assert backend.read_gpm() == {}  # closed: nothing, no raise
+    assert backend.read_all("gpm") == {}  # closed: nothing, no raise
 
 
 def test_older_gpu_says_not_supported_and_is_asked_once() -> None:
     fake = FakeNvml(devices=2)
     fake.devices[1].gpm = False  # an A100: no GPM
     backend = NvmlBackend(nvml=fake)
-    backend.read_gpm()
-    readings = backend.read_gpm()
-    backend.read_gpm()
+    backend.read_all("gpm")
+    readings = backend.read_all("gpm")
+    backend.read_all("gpm")
     assert readings[1].values == {}
     assert dict(readings[1].unavailable) == dict.fromkeys(GPM_FIELDS, "Not Supported")
     assert fake.calls["nvmlGpmQueryDeviceSupport"] == 2  # once per GPU, not per read
-    d0, d1 = with_gpm_readings(backend.read(), readings)
+    d0, d1 = backend.read("gpm")  # a third window
     assert d0.sm_active_pct == 78.0
     assert d1.sm_active_pct is None
     assert d1.unavailable["tensor_active_pct"] == "Not Supported"
@@ -64,15 +62,15 @@ def test_one_metric_refused_and_failures_become_values() -> None:
     fake = FakeNvml(devices=1)
     del fake.devices[0].gpm_values["dram_bw_pct"]
     backend = NvmlBackend(nvml=fake)
-    backend.read_gpm()
-    reading = backend.read_gpm()[0]
+    backend.read_all("gpm")
+    reading = backend.read_all("gpm")[0]
     assert "dram_bw_pct" not in reading.values
     assert reading.unavailable["dram_bw_pct"] == "Not Supported"
     fake.fail("nvmlGpmSampleGet", pynvml.NVML_ERROR_UNKNOWN)
-    assert backend.read_gpm() == {}  # a failed sample: no window, no raise
+    assert backend.read_all("gpm") == {}  # a failed sample: no window, no raise
     fake.heal("nvmlGpmSampleGet")
-    assert backend.read_gpm() == {}  # the window starts again
-    assert 0 in backend.read_gpm()
+    assert backend.read_all("gpm") == {}  # the window starts again
+    assert 0 in backend.read_all("gpm")
     backend.close()
 
 
@@ -94,8 +92,8 @@ def test_gpm_values_clamped_to_percent() -> None:
     fake.devices[0].gpm_values["sm_active_pct"] = 100.4
     fake.devices[0].gpm_values["dram_bw_pct"] = -0.1
     backend = NvmlBackend(nvml=fake)
-    backend.read_gpm()
-    reading = backend.read_gpm()[0]
+    backend.read_all("gpm")
+    reading = backend.read_all("gpm")[0]
     assert reading.values["sm_active_pct"] == 100.0
     assert reading.values["dram_bw_pct"] == 0.0
     backend.close()
@@ -145,7 +143,7 @@ def test_simulated_gpm_is_plausible_and_follows_load() -> None:
     for step in range(400):
         now[0] = 1000.0 + step
         util = {d.index: d.util_pct for d in backend.read()}
-        for index, reading in backend.read_gpm().items():
+        for index, reading in backend.read_all("gpm").items():
             v = reading.values
             assert set(v) == set(GPM_FIELDS)
             assert all(0.0 <= x <= 100.0 for x in v.values())
@@ -169,7 +167,7 @@ def test_simulated_unsupported_fault_wins_over_gpm() -> None:
     from jupyter_gpu.simulated import parse_faults
 
     backend = SimulatedBackend(1, faults=parse_faults(["unsupported:0:tensor_active_pct"]))
-    (device,) = with_gpm_readings(backend.read(), backend.read_gpm())
+    (device,) = backend.read("gpm")
     assert device.tensor_active_pct is None
     assert device.unavailable["tensor_active_pct"] == "Not Supported (simulated)"
     assert device.sm_active_pct is not None

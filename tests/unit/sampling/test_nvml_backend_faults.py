@@ -59,12 +59,21 @@ def test_one_tick_is_one_batch_of_calls_without_the_slow_ones() -> None:
     assert fake.calls["nvmlDeviceGetHandleByIndex"] == 0  # handles are kept
 
 
-def test_slow_read_converts_kib_to_bytes_and_reports_failures_as_none() -> None:
+def test_slow_read_converts_kib_to_bytes_and_reports_failures_as_reasons() -> None:
     fake = FakeNvml(devices=2)
     fake.fail("nvmlDeviceGetPcieThroughput", pynvml.NVML_ERROR_NOT_SUPPORTED, device=1)
-    slow = NvmlBackend(nvml=fake).read_slow()
-    assert slow[0] == (1000 * 1024.0, 2000 * 1024.0)
-    assert slow[1] == (None, None)
+    backend = NvmlBackend(nvml=fake)
+    slow = backend.read_all("pcie")
+    tx_rx = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+    assert dict(slow[0].values) == dict(zip(tx_rx, (1000 * 1024.0, 2000 * 1024.0), strict=True))
+    assert dict(slow[1].values) == {}
+    assert dict(slow[1].unavailable) == dict.fromkeys(tx_rx, "Not Supported")
+    # The device record says why, as it does for the fast readings.
+    _, d1 = backend.read("pcie")
+    assert (d1.pcie_tx_bytes_per_s, d1.unavailable["pcie_rx_bytes_per_s"]) == (
+        None,
+        "Not Supported",
+    )
 
 
 def test_power_not_supported_on_one_device_only() -> None:

@@ -201,10 +201,10 @@ def test_the_simulated_hang_fault_blocks_until_it_ends() -> None:
     assert (fault.kind, fault.gpu, fault.start_s, fault.end_s) == ("hang", 1, 0.0, 0.5)
     backend = SimulatedBackend(2, faults=[fault])
     start = time.monotonic()
-    d = backend.read_device(1)
+    d = backend.read_group("fast", 1)
     assert time.monotonic() - start >= 0.3
     assert d.state == "ok"  # it answers once the fault is over
-    assert backend.read_device(0).state == "ok"
+    assert backend.read_group("fast", 0).state == "ok"
     backend.close()
 
 
@@ -243,7 +243,7 @@ def test_a_simulated_hang_makes_only_that_gpu_not_respond(tmp_path: Path) -> Non
 # -- GPM and PCIe behind the deadline; ages and staleness; stop's timeout
 
 GPM_S = 0.1  # gpm_interval_s and slow_interval_s of these samplers
-STALE_S = StaleAfter.two_intervals(0.1, GPM_S, GPM_S).gpm_s  # MIN_STALE_S: 1 s
+STALE_S = StaleAfter.two_intervals({"gpm": GPM_S}).limit_s("gpm")  # MIN_STALE_S: 1 s
 EVERY_READING: dict[str, Any] = {"gpm_metrics": True, "gpm_interval_s": GPM_S}
 EVERY_READING_SLOW: dict[str, Any] = {
     **EVERY_READING,
@@ -403,8 +403,8 @@ def test_the_simulated_hang_covers_gpm_and_pcie(tmp_path: Path) -> None:
         assert live.pcie_rx_bytes_per_s is not None
         backend = SimulatedBackend(2, faults=[parse_fault("hang:1@0-0.3")])
         start = time.monotonic()
-        assert backend.read_gpm_device(1) is not None
-        assert backend.read_slow_device(1) is not None
+        assert backend.read_group("gpm", 1) is not None
+        assert backend.read_group("pcie", 1) is not None
         assert time.monotonic() - start >= 0.25  # each blocked until the fault ended
     finally:
         sampler.stop()

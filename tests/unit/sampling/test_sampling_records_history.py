@@ -93,7 +93,7 @@ def test_simulated_devices_are_labelled_plausible_and_moving() -> None:
             utils.append(d.util_pct)
     assert min(utils) < 10.0
     assert max(utils) > 85.0  # idle and training phases both happen
-    slow = backend.read_slow()
+    slow = backend.read_all("pcie")
     assert set(slow) == {0, 1, 2, 3}
 
 

@@ -86,7 +86,7 @@ def test_a_start_up_hang_blocks_until_its_end() -> None:
     assert start_up_hang_s(parse_faults(["hang:0"]), 0.0) is None  # a GPU's hang: not start-up
     # Only the start-up: the simulated GPUs read as usual once it has opened.
     backend = SimulatedBackend(1, faults=faults[:1])
-    assert backend.read_device(0).state == "ok"
+    assert backend.read_group("fast", 0).state == "ok"
 
 
 def test_too_many_faults_are_refused() -> None:
@@ -142,11 +142,12 @@ def test_slow_metrics_follow_the_faults() -> None:
     backend = SimulatedBackend(
         3, clock=clock, faults=parse_faults(["lost:1", "unsupported:2:pcie_rx_bytes_per_s"])
     )
-    slow = backend.read_slow()
-    assert slow[1] == (None, None)
-    assert slow[2][0] is not None
-    assert slow[2][1] is None
-    assert None not in slow[0]
+    slow = {i: dict(r.values) for i, r in backend.read_all("pcie").items()}
+    tx_rx = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+    assert slow[1] == dict.fromkeys(tx_rx)
+    assert slow[2]["pcie_tx_bytes_per_s"] is not None
+    assert slow[2]["pcie_rx_bytes_per_s"] is None
+    assert None not in slow[0].values()
 
 
 def test_a_fault_on_a_missing_device_is_refused() -> None:

@@ -18,7 +18,6 @@ from IPython.utils.capture import capture_output
 from jupyter_gpu.backends import open_backend
 from jupyter_gpu.backends.reasons import SIMULATED_EPOCH_ENV, simulated_epoch_from_env
 from jupyter_gpu.magics.gpu.report import show_topology
-from jupyter_gpu.nvml.topology import simulated_topology
 from jupyter_gpu.sampling.attribution import kernel_pids_of_server
 from jupyter_gpu.simulated.backend import SimulatedBackend
 from tests.helpers import wait_until_execd
@@ -92,7 +91,7 @@ def test_a_servers_kernels_are_its_children_that_name_it(
 
 
 def test_the_simulated_topology_is_an_nvswitch_board_and_says_simulated() -> None:
-    topology = simulated_topology(3)
+    topology = SimulatedBackend(3).topology()  # the board its GPUs are on
     assert topology.simulated
     assert [g.nvlinks for g in topology.gpus] == [18, 18, 18]
     assert {(p.a, p.b) for p in topology.pairs} == {(0, 1), (0, 2), (1, 2)}

@@ -116,8 +116,7 @@ def test_the_magic_says_the_none_backend_has_no_topology(backend: str) -> None:
         with capture_output() as captured:
             topo = ip.run_line_magic("gpu", f"--topology --backend {backend} -o")
         assert topo.gpus == ()
-        assert (
-            f"the {backend} backend has no interconnect" in captured.outputs[0].data["text/plain"]
-        )
+        shown = captured.outputs[0].data["text/plain"]
+        assert "no interconnect to show: GPU monitoring is switched off" in shown
     finally:
         ip.run_line_magic("unload_ext", "jupyter_gpu")
