@@ -19,8 +19,10 @@ was), the tutorials' timers and ``benchmarks/``. How it times:
    time is the GPU stream's from the block's first launch to its last kernel); ``perf_counter``
    around a synchronised block on the CPU.
 5. **Ratio.** Round ``i`` pairs the variants' per-call times; a ratio is the median of the
-   paired ratios, with the order-statistic interval for that median (``interval.py``). An
-   interval that holds 1.0 is "no measurable difference".
+   paired ratios, with the order-statistic interval for that median taken over the medians of
+   stretches of consecutive rounds (``interval.py``: neighbouring rounds share the machine's
+   state, so single rounds would make it too narrow). An interval that holds 1.0 is "no
+   measurable difference".
 6. **The machine.** Whether it stayed steady (SM clock, other GPU processes, CPU load) is read
    while the rounds run (``machine.py``) and said beside the figures.
 
@@ -124,8 +126,8 @@ class Comparison(Mapping[str, Timing]):
         return (
             f"{self.rounds} rounds, each timing every variant once (the order alternating), a "
             f"block of {calls} back to back per variant and round, with {self.clock}; ratios "
-            f"are medians of the rounds' paired ratios, with their {self.level * 100:.0f} % "
-            "interval"
+            "are medians of the rounds' paired ratios, with their interval (the level beside "
+            "each) over the medians of stretches of consecutive rounds"
         )
 
 

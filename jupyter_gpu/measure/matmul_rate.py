@@ -33,7 +33,7 @@ from typing import Any
 
 from .compare import Variant, compare
 from .gemms import GemmShape, step_flops
-from .interval import LEVEL, median_interval
+from .interval import LEVEL, rounds_interval
 from .machine import GpuProbe, MachineNotes
 from .timing import fmt_seconds
 
@@ -205,7 +205,7 @@ def measure_matmul_rate(
         flops / sum(g.count * t.times_s[r] for g, t in zip(gemms, timings, strict=True)) / 1e12
         for r in range(result.rounds)
     ]
-    low, high, reached = median_interval(per_round, LEVEL)
+    low, high, reached = rounds_interval(per_round, LEVEL)
     timed_s = sum(sum(t.times_s) * t.calls_per_run for t in timings)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
     return MatmulRate(

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_gpu.measure import compare
-from jupyter_gpu.measure.interval import median_interval
+from jupyter_gpu.measure.interval import rounds_interval
 
 from .plots import PALETTE, Chart, format_number
 
@@ -124,7 +124,7 @@ class Point:
     """A workload's measured time per call, and the rates that follow, with their intervals.
 
     ``low_s``/``high_s`` bound the median of the rounds' per-call times (95 % order-statistic
-    interval over ``rounds`` rounds, :func:`jupyter_gpu.measure.interval.median_interval`).
+    interval over ``rounds`` rounds, :func:`jupyter_gpu.measure.interval.rounds_interval`).
     """
 
     name: str
@@ -177,7 +177,7 @@ def measure_points(
     points = []
     for w in workloads:
         times = list(timed[w.name].times_s)
-        low, high, _ = median_interval(times)
+        low, high, _ = rounds_interval(times)
         points.append(
             Point(w.name, w.flops, w.bytes_moved, timed[w.name].median_s, low, high, len(times))
         )

@@ -18,7 +18,7 @@ from typing import Any
 from jupyter_gpu.host.cpus import CpuBudget
 from jupyter_gpu.magics.common.evidence import CallProfile
 from jupyter_gpu.measure import Timing
-from jupyter_gpu.measure.interval import median_interval
+from jupyter_gpu.measure.interval import rounds_interval
 
 #: A share of the step below which a fix aimed at it is not tried (its gain could not show).
 SMALL_SHARE = 0.05
@@ -82,7 +82,7 @@ class Evidence:
 
     def step_interval(self) -> tuple[float, float]:
         """The 95 % interval of the median step time (seconds), from the rounds."""
-        low, high, _ = median_interval(list(self.step.times_s))
+        low, high, _ = rounds_interval(list(self.step.times_s))
         return low, high
 
     @property

@@ -31,7 +31,8 @@ from .trial import LOSS_RTOL, memory_text
 METHOD = (
     "How each speedup was measured: the step as it is and the step with the fix, timed in "
     "interleaved rounds (blocks of calls, the order alternating; CUDA events on a GPU, "
-    "perf_counter on a CPU); the median of the rounds' paired ratios, with its 95 % interval; "
+    "perf_counter on a CPU); the median of the rounds' paired ratios, with its 95 % interval "
+    "(taken over stretches of consecutive rounds, so that a drifting machine widens it); "
     "'no measurable difference' when the interval holds 1.0. Each fix starts from the same state "
     "as the step as it was: the loss after one update is compared (kept only within "
     f"{LOSS_RTOL:.0%}), and on CUDA the first step's allocator peak."

@@ -70,6 +70,28 @@ def test_a_real_difference_is_measured_and_an_absent_one_is_not() -> None:
     assert result.ratio("slow", baseline="fast").slower
 
 
+@pytest.mark.slow
+def test_a_call_against_itself_reads_no_measurable_difference() -> None:
+    """The interval is honest about its run: a call timed against itself holds 1.0.
+
+    Three runs of 96 % intervals: at least two must hold 1.0 (all three would fail one run in
+    about 9), and every median is within 10 % of 1.0.
+    """
+
+    def work() -> int:
+        return sum(range(3000))
+
+    def same_work() -> int:
+        return sum(range(3000))
+
+    held = []
+    for _ in range(3):
+        ratio = compare({"a": work, "b": same_work}, target_s=0.6, watch=False).ratio("b")
+        assert 0.9 < ratio.value < 1.1, ratio
+        held.append(ratio.low <= 1.0 <= ratio.high)
+    assert sum(held) >= 2, held
+
+
 def test_without_a_round_count_the_rounds_stop_on_time_not_on_the_estimate() -> None:
     """A loaded machine made calls 30 times slower than the warm-up said: stop by the clock."""
     calls = {"n": 0}

@@ -272,8 +272,8 @@ def _compiles_nothing_text(ev: Evidence) -> str:
         f"The {backend} backend compiles nothing: {what} (torch/_dynamo/backends/"
         "debugging.py), so no kernel is generated or fused: against eager code it changes only "
         "the Python around the same ops (Dynamo's guard check in, the module calls it traced "
-        f"away out; eager {fmt_seconds(ev.eager_s)}, {backend} {fmt_seconds(ev.compiled_s)} a "
-        f"call{guard}). It is for finding graph breaks and recompiles; --backend inductor "
+        f"away out; eager {fmt_seconds(ev.eager_s)}, compiled with {backend} "
+        f"{fmt_seconds(ev.compiled_s)} a call{guard}). It is for finding graph breaks and recompiles; --backend inductor "
         "(the default) compiles."
     )
 
