@@ -307,5 +307,6 @@ def test_three_repeats_of_one_bench_each_carry_their_interval(shell: Shell) -> N
         ratio = bench.ratio
         assert ratio.low <= ratio.value <= ratio.high
         assert ratio.low < ratio.high  # an interval, not a point
-        assert ratio.rounds >= 8 and ratio.level >= 0.95
+        assert ratio.rounds >= 8
+        assert ratio.level >= 0.95
         assert ratio.describe() in ran.text, ran.text  # printed as the figure

@@ -273,8 +273,8 @@ def _compiles_nothing_text(ev: Evidence) -> str:
         "debugging.py), so no kernel is generated or fused: against eager code it changes only "
         "the Python around the same ops (Dynamo's guard check in, the module calls it traced "
         f"away out; eager {fmt_seconds(ev.eager_s)}, compiled with {backend} "
-        f"{fmt_seconds(ev.compiled_s)} a call{guard}). It is for finding graph breaks and recompiles; --backend inductor "
-        "(the default) compiles."
+        f"{fmt_seconds(ev.compiled_s)} a call{guard}). It is for finding graph breaks and "
+        "recompiles; --backend inductor (the default) compiles."
     )
 
 
