@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
 
@@ -192,7 +192,7 @@ def test_compile_bench_leaves_a_cuda_model_and_adamw_as_they_were(shell: Shell) 
         "peak_after": torch.cuda.max_memory_allocated(),
         "why": why(ran.text),
     }
-    assert r.bench.restored.exact, r.bench.restored.line
+    assert put_back_exactly(r.bench.restored), r.bench.restored.line
     assert _bits(shell) == before  # weights, gradients, AdamW, both RNGs: bit for bit
     assert torch.cuda.max_memory_allocated() == peak
     assert "checked bit for bit: model, opt" in ran.text

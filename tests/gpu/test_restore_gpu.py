@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
 
@@ -113,15 +113,6 @@ def _record(name: str, restored: Any, **extra: Any) -> None:
     }
 
 
-def _put_back_exactly(restored: Any) -> bool:
-    """Everything compared is back bit for bit, nothing uncompared or left changed.
-
-    ``exact`` also asks that torch's peak counter did not move, which a ResNet-50 step's runs
-    always raise (torch cannot set it back, and the line says so): not a restore failure.
-    """
-    return not restored.mismatched and not restored.not_restored and not restored.uncompared
-
-
 def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(shell: Shell) -> None:
     shell.run(RESNET)
     before = _state(shell)
@@ -129,14 +120,14 @@ def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(shell: S
     restored = shell["r"].bench.restored
     _record("resnet_bench", restored, model=shell["which"], speedup=shell["r"].bench.speedup)
     assert _state(shell) == before, restored.line
-    assert _put_back_exactly(restored), restored.line
+    assert put_back_exactly(restored), restored.line
     assert "sched (state_dict)" in ran.text
     assert "scaler (state_dict)" in ran.text
     ran = shell.run('c = %amp compare "train_step()" --model model --optimizer opt --runs 5 -o')
     restore = shell["c"].restore
     _record("resnet_compare", restore, losses={m.mode: m.loss for m in shell["c"].results})
     assert _state(shell) == before, restore.line
-    assert _put_back_exactly(restore), restore.line
+    assert put_back_exactly(restore), restore.line
     fp32 = next(m for m in shell["c"].results if m.mode == "fp32")
     shell.run("after = train_step().item()")  # the step the notebook takes next
     assert fp32.loss == pytest.approx(shell["after"], rel=1e-3)

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
 
@@ -115,7 +115,7 @@ def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
     assert "torch.softmax(scores" in names["scaled_dot_product_attention"].where
     syncs = names["no host syncs"]
     assert f"cell [{defining_cell}]" in syncs.where, ran.text
-    assert result.restored.exact, result.restored.line
+    assert put_back_exactly(result.restored), result.restored.line
 
 
 CNN_STEP = """
@@ -152,7 +152,7 @@ def test_the_convolution_fixes_are_tried_on_cuda(shell: Shell) -> None:
     import torch
 
     assert torch.backends.cudnn.benchmark is False  # put back
-    assert result.restored.exact, result.restored.line
+    assert put_back_exactly(result.restored), result.restored.line
 
 
 # Many tiny kernels: the GPU waits on the host launching them (the launch-bound rule: idle 30 %
@@ -185,4 +185,4 @@ def test_compile_and_reduce_overhead_on_a_launch_bound_step(shell: Shell) -> Non
     for fix in tried.values():
         assert any("compile time, apart from the steady gain" in n for n in fix.notes)
     assert shell["model"].__class__.__name__ == "Sequential"  # the eager model is back
-    assert result.restored.exact, result.restored.line
+    assert put_back_exactly(result.restored), result.restored.line
