@@ -110,7 +110,7 @@ def profile_calls(fn: Callable[[], object], *, calls: int, activities: Sequence[
     The profiler is made with ``acc_events=True``: it runs one cycle, so keeping events across
     cycles changes nothing, and without it torch 2.10 and 2.11 warn "Profiler clears events at
     the end of each cycle" on every new profiler, a cycle nobody restarted (pytorch#180348, fixed
-    in later torch by pytorch#180387), which the extension shows as "a torch.profiler.profile
+    in later torch by pytorch#180387), which the extension showed as "a torch.profiler.profile
     object was started again". Kineto's own start and stop lines are kept out of the output
     (:func:`~jupyter_gpu.magics.common.kineto.kineto_quiet`). CUDA is synchronised before the
     profiler stops, so the calls' GPU work is in it.

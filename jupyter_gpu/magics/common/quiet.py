@@ -58,9 +58,11 @@ KNOWN: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(r"Profiler clears events at the end of each cycle"),
         "acc-events",
-        "A torch.profiler.profile object was started again: it reports only its last run. "
-        "Create a new profiler for each run, pass acc_events=True to keep every run, or use "
-        "%%profile.",
+        "torch.profiler says a profiler clears its events at the end of each cycle: a "
+        "torch.profiler.profile object started more than once reports only its last run (pass "
+        "acc_events=True to keep every run, or use %%profile). torch 2.10 and 2.11 say this of "
+        "every new profiler made without acc_events (pytorch#180348): for one started once, "
+        "nothing is lost.",
     ),
     (
         re.compile(r"data pointer of FakeTensor"),
