@@ -70,6 +70,18 @@ function withAlpha(color: string, alpha: number): string {
   return color;
 }
 
+/** A y-range for percentages and °C: 0 to 100, or to the largest value past it. */
+export const pctRange = (max: number): [number, number] => [
+  0,
+  Math.max(100, max)
+];
+
+/** A y-range with room above the largest value (15 %); 0 to 1 when there is none. */
+export const fitRange = (max: number): [number, number] => [
+  0,
+  max > 0 ? max * 1.15 : 1
+];
+
 export interface ISparklineOptions {
   /** The theme variable of the line, e.g. `--jp-brand-color1`. */
   colorVar: string;

@@ -8,16 +8,16 @@
  * 12 s ago" (freshness.ts), never as live.
  */
 import { gpuKey, Metric, SampleBuffer } from '../buffer';
-import { Palette } from '../chart';
+import { fitRange, Palette, pctRange } from '../chart';
 import { el, setData, setHidden, setText, setTitle } from '../dom';
 import { trans } from '../i18n';
 import { ICellMarker, meanUtil, peakMem } from '../markers';
-import { formatClock } from '../dashboard/series';
 import {
   formatBytes,
   formatBytesOf,
   ageText,
   formatCelsius,
+  formatClock,
   formatPct,
   formatReading,
   formatWatts,
@@ -34,13 +34,7 @@ import {
   ReadingGroup
 } from '../readings.generated';
 import { IDeviceInfo, IDeviceSample } from '../types';
-import {
-  drawTile,
-  fitRange,
-  IRenderContext,
-  pctRange,
-  redrawTiles
-} from './common';
+import { drawTile, IRenderContext, redrawTiles } from './common';
 
 /** One metric of the card, wired once: no table is built per update. */
 interface IMetric {

@@ -5,10 +5,15 @@
  * created when first needed and drawn only while in view.
  */
 import { Metric } from '../buffer';
-import { Palette } from '../chart';
-import { fitRange, pctRange } from '../cards/common';
+import { fitRange, Palette, pctRange } from '../chart';
 import { el, setHidden, setText } from '../dom';
-import { ageText, formatBytes, formatReading, formatWatts } from '../format';
+import {
+  ageText,
+  formatBytes,
+  formatClock,
+  formatReading,
+  formatWatts
+} from '../format';
 import { trans } from '../i18n';
 import { GpuMonitorModel } from '../model';
 import {
@@ -21,7 +26,7 @@ import {
 } from '../readings';
 import { CHARTS } from '../readings.generated';
 import { IDeviceInfo } from '../types';
-import { formatClock, ISeriesSource } from './series';
+import { ISeriesSource } from './series';
 import { IChartData, TimeChart } from './timechart';
 
 const COLORS: { readonly [metric in Metric]?: string } = {
