@@ -6,6 +6,7 @@
  */
 import uPlot from 'uplot';
 import { Column } from './buffer';
+import { addTimeGaps, CellBand, drawCellBands } from './timeplot';
 
 /** Cursor positions are shared by every chart of the panel: hover one, read all. */
 export const CURSOR_SYNC_KEY = 'jupyter-gpu';
@@ -70,6 +71,18 @@ function withAlpha(color: string, alpha: number): string {
   return color;
 }
 
+/** A y-range for percentages and °C: 0 to 100, or to the largest value past it. */
+export const pctRange = (max: number): [number, number] => [
+  0,
+  Math.max(100, max)
+];
+
+/** A y-range with room above the largest value (15 %); 0 to 1 when there is none. */
+export const fitRange = (max: number): [number, number] => [
+  0,
+  max > 0 ? max * 1.15 : 1
+];
+
 export interface ISparklineOptions {
   /** The theme variable of the line, e.g. `--jp-brand-color1`. */
   colorVar: string;
@@ -126,7 +139,7 @@ export class Sparkline {
   readonly node: HTMLDivElement;
 
   /** Cell runs to draw as bands behind the line: `[start, end, failed]` (server time). */
-  bands: readonly [number, number, boolean][] = [];
+  bands: readonly CellBand[] = [];
 
   /**
    * Show `ys` over `xs` (Unix seconds), from `xMin` to `xMax`. The arrays may be the same ones
@@ -236,61 +249,20 @@ export class Sparkline {
           points: { show: false },
           spanGaps: false,
           gaps: (u, _sidx, idx0, idx1, nullGaps) =>
-            this._timeGaps(u, idx0, idx1, nullGaps)
+            addTimeGaps(u, idx0, idx1, nullGaps, this._gapS)
         }
       ],
       hooks: {
-        drawClear: [(u: uPlot) => this._drawBands(u)],
+        drawClear: [
+          (u: uPlot) =>
+            drawCellBands(u, this.bands, this._xRange, palette, 0.25)
+        ],
         ...(onHover
           ? { setCursor: [(u: uPlot) => onHover(u.cursor.idx ?? null)] }
           : {})
       }
     };
     return new uPlot(options, [xs, ys as number[]], this.node);
-  }
-
-  private _drawBands(u: uPlot): void {
-    const bands = this.bands;
-    if (!bands.length) {
-      return;
-    }
-    const { palette } = this._options;
-    const ctx = u.ctx;
-    const { top, height } = u.bbox;
-    const [x0, x1] = this._xRange;
-    const minWidth = 2 * (window.devicePixelRatio || 1);
-    for (const [start, end, failed] of bands) {
-      if (end < x0 || start > x1) {
-        continue;
-      }
-      const a = u.valToPos(Math.max(start, x0), 'x', true);
-      const b = u.valToPos(Math.min(end, x1), 'x', true);
-      ctx.fillStyle = palette.translucent(
-        failed ? '--jp-warn-color1' : '--jp-brand-color2',
-        0.25
-      );
-      ctx.fillRect(a, top, Math.max(b - a, minWidth), height);
-    }
-  }
-
-  /** Add a gap wherever two samples are further apart than a few intervals. */
-  private _timeGaps(
-    u: uPlot,
-    idx0: number,
-    idx1: number,
-    gaps: uPlot.Series.Gaps
-  ): uPlot.Series.Gaps {
-    const xs = u.data[0];
-    for (let i = idx0 + 1; i <= idx1; i++) {
-      if (xs[i] - xs[i - 1] > this._gapS) {
-        uPlot.addGap(
-          gaps,
-          Math.round(u.valToPos(xs[i - 1], 'x', true)),
-          Math.round(u.valToPos(xs[i], 'x', true))
-        );
-      }
-    }
-    return gaps.sort((a, b) => a[0] - b[0]);
   }
 
   private _options: ISparklineOptions;

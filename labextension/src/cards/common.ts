@@ -1,5 +1,5 @@
 /**
- * What every card of the panel shares: the render context, the y-ranges of its charts.
+ * What every card of the panel shares: the render context, drawing its tiles.
  */
 import { SampleBuffer } from '../buffer';
 import { CellMarkers } from '../markers';
@@ -43,15 +43,6 @@ export function bandsOf(ctx: IRenderContext): [number, number, boolean][] {
     .overlapping(ctx.xMin, ctx.xMax, ctx.now)
     .map(m => [m.start, m.end ?? ctx.now, m.success === false]);
 }
-
-export const pctRange = (max: number): [number, number] => [
-  0,
-  Math.max(100, max)
-];
-export const fitRange = (max: number): [number, number] => [
-  0,
-  max > 0 ? max * 1.15 : 1
-];
 
 /** Draw a tile's chart: the buffer's column `key` over the charts' shared time axis. */
 export function drawTile(tile: Tile, key: string, ctx: IRenderContext): void {

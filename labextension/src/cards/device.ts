@@ -8,16 +8,16 @@
  * 12 s ago" (freshness.ts), never as live.
  */
 import { gpuKey, Metric, SampleBuffer } from '../buffer';
-import { Palette } from '../chart';
+import { fitRange, Palette, pctRange } from '../chart';
 import { el, setData, setHidden, setText, setTitle } from '../dom';
 import { trans } from '../i18n';
 import { ICellMarker, meanUtil, peakMem } from '../markers';
-import { formatClock } from '../dashboard/series';
 import {
   formatBytes,
   formatBytesOf,
   ageText,
   formatCelsius,
+  formatClock,
   formatPct,
   formatReading,
   formatWatts,
@@ -33,14 +33,9 @@ import {
   READING_GROUPS,
   ReadingGroup
 } from '../readings.generated';
+import { GpuIdentity } from '../gpuidentity';
 import { IDeviceInfo, IDeviceSample } from '../types';
-import {
-  drawTile,
-  fitRange,
-  IRenderContext,
-  pctRange,
-  redrawTiles
-} from './common';
+import { drawTile, IRenderContext, redrawTiles } from './common';
 
 /** One metric of the card, wired once: no table is built per update. */
 interface IMetric {
@@ -59,30 +54,6 @@ interface IMetric {
   hint: () => string;
 }
 
-/** The message of a card whose GPU is not `ok`, or '' for one that is. */
-function stateMessage(index: number, device: IDeviceSample | undefined) {
-  const state = device?.state ?? 'missing';
-  if (state === 'ok') {
-    return '';
-  }
-  const detail = device?.error ? `: ${device.error}` : '';
-  if (state === 'lost') {
-    return trans.__('GPU %1 is lost%2', index, detail);
-  }
-  if (state === 'not_responding') {
-    const stale = Math.round(device?.stale_s ?? 0);
-    return trans.__('GPU %1 not responding for %2 s%3', index, stale, detail);
-  }
-  if (state === 'missing') {
-    return trans.__('GPU %1 is no longer reported by the server.', index);
-  }
-  return trans.__(
-    'GPU %1: %2',
-    index,
-    device?.error ?? trans.__('every read failed')
-  );
-}
-
 export class DeviceCard {
   constructor(
     readonly index: number,
@@ -92,14 +63,18 @@ export class DeviceCard {
     const node = (this.node = el('section', 'jp-gpu-card'));
     node.dataset.gpuIndex = String(index);
     const header = el('header', 'jp-gpu-card-header');
-    header.append(el('span', 'jp-gpu-card-index', trans.__('GPU %1', index)));
-    this._name = el('span', 'jp-gpu-card-name');
-    this._badge = el('span', 'jp-gpu-badge', trans.__('simulated'));
-    this._badge.title = trans.__(
-      'A simulated device (backend=simulated): the numbers are synthetic.'
-    );
+    const identity = (this.identity = new GpuIdentity(index, {
+      indexTag: 'span',
+      indexClass: 'jp-gpu-card-index',
+      nameClass: 'jp-gpu-card-name'
+    }));
     this._extra = el('span', 'jp-gpu-card-extra');
-    header.append(this._name, this._badge, this._extra);
+    header.append(
+      identity.indexNode,
+      identity.nameNode,
+      identity.badgeNode,
+      this._extra
+    );
     this._message = el('div', 'jp-gpu-card-message');
     this._message.setAttribute('role', 'status');
     this._message.hidden = true;
@@ -107,7 +82,7 @@ export class DeviceCard {
     this._age = el('div', 'jp-gpu-card-age');
     this._age.hidden = true;
 
-    const mem = (v: number | null) => formatBytesOf(v, this._memTotal);
+    const mem = (v: number | null) => formatBytesOf(v, identity.memTotalBytes);
     const metric = (
       label: string,
       chart: ChartId,
@@ -140,7 +115,7 @@ export class DeviceCard {
         trans.__('Mem'),
         'mem',
         '--jp-accent-color1',
-        max => [0, this._memTotal ?? fitRange(max)[1]],
+        max => [0, identity.memTotalBytes ?? fitRange(max)[1]],
         {
           field: 'mem_used_bytes',
           setting: 'memory',
@@ -153,15 +128,15 @@ export class DeviceCard {
         trans.__('Power'),
         'power',
         '--jp-warn-color1',
-        max => [0, Math.max(this._powerLimit ?? 0, fitRange(max)[1])],
+        max => [0, Math.max(identity.powerLimitW ?? 0, fitRange(max)[1])],
         {
           field: 'power_w',
           setting: 'power',
           compact: false,
           format: formatWatts,
           hint: () =>
-            this._powerLimit
-              ? trans.__('Power limit %1', formatWatts(this._powerLimit))
+            identity.powerLimitW
+              ? trans.__('Power limit %1', formatWatts(identity.powerLimitW))
               : ''
         }
       ),
@@ -195,17 +170,12 @@ export class DeviceCard {
   }
 
   readonly node: HTMLElement;
+  /** The GPU itself: its name, memory total, power limit, state. */
+  readonly identity: GpuIdentity;
 
   /** Show the static facts from `GET devices`. */
   setInfo(info: IDeviceInfo | undefined): void {
-    if (info) {
-      setText(this._name, info.name ?? '');
-      this._name.title = [info.name, info.uuid, info.pci_bus_id]
-        .filter(Boolean)
-        .join('\n');
-      this._memTotal = info.mem_total_bytes ?? this._memTotal;
-      this._powerLimit = info.power_limit_w ?? this._powerLimit;
-    }
+    this.identity.setInfo(info);
   }
 
   /**
@@ -219,16 +189,11 @@ export class DeviceCard {
   ): void {
     this._buffer = ctx.buffer;
     this._ctx = ctx;
-    setHidden(this._badge, !ctx.simulated);
-    setData(this.node, 'state', device?.state ?? 'missing');
-    if (device) {
-      this._memTotal = device.mem_total_bytes ?? this._memTotal;
-      this._powerLimit = device.power_limit_w ?? this._powerLimit;
-      if (device.name) {
-        setText(this._name, device.name);
-      }
-    }
-    const message = stateMessage(this.index, device);
+    const identity = this.identity;
+    identity.setSimulated(ctx.simulated);
+    identity.setSample(device);
+    setData(this.node, 'state', identity.state);
+    const message = identity.stateMessage();
     setText(this._message, message);
     setHidden(this._message, !message);
 
@@ -307,7 +272,7 @@ export class DeviceCard {
       const source = stale ? live!.device : device!;
       this._procs.update(
         source.processes,
-        this._memTotal,
+        identity.memTotalBytes,
         source.unavailable?.processes ?? null,
         ctx.simulated
       );
@@ -389,7 +354,7 @@ export class DeviceCard {
         count,
         marker.firstLine,
         formatPct(meanUtil(marker, this.index)),
-        formatBytesOf(peakMem(marker, this.index), this._memTotal)
+        formatBytesOf(peakMem(marker, this.index), this.identity.memTotalBytes)
       );
     }
     setText(this._hoverCell, cell);
@@ -398,11 +363,12 @@ export class DeviceCard {
 
   /** The top of a chart's scale in words. */
   private _scaleOf(field: IMetric['field']): string {
+    const { memTotalBytes, powerLimitW } = this.identity;
     switch (field) {
       case 'mem_used_bytes':
-        return this._memTotal !== null ? formatBytes(this._memTotal) : '';
+        return memTotalBytes !== null ? formatBytes(memTotalBytes) : '';
       case 'power_w':
-        return this._powerLimit !== null ? formatWatts(this._powerLimit) : '';
+        return powerLimitW !== null ? formatWatts(powerLimitW) : '';
       case 'util_pct':
         return '100%';
       default:
@@ -432,8 +398,6 @@ export class DeviceCard {
   private _hoverLine: HTMLDivElement;
   private _hoverTime: HTMLTimeElement;
   private _hoverCell: HTMLSpanElement;
-  private _name: HTMLSpanElement;
-  private _badge: HTMLSpanElement;
   private _extra: HTMLSpanElement;
   private _message: HTMLDivElement;
   private _age: HTMLDivElement;
@@ -442,8 +406,6 @@ export class DeviceCard {
   private _procs: ProcessList;
   private _groupLines: HTMLDivElement;
   private _lines = new Map<ReadingGroup, HTMLDivElement>();
-  private _memTotal: number | null = null;
-  private _powerLimit: number | null = null;
 }
 
 /** The groups with a line on the card: those with readings that have a card label. */

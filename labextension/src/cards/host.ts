@@ -3,20 +3,14 @@
  * cache on disk with its change over the window.
  */
 import { SampleBuffer } from '../buffer';
-import { Palette } from '../chart';
+import { fitRange, Palette, pctRange } from '../chart';
 import { cacheTrend, formatBytes, formatBytesOf, formatPct } from '../format';
 import { el, setHidden, setText } from '../dom';
 import { trans } from '../i18n';
 import { IChartSettings } from '../settings';
 import { Tile } from '../tile';
 import { ISample } from '../types';
-import {
-  drawTile,
-  fitRange,
-  IRenderContext,
-  pctRange,
-  redrawTiles
-} from './common';
+import { drawTile, IRenderContext, redrawTiles } from './common';
 
 /** The host's card: CPU, memory (the cgroup limit where there is one), compile cache. */
 export class HostCard {

@@ -5,11 +5,17 @@
  * created when first needed and drawn only while in view.
  */
 import { Metric } from '../buffer';
-import { Palette } from '../chart';
-import { fitRange, pctRange } from '../cards/common';
+import { fitRange, Palette, pctRange } from '../chart';
 import { el, setHidden, setText } from '../dom';
-import { ageText, formatBytes, formatReading, formatWatts } from '../format';
+import {
+  ageText,
+  formatBytes,
+  formatClock,
+  formatReading,
+  formatWatts
+} from '../format';
 import { trans } from '../i18n';
+import { GpuIdentity } from '../gpuidentity';
 import { GpuMonitorModel } from '../model';
 import {
   chartMetrics,
@@ -21,7 +27,7 @@ import {
 } from '../readings';
 import { CHARTS } from '../readings.generated';
 import { IDeviceInfo } from '../types';
-import { formatClock, ISeriesSource } from './series';
+import { ISeriesSource } from './series';
 import { IChartData, TimeChart } from './timechart';
 
 const COLORS: { readonly [metric in Metric]?: string } = {
@@ -74,18 +80,13 @@ export class GpuRow {
     this.node = el('section', 'jp-gpu-dash-row');
     this.node.setAttribute('aria-label', trans.__('GPU %1', index));
     const head = el('header', 'jp-gpu-dash-row-head');
-    this._name = el('span', 'jp-gpu-dash-name');
-    // Simulated numbers say so here too, as on the sidebar's cards.
-    this._badge = el('span', 'jp-gpu-badge', trans.__('simulated'));
-    this._badge.title = trans.__(
-      'A simulated device (backend=simulated): the numbers are synthetic.'
-    );
-    this._badge.hidden = true;
-    head.append(
-      el('h3', 'jp-gpu-dash-index', trans.__('GPU %1', index)),
-      this._name,
-      this._badge
-    );
+    // Named, and labelled simulated, as on the sidebar's cards: the same identity.
+    const identity = (this.identity = new GpuIdentity(index, {
+      indexTag: 'h3',
+      indexClass: 'jp-gpu-dash-index',
+      nameClass: 'jp-gpu-dash-name'
+    }));
+    head.append(identity.indexNode, identity.nameNode, identity.badgeNode);
     this._hover = el('div', 'jp-gpu-dash-hover');
     this._time = document.createElement('time');
     this._values = el('span', 'jp-gpu-dash-values');
@@ -98,16 +99,12 @@ export class GpuRow {
   }
 
   readonly node: HTMLElement;
+  /** The GPU itself: its name, memory total, power limit. */
+  readonly identity: GpuIdentity;
 
+  /** Show the static facts from `GET devices`. */
   setInfo(info: IDeviceInfo | undefined): void {
-    if (info) {
-      setText(this._name, info.name ?? '');
-      this._name.title = [info.name, info.uuid, info.pci_bus_id]
-        .filter(Boolean)
-        .join('\n');
-      this._memTotal = info.mem_total_bytes ?? this._memTotal;
-      this._powerLimit = info.power_limit_w ?? this._powerLimit;
-    }
+    this.identity.setInfo(info);
   }
 
   /** Draw `source` over `[xMin, xMax]`. */
@@ -119,7 +116,7 @@ export class GpuRow {
   ): void {
     this._source = source;
     const { info, latest } = this._ctx.model;
-    setHidden(this._badge, !(latest?.simulated || info?.simulated));
+    this.identity.setSimulated(!!(latest?.simulated || info?.simulated));
     const gpu = this.index;
     // A chart draws the tick's readings always (every sample has them), the others where the
     // data has them (GPM on Hopper, a group switched on); a chart with none is not shown.
@@ -198,6 +195,7 @@ export class GpuRow {
 
   private _makeChart(id: ChartId, metrics: Metric[]): TimeChart {
     const { palette } = this._ctx;
+    const { memTotalBytes, powerLimitW } = this.identity;
     const chart = CHARTS.find(c => c.id === id);
     const title = trans.__(chart?.title ?? id);
     const unit = metricSpec(metrics[0]).unit;
@@ -205,14 +203,14 @@ export class GpuRow {
       id === 'mem'
         ? (max: number): [number, number] => [
             0,
-            this._memTotal ?? fitRange(max)[1]
+            memTotalBytes ?? fitRange(max)[1]
           ]
         : id === 'power'
           ? (max: number): [number, number] => [
               0,
               // The power limit, unless the draw went past it.
-              this._powerLimit !== null
-                ? Math.max(this._powerLimit, max)
+              powerLimitW !== null
+                ? Math.max(powerLimitW, max)
                 : fitRange(max)[1]
             ]
           : unit === 'pct' || unit === 'c'
@@ -250,15 +248,12 @@ export class GpuRow {
     const caption = el('figcaption', 'jp-gpu-dash-caption');
     const scale =
       id === 'mem'
-        ? this._memTotal !== null
-          ? trans.__('0 to %1', formatBytes(this._memTotal))
+        ? memTotalBytes !== null
+          ? trans.__('0 to %1', formatBytes(memTotalBytes))
           : ''
         : id === 'power'
-          ? this._powerLimit !== null
-            ? trans.__(
-                '0 to %1 (the power limit)',
-                formatWatts(this._powerLimit)
-              )
+          ? powerLimitW !== null
+            ? trans.__('0 to %1 (the power limit)', formatWatts(powerLimitW))
             : ''
           : '';
     caption.append(el('span', 'jp-gpu-dash-caption-title', title));
@@ -320,7 +315,7 @@ export class GpuRow {
     for (const m of this._shown) {
       const { group, unit } = metricSpec(m);
       const format = (v: number | null) =>
-        `${this._label(m)} ${formatReading(unit, v, this._memTotal)}`;
+        `${this._label(m)} ${formatReading(unit, v, this.identity.memTotalBytes)}`;
       if (fresh && fresh[group].stale) {
         stale.push(format(model.lastKnown(gpu, m)?.value ?? null));
         staleGroup ??= group;
@@ -353,8 +348,6 @@ export class GpuRow {
   private _timeShown = NaN;
   private _timeLatest = false;
   private _ctx: IRowContext;
-  private _name: HTMLSpanElement;
-  private _badge: HTMLSpanElement;
   private _hover: HTMLDivElement;
   private _time: HTMLTimeElement;
   private _values: HTMLSpanElement;
@@ -367,8 +360,6 @@ export class GpuRow {
   >();
   private _source: ISeriesSource | null = null;
   private _hovered: number | null = null;
-  private _memTotal: number | null = null;
-  private _powerLimit: number | null = null;
 }
 
 /** Whether two lists of metrics are the same. */

@@ -6,6 +6,7 @@
 import uPlot from 'uplot';
 import { Palette } from '../chart';
 import { trans } from '../i18n';
+import { addTimeGaps, CellBand, drawCellBands } from '../timeplot';
 import { drawLines, sparseEnough, visibleRange } from './lines';
 import {
   byteSteps,
@@ -56,7 +57,7 @@ export interface ITimeChartOptions {
   /** A double click: back to the whole range. */
   onResetZoom: () => void;
   /** Bands to draw: `[start, end, failed]` in server time. */
-  bands: () => readonly [number, number, boolean][];
+  bands: () => readonly CellBand[];
 }
 
 /** The data of one chart: `xs`, then per line its mean, and (band lines) its min and max. */
@@ -178,7 +179,7 @@ export class TimeChart {
         width: LINE_WIDTH,
         points: { show: false },
         spanGaps: false,
-        gaps: (u, _s, i0, i1, g) => this._timeGaps(u, i0, i1, g),
+        gaps: (u, _s, i0, i1, g) => addTimeGaps(u, i0, i1, g, this._gapS),
         paths: (u, si, i0, i1) =>
           this._ownLines ? null : LINEAR(u, si, i0, i1)
       });
@@ -264,7 +265,14 @@ export class TimeChart {
         drawClear: [
           (u: uPlot) => {
             this._planLines(u);
-            this._drawBands(u, bands());
+            const drawn = drawCellBands(
+              u,
+              bands(),
+              this._xRange,
+              palette,
+              0.22
+            );
+            this._setData('bands', drawn);
           }
         ],
         draw: [
@@ -357,51 +365,6 @@ export class TimeChart {
       LINE_WIDTH * uPlot.pxRatio,
       this._scratch
     );
-  }
-
-  private _drawBands(
-    u: uPlot,
-    bands: readonly [number, number, boolean][]
-  ): void {
-    const ctx = u.ctx;
-    const { top, height } = u.bbox;
-    const [x0, x1] = this._xRange;
-    let drawn = 0;
-    const minWidth = 2 * (window.devicePixelRatio || 1);
-    for (const [start, end, failed] of bands) {
-      if (end < x0 || start > x1) {
-        continue;
-      }
-      const a = u.valToPos(Math.max(start, x0), 'x', true);
-      const b = u.valToPos(Math.min(end, x1), 'x', true);
-      ctx.fillStyle = this._options.palette.translucent(
-        failed ? '--jp-warn-color1' : '--jp-brand-color2',
-        0.22
-      );
-      ctx.fillRect(a, top, Math.max(b - a, minWidth), height);
-      drawn++;
-    }
-    this._setData('bands', drawn);
-  }
-
-  private _timeGaps(
-    u: uPlot,
-    idx0: number,
-    idx1: number,
-    gaps: uPlot.Series.Gaps
-  ): uPlot.Series.Gaps {
-    const xs = u.data[0];
-    const limit = this._gapS;
-    for (let i = idx0 + 1; i <= idx1; i++) {
-      if (xs[i] - xs[i - 1] > limit) {
-        uPlot.addGap(
-          gaps,
-          Math.round(u.valToPos(xs[i - 1], 'x', true)),
-          Math.round(u.valToPos(xs[i], 'x', true))
-        );
-      }
-    }
-    return gaps.sort((a, b) => a[0] - b[0]);
   }
 
   private _options: ITimeChartOptions;
