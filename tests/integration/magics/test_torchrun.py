@@ -192,17 +192,34 @@ def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Pat
 
 
 def test_interrupting_leaves_no_process(shell: Shell, in_tmp: Path) -> None:
-    def press_stop() -> None:  # the stop button: SIGINT to the kernel, once both ranks run
-        wait_for_ranks(in_tmp, "started-*")
-        os.kill(os.getpid(), signal.SIGINT)
+    started, done = threading.Event(), threading.Event()
 
-    threading.Thread(target=press_stop, daemon=True).start()
-    ran = shell.run(
-        "%%torchrun -n 2 --no-color\n"
-        "import os, time\n"
-        "open(f'started-{rank}', 'w').write(str(os.getpid()))\n"
-        "time.sleep(600)\n"
-    )
+    def press_stop() -> None:  # the stop button: SIGINT to the kernel, once both ranks run
+        # Pressed at the deadline too, so that a cell whose ranks never start cannot outlive the
+        # test (under the full suite it once ran to pytest's 240 s limit, and the next tests on
+        # that worker failed), and never once the cell has ended.
+        deadline = time.monotonic() + 150
+        while not done.is_set() and time.monotonic() < deadline:
+            if ranks_written(in_tmp, "started-*"):
+                started.set()
+                break
+            time.sleep(0.05)
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    stopper = threading.Thread(target=press_stop, daemon=True)
+    stopper.start()
+    try:
+        ran = shell.run(
+            "%%torchrun -n 2 --no-color\n"
+            "import os, time\n"
+            "open(f'started-{rank}', 'w').write(str(os.getpid()))\n"
+            "time.sleep(600)\n"
+        )
+    finally:
+        done.set()
+        stopper.join(timeout=5)
+    assert started.is_set(), f"the ranks did not start within 150 s: {ran.text[-2000:]}"
     assert isinstance(ran.error, KeyboardInterrupt)
     pids = [int(p.read_text()) for p in in_tmp.glob("started-*")]
     assert len(pids) == 2
@@ -287,18 +304,20 @@ def test_a_driver_that_hangs_at_start_gives_a_usage_error_within_the_deadline(
     assert "give the number of ranks" in message
 
 
+def ranks_written(folder: Path, pattern: str) -> bool:
+    """Both ranks wrote their file (``pattern``) into ``folder``, each its pid."""
+    files = list(folder.glob(pattern))
+    return len(files) == 2 and all(f.read_text() for f in files)
+
+
 def wait_for_ranks(
     folder: Path, pattern: str, process: subprocess.Popen[Any] | None = None
 ) -> None:
     """Until both ranks wrote their file (``pattern``) into ``folder``, each its pid: the cell
     is running, past the line that wrote it."""
 
-    def both_written() -> bool:
-        files = list(folder.glob(pattern))
-        return len(files) == 2 and all(f.read_text() for f in files)
-
     wait_for(
-        both_written,
+        lambda: ranks_written(folder, pattern),
         "the ranks did not start",
         timeout_s=120,
         poll_s=0.05,

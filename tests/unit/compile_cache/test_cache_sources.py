@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +39,26 @@ def _small_cache(root: Path) -> tuple[Path, int]:
     (cache / "aa" / f"{key}.py").write_bytes(b"p" * 1000)
     (cache / "locks" / f"{key}.lock").write_bytes(b"")
     return cache, 1000
+
+
+@contextlib.contextmanager
+def running_kernel(env: Mapping[Any, Any], cwd: Path | None = None) -> Iterator[int]:
+    """A stand-in kernel process with ``env`` and ``cwd``: its pid, once it runs its own program.
+
+    Before its ``exec`` a child's environment is its parent's: the full suite once read the
+    test's own there, under load.
+    """
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+    )
+    try:
+        wait_until_execd([kernel])
+        yield kernel.pid
+    finally:
+        kernel.communicate(b"")
 
 
 def test_location_checks_come_first(tmp_path: Path) -> None:
@@ -146,12 +169,8 @@ def test_a_path_that_is_not_utf8_refuses_only_its_own_cache(tmp_path: Path) -> N
     bad = os.fsencode(tmp_path) + b"/caf\xe9/torchinductor_me"  # Latin-1, not UTF-8
     Path(os.fsdecode(bad)).mkdir(parents=True)
     env = {b"PATH": os.environb[b"PATH"], b"TORCHINDUCTOR_CACHE_DIR": bad}
-    kernel = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], env=env,
-                              stdin=subprocess.PIPE)  # fmt: skip
-    try:
-        found = kernel_cache_dirs([kernel.pid])
-    finally:
-        kernel.communicate(b"")
+    with running_kernel(env) as pid:
+        found = kernel_cache_dirs([pid])
     sources = merge_sources((("inductor", str(good), "server", False),), found)
     sample = scan_sources(sources, min_free_pct=0.0)
     by_path = {d.path: d for d in sample.dirs}
@@ -182,12 +201,8 @@ def test_a_kernels_relative_cache_path_is_its_own_folders(tmp_path: Path) -> Non
         "TRITON_CACHE_DIR": "../triton",
         "TMPDIR": "scratch",
     }
-    kernel = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], env=env,
-                              cwd=here, stdin=subprocess.PIPE)  # fmt: skip
-    try:
-        found = kernel_cache_dirs([kernel.pid])
-    finally:
-        kernel.communicate(b"")
+    with running_kernel(env, cwd=here) as pid:
+        found = kernel_cache_dirs([pid])
     user = os.environ.get("USER") or Path(inductor_cache_dir({})).name.removeprefix(
         "torchinductor_"
     )

@@ -75,7 +75,8 @@ def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     """The interval is honest about its run: a call timed against itself holds 1.0.
 
     Three runs of 96 % intervals: at least two must hold 1.0 (all three would fail one run in
-    about 9), and every median is within 10 % of 1.0.
+    about 9). The medians themselves are not bounded: under the full suite's load one read 0.85
+    (0.74-1.12; 12 rounds), and saying so is what the interval is for.
     """
 
     def work() -> int:
@@ -87,7 +88,6 @@ def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     held = []
     for _ in range(3):
         ratio = compare({"a": work, "b": same_work}, target_s=0.6, watch=False).ratio("b")
-        assert 0.9 < ratio.value < 1.1, ratio
         held.append(ratio.low <= 1.0 <= ratio.high)
     assert sum(held) >= 2, held
 
