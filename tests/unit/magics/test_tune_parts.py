@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,7 +30,7 @@ from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
 from jupyter_gpu.magics.tune.progress import Progress
-from jupyter_gpu.magics.tune.report import waterfall
+from jupyter_gpu.magics.tune.report import stack_line, waterfall
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
 from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
 from jupyter_gpu.magics.tune.target import Target, loader_in
@@ -387,3 +388,41 @@ def test_mfu_divides_by_the_data_sheet_peak_of_the_dtype_the_matmuls_run_in() ->
     assert "on a CPU" in mfu.mfu(1e9, "", "fp32")
     assert mfu.percent(mfu.mfu(1e9, "", "fp32")) == "n/a"
     assert "not in the data-sheet table" in mfu.describe(mfu.mfu(1e12, "A GPU", "fp32"), "x")
+
+
+def test_the_mfu_before_and_after_names_the_peak_each_figure_divides_by() -> None:
+    # The H200 target of round 4: fp32 step, bf16 autocast kept, 2.5 times faster. Each MFU
+    # divides by its own dtype's peak, so "29% -> 5%" read as a drop; the line names both peaks
+    # and gives the model TFLOP/s on one scale.
+    before = mfu.mfu(0.29 * 67e12, "NVIDIA H200", "fp32")
+    after = mfu.mfu(2.5 * 0.29 * 67e12, "NVIDIA H200", "bf16")
+    profile = StepProfile(
+        0.1,
+        (0.09, 0.11),
+        12,
+        5,
+        0.1,
+        "",
+        0.0,
+        0,
+        0.0,
+        {},
+        [],
+        None,
+        None,
+        1.9e12,
+        "counted",
+        mfu_before=before,
+        mfu_after=after,
+    )
+    stack = StackResult(("bf16 autocast",), Ratio(2.5, 2.4, 2.6, 12, 0.96), 2.5)
+    line = stack_line(stack, profile)
+    assert "MFU 29% of the fp32 dense peak (67 TFLOP/s) -> 5% of the bf16 dense peak (989.5" in line
+    assert "model 19.4 -> 48.6 TFLOP/s" in line
+    # The same dtype before and after: one peak, said once.
+    faster = mfu.mfu(1.6 * 0.29 * 67e12, "NVIDIA H200", "fp32")
+    same = stack_line(stack, replace(profile, mfu_after=faster))
+    assert "MFU 29% -> 46% of the fp32 dense peak (67 TFLOP/s) (model 19.4 -> 31.1 TFLOP/s)" in same
+    # No MFU on a CPU: no MFU in the line.
+    cpu = replace(profile, mfu_before=mfu.mfu(1e9, "", "fp32"), mfu_after=mfu.mfu(2e9, "", "fp32"))
+    assert "MFU" not in stack_line(stack, cpu)
