@@ -10,8 +10,9 @@ kept between epochs) and ``prefetch_factor=4`` (each worker keeps four batches r
 
 Three figures, each said with where it comes from:
 
-- the loader alone: its first batch, then its steady time per batch, drawing with nothing else
-  running, as it is and new;
+- the loader alone: its first batch, then its steady time per batch over at least 16 batches
+  and four waves of its workers (and a second), drawing with nothing else running, as it is and
+  new; a count cut short by the epoch's end says so;
 - the step on a fixed batch (no loading at all) against the step as it is: how much of the step
   the loader costs now, the most any loader can win; timed in the same rounds as the speedup
   (``Fix.beside``: a third variant), so that the two figures come from one measurement;
@@ -31,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import dataloader_workers
 from jupyter_gpu.magics.common.render import fmt_pct
-from jupyter_gpu.measure import Comparison, Variant, fmt_seconds
+from jupyter_gpu.measure import Comparison, Variant
 
-from .batches import LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
+from .batches import STEADY_BATCHES, LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
 from .evidence import SMALL_SHARE
 from .fixes import Fix
 
@@ -122,10 +123,8 @@ class Loader(Fix):
         new_alone = time_loader(self.new)
         self.alone = (base_alone, new_alone)
         lines = [
-            f"the loader alone (no step): as it is, {fmt_seconds(base_alone.per_batch_s)} a batch "
-            f"(first {fmt_seconds(base_alone.first_s)}); with {self.workers} worker(s), "
-            f"{fmt_seconds(new_alone.per_batch_s)} a batch (first "
-            f"{fmt_seconds(new_alone.first_s)}), over {new_alone.batches} batches each"
+            f"the loader alone (no step): as it is, {base_alone.describe()}; with "
+            f"{self.workers} worker(s), {new_alone.describe()}"
         ]
         self.fixed = None
         if s.source is not None:
@@ -166,11 +165,13 @@ class Loader(Fix):
     def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
         """Ten of the old loader's batches a block, three variants a round, the loaders alone.
 
-        A batch of the old loader takes its measured share of a step; each loader alone about
-        a second.
+        A batch of the old loader takes its measured share of a step; each loader alone at
+        least a second, or the steady count of the old loader's batches (``time_loader``).
         """
-        block = max(0.01, BLOCK_BATCHES * ev.loader_share * ev.step_s)
-        return 2.0 + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
+        batch_s = ev.loader_share * ev.step_s
+        block = max(0.01, BLOCK_BATCHES * batch_s)
+        alone = 2 * max(1.0, STEADY_BATCHES * batch_s)
+        return alone + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
 
     def block_s(self, s: Session) -> float | None:
         if self.alone is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +23,7 @@ from jupyter_gpu.magics.profile.analysis import Analysis
 from jupyter_gpu.magics.profile.syncs import Syncs
 from jupyter_gpu.magics.tune import mfu
 from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
-from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt
+from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt, time_loader
 from jupyter_gpu.magics.tune.budget import Budget, parse_budget
 from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
 from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
@@ -426,3 +427,27 @@ def test_the_mfu_before_and_after_names_the_peak_each_figure_divides_by() -> Non
     # No MFU on a CPU: no MFU in the line.
     cpu = replace(profile, mfu_before=mfu.mfu(1e9, "", "fp32"), mfu_after=mfu.mfu(2e9, "", "fp32"))
     assert "MFU" not in stack_line(stack, cpu)
+
+
+def _slow_start(worker_id: int) -> None:
+    time.sleep(0.4)  # workers that take a while to start, as a CUDA process's do
+
+
+def test_the_loader_alone_is_timed_over_a_steady_count_of_batches() -> None:
+    # On the H200 the loader alone was timed over 4 batches after a slow first one: the other
+    # workers' first batches, made meanwhile, came at once. Now the first wave is drawn untimed
+    # and at least 16 batches, and four waves, are counted.
+    data = torch.utils.data.TensorDataset(torch.arange(4096.0))
+    pooled = torch.utils.data.DataLoader(
+        data, batch_size=4, num_workers=2, worker_init_fn=_slow_start
+    )
+    alone = time_loader(pooled)
+    assert alone.first_s >= 0.4
+    assert alone.batches >= max(16, 4 * 2)
+    assert alone.short == ""
+    assert "short" not in alone.describe()
+    # An epoch that ends first: the figure says it is short, and why.
+    tiny = time_loader(_loader())
+    assert tiny.batches < 16
+    assert f"the epoch ended after {tiny.batches} of the 16 batches" in tiny.short
+    assert "not a steady figure" in tiny.describe()
