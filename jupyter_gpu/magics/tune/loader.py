@@ -3,9 +3,10 @@
 The new loader has the same dataset, sampler (or batch sampler), collate function, batch size
 and ``drop_last`` as the step's, and PyTorch's settings for feeding a GPU
 (https://pytorch.org/docs/stable/data.html): ``num_workers`` from this kernel's CPU quota, less
-one for the training process (``jupyter_gpu.host.cpus.dataloader_workers``, as the tutorials
-count them), ``pin_memory=True`` on CUDA (page-locked batches, so that
-``.to("cuda", non_blocking=True)`` only queues the copy), ``persistent_workers=True`` (workers
+one for the training process, at most 8 (``jupyter_gpu.host.cpus.worker_count``, as the
+tutorials count them; its sentence says whether the quota or the cap decided),
+``pin_memory=True`` on CUDA (page-locked batches, so that ``.to("cuda", non_blocking=True)`` only
+queues the copy), ``persistent_workers=True`` (workers
 kept between epochs) and ``prefetch_factor=4`` (each worker keeps four batches ready).
 
 Three figures, each said with where it comes from:
@@ -30,7 +31,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.host.cpus import dataloader_workers
+from jupyter_gpu.host.cpus import WorkerCount, worker_count
 from jupyter_gpu.magics.common.render import fmt_pct
 from jupyter_gpu.measure import Comparison, Variant
 
@@ -68,8 +69,10 @@ class Loader(Fix):
     order = 5
     source = "the step with the new loader against the step as it is, both drawing real batches"
 
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = dataloader_workers() if workers is None else workers
+    def __init__(self, count: WorkerCount | None = None) -> None:
+        #: The worker count and what decided it (the CPU quota less one, or the cap).
+        self.count = worker_count() if count is None else count
+        self.workers = self.count.workers
         self.new: Any = None
         self.alone: tuple[LoaderAlone, LoaderAlone] | None = None
         #: The first batch of the step as it is, for the variant that loads nothing.
@@ -96,17 +99,15 @@ class Loader(Fix):
             )
         wanted = new_settings(t.loader, cuda=t.cuda, workers=self.workers)
         now = worker_settings(t.loader)
-        budget = ev.cpus.describe() if ev.cpus is not None else "its CPUs"
         if self.workers <= now["num_workers"] and (now["pin_memory"] or not wanted["pin_memory"]):
             if self.workers == 0 and now["num_workers"] == 0:
                 return (
-                    f"this kernel may use {budget}: a worker would take turns with the "
-                    "training process on it"
+                    f"this kernel may use {self.count.budget.describe()}: a worker would take "
+                    "turns with the training process on it"
                 )
             return (
-                f"the loader has {now['num_workers']} workers already (the quota allows "
-                f"{self.workers}: {budget} less one for the training process)"
-                + (", pinned" if now["pin_memory"] else "")
+                f"the loader has {now['num_workers']} workers already (%tune would start "
+                f"{self.count.why()})" + (", pinned" if now["pin_memory"] else "")
             )
         return None
 
@@ -213,7 +214,7 @@ class Loader(Fix):
         args += [f"{k}={v!r}" for k, v in settings.items() if v is not None]
         lines = [
             f"{name} = torch.utils.data.DataLoader({', '.join(args)})  # workers: "
-            f"{self.workers} = this kernel's CPUs less one"
+            f"{self.count.why()}"
         ]
         if t.batches_name:
             lines.append(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from jupyter_gpu.host.cpus import CpuBudget
+from jupyter_gpu.host.cpus import CpuBudget, worker_count
 from jupyter_gpu.magics.common.reach import Named, reach
 from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
 from jupyter_gpu.magics.profile.analysis import Analysis
@@ -27,6 +27,7 @@ from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt,
 from jupyter_gpu.magics.tune.budget import Budget, parse_budget
 from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
 from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
+from jupyter_gpu.magics.tune.loader import Loader
 from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
@@ -451,3 +452,22 @@ def test_the_loader_alone_is_timed_over_a_steady_count_of_batches() -> None:
     assert tiny.batches < 16
     assert f"the epoch ended after {tiny.batches} of the 16 batches" in tiny.short
     assert "not a steady figure" in tiny.describe()
+
+
+def test_the_new_loaders_code_says_whether_the_quota_or_the_cap_set_its_workers() -> None:
+    def code_line(cpus: int) -> str:
+        fix = Loader(worker_count(budget=CpuBudget(affinity=cpus, quota=None)))
+        target = SimpleNamespace(
+            loader=_loader(), loader_name="loader", cuda=True, batches_name=None
+        )
+        return str(fix.code(SimpleNamespace(target=target, user_ns={}))[0])
+
+    capped = code_line(16)  # the H200's 16 CPUs: 8 workers, the cap
+    assert "num_workers=8" in capped
+    assert "# workers: 8, the cap (the 16 CPUs this kernel may use, less one" in capped
+    assert "would allow 15)" in capped
+    quota = code_line(4)
+    assert "num_workers=3" in quota
+    assert (
+        "# workers: 3 = the 4 CPUs this kernel may use, less one for the training process" in quota
+    )
