@@ -48,12 +48,50 @@ def read_cpu_budget(reader: CgroupReader | None = None, affinity: int | None = N
     return CpuBudget(affinity if affinity is not None else affinity_cpu_count(), limits.cpu_quota)
 
 
-def dataloader_workers(most: int = 8, budget: CpuBudget | None = None) -> int:
-    """DataLoader worker processes for this process's CPU quota, at most ``most``.
+@dataclass(frozen=True)
+class WorkerCount:
+    """DataLoader workers for a CPU budget, and what decided the count.
+
+    Attributes:
+        workers: the worker processes to start.
+        budget: the CPUs this process may use.
+        most: the cap on the count.
+    """
+
+    workers: int
+    budget: CpuBudget
+    most: int
+
+    @property
+    def capped(self) -> bool:
+        """Whether the cap decided the count (the CPUs less one would allow more)."""
+        return self.budget.usable - 1 > self.most
+
+    def why(self) -> str:
+        """``3 = the 4 CPUs this kernel may use, less one for the training process``, or the cap.
+
+        When the cap decided it: ``8, the cap (the 16 CPUs this kernel may use, less one for the
+        training process, would allow 15)``.
+        """
+        quota = (
+            f"the {self.budget.describe()} this kernel may use, less one for the training process"
+        )
+        if self.capped:
+            return f"{self.workers}, the cap ({quota}, would allow {self.budget.usable - 1})"
+        return f"{self.workers} = {quota}"
+
+
+def worker_count(most: int = 8, budget: CpuBudget | None = None) -> WorkerCount:
+    """DataLoader worker processes for this process's CPU quota, at most ``most``, with why.
 
     One CPU stays with the training process itself (it launches the GPU's work and collates
     batches), so the count is the usable CPUs less one: 0 on a single CPU, where a worker would
     only take turns with the training loop on the same CPU.
     """
-    usable = (budget or read_cpu_budget()).usable
-    return max(0, min(most, usable - 1))
+    budget = budget or read_cpu_budget()
+    return WorkerCount(max(0, min(most, budget.usable - 1)), budget, most)
+
+
+def dataloader_workers(most: int = 8, budget: CpuBudget | None = None) -> int:
+    """:func:`worker_count`'s count: the CPUs this process may use less one, at most ``most``."""
+    return worker_count(most, budget).workers

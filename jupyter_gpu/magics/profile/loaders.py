@@ -11,7 +11,8 @@ The advice is PyTorch's own (https://pytorch.org/docs/stable/data.html): ``num_w
 batches in worker processes, ``pin_memory=True`` puts them in page-locked memory (for
 ``.to('cuda', non_blocking=True)``), ``persistent_workers=True`` keeps the workers between
 epochs. The worker count is the one the tutorials use: the CPUs this kernel's cgroup quota
-allows, less one for the training loop (``jupyter_gpu.host.cpus.dataloader_workers``).
+allows, less one for the training loop, at most 8 (``jupyter_gpu.host.cpus.worker_count``, whose
+sentence says which of the two decided it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_gpu.host.cpus import CpuBudget, dataloader_workers, read_cpu_budget
+from jupyter_gpu.host.cpus import CpuBudget, read_cpu_budget, worker_count
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def loader_fix(seen: LoaderSeen | None, *, cuda: bool, budget: CpuBudget | None 
     is named). The sentence says where the worker count comes from.
     """
     budget = budget or read_cpu_budget()
-    workers = dataloader_workers(budget=budget)
+    count = worker_count(budget=budget)
+    workers = count.workers
     changes = []
     now = seen.num_workers if seen is not None else 0
     if workers > now:
@@ -104,9 +106,7 @@ def loader_fix(seen: LoaderSeen | None, *, cuda: bool, budget: CpuBudget | None 
         changes.append("pin_memory=True")
     if (workers > 0 or now > 0) and (seen is None or not seen.persistent_workers):
         changes.append("persistent_workers=True")
-    quota = (
-        f"{workers} = the {budget.describe()} this kernel may use, less one for the training loop"
-    )
+    quota = count.why()
     if changes:
         return f"DataLoader(..., {', '.join(changes)})" + (
             f" ({quota})" if any(c.startswith("num_workers") for c in changes) else ""

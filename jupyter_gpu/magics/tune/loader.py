@@ -3,15 +3,17 @@
 The new loader has the same dataset, sampler (or batch sampler), collate function, batch size
 and ``drop_last`` as the step's, and PyTorch's settings for feeding a GPU
 (https://pytorch.org/docs/stable/data.html): ``num_workers`` from this kernel's CPU quota, less
-one for the training process (``jupyter_gpu.host.cpus.dataloader_workers``, as the tutorials
-count them), ``pin_memory=True`` on CUDA (page-locked batches, so that
-``.to("cuda", non_blocking=True)`` only queues the copy), ``persistent_workers=True`` (workers
+one for the training process, at most 8 (``jupyter_gpu.host.cpus.worker_count``, as the
+tutorials count them; its sentence says whether the quota or the cap decided),
+``pin_memory=True`` on CUDA (page-locked batches, so that ``.to("cuda", non_blocking=True)`` only
+queues the copy), ``persistent_workers=True`` (workers
 kept between epochs) and ``prefetch_factor=4`` (each worker keeps four batches ready).
 
 Three figures, each said with where it comes from:
 
-- the loader alone: its first batch, then its steady time per batch, drawing with nothing else
-  running, as it is and new;
+- the loader alone: its first batch, then its steady time per batch over at least 16 batches
+  and four waves of its workers (and a second), drawing with nothing else running, as it is and
+  new; a count cut short by the epoch's end says so;
 - the step on a fixed batch (no loading at all) against the step as it is: how much of the step
   the loader costs now, the most any loader can win; timed in the same rounds as the speedup
   (``Fix.beside``: a third variant), so that the two figures come from one measurement;
@@ -29,11 +31,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.host.cpus import dataloader_workers
+from jupyter_gpu.host.cpus import WorkerCount, worker_count
 from jupyter_gpu.magics.common.render import fmt_pct
-from jupyter_gpu.measure import Comparison, Variant, fmt_seconds
+from jupyter_gpu.measure import Comparison, Variant
 
-from .batches import LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
+from .batches import STEADY_BATCHES, LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
 from .evidence import SMALL_SHARE
 from .fixes import Fix
 
@@ -67,8 +69,10 @@ class Loader(Fix):
     order = 5
     source = "the step with the new loader against the step as it is, both drawing real batches"
 
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = dataloader_workers() if workers is None else workers
+    def __init__(self, count: WorkerCount | None = None) -> None:
+        #: The worker count and what decided it (the CPU quota less one, or the cap).
+        self.count = worker_count() if count is None else count
+        self.workers = self.count.workers
         self.new: Any = None
         self.alone: tuple[LoaderAlone, LoaderAlone] | None = None
         #: The first batch of the step as it is, for the variant that loads nothing.
@@ -95,17 +99,15 @@ class Loader(Fix):
             )
         wanted = new_settings(t.loader, cuda=t.cuda, workers=self.workers)
         now = worker_settings(t.loader)
-        budget = ev.cpus.describe() if ev.cpus is not None else "its CPUs"
         if self.workers <= now["num_workers"] and (now["pin_memory"] or not wanted["pin_memory"]):
             if self.workers == 0 and now["num_workers"] == 0:
                 return (
-                    f"this kernel may use {budget}: a worker would take turns with the "
-                    "training process on it"
+                    f"this kernel may use {self.count.budget.describe()}: a worker would take "
+                    "turns with the training process on it"
                 )
             return (
-                f"the loader has {now['num_workers']} workers already (the quota allows "
-                f"{self.workers}: {budget} less one for the training process)"
-                + (", pinned" if now["pin_memory"] else "")
+                f"the loader has {now['num_workers']} workers already (%tune would start "
+                f"{self.count.why()})" + (", pinned" if now["pin_memory"] else "")
             )
         return None
 
@@ -122,10 +124,8 @@ class Loader(Fix):
         new_alone = time_loader(self.new)
         self.alone = (base_alone, new_alone)
         lines = [
-            f"the loader alone (no step): as it is, {fmt_seconds(base_alone.per_batch_s)} a batch "
-            f"(first {fmt_seconds(base_alone.first_s)}); with {self.workers} worker(s), "
-            f"{fmt_seconds(new_alone.per_batch_s)} a batch (first "
-            f"{fmt_seconds(new_alone.first_s)}), over {new_alone.batches} batches each"
+            f"the loader alone (no step): as it is, {base_alone.describe()}; with "
+            f"{self.workers} worker(s), {new_alone.describe()}"
         ]
         self.fixed = None
         if s.source is not None:
@@ -166,11 +166,13 @@ class Loader(Fix):
     def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
         """Ten of the old loader's batches a block, three variants a round, the loaders alone.
 
-        A batch of the old loader takes its measured share of a step; each loader alone about
-        a second.
+        A batch of the old loader takes its measured share of a step; each loader alone at
+        least a second, or the steady count of the old loader's batches (``time_loader``).
         """
-        block = max(0.01, BLOCK_BATCHES * ev.loader_share * ev.step_s)
-        return 2.0 + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
+        batch_s = ev.loader_share * ev.step_s
+        block = max(0.01, BLOCK_BATCHES * batch_s)
+        alone = 2 * max(1.0, STEADY_BATCHES * batch_s)
+        return alone + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
 
     def block_s(self, s: Session) -> float | None:
         if self.alone is None:
@@ -212,7 +214,7 @@ class Loader(Fix):
         args += [f"{k}={v!r}" for k, v in settings.items() if v is not None]
         lines = [
             f"{name} = torch.utils.data.DataLoader({', '.join(args)})  # workers: "
-            f"{self.workers} = this kernel's CPUs less one"
+            f"{self.count.why()}"
         ]
         if t.batches_name:
             lines.append(

@@ -106,8 +106,9 @@ def stack_line(stack: StackResult, p: StepProfile | None) -> str:
             f"the kept fixes together ({names}): {stack.ratio.describe()}, beside "
             f"{stack.product:.3g}x, the product of their own speedups"
         )
-    if p is not None and p.mfu_after is not None and mfu.percent(p.mfu_after) != "n/a":
-        head += f"; MFU {mfu.percent(p.mfu_before)} -> {mfu.percent(p.mfu_after)}"
+    both = mfu.before_after(p.mfu_before, p.mfu_after) if p is not None else None
+    if both is not None:
+        head += f"; {both}"
     return head
 
 

@@ -54,3 +54,19 @@ def test_the_fix_counts_workers_from_the_cpu_quota() -> None:
     assert loader_fix(None, cuda=True, budget=quota).startswith(
         "DataLoader(..., num_workers=3, pin_memory=True, persistent_workers=True)"
     )
+
+
+def test_the_fix_names_the_cap_when_the_cap_decided_the_worker_count() -> None:
+    # On the H200 (16 CPUs) the count is 8, the cap: "8 = the 16 CPUs less one" was false.
+    none = LoaderSeen("loader", 0, False, False)
+    capped = loader_fix(none, cuda=True, budget=CpuBudget(affinity=16, quota=None))
+    assert "num_workers=8" in capped
+    assert (
+        "8, the cap (the 16 CPUs this kernel may use, less one for the training process, would "
+        "allow 15)" in capped
+    )
+    assert "8 = " not in capped
+    # Nine CPUs: the quota less one is 8 itself, the cap decided nothing.
+    exact = loader_fix(none, cuda=True, budget=CpuBudget(affinity=9, quota=None))
+    assert "8 = the 9 CPUs this kernel may use, less one for the training process" in exact
+    assert "the cap" not in exact

@@ -8,28 +8,31 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
-from jupyter_gpu.host.cpus import CpuBudget
+from jupyter_gpu.host.cpus import CpuBudget, worker_count
 from jupyter_gpu.magics.common.reach import Named, reach
 from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
 from jupyter_gpu.magics.profile.analysis import Analysis
 from jupyter_gpu.magics.profile.syncs import Syncs
 from jupyter_gpu.magics.tune import mfu
 from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
-from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt
+from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt, time_loader
 from jupyter_gpu.magics.tune.budget import Budget, parse_budget
 from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
 from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
+from jupyter_gpu.magics.tune.loader import Loader
 from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
 from jupyter_gpu.magics.tune.progress import Progress
-from jupyter_gpu.magics.tune.report import waterfall
+from jupyter_gpu.magics.tune.report import stack_line, waterfall
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
 from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
 from jupyter_gpu.magics.tune.target import Target, loader_in
@@ -387,3 +390,84 @@ def test_mfu_divides_by_the_data_sheet_peak_of_the_dtype_the_matmuls_run_in() ->
     assert "on a CPU" in mfu.mfu(1e9, "", "fp32")
     assert mfu.percent(mfu.mfu(1e9, "", "fp32")) == "n/a"
     assert "not in the data-sheet table" in mfu.describe(mfu.mfu(1e12, "A GPU", "fp32"), "x")
+
+
+def test_the_mfu_before_and_after_names_the_peak_each_figure_divides_by() -> None:
+    # The H200 target of round 4: fp32 step, bf16 autocast kept, 2.5 times faster. Each MFU
+    # divides by its own dtype's peak, so "29% -> 5%" read as a drop; the line names both peaks
+    # and gives the model TFLOP/s on one scale.
+    before = mfu.mfu(0.29 * 67e12, "NVIDIA H200", "fp32")
+    after = mfu.mfu(2.5 * 0.29 * 67e12, "NVIDIA H200", "bf16")
+    profile = StepProfile(
+        0.1,
+        (0.09, 0.11),
+        12,
+        5,
+        0.1,
+        "",
+        0.0,
+        0,
+        0.0,
+        {},
+        [],
+        None,
+        None,
+        1.9e12,
+        "counted",
+        mfu_before=before,
+        mfu_after=after,
+    )
+    stack = StackResult(("bf16 autocast",), Ratio(2.5, 2.4, 2.6, 12, 0.96), 2.5)
+    line = stack_line(stack, profile)
+    assert "MFU 29% of the fp32 dense peak (67 TFLOP/s) -> 5% of the bf16 dense peak (989.5" in line
+    assert "model 19.4 -> 48.6 TFLOP/s" in line
+    # The same dtype before and after: one peak, said once.
+    faster = mfu.mfu(1.6 * 0.29 * 67e12, "NVIDIA H200", "fp32")
+    same = stack_line(stack, replace(profile, mfu_after=faster))
+    assert "MFU 29% -> 46% of the fp32 dense peak (67 TFLOP/s) (model 19.4 -> 31.1 TFLOP/s)" in same
+    # No MFU on a CPU: no MFU in the line.
+    cpu = replace(profile, mfu_before=mfu.mfu(1e9, "", "fp32"), mfu_after=mfu.mfu(2e9, "", "fp32"))
+    assert "MFU" not in stack_line(stack, cpu)
+
+
+def _slow_start(worker_id: int) -> None:
+    time.sleep(0.4)  # workers that take a while to start, as a CUDA process's do
+
+
+def test_the_loader_alone_is_timed_over_a_steady_count_of_batches() -> None:
+    # On the H200 the loader alone was timed over 4 batches after a slow first one: the other
+    # workers' first batches, made meanwhile, came at once. Now the first wave is drawn untimed
+    # and at least 16 batches, and four waves, are counted.
+    data = torch.utils.data.TensorDataset(torch.arange(4096.0))
+    pooled = torch.utils.data.DataLoader(
+        data, batch_size=4, num_workers=2, worker_init_fn=_slow_start
+    )
+    alone = time_loader(pooled)
+    assert alone.first_s >= 0.4
+    assert alone.batches >= max(16, 4 * 2)
+    assert alone.short == ""
+    assert "short" not in alone.describe()
+    # An epoch that ends first: the figure says it is short, and why.
+    tiny = time_loader(_loader())
+    assert tiny.batches < 16
+    assert f"the epoch ended after {tiny.batches} of the 16 batches" in tiny.short
+    assert "not a steady figure" in tiny.describe()
+
+
+def test_the_new_loaders_code_says_whether_the_quota_or_the_cap_set_its_workers() -> None:
+    def code_line(cpus: int) -> str:
+        fix = Loader(worker_count(budget=CpuBudget(affinity=cpus, quota=None)))
+        target = SimpleNamespace(
+            loader=_loader(), loader_name="loader", cuda=True, batches_name=None
+        )
+        return str(fix.code(SimpleNamespace(target=target, user_ns={}))[0])
+
+    capped = code_line(16)  # the H200's 16 CPUs: 8 workers, the cap
+    assert "num_workers=8" in capped
+    assert "# workers: 8, the cap (the 16 CPUs this kernel may use, less one" in capped
+    assert "would allow 15)" in capped
+    quota = code_line(4)
+    assert "num_workers=3" in quota
+    assert (
+        "# workers: 3 = the 4 CPUs this kernel may use, less one for the training process" in quota
+    )
