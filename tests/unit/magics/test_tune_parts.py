@@ -443,7 +443,10 @@ def test_the_loader_alone_is_timed_over_a_steady_count_of_batches() -> None:
         data, batch_size=4, num_workers=2, worker_init_fn=_slow_start
     )
     alone = time_loader(pooled)
-    assert alone.first_s >= 0.4
+    # The workers' 0.4 s start is in the first batch (most of it: they start when the iterator
+    # is made, a moment before its clock; the clean-clone CI read 0.383 s), not in the rest.
+    assert alone.first_s >= 0.2
+    assert alone.per_batch_s < alone.first_s / 20
     assert alone.batches >= max(16, 4 * 2)
     assert alone.short == ""
     assert "short" not in alone.describe()
