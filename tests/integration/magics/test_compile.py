@@ -176,7 +176,9 @@ def test_bench_says_why_compiled_is_no_faster(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     ran = shell.ok('r = %compile model --backend eager --bench "model(x)" -o')
     r = shell["r"]
-    if r.bench.speedup < 1.1:  # the eager backend adds guards and fuses nothing: usually so
+    # A Why is owed unless compiled is measurably faster by 10 % or more (the magic's rule: the
+    # interval above 1 and the figure at 1.1 or more); the eager backend fuses nothing: usually so.
+    if not (r.bench.ratio.faster and r.bench.speedup >= 1.1):
         assert "Why: " in ran.text
         assert r.explanations
         assert "torch recorded no cause" not in ran.text  # the old, evidence-free line
