@@ -66,6 +66,9 @@ class BatchFit:
     batch: int
     #: The batch is a multiple of this (a smaller one, after an out-of-memory error, too).
     multiple: int = 1
+    #: What the measurements keep on the GPU beside the step: the copy of the weights and the
+    #: optimizer state that ``%profile`` and the interleaved timer save to put them back.
+    copy_bytes: int = 0
 
     @property
     def per_sample_bytes(self) -> float:
@@ -74,9 +77,12 @@ class BatchFit:
         return grown / self.trial_batch
 
     def predicted_peak_bytes(self, batch: int | None = None) -> float:
-        """The peak a step at ``batch`` (default: the chosen one) should reach."""
+        """The peak a measured step at ``batch`` (default: the chosen one) should reach.
+
+        The step's own peak, plus the copy the measurements keep beside it (``copy_bytes``).
+        """
         size = self.batch if batch is None else batch
-        return self.static_bytes + self.fixed_bytes + size * self.per_sample_bytes
+        return self.static_bytes + self.fixed_bytes + self.copy_bytes + size * self.per_sample_bytes
 
     def describe(self) -> str:
         """How the batch follows from the measurements, in one paragraph."""
@@ -84,7 +90,14 @@ class BatchFit:
             f"trial step at batch {self.trial_batch}: peak {self.trial_peak_bytes / GiB:.2f} GiB "
             f"= {self.static_bytes / GiB:.2f} GiB before the step (weights, optimizer state) + "
             f"{self.fixed_bytes / GiB:.2f} GiB of gradients + {self.per_sample_bytes / GiB:.3f} "
-            f"GiB per sample; budget {self.budget_bytes / GiB:.1f} GiB less {self.margin:.0%} "
+            f"GiB per sample; budget {self.budget_bytes / GiB:.1f} GiB less {self.margin:.0%}"
+            + (
+                f" and less {self.copy_bytes / GiB:.2f} GiB for the copy of the weights and "
+                "optimizer state that the measurements keep on the GPU to put them back"
+                if self.copy_bytes
+                else ""
+            )
+            + " "
             f"-> batch {self.batch} (predicted peak {self.predicted_peak_bytes() / GiB:.1f} GiB)"
         )
 
@@ -98,6 +111,7 @@ def fit_batch(
     budget_bytes: int,
     margin: float = 0.1,
     multiple: int = 1,
+    copy_bytes: int = 0,
 ) -> BatchFit:
     """The largest batch (a multiple of ``multiple``, at least 1) that fits the budget.
 
@@ -105,7 +119,8 @@ def fit_batch(
         ValueError: the trial measured no memory that grows with the batch, or a figure is
             negative, or ``margin`` is not in [0, 1).
     """
-    if trial_batch < 1 or multiple < 1 or min(static_bytes, fixed_bytes, budget_bytes) < 0:
+    sizes = (static_bytes, fixed_bytes, budget_bytes, copy_bytes)
+    if trial_batch < 1 or multiple < 1 or min(sizes) < 0:
         raise ValueError("batch sizes must be positive and byte counts not negative")
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be in [0, 1), not {margin}")
@@ -115,7 +130,7 @@ def fit_batch(
             f"the trial step's peak ({trial_peak_bytes:,} bytes) is not above the static and "
             f"fixed memory ({static_bytes + fixed_bytes:,}): measure a real training step"
         )
-    room = budget_bytes * (1.0 - margin) - static_bytes - fixed_bytes
+    room = budget_bytes * (1.0 - margin) - static_bytes - fixed_bytes - copy_bytes
     batch = int(room // (grown / trial_batch)) // multiple * multiple
     return BatchFit(
         trial_batch,
@@ -126,6 +141,7 @@ def fit_batch(
         margin,
         max(1, batch),
         multiple,
+        copy_bytes,
     )
 
 

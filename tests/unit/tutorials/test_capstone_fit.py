@@ -50,6 +50,23 @@ def test_fit_from_the_trial() -> None:
     assert _fit_from_a_trial_at_4(multiple=8).batch == 32
 
 
+def test_the_copy_the_measurements_keep_comes_out_of_the_budget() -> None:
+    # Notebook 07 on the H200: batch 93 fitted one step, then %profile's copy of the weights and
+    # optimizer state (4.6 GiB, on the GPU to put them back) ran the next steps out of memory.
+    fit = fit_batch(
+        trial_batch=4,
+        static_bytes=10 * GiB,
+        trial_peak_bytes=22 * GiB,
+        fixed_bytes=4 * GiB,
+        budget_bytes=100 * GiB,
+        copy_bytes=10 * GiB,
+    )
+    assert fit.batch == 33  # (100 x 0.9 - 14 - 10) / 2
+    assert fit.predicted_peak_bytes() <= 90 * GiB
+    assert fit.predicted_peak_bytes(4) == 32 * GiB  # the step's 22 and the copy beside it
+    assert "10.00 GiB for the copy" in fit.describe()
+
+
 def test_a_budget_too_small_still_gives_one() -> None:
     fit = fit_batch(
         trial_batch=2, static_bytes=GiB, trial_peak_bytes=3 * GiB, fixed_bytes=0, budget_bytes=GiB
