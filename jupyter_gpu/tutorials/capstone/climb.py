@@ -16,10 +16,9 @@ own name:
   (:func:`.steps.model_matmul_rate`), when the notebook measured it.
 
 Each row with an idle share makes a claim (``jupyter_gpu.tutorials.claims``): the rate the GPU
-ran at while busy, model TFLOP/s / (1 - idle), is at most the matmul rate measured here (the upper
-end of its interval; the data-sheet FP8 peak for a row whose products ran in FP8). An idle share
-that does not describe the timed steps (a window that holds start-up or a closing synchronise)
-fails it.
+ran at while busy (a step's model FLOPs over the busy time of one profiled step period) is at most
+the matmul rate measured here (the upper end of its interval; the data-sheet FP8 peak for a row
+whose products ran in FP8). An idle share that does not describe the profiled steps fails it.
 
 A row that was measured but not kept (a step that did not pay off on this GPU) stays in the
 table, marked, and the next row starts from the last kept one.
@@ -83,10 +82,19 @@ class ClimbRow:
 
     @property
     def busy_tflops(self) -> float | None:
-        """Model TFLOP/s while the GPU was busy: the timed rate over (1 - idle)."""
+        """Model TFLOP/s while the GPU was busy during the profiled steps.
+
+        A step's model FLOPs over the GPU's busy time in one profiled step period,
+        ``profiled_step_s * (1 - idle)``: the idle share is a share of *that* period, which the
+        profiler can lengthen (on the H200, 07's step with 8 workers ran 1,748 ms a step under
+        it against 930 ms timed, and was idle 20 % of it). Without the profiled period, the
+        timed rate over (1 - idle).
+        """
         if self.gpu_idle is None or self.gpu_idle >= 1.0:
             return None
-        return self.figures.tflops / (1.0 - self.gpu_idle)
+        period_s = self.profiled_step_s or self.figures.timing.median_s
+        step_tflop = self.figures.tflops * self.figures.timing.median_s
+        return step_tflop / (period_s * (1.0 - self.gpu_idle))
 
 
 @dataclass
@@ -178,12 +186,17 @@ class Climb:
             gpu_idle=None if profile is None else profile.gpu_idle_fraction,
             syncs_per_step=None if profile is None else profile.sync_count / max(1, steps),
             profiled_step_s=window_s / steps if steps and window_s else None,
-            matmul_dtype=matmul_dtype or self.dtype,
+            matmul_dtype=matmul_dtype or self._dtype_now(),
             kept=kept,
             note=note,
             before_figures=measured.before,
         )
         return self.add(row)
+
+    def _dtype_now(self) -> str:
+        """The products' dtype of a row that names none: FP8 once a kept FP8 row switched it on."""
+        kept = [r for r in self.rows if r.kept]
+        return "fp8" if kept and kept[-1].matmul_dtype == "fp8" else self.dtype
 
     def mark_not_kept(self, key: str, why: str) -> ClimbRow:
         """Mark a measured row as not kept (the next steps start from the row before), with why."""
@@ -266,12 +279,14 @@ class Climb:
         if busy is None or bound is None or row.gpu_idle is None:
             return None
         statement = (
-            f"{row.label}: the GPU-idle share fits the timed rate (model TFLOP/s / (1 - idle) "
-            f"is at most {name})"
+            f"{row.label}: the GPU-idle share fits the step's work (its model FLOPs over the "
+            f"busy time of a profiled step is at most {name})"
         )
+        step_tflop = row.figures.tflops * row.figures.timing.median_s
+        period_s = row.profiled_step_s or row.figures.timing.median_s
         measured = (
-            f"{row.figures.tflops:.1f} / (1 - {row.gpu_idle:.1%}) = {busy:.1f} TFLOP/s while "
-            f"busy; {name}: {bound:.1f} TFLOP/s"
+            f"{step_tflop:.1f} TFLOP a step / ({period_s * 1e3:.0f} ms a profiled step x (1 - "
+            f"{row.gpu_idle:.1%})) = {busy:.1f} TFLOP/s while busy; {name}: {bound:.1f} TFLOP/s"
         )
         made = self._claim(f"idle_fits_{row.key}", statement, busy <= bound, measured)
         return made
@@ -389,7 +404,8 @@ class Climb:
             "(jupyter_gpu.measure.compare); vs before: model FLOP/s over the row before's in the "
             "same rounds, with its interval. x start: medians of two comparisons, not paired. "
             "GPU idle and syncs: %%profile over steady steps (idle over whole step periods); "
-            "TFLOP/s busy: TFLOP/s / (1 - idle)."
+            "TFLOP/s busy: a step's model FLOPs over the busy time of a profiled step (its "
+            "period under the profiler x (1 - idle))."
         )
 
     def section_times(self) -> list[tuple[str, float]]:

@@ -100,31 +100,52 @@ def test_the_idle_claim_fails_when_the_rate_while_busy_beats_the_matmul_rate() -
         return Claim(key, statement, holds, measured)
 
     climb = Climb("NVIDIA H200", "bf16", rate(10.0), claim_maker=maker)
-    # 1 TFLOP/s with the GPU idle 50 %: 2 TFLOP/s while busy, under 10: the claim holds
+    # 1 TFLOP a step of 1 s, the GPU idle 50 % of it: 2 TFLOP/s while busy, under 10: it holds
     fits = climb.record("fits", "fits", comparison(figures(1.0), None, None), batch=4,
-                        profile=profile(0.5, syncs=4))  # fmt: skip
+                        profile=profile(0.5, syncs=4, window_s=2.0))  # fmt: skip
     assert climb.claims["idle_fits_fits"].holds
     assert fits.syncs_per_step == 2.0
-    assert fits.profiled_step_s == pytest.approx(0.01)
+    assert fits.profiled_step_s == pytest.approx(1.0)
     assert "✓" in climb.line(fits)
     # 8 TFLOP/s idle 50 %: 16 while busy, above the 10 measured: the idle share cannot be right
     climb.record("bad", "bad", comparison(figures(1 / 8), None, None), batch=4,
-                 profile=profile(0.5))  # fmt: skip
+                 profile=profile(0.5, window_s=2 / 8))  # fmt: skip
     bad = climb.claims["idle_fits_bad"]
     assert not bad.holds
     assert "16.0 TFLOP/s while busy" in bad.measured
     assert "Not in this run" in climb.line(climb["bad"])
     # an FP8 row is bounded by the FP8 data-sheet peak (1979 TFLOP/s), not the bf16 rate
     climb.record("fp8", "fp8", comparison(figures(1 / 12), None, None), batch=4,
-                 profile=profile(0.1), matmul_dtype="fp8")  # fmt: skip
+                 profile=profile(0.1, window_s=2 / 12), matmul_dtype="fp8")  # fmt: skip
     assert climb.claims["idle_fits_fp8"].holds
     assert "FP8 peak" in climb.claims["idle_fits_fp8"].statement
+    # a row after a kept FP8 row that names no dtype still runs its products in FP8
+    after = climb.record("after", "after", comparison(figures(1 / 12), None, None), batch=4,
+                         profile=profile(0.1, window_s=2 / 12))  # fmt: skip
+    assert after.matmul_dtype == "fp8"
+    assert climb.claims["idle_fits_after"].holds
     # no idle share (a CPU): no claim
     climb.record("cpu", "cpu", comparison(figures(1.0), None, None), batch=4, profile=None)
     assert "idle_fits_cpu" not in climb.claims
-    assert made == ["idle_fits_fits", "idle_fits_bad", "idle_fits_fp8"]
+    assert made == ["idle_fits_fits", "idle_fits_bad", "idle_fits_fp8", "idle_fits_after"]
     with pytest.raises(ValueError, match="claimed already"):
         climb.claim("idle_fits_fits", "again", holds=True, measured="")
+
+
+def test_the_busy_rate_is_of_the_profiled_step_the_idle_share_describes() -> None:
+    # Notebook 07 on the H200, row 11 (8 workers): 562.3 TFLOP/s timed at 930 ms a step; under
+    # the profiler 1,748 ms a step, idle 20.3 % of it. The timed rate over (1 - idle) read
+    # 705.8 TFLOP/s, above the 685.3 measured; the step's work over its busy time is 374.
+    climb = Climb("NVIDIA H200", "bf16", rate(685.3))
+    step_s = 0.930
+    row = climb.record(
+        "workers", "workers",
+        comparison(figures(step_s, flops=562.3e12 * step_s), None, None), batch=90,
+        profile=profile(0.203, steps=2, window_s=2 * 1.748),
+    )  # fmt: skip
+    assert row.busy_tflops == pytest.approx(562.3 * 0.930 / (1.748 * (1 - 0.203)), rel=1e-6)
+    assert climb.claims["idle_fits_workers"].holds
+    assert "1748 ms a profiled step" in climb.claims["idle_fits_workers"].measured
 
 
 def test_table_and_chart_show_every_row() -> None:
