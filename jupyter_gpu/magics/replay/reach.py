@@ -1,6 +1,6 @@
 """What user code can reach, read from its bytecode before it runs.
 
-A magic that runs an expression or a cell again and again (``common/runs.py``) must put back
+A magic that runs an expression or a cell again and again (``replay/runs.py``) must put back
 everything the runs change, or say before the first run that it cannot. This module reads the
 code (``dis``) and follows it: the names it loads and stores, the functions it calls that are
 the user's own (cells and the user's modules; a library's code is not followed, but the objects
@@ -45,8 +45,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .lazy_torch import holds_no_memory
-from .origin import is_library_file
+from jupyter_gpu.magics.shell.lazy_torch import holds_no_memory
+from jupyter_gpu.magics.shell.origin import is_library_file
 
 _GLOBAL_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
 _GLOBAL_STORES = frozenset(("STORE_GLOBAL", "STORE_NAME", "DELETE_GLOBAL", "DELETE_NAME"))

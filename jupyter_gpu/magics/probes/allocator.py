@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .lazy_torch import cuda_in_use, torch_module
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_module
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kineto import kineto_quiet as _stderr_silenced
-from .lazy_torch import torch_if_imported
+from jupyter_gpu.magics.shell.kineto import kineto_quiet as _stderr_silenced
+from jupyter_gpu.magics.shell.lazy_torch import torch_if_imported
 
 _US = 1e-6
 #: Ops that are a matmul or a convolution (the innermost of a nest is counted).

@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from .lazy_torch import torch_module
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 #: Allocator events kept in the trace; a stretch that makes more loses its first ones (then
 #: the trace gives no figure).

@@ -1,6 +1,6 @@
 """A copy of everything repeated runs may change, put back in place afterwards and checked.
 
-What is saved (see ``common/reach.py`` for how the reached objects are found):
+What is saved (see ``replay/reach.py`` for how the reached objects are found):
 
 - each named model, submodule by submodule: its parameters and buffers (the objects, their
   values and ``requires_grad``), their gradients and hooks, plain tensor attributes, and what
@@ -44,10 +44,11 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from jupyter_gpu.magics.output.render import fmt_bytes
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
+
 from .equality import bitwise_equal, same_value
-from .lazy_torch import torch_module
 from .reach import Problem, Reached
-from .render import fmt_bytes
 from .settings import SavedSettings
 from .stateful import CannotCopy, SavedStateDict, save_tree, tensors_in
 from .structure import SavedStructure, SavedTensorHooks

@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any
 
-from .lazy_torch import torch_module
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 _MAX_DEPTH = 20
 

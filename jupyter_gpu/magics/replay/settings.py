@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_gpu.magics.probes.precision import Tf32Settings
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
+
 from .equality import same_value
-from .lazy_torch import torch_module
-from .precision import Tf32Settings
 
 #: The device types autocast keeps a state for (those the running torch knows are kept).
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia")

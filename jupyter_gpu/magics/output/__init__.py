@@ -1,0 +1,1 @@
+"""What a magic shows: number formats, tables and figures as mimebundles."""

@@ -1,0 +1,1 @@
+"""What a magic reads of this kernel process: profiles, the allocator, memory, precision."""

@@ -1,0 +1,1 @@
+"""The IPython plumbing every magic uses: arguments, cell code, lazy torch, quiet logs."""
