@@ -83,7 +83,7 @@ TARGET_TFLOPS = 650.0
 import torch  # noqa: E402 (after the path set-up above)
 
 from jupyter_gpu.host.cpus import read_cpu_budget  # noqa: E402
-from jupyter_gpu.magics.common.precision import set_tf32  # noqa: E402
+from jupyter_gpu.magics.probes.precision import set_tf32  # noqa: E402
 from jupyter_gpu.measure.peaks import PeakLookup, peak_for  # noqa: E402
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, student_loader  # noqa: E402
 from jupyter_gpu.tutorials.capstone.fit import (  # noqa: E402

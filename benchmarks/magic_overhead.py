@@ -80,7 +80,7 @@ MEM_BASE_CUDA = (
 )
 # The magic's own reads on CPU (resident size and peak, one /proc/self/status read each).
 MEM_BASE_CPU = (
-    "from jupyter_gpu.magics.common.process_memory import read_process_memory\n"
+    "from jupyter_gpu.magics.probes.process_memory import read_process_memory\n"
     f"_b = read_process_memory()\n{WORK}\n_a = read_process_memory()"
 )
 PROFILE_BARE = (
@@ -194,11 +194,11 @@ def replay(path: Path, runs: int) -> int:
     from IPython.utils.capture import capture_output
     from traitlets.config import Config
 
-    from jupyter_gpu.magics.common.args import parse
     from jupyter_gpu.magics.profile.analysis import analyse, hints
     from jupyter_gpu.magics.profile.magic import ProfileMagics
     from jupyter_gpu.magics.profile.report import show_profile
     from jupyter_gpu.magics.profile.results import ProfileResult
+    from jupyter_gpu.magics.shell.args import parse
 
     events = replay_events(path)
     gpu = any(e.device_type != events[0].device_type for e in events)

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
-from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32  # noqa: E402
+from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32  # noqa: E402
 from jupyter_gpu.measure import time_back_to_back  # noqa: E402
 from jupyter_gpu.measure.gemms import square_gemm  # noqa: E402
 from jupyter_gpu.measure.matmul_rate import MatmulRate, measure_matmul_rate  # noqa: E402

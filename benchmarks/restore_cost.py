@@ -2,7 +2,7 @@
 
 The measuring magics (``%compile --bench``, ``%amp compare``, ``%%profile --warmup``) save the
 state a step reaches before running it many times, put it back, and compare it bit for bit
-(``jupyter_gpu/magics/common/state.py``). This script times those three against one training
+(``jupyter_gpu/magics/replay/state.py``). This script times those three against one training
 step, on models as large as the tutorials' and the issue's:
 
 - ``gpt2``: the tutorials' GPT in GPT-2 style at GPT-2 small's shape (12 layers, d_model 768,
@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
-from jupyter_gpu.magics.common.reach import Named, reach  # noqa: E402
-from jupyter_gpu.magics.common.state import SavedState  # noqa: E402
+from jupyter_gpu.magics.replay.reach import Named, reach  # noqa: E402
+from jupyter_gpu.magics.replay.state import SavedState  # noqa: E402
 
 
 def sync(device: str) -> None:

@@ -4,7 +4,7 @@
 ``%gpu``, ``%%torchrun`` and ``%tune`` (see docs/magics.md). Loading them imports neither torch nor
 plotly: each magic imports torch when it runs. Unloading removes the magics and every hook they
 installed. While loaded, an exit hook resets torch.compile's caches before IPython clears the
-namespace at exit, and torch's warnings show as one short note each (``common/quiet.py``).
+namespace at exit, and torch's warnings show as one short note each (``shell/quiet.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .amp import AmpMagics
-from .common.quiet import ACTIVE as QUIET_ACTIVE
-from .common.quiet import Quiet
 from .compile import CompileMagics
 from .gpu import GpuMagics
 from .memory import MemoryMagics
 from .profile import ProfileMagics
+from .shell.quiet import ACTIVE as QUIET_ACTIVE
+from .shell.quiet import Quiet
 from .torchrun import TorchrunMagics
 from .tune import TuneMagics
 
@@ -78,7 +78,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
                     record.replaced[(kind, name)] = table[kind][name]
         ipython.register_magics(instance)
         record.instances.append(instance)
-    # torch's warnings become one short note each (common/quiet.py)
+    # torch's warnings become one short note each (shell/quiet.py)
     record.quiet = Quiet(ipython)
     record.quiet.install()
     QUIET_ACTIVE.append(record.quiet)

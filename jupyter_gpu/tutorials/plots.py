@@ -2,7 +2,7 @@
 
 A :class:`Chart` displays as a mimebundle: plotly's own mimetype (drawn offline by the renderer
 that ships with the ``plotly`` package, in JupyterLab's light or dark theme:
-``magics/common/figure_theme.py``), ``text/html`` holding an inline SVG sketch with axes
+``magics/output/figure_theme.py``), ``text/html`` holding an inline SVG sketch with axes
 and a legend (what nbconvert's HTML export shows, a few KB instead of 4 MB of plotly.js), and
 a text line for a terminal. Figures are plain plotly JSON dicts, so plotly is not imported.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_gpu.magics.common.figure_theme import follow_theme
+from jupyter_gpu.magics.output.figure_theme import follow_theme
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")

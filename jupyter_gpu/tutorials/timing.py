@@ -112,12 +112,12 @@ def profile_calls(fn: Callable[[], object], *, calls: int, activities: Sequence[
     the end of each cycle" on every new profiler, a cycle nobody restarted (pytorch#180348, fixed
     in later torch by pytorch#180387), which the extension showed as "a torch.profiler.profile
     object was started again". Kineto's own start and stop lines are kept out of the output
-    (:func:`~jupyter_gpu.magics.common.kineto.kineto_quiet`). CUDA is synchronised before the
+    (:func:`~jupyter_gpu.magics.shell.kineto.kineto_quiet`). CUDA is synchronised before the
     profiler stops, so the calls' GPU work is in it.
     """
     from torch.profiler import profile
 
-    from jupyter_gpu.magics.common.kineto import kineto_quiet  # here: it loads the magics
+    from jupyter_gpu.magics.shell.kineto import kineto_quiet  # here: it loads the magics
 
     prof = profile(activities=list(activities), acc_events=True)
     with kineto_quiet():

@@ -48,7 +48,7 @@ def _write_figures() -> Any:
 
 
 def test_format_rates_and_tf32_restored() -> None:
-    from jupyter_gpu.magics.common.precision import tf32_enabled
+    from jupyter_gpu.magics.probes.precision import tf32_enabled
     from jupyter_gpu.tutorials.capstone.steps import format_matmul_rate
 
     before = tf32_enabled()

@@ -3,7 +3,9 @@
 ruff bans ``pynvml`` outside ``jupyter_gpu/nvml/``, torch in the server and deleting outside
 ``jupyter_gpu/compile_cache/``; this test holds the rest of the plan (docs/architecture.md):
 which package each lower package may import, and no circle between packages. Imports inside
-functions count too: a lazy import is still a tie. It also reads every call for what ruff's
+functions count too: a lazy import is still a tie. Inside ``jupyter_gpu/magics/`` it holds the
+shared rooms (``output/``, ``shell/``, ``probes/``, ``replay/``, ``causes/``) to the same plan: each
+imports only the rooms below it and never a magic. It also reads every call for what ruff's
 bans cannot see: ``Path.unlink``, ``.rmdir``, ``.rename``, ``.replace`` on a path (methods of
 an object, not names ruff can resolve), so that only the compile-cache package deletes.
 """
@@ -31,22 +33,42 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"options", "simulated"},
 }
 
+MAGICS = PACKAGE / "magics"
 
-def _imports(path: Path) -> set[str]:
-    """The ``jupyter_gpu`` packages (first name under it) that one module imports."""
+# The magics' shared rooms, and which of the others each may import (docs/architecture.md, "The
+# magics' rooms"). The magics themselves (amp/, compile/, memory/...) stand above every room; a
+# room never imports a magic, so what two magics share never reaches into a third.
+ROOMS: dict[str, set[str]] = {
+    "output": set(),  # formats, tables, figures
+    "shell": {"output"},  # quiet.py shows its notes through output
+    "probes": {"shell"},  # torch on demand, kineto kept quiet
+    "replay": {"shell", "output", "probes"},  # settings.py puts TF32 back through probes
+    "causes": {"shell", "output", "probes"},  # a cause quotes a probe's figures
+}
+
+
+def _imported_names(path: Path) -> set[str]:
+    """The dotted ``jupyter_gpu`` names one module imports (``from a import b`` gives ``a.b``)."""
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
         elif isinstance(node, ast.ImportFrom):
-            package = list(parts[: len(parts) - node.level])
-            names = [".".join([*package, *([node.module] if node.module else [])])]
-        found |= {n.split(".")[1] for n in names if n.startswith("jupyter_gpu.")}
+            if node.level == 0 and node.module:
+                module = node.module
+            else:
+                package = list(parts[: len(parts) - node.level])
+                module = ".".join([*package, *([node.module] if node.module else [])])
+            names = [f"{module}.{alias.name}" for alias in node.names]
+        found |= {n for n in names if n.startswith("jupyter_gpu.")}
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``jupyter_gpu`` packages (first name under it) that one module imports."""
+    return {name.split(".")[1] for name in _imported_names(path)}
 
 
 def package_graph() -> dict[str, set[str]]:
@@ -61,15 +83,25 @@ def package_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_lower_floors_import_only_what_the_plan_allows() -> None:
-    graph = package_graph()
-    assert set(ALLOWED) <= set(graph)  # a renamed package must be renamed here too
-    reaching_up = {p: graph[p] - allowed for p, allowed in ALLOWED.items() if graph[p] - allowed}
-    assert reaching_up == {}
+def magics_graph() -> dict[str, set[str]]:
+    """Package under ``jupyter_gpu/magics/`` (a room or a magic) -> the others it imports."""
+    packages = {p.name for p in MAGICS.iterdir() if (p / "__init__.py").is_file()}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in MAGICS.rglob("*.py"):
+        rel = path.relative_to(MAGICS)
+        if len(rel.parts) == 1:  # magics/__init__.py registers every magic: above them all
+            continue
+        source = rel.parts[0]
+        graph[source] |= {
+            name.split(".")[2]
+            for name in _imported_names(path)
+            if name.startswith("jupyter_gpu.magics.") and name.split(".")[2] in packages
+        } - {source}
+    return graph
 
 
-def test_no_circle_between_packages() -> None:
-    graph = package_graph()
+def _circle(graph: dict[str, set[str]]) -> None:
+    """Fail with the first import circle found in ``graph``."""
     done: set[str] = set()
 
     def visit(node: str, path: tuple[str, ...]) -> None:
@@ -82,6 +114,28 @@ def test_no_circle_between_packages() -> None:
 
     for package in sorted(graph):
         visit(package, ())
+
+
+def _reaching_up(graph: dict[str, set[str]], plan: dict[str, set[str]]) -> dict[str, set[str]]:
+    """What each package of ``plan`` imports beyond what the plan allows it."""
+    assert set(plan) <= set(graph)  # a renamed package must be renamed in the plan too
+    return {p: graph[p] - allowed for p, allowed in plan.items() if graph[p] - allowed}
+
+
+def test_lower_floors_import_only_what_the_plan_allows() -> None:
+    assert _reaching_up(package_graph(), ALLOWED) == {}
+
+
+def test_no_circle_between_packages() -> None:
+    _circle(package_graph())
+
+
+def test_magics_rooms_import_only_the_rooms_below_them() -> None:
+    assert _reaching_up(magics_graph(), ROOMS) == {}
+
+
+def test_no_circle_between_the_magics_packages() -> None:
+    _circle(magics_graph())
 
 
 # Calls that delete or replace a file, by the module they are called on ("" for any object).

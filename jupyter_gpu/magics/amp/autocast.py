@@ -2,7 +2,7 @@
 
 The contexts that span a cell or every cell cache no weight casts (``make_autocast``); ``%amp
 compare`` opens one per step, as a training loop does (``step_in_mode``). TF32 is read and set
-through ``common/precision.py``.
+through ``probes/precision.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
+from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 

@@ -5,7 +5,7 @@ uses), so the losses are comparable: its first step's loss is the one compared, 
 step after it gives the evidence for the "Why" lines. Then the modes are timed together, in
 interleaved rounds, with fp32 as the baseline (``jupyter_gpu.measure.compare``): each speedup
 carries its interval. A mode that computes exactly as another on this device (tf32 on a CPU) is
-not timed apart. All of it goes through the repeated-runs helper (``common/runs.py``): it
+not timed apart. All of it goes through the repeated-runs helper (``replay/runs.py``): it
 refuses before running when the step would change what it cannot put back, and afterwards
 everything is as it was.
 """
@@ -19,14 +19,14 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.common.args import compile_expression, lookup, type_name
-from jupyter_gpu.magics.common.causes import Evidence, Explanation, ModeFacts, explain
-from jupyter_gpu.magics.common.evidence import profile_calls
-from jupyter_gpu.magics.common.lazy_torch import loss_value, torch_module
-from jupyter_gpu.magics.common.peak import PeakWatch
-from jupyter_gpu.magics.common.precision import tf32_supported
-from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.runs import RepeatedRuns
+from jupyter_gpu.magics.causes import Evidence, Explanation, ModeFacts, explain
+from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.probes.peak import PeakWatch
+from jupyter_gpu.magics.probes.precision import tf32_supported
+from jupyter_gpu.magics.replay.reach import Named
+from jupyter_gpu.magics.replay.runs import RepeatedRuns
+from jupyter_gpu.magics.shell.args import compile_expression, lookup, type_name
+from jupyter_gpu.magics.shell.lazy_torch import loss_value, torch_module
 from jupyter_gpu.measure import Comparison, Variant, compare
 
 from . import autocast as prec

@@ -8,7 +8,13 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.probes.precision import (
+    has_fp32_precision_api,
+    set_tf32,
+    tf32_enabled,
+    tf32_supported,
+)
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     allow_side_effects_option,
     argument,
@@ -19,14 +25,8 @@ from jupyter_gpu.magics.common.args import (
     parse,
     positive_int,
 )
-from jupyter_gpu.magics.common.cell import CellCode
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.precision import (
-    has_fp32_precision_api,
-    set_tf32,
-    tf32_enabled,
-    tf32_supported,
-)
+from jupyter_gpu.magics.shell.cell import CellCode
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 from . import autocast as prec
 from .hooks import AmpHooks, check_nesting

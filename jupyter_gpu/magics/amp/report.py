@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import math
 
-from jupyter_gpu.magics.common.lazy_torch import describe_device
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Cell,
     Table,
     fmt_bytes,
@@ -19,6 +18,7 @@ from jupyter_gpu.magics.common.render import (
     publish,
     show_note,
 )
+from jupyter_gpu.magics.shell.lazy_torch import describe_device
 from jupyter_gpu.measure import Ratio, fmt_seconds
 
 from .results import AmpComparison, AmpStatus

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.causes import Explanation
-from jupyter_gpu.magics.common.evidence import CallProfile
-from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.magics.causes import Explanation
+from jupyter_gpu.magics.probes.evidence import CallProfile
+from jupyter_gpu.magics.replay.runs import Restored
 from jupyter_gpu.measure import Comparison, Ratio, fmt_seconds
 
 

@@ -156,7 +156,7 @@ class DynamoWatch:
             if not user_enabled:  # keep the records to ourselves: nothing printed
                 logger.setLevel(logging.DEBUG)
                 logger.propagate = False
-        from jupyter_gpu.magics.common.quiet import ACTIVE
+        from jupyter_gpu.magics.shell.quiet import ACTIVE
 
         self._paused = list(ACTIVE)
         for quiet in self._paused:  # the skip reasons are ours to report now

@@ -1,6 +1,6 @@
-"""``%compile``'s measurements, put in the shape the table of causes reads (``common/causes/``).
+"""``%compile``'s measurements, put in the shape the table of causes reads (``causes/``).
 
-A compile report becomes :class:`~jupyter_gpu.magics.common.causes.CompileFacts`; a bench adds
+A compile report becomes :class:`~jupyter_gpu.magics.causes.CompileFacts`; a bench adds
 its medians, a profile of the compiled call, CUDA graphs' slow-path warning and the TF32
 settings it ran under. The causes and their sentences live in the one table.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.causes import (
+from jupyter_gpu.magics.causes import (
     CompileFacts,
     Evidence,
     Explanation,
@@ -17,7 +17,7 @@ from jupyter_gpu.magics.common.causes import (
     Precision,
     explain,
 )
-from jupyter_gpu.magics.common.evidence import CallProfile
+from jupyter_gpu.magics.probes.evidence import CallProfile
 
 if TYPE_CHECKING:
     from .dynamo_watch import CompileReport
@@ -47,11 +47,11 @@ def from_report(report: CompileReport) -> list[Explanation]:
 
 def precision_now() -> Precision | None:
     """TF32 as set now, and whether this GPU has it (``None`` without CUDA)."""
-    from jupyter_gpu.magics.common.lazy_torch import cuda_in_use
+    from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use
 
     if not cuda_in_use():
         return None
-    from jupyter_gpu.magics.common.precision import tf32_enabled, tf32_supported
+    from jupyter_gpu.magics.probes.precision import tf32_enabled, tf32_supported
 
     matmul, conv = tf32_enabled()
     return Precision(matmul, conv, tf32_supported())

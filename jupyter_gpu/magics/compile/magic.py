@@ -11,7 +11,11 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.output.render import show_note
+from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.replay.reach import Named
+from jupyter_gpu.magics.replay.runs import RepeatedRuns
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     allow_side_effects_option,
     argument,
@@ -22,12 +26,8 @@ from jupyter_gpu.magics.common.args import (
     parse,
     type_name,
 )
-from jupyter_gpu.magics.common.cell import cell_filenames, running_cell
-from jupyter_gpu.magics.common.evidence import profile_calls
-from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_module
-from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.render import show_note
-from jupyter_gpu.magics.common.runs import RepeatedRuns
+from jupyter_gpu.magics.shell.cell import cell_filenames, running_cell
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_module
 from jupyter_gpu.measure import Ratio, Variant, compare
 
 from .cache_walk import SIZER, WAIT_S

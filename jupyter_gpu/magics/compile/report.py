@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.args import type_name
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Table,
     fmt_signed_bytes,
     html_block,
@@ -14,6 +13,7 @@ from jupyter_gpu.magics.common.render import (
     publish,
     show_note,
 )
+from jupyter_gpu.magics.shell.args import type_name
 from jupyter_gpu.measure import fmt_seconds
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ _WARN = ("Note", "Not steady", "Put back")
 def show_bench(bench: BenchResult, explanations: Sequence[Explanation] = ()) -> None:
     """Display eager vs compiled time, the speedup, why it is no faster, and what was put back.
 
-    ``explanations`` come from the table of causes (``common/causes/``): given only when
+    ``explanations`` come from the table of causes (``causes/``): given only when
     compiled is slower or less than 10 % faster, and then never empty (at least "no cause
     found" with the figures).
     """

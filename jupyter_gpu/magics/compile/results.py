@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.causes import Explanation
-from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.magics.causes import Explanation
+from jupyter_gpu.magics.replay.runs import Restored
 from jupyter_gpu.measure import MachineNotes, Ratio, Timing
 
 from .dynamo_watch import CompileReport

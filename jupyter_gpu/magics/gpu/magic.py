@@ -12,8 +12,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
-from jupyter_gpu.magics.common.args import ShellMagics, argument, magic_arguments, parse
-from jupyter_gpu.magics.common.lazy_torch import cuda_in_use, torch_if_imported
+from jupyter_gpu.magics.shell.args import ShellMagics, argument, magic_arguments, parse
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_if_imported
 
 from .report import TorchMemory, show_sample, show_stopped, show_topology
 
@@ -26,7 +26,7 @@ def _torch_memory(devices: Any) -> TorchMemory:
     """
     if not cuda_in_use():
         return {}
-    from jupyter_gpu.magics.common.allocator import match_nvml_device
+    from jupyter_gpu.magics.probes.allocator import match_nvml_device
 
     torch = torch_if_imported()
     assert torch is not None

@@ -10,7 +10,7 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Table,
     fmt_bytes,
     html_block,

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from jupyter_gpu.magics.common.allocator import match_nvml_device, torch_uuid
+from jupyter_gpu.magics.probes.allocator import match_nvml_device, torch_uuid
 
 START_DEADLINE_S = 20.0
 """How long the probe may take to open its context (``cuInit`` alone can take seconds)."""

@@ -10,8 +10,10 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from jupyter_gpu.magics.common.allocator import AllocatorStats, NvmlProcessView, nvml_process_view
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.probes.allocator import AllocatorStats, NvmlProcessView, nvml_process_view
+from jupyter_gpu.magics.probes.peak import PeakWatch
+from jupyter_gpu.magics.probes.process_memory import read_process_memory
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     argument,
     magic_arguments,
@@ -20,10 +22,8 @@ from jupyter_gpu.magics.common.args import (
     parse,
     positive_int,
 )
-from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
-from jupyter_gpu.magics.common.lazy_torch import cuda_device_index, torch_module
-from jupyter_gpu.magics.common.peak import PeakWatch
-from jupyter_gpu.magics.common.process_memory import read_process_memory
+from jupyter_gpu.magics.shell.cell import CellCode, cell_filenames
+from jupyter_gpu.magics.shell.lazy_torch import cuda_device_index, torch_module
 
 from . import tensors as _tensors
 from .context import context_footprint
@@ -191,7 +191,7 @@ class MemoryMagics(ShellMagics):
         """Run the cell and measure its peak without resetting torch's peak counter.
 
         ``torch.cuda.reset_peak_memory_stats`` cannot be undone (torch has no way to set the
-        counter back), so the cell's peak comes from common/peak.py: the counter itself when
+        counter back), so the cell's peak comes from probes/peak.py: the counter itself when
         the cell went above the earlier peak, else the allocator's trace of the cell.
         """
         torch = torch_module()

@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import (
+from jupyter_gpu.magics.shell.lazy_torch import (
     cuda_in_use,
     holds_no_memory,
     tensor_bytes,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Cell,
     Table,
     fmt_bytes,
@@ -16,6 +15,7 @@ from jupyter_gpu.magics.common.render import (
     publish_figure,
     show_note,
 )
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 from .results import CellMemory, MemorySummary
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.magics.output.render import fmt_bytes
 
 from .tensors import TensorInfo
 from .timeline import MemoryTimeline
 
 if TYPE_CHECKING:
-    from jupyter_gpu.magics.common.peak import PeakReading
+    from jupyter_gpu.magics.probes.peak import PeakReading
 
 
 @dataclass
@@ -65,7 +65,7 @@ class CellMemory:
     On CPU, ``peak_before_bytes`` is the process's peak resident size before the cell
     (``None``: not measured), and ``peak_bytes`` that peak after the cell when the cell raised
     it; each is read with the resident size beside it, so it is never below the start or the
-    end (``common/process_memory.py``).
+    end (``probes/process_memory.py``).
     """
 
     device: str

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import holds_no_memory, tensor_bytes, torch_module
+from jupyter_gpu.magics.shell.lazy_torch import holds_no_memory, tensor_bytes, torch_module
 
 from .last_error import last_error_tracebacks, traceback_locals
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.render import Table, fmt_bytes, line_svg
+from jupyter_gpu.magics.output.render import Table, fmt_bytes, line_svg
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 _LIBRARY_MARKERS = ("/torch/", "\\torch\\", "site-packages", "<frozen", "/IPython/", "/ipykernel/")
 

@@ -28,9 +28,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.causes import Evidence, ProfileFacts, explain
-from jupyter_gpu.magics.common.evidence import union_length
-from jupyter_gpu.magics.common.render import Bar, fmt_pct
+from jupyter_gpu.magics.causes import Evidence, ProfileFacts, explain
+from jupyter_gpu.magics.output.render import Bar, fmt_pct
+from jupyter_gpu.magics.probes.evidence import union_length
 
 from .idle import (
     IDLE_LABELS,
@@ -356,7 +356,7 @@ def _top_level(evt: Any) -> bool:
 
 
 def facts(a: Analysis, *, cuda: bool, autocast_on: bool) -> ProfileFacts:
-    """What the table of causes reads from this analysis (``common/causes/``)."""
+    """What the table of causes reads from this analysis (``causes/``)."""
     matmul = [r for r in a.rows if r.on_gpu and _is_matmul_kernel(r.name)]
     matmul += [r for r in a.rows if not r.on_gpu and r.name in _MATMUL_OPS]
     # A kernel row and the op that launched it count the same time: take the larger view.

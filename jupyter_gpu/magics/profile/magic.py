@@ -13,7 +13,10 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class, needs_local_scope
 
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.output.render import show_note
+from jupyter_gpu.magics.replay.reach import Named
+from jupyter_gpu.magics.replay.runs import RepeatedRuns, Restored
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     allow_side_effects_option,
     argument,
@@ -25,11 +28,8 @@ from jupyter_gpu.magics.common.args import (
     positive_int,
     type_name,
 )
-from jupyter_gpu.magics.common.cell import CellCode, cell_filenames
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.render import show_note
-from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
+from jupyter_gpu.magics.shell.cell import CellCode, cell_filenames
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 from jupyter_gpu.measure import synchronize
 
 from .analysis import analyse, hints
@@ -200,7 +200,7 @@ class ProfileMagics(ShellMagics):
         named = self._named(args, torch)
         total = args.warmup + args.steps
         runs = self._repeated(args, code, named, total)  # refuses before anything runs
-        from jupyter_gpu.magics.common.precision import autocast_enabled
+        from jupyter_gpu.magics.probes.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
         prof = step_profiler(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_gpu.magics.common.origin import is_library_file
+from jupyter_gpu.magics.shell.origin import is_library_file
 
 from .rows import PY_EVENT
 

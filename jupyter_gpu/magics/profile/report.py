@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.lazy_torch import torch_module
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Cell,
     Table,
     fmt_bytes,
@@ -18,6 +17,7 @@ from jupyter_gpu.magics.common.render import (
     timeline_figure,
     timeline_svg,
 )
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 from jupyter_gpu.measure import fmt_seconds
 
 if TYPE_CHECKING:

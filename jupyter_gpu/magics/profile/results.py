@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.render import fmt_pct
-from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.magics.output.render import fmt_pct
+from jupyter_gpu.magics.replay.runs import Restored
 from jupyter_gpu.measure import fmt_seconds
 
 from .analysis import RangeRow

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from jupyter_gpu.magics.common.kineto import kineto_quiet
+from jupyter_gpu.magics.shell.kineto import kineto_quiet
 
 
 def step_profiler(
@@ -58,7 +58,7 @@ def profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) ->
 
     Returns the last run's value. The profiler's own start and stop, and the steps that start
     or stop its trace, run with kineto's log lines kept out of the output
-    (``common/kineto.py``); the steps between measured runs do not, so that its few syscalls
+    (``shell/kineto.py``); the steps between measured runs do not, so that its few syscalls
     stay out of the measured window, and the user's code never does. It stops even if the code
     raises.
     """

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from jupyter_gpu.magics.common.origin import is_library_file
+from jupyter_gpu.magics.shell.origin import is_library_file
 
 from .places import place
 

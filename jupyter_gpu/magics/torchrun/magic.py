@@ -15,7 +15,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     argument,
     check_identifier,

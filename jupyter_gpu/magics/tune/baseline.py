@@ -15,12 +15,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import read_cpu_budget
-from jupyter_gpu.magics.common.cell import cell_filenames
-from jupyter_gpu.magics.common.evidence import profile_calls
-from jupyter_gpu.magics.common.precision import autocast_enabled, tf32_enabled, tf32_supported
+from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.probes.precision import autocast_enabled, tf32_enabled, tf32_supported
 from jupyter_gpu.magics.profile.analysis import analyse
 from jupyter_gpu.magics.profile.steps import profiled_pass, step_profiler
 from jupyter_gpu.magics.profile.syncs import SyncSpy
+from jupyter_gpu.magics.shell.cell import cell_filenames
 from jupyter_gpu.measure import compare, synchronize
 
 from .evidence import Evidence, count_flops

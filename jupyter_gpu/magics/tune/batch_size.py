@@ -26,7 +26,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.magics.output.render import fmt_bytes
 
 from .batches import rebuilt, shut_down
 from .fixes import Fix

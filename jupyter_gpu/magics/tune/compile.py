@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.cell import cell_filenames
 from jupyter_gpu.magics.compile.dynamo_watch import CompileReport, DynamoWatch
+from jupyter_gpu.magics.shell.cell import cell_filenames
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
 from .fixes import Fix

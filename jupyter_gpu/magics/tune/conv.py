@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
 
 from .evidence import SMALL_SHARE
 from .fixes import Fix

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_gpu.host.cpus import CpuBudget
-from jupyter_gpu.magics.common.evidence import CallProfile
+from jupyter_gpu.magics.probes.evidence import CallProfile
 from jupyter_gpu.measure import Timing
 from jupyter_gpu.measure.interval import rounds_interval
 

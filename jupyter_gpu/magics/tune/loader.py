@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import WorkerCount, worker_count
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
 from jupyter_gpu.measure import Comparison, Variant
 
 from .batches import STEADY_BATCHES, LoaderAlone, rebuilt, shut_down, time_loader, worker_settings

@@ -16,14 +16,14 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
-from jupyter_gpu.magics.common.args import (
+from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     argument,
     magic_arguments,
     output_options,
     parse,
 )
-from jupyter_gpu.magics.common.lazy_torch import torch_module
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 from . import mfu
 from .baseline import measure_baseline

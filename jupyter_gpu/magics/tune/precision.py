@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.amp.autocast import resolve_dtype, step_in_mode
-from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
+from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32
 
 from .evidence import SMALL_SHARE
 from .fixes import Fix

@@ -9,8 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from jupyter_gpu.magics.common.lazy_torch import describe_device
-from jupyter_gpu.magics.common.render import (
+from jupyter_gpu.magics.output.render import (
     Cell,
     Table,
     fmt_bytes,
@@ -21,6 +20,7 @@ from jupyter_gpu.magics.common.render import (
     publish,
     publish_figure,
 )
+from jupyter_gpu.magics.shell.lazy_torch import describe_device
 from jupyter_gpu.measure import fmt_seconds
 
 from . import mfu

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_gpu.magics.common.runs import Restored
+from jupyter_gpu.magics.replay.runs import Restored
 from jupyter_gpu.measure import Ratio, fmt_seconds
 
 #: Whose figure a fix's speedup is, unless the fix says otherwise.

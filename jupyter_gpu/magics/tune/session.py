@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.common.lazy_torch import loss_value
-from jupyter_gpu.magics.common.reach import Named
-from jupyter_gpu.magics.common.runs import RepeatedRuns, Restored
+from jupyter_gpu.magics.replay.reach import Named
+from jupyter_gpu.magics.replay.runs import RepeatedRuns, Restored
+from jupyter_gpu.magics.shell.lazy_torch import loss_value
 from jupyter_gpu.measure import Variant, synchronize
 
 from .batches import BatchSource, rebuilt, shut_down
@@ -198,7 +198,7 @@ class Session:
                 batch = self.source.peek()
             watch = None
             if self.target.cuda:
-                from jupyter_gpu.magics.common.peak import PeakWatch
+                from jupyter_gpu.magics.probes.peak import PeakWatch
 
                 watch = PeakWatch(self.torch.cuda.current_device(), always_trace=True)
                 synchronize(device)

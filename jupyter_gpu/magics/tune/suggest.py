@@ -13,7 +13,7 @@ Each comes with the measured share of the step it concerns and the line or op it
   ``--batch NAME`` it is tried (``batch_size.py``) and the suggestion quotes what it measured,
   on a CPU too.
 - **torch.compile's own findings** (graph breaks, recompiles): the causes table's advice
-  (``common/causes``), quoting what the compile reported.
+  (``causes``), quoting what the compile reported.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import fmt_bytes, fmt_pct
 from jupyter_gpu.magics.compile.explain import from_report
+from jupyter_gpu.magics.output.render import fmt_bytes, fmt_pct
 
 from .batch_size import HEADROOM_USE, headroom_factor
 from .results import FixResult, Suggestion

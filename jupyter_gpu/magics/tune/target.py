@@ -27,7 +27,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.common.args import check_identifier, compile_expression, lookup, type_name
+from jupyter_gpu.magics.shell.args import check_identifier, compile_expression, lookup, type_name
 
 
 @dataclass

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.magics.output.render import fmt_bytes
 from jupyter_gpu.measure import Ratio, compare
 
 from .evidence import FirstSteps

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
+from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32
 from jupyter_gpu.measure import Comparison, Ratio, Variant, compare
 from jupyter_gpu.measure.gemms import square_gemm
 from jupyter_gpu.measure.matmul_rate import MatmulRate, measure_matmul_rate

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from jupyter_gpu.magics.common.precision import Tf32Settings, set_tf32
+from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32
 
 _MISSING = object()
 

@@ -184,7 +184,7 @@ def test_on_or_off_inside_another_autocast_block_is_refused_and_changes_nothing(
 
 def test_tf32_switch_takes_effect_on_its_own_line(shell: Shell) -> None:
     """TF32 is a process-wide flag set by the magic itself: no lag to fix (a guard)."""
-    from jupyter_gpu.magics.common import precision as prec
+    from jupyter_gpu.magics.probes import precision as prec
 
     saved = prec.Tf32Settings.read()
     try:
@@ -226,7 +226,7 @@ def test_unload_removes_the_hooks(shell: Shell) -> None:
 
 
 def test_tf32_switch_uses_the_available_api_and_says_cpu_is_unaffected(shell: Shell) -> None:
-    from jupyter_gpu.magics.common import precision as prec
+    from jupyter_gpu.magics.probes import precision as prec
 
     saved = prec.Tf32Settings.read()
     try:
@@ -243,7 +243,7 @@ def test_tf32_switch_uses_the_available_api_and_says_cpu_is_unaffected(shell: Sh
 
 def test_tf32_switch_keeps_torchs_old_readers_answering(shell: Shell) -> None:
     """Inductor's max-autotune reads the old settings; with only the new ones set they raise."""
-    from jupyter_gpu.magics.common import precision as prec
+    from jupyter_gpu.magics.probes import precision as prec
 
     saved = prec.Tf32Settings.read()
     try:

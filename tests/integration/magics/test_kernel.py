@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
+from jupyter_gpu.magics.output.render import PLOTLY_MIMETYPE
 
 CELLS = [
     "%load_ext jupyter_gpu\nimport torch",

@@ -169,7 +169,7 @@ def test_cpu_peak_is_never_below_the_start_or_the_end(shell: Shell) -> None:
     # Three cells that each raise the process's peak, as the three runs did: the peak
     # was read from getrusage (approximate) and the end from /proc (exact), and came out
     # below the end every time.
-    from jupyter_gpu.magics.common.process_memory import read_process_memory
+    from jupyter_gpu.magics.probes.process_memory import read_process_memory
 
     for _ in range(3):
         now = read_process_memory()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE
+from jupyter_gpu.magics.output.render import PLOTLY_MIMETYPE
 
 from .conftest import MODEL_CELL, Shell, training_bits
 

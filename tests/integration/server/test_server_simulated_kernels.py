@@ -17,7 +17,7 @@ import pytest
 from jupyter_server.serverapp import ServerApp
 from traitlets.config import Config
 
-from jupyter_gpu.magics.common.render import fmt_bytes
+from jupyter_gpu.magics.output.render import fmt_bytes
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import gpu_config
 

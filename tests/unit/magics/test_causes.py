@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import torch
 
-from jupyter_gpu.magics.common import causes as C
-from jupyter_gpu.magics.common.evidence import CallProfile, MatmulOp, profile_calls
+from jupyter_gpu.magics import causes as C
+from jupyter_gpu.magics.probes.evidence import CallProfile, MatmulOp, profile_calls
 from jupyter_gpu.measure import fmt_seconds
 
 # One xdist worker runs the whole file, in order (.ci/test's --dist loadgroup): the last test
@@ -193,7 +193,7 @@ def test_a_cpu_call_in_a_process_that_used_cuda_is_measured_as_a_cpu_call() -> N
     # On a GPU machine CUDA is often initialised before a CPU function is benched: the profile
     # then asks for CUDA activity too, but nothing ran there (GPU run 3 of 2026-12-01: "the GPU
     # was busy 0 µs" for a CPU function). What the call costs is its CPU time.
-    from jupyter_gpu.magics.common.evidence import read_profile
+    from jupyter_gpu.magics.probes.evidence import read_profile
 
     net, x = mlp(), torch.randn(64, 512)
     with torch.no_grad(), torch.profiler.profile(record_shapes=True, acc_events=True) as prof:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jupyter_gpu.magics.common.peak import PeakReading
 from jupyter_gpu.magics.memory.results import CellMemory
+from jupyter_gpu.magics.probes.peak import PeakReading
 
 GiB = 2**30
 

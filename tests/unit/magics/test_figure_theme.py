@@ -6,14 +6,14 @@ from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_gpu.magics.common.figure_theme import (
+from jupyter_gpu.magics.output.figure_theme import (
     FALLBACK_TEXT_COLOR,
     PLOTLY_FONTS,
     THEME_FONT_FAMILY,
     TRANSPARENT,
     follow_theme,
 )
-from jupyter_gpu.magics.common.render import PLOTLY_MIMETYPE, Bar, publish, timeline_figure
+from jupyter_gpu.magics.output.render import PLOTLY_MIMETYPE, Bar, publish, timeline_figure
 from jupyter_gpu.tutorials.plots import line_chart
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jupyter_gpu.magics.common.process_memory import parse_status, read_process_memory
+from jupyter_gpu.magics.probes.process_memory import parse_status, read_process_memory
 
 STATUS = """Name:\tpython
 VmPeak:\t 1200000 kB

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from jupyter_gpu.magics.common.peak import replay_peak
-from jupyter_gpu.magics.common.reach import Named, reach
-from jupyter_gpu.magics.common.state import SavedState, bitwise_equal
+from jupyter_gpu.magics.probes.peak import replay_peak
+from jupyter_gpu.magics.replay.reach import Named, reach
+from jupyter_gpu.magics.replay.state import SavedState, bitwise_equal
 
 
 def run_source(source: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from jupyter_gpu.magics.common import causes as C
+from jupyter_gpu.magics import causes as C
 from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
 
 pytestmark = pytest.mark.slow  # a dozen real compiles

@@ -7,9 +7,9 @@ import argparse
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.common import args as _args
-from jupyter_gpu.magics.common import render as _render
-from jupyter_gpu.magics.common.evidence import union_length
+from jupyter_gpu.magics.output import render as _render
+from jupyter_gpu.magics.probes.evidence import union_length
+from jupyter_gpu.magics.shell import args as _args
 from jupyter_gpu.measure import fmt_seconds
 
 

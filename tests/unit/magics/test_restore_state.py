@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from jupyter_gpu.magics.common.equality import same_value
-from jupyter_gpu.magics.common.precision import Tf32Settings
-from jupyter_gpu.magics.common.reach import Named, reach
-from jupyter_gpu.magics.common.runs import Restored, RestoredPart, restored_line
-from jupyter_gpu.magics.common.settings import SavedSettings
-from jupyter_gpu.magics.common.state import SavedState, bitwise_equal
+from jupyter_gpu.magics.probes.precision import Tf32Settings
+from jupyter_gpu.magics.replay.equality import same_value
+from jupyter_gpu.magics.replay.reach import Named, reach
+from jupyter_gpu.magics.replay.runs import Restored, RestoredPart, restored_line
+from jupyter_gpu.magics.replay.settings import SavedSettings
+from jupyter_gpu.magics.replay.state import SavedState, bitwise_equal
 
 
 def run_source(source: str) -> dict[str, Any]:

@@ -74,8 +74,8 @@ def test_figures_are_valid_plotly_specs() -> None:
     # plotly validates every property name and value when it builds a Figure from a dict.
     import plotly.graph_objects as go
 
-    from jupyter_gpu.magics.common.render import Bar
-    from jupyter_gpu.magics.common.render import timeline_figure as bars_figure
+    from jupyter_gpu.magics.output.render import Bar
+    from jupyter_gpu.magics.output.render import timeline_figure as bars_figure
 
     trace = [event("alloc", 0, 1000, 10), event("free_completed", 0, 1000, 20)]
     timeline = build_timeline({"device_traces": [trace]}, 0, 0, 0, {CELL: 2})

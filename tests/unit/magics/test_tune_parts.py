@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from jupyter_gpu.host.cpus import CpuBudget, worker_count
-from jupyter_gpu.magics.common.reach import Named, reach
 from jupyter_gpu.magics.compile.dynamo_watch import DynamoWatch
 from jupyter_gpu.magics.profile.analysis import Analysis
 from jupyter_gpu.magics.profile.syncs import Syncs
+from jupyter_gpu.magics.replay.reach import Named, reach
 from jupyter_gpu.magics.tune import mfu
 from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
 from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt, time_loader

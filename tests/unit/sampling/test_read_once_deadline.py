@@ -93,8 +93,8 @@ def test_no_hang_reads_every_gpu_with_its_ages(fake: FakeNvml) -> None:
 def test_memsummarys_nvml_view_names_the_gpu_that_did_not_answer(
     fake: FakeNvml, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jupyter_gpu.magics.common import allocator
-    from jupyter_gpu.magics.common.lazy_torch import torch_module
+    from jupyter_gpu.magics.probes import allocator
+    from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
     # torch's CUDA device 0 is the fake's GPU 1 (torch is CPU-only here: its UUID is given).
     monkeypatch.setattr(allocator, "torch_uuid", lambda index: fake.devices[1].uuid[4:])

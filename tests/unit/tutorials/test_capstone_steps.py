@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from jupyter_gpu.magics.common.precision import tf32_enabled
+from jupyter_gpu.magics.probes.precision import tf32_enabled
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
 from jupyter_gpu.tutorials.capstone.steps import (
     format_matmul_rate,

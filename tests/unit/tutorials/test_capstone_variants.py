@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from jupyter_gpu.magics.common.precision import tf32_enabled
+from jupyter_gpu.magics.probes.precision import tf32_enabled
 from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
 from jupyter_gpu.tutorials.capstone.variants import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lazy_torch import torch_module
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 
 def autocast_enabled(device: str) -> bool:

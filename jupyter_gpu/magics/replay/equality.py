@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .lazy_torch import torch_module
+if TYPE_CHECKING:
+    import torch
 
 _MAX_DEPTH = 20
 
 
-def bitwise_equal(a: Any, b: Any) -> bool:
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors hold the same bits (NaNs included), wherever they live.
 
     One ``torch.equal`` on the device of ``a`` (the saved copy is moved there if it was kept on
     the host): no Python loop over elements.
     """
-    torch = torch_module()
+    import torch  # loaded already: a and b are its tensors
+
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.device != b.device:

@@ -1,6 +1,6 @@
 """A copy of everything repeated runs may change, put back in place afterwards and checked.
 
-What is saved (see ``common/reach.py`` for how the reached objects are found):
+What is saved (see ``replay/reach.py`` for how the reached objects are found):
 
 - each named model, submodule by submodule: its parameters and buffers (the objects, their
   values and ``requires_grad``), their gradients and hooks, plain tensor attributes, and what
@@ -40,17 +40,21 @@ import random
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from jupyter_gpu.magics.output.render import fmt_bytes
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_module
+
 from .equality import bitwise_equal, same_value
-from .lazy_torch import torch_module
 from .reach import Problem, Reached
-from .render import fmt_bytes
 from .settings import SavedSettings
 from .stateful import CannotCopy, SavedStateDict, save_tree, tensors_in
 from .structure import SavedStructure, SavedTensorHooks
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["RestoredPart", "SavedState", "StateCheck", "bitwise_equal"]
 
@@ -106,29 +110,31 @@ class _Grad:
     """A leaf tensor's gradient: its saved copy, or None where it had none."""
 
     label: str
-    tensor: Any
-    saved: Any
+    tensor: torch.Tensor
+    saved: torch.Tensor | None
 
 
 @dataclass
 class _Optimizer:
     label: str
-    optimizer: Any
-    groups: list[tuple[dict[str, Any], dict[str, Any], list[Any]]]
+    optimizer: torch.optim.Optimizer
+    groups: list[tuple[dict[str, Any], dict[str, Any], list[torch.Tensor]]]
     state: dict[int, dict[str, Any]]  # index of the parameter -> its state, values saved
-    params: list[Any]
+    params: list[torch.Tensor]
     structure: SavedStructure
     #: How many of its parameters no named model holds (saved here).
     outside: int = 0
-    devices: dict[tuple[int, str], Any] = field(default_factory=dict)
+    devices: dict[tuple[int, str], torch.device] = field(default_factory=dict)
 
 
-def _tensors_of(value: Any, torch: Any) -> Iterator[Any]:
+def _tensors_of(value: object) -> Iterator[torch.Tensor]:
+    import torch  # loaded already: an optimizer holds the value
+
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _tensors_of(v, torch)
+            yield from _tensors_of(v)
 
 
 class SavedState:
@@ -141,14 +147,15 @@ class SavedState:
 
     def __init__(
         self,
-        models: dict[str, Any],
-        optimizers: dict[str, Any],
+        models: dict[str, torch.nn.Module],
+        optimizers: dict[str, torch.optim.Optimizer],
         reached: Reached | None = None,
         *,
         what: str = "the magic",
     ) -> None:
-        torch = torch_module()
-        self.torch = torch
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         self.what = what
         self.models = models
         self.optimizers = optimizers
@@ -180,11 +187,7 @@ class SavedState:
         self.stateful = self._save_state_dicts(state_dicts)
         if self.where == "cpu":
             torch.cuda.synchronize()  # the non-blocking copies to pinned memory are done
-        self.cuda_devices = (
-            list(range(torch.cuda.device_count()))
-            if torch.cuda.is_available() and torch.cuda.is_initialized()
-            else []
-        )
+        self.cuda_devices = list(range(torch.cuda.device_count())) if cuda_in_use() else []
         self.rng = self._save_rng()
         self.peaks = self._peaks()
 
@@ -201,9 +204,10 @@ class SavedState:
                 )
         return out
 
-    def _live_tensors(self, state_dicts: dict[str, tuple[Any, Any]]) -> list[Any]:
-        torch = self.torch
-        out: list[Any] = []
+    def _live_tensors(self, state_dicts: dict[str, tuple[Any, Any]]) -> list[torch.Tensor]:
+        import torch
+
+        out: list[torch.Tensor] = []
         for model in [*self.models.values(), *self.reached.modules.values()]:
             for t in [*model.parameters(), *model.buffers()]:
                 out.append(t)
@@ -216,7 +220,7 @@ class SavedState:
                     if p.grad is not None:
                         out.append(p.grad)
             for state in opt.state.values():
-                out += list(_tensors_of(state, torch))
+                out += list(_tensors_of(state))
         for t in self.reached.tensors.values():
             if isinstance(t, torch.Tensor):
                 out.append(t)
@@ -229,8 +233,9 @@ class SavedState:
 
     def _place(self, nbytes: int) -> tuple[str, bool]:
         """("cuda" or "cpu", pinned): where a copy of ``nbytes`` of GPU tensors fits."""
-        torch = self.torch
-        if nbytes == 0 or not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        import torch
+
+        if nbytes == 0 or not cuda_in_use():
             return "same", False
         free, _ = torch.cuda.mem_get_info()
         cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
@@ -251,15 +256,17 @@ class SavedState:
             "model (fewer layers), then apply what you learn to this one."
         )
 
-    def _copy(self, t: Any) -> Any:
+    def _copy(self, t: torch.Tensor) -> torch.Tensor:
+        import torch
+
         t = t.detach()
         if self.where == "cpu" and t.is_cuda:
-            out = self.torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=self.pinned)
+            out = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=self.pinned)
             out.copy_(t, non_blocking=self.pinned)
             return out
         return t.clone()
 
-    def _save_tensor(self, label: str, t: Any, owner: str, *, grad: bool) -> None:
+    def _save_tensor(self, label: str, t: torch.Tensor, owner: str, *, grad: bool) -> None:
         """Save a tensor's value; with ``grad``, a leaf's gradient and hook tables too."""
         self._saved_ids.add(id(t))
         self.tensors.append(_Tensor(label, t, self._copy(t), t.device, bool(t.requires_grad)))
@@ -269,7 +276,9 @@ class SavedState:
             if t.requires_grad:
                 self.tensor_hooks.append(SavedTensorHooks(owner, t))
 
-    def _save_module(self, name: str, model: Any) -> None:
+    def _save_module(self, name: str, model: torch.nn.Module) -> None:
+        import torch
+
         for sub_name, sub in model.named_modules(remove_duplicate=False):
             if id(sub) in self._module_ids:
                 continue
@@ -280,16 +289,19 @@ class SavedState:
                 if t is not None and id(t) not in self._saved_ids:
                     self._save_tensor(f"{prefix}.{key}", t, name, grad=True)
             for key, attr in vars(sub).items():
-                if isinstance(attr, self.torch.Tensor) and id(attr) not in self._saved_ids:
+                if isinstance(attr, torch.Tensor) and id(attr) not in self._saved_ids:
                     self._save_tensor(f"{prefix}.{key}", attr, name, grad=False)
 
-    def save_also(self, label: str, module: Any) -> None:
+    def save_also(self, label: str, module: object) -> None:
         """Save a module made after this state was (see ``RepeatedRuns.save_also``)."""
-        if isinstance(module, self.torch.nn.Module):
+        import torch
+
+        if isinstance(module, torch.nn.Module):
             self._save_module(label, module)
 
-    def _save_optimizer(self, label: str, opt: Any) -> _Optimizer:
-        torch = self.torch
+    def _save_optimizer(self, label: str, opt: torch.optim.Optimizer) -> _Optimizer:
+        import torch
+
         params = [p for g in opt.param_groups for p in g["params"]]
         outside = 0
         for i, param in enumerate(params):
@@ -318,10 +330,14 @@ class SavedState:
         return saved
 
     def _value(self, v: Any) -> Any:
-        return self._copy(v) if isinstance(v, self.torch.Tensor) else copy.deepcopy(v)
+        import torch
+
+        return self._copy(v) if isinstance(v, torch.Tensor) else copy.deepcopy(v)
 
     def _save_reached(self) -> None:
-        torch, r = self.torch, self.reached
+        import torch
+
+        r = self.reached
         for label, t in r.tensors.items():
             if isinstance(t, torch.Tensor):
                 if id(t) in self._saved_ids:
@@ -356,7 +372,8 @@ class SavedState:
         return out
 
     def _save_rng(self) -> dict[str, Any]:
-        torch = self.torch
+        import torch
+
         rng: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
         if self.cuda_devices:
             rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -366,7 +383,8 @@ class SavedState:
         return rng
 
     def _peaks(self) -> dict[int, dict[str, int]]:
-        torch = self.torch
+        import torch
+
         return {
             d: {k: int(v) for k, v in torch.cuda.memory_stats(d).items() if k.endswith(".peak")}
             for d in self.cuda_devices
@@ -376,7 +394,8 @@ class SavedState:
 
     def restore(self) -> None:
         """Put everything saved back, in place (what the runs had changed is noted)."""
-        torch = self.torch
+        import torch
+
         self._note(self.settings.restore())
         for structure in self.structures:
             self._note(f"{structure.label}'s {word}" for word in structure.differences())
@@ -434,7 +453,8 @@ class SavedState:
                 self.changed.append(word)
 
     def _restore_tensor(self, t: _Tensor) -> None:
-        torch = self.torch
+        import torch
+
         if not isinstance(t.live, torch.Tensor):  # a NumPy array
             if t.live.shape == t.saved.shape:
                 t.live[...] = t.saved
@@ -457,7 +477,9 @@ class SavedState:
             tensor.grad = saved.to(tensor.device, copy=True)
 
     def _restore_optimizer(self, saved: _Optimizer) -> None:
-        torch, opt = self.torch, saved.optimizer
+        import torch
+
+        opt = saved.optimizer
         opt.param_groups[:] = [g for g, _, _ in saved.groups]
         for group, values, params in saved.groups:
             live = {k: group.get(k) for k in values}
@@ -501,12 +523,13 @@ class SavedState:
                 opt.state.pop(param, None)
 
     def _restore_rng(self) -> None:
-        torch = self.torch
+        import torch
+
         torch.set_rng_state(self.rng["torch"])
         random.setstate(self.rng["random"])
         if "cuda" in self.rng:
             torch.cuda.set_rng_state_all(self.rng["cuda"])
-        elif torch.cuda.is_available() and torch.cuda.is_initialized():
+        elif cuda_in_use():
             # the runs started CUDA: its generators are back at their first state, as if the
             # runs had not drawn from them
             for gen in torch.cuda.default_generators:
@@ -543,12 +566,13 @@ class SavedState:
         return StateCheck(list(dict.fromkeys(bad)), uncompared)
 
     def _check_tensors(self) -> list[str]:
-        torch = self.torch
+        import torch
+
         bad: list[str] = []
         for g in self.grads:
             grad = g.tensor.grad
             if (grad is None) != (g.saved is None) or (
-                grad is not None and not bitwise_equal(grad, g.saved)
+                grad is not None and g.saved is not None and not bitwise_equal(grad, g.saved)
             ):
                 bad.append(g.label)
         for t in self.tensors:
@@ -562,7 +586,8 @@ class SavedState:
         return bad
 
     def _check_optimizer(self, opt: _Optimizer, uncompared: dict[str, str]) -> list[str]:
-        torch = self.torch
+        import torch
+
         bad = [f"{opt.label}'s {w}" for w in opt.structure.differences()]
         live_groups = opt.optimizer.param_groups
         if len(live_groups) != len(opt.groups) or any(
@@ -630,7 +655,8 @@ class SavedState:
         return bad
 
     def _check_rng(self) -> list[str]:
-        torch = self.torch
+        import torch
+
         same = bitwise_equal(torch.get_rng_state(), self.rng["torch"]) and same_value(
             random.getstate(), self.rng["random"]
         )
@@ -646,7 +672,8 @@ class SavedState:
 
     def peak_changes(self) -> dict[int, tuple[int, int]]:
         """Per CUDA device whose allocated peak moved: (before, now)."""
-        torch = self.torch
+        import torch
+
         out: dict[int, tuple[int, int]] = {}
         for d, before in self.peaks.items():
             now = int(torch.cuda.memory_stats(d).get("allocated_bytes.all.peak", 0))
@@ -699,7 +726,9 @@ class SavedState:
         self.optimizer_states = []
         self.stateful = []
         if self.pinned:
-            empty = getattr(self.torch._C, "_host_emptyCache", None)
+            import torch
+
+            empty = getattr(torch._C, "_host_emptyCache", None)
             if empty is not None:
                 import gc
 
@@ -718,7 +747,9 @@ class SavedState:
         return ""
 
 
-def _same_layout(live: Any, saved: Any, device: Any = None) -> bool:
+def _same_layout(
+    live: torch.Tensor, saved: torch.Tensor, device: torch.device | None = None
+) -> bool:
     return bool(
         live.shape == saved.shape
         and live.dtype == saved.dtype

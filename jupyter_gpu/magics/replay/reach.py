@@ -1,6 +1,6 @@
 """What user code can reach, read from its bytecode before it runs.
 
-A magic that runs an expression or a cell again and again (``common/runs.py``) must put back
+A magic that runs an expression or a cell again and again (``replay/runs.py``) must put back
 everything the runs change, or say before the first run that it cannot. This module reads the
 code (``dis``) and follows it: the names it loads and stores, the functions it calls that are
 the user's own (cells and the user's modules; a library's code is not followed, but the objects
@@ -43,10 +43,13 @@ import sys
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .lazy_torch import holds_no_memory
-from .origin import is_library_file
+from jupyter_gpu.magics.shell.lazy_torch import holds_no_memory
+from jupyter_gpu.magics.shell.origin import is_library_file
+
+if TYPE_CHECKING:
+    import torch
 
 _GLOBAL_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
 _GLOBAL_STORES = frozenset(("STORE_GLOBAL", "STORE_NAME", "DELETE_GLOBAL", "DELETE_NAME"))
@@ -166,8 +169,8 @@ class Named:
     (``--model``, ``--optimizer``), or "" where it has none.
     """
 
-    models: dict[str, Any] = field(default_factory=dict)
-    optimizers: dict[str, Any] = field(default_factory=dict)
+    models: dict[str, torch.nn.Module] = field(default_factory=dict)
+    optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
     model_option: str = "--model"
     optimizer_option: str = "--optimizer"
     #: Objects the magic itself binds to the code's names for the runs and puts back itself
@@ -193,7 +196,7 @@ class Reached:
     stateful: dict[str, Any] = field(default_factory=dict)
     #: Modules that are not named but whose tensors the named models and optimizers hold (a
     #: second model under the one optimizer): their hooks and submodules put back.
-    modules: dict[str, Any] = field(default_factory=dict)
+    modules: dict[str, torch.nn.Module] = field(default_factory=dict)
     #: The process-wide settings the code reaches that are saved only then ("os.environ",
     #: "sys.path"; see ``settings.py``).
     process: set[str] = field(default_factory=set)
@@ -458,7 +461,7 @@ class _Walker:
             return  # the magic's own object, put back by the magic
         torch = _torch()
         np = _numpy()
-        if torch is not None and self.torch_value(v, label, depth, torch):
+        if torch is not None and self.torch_value(v, label, depth):
             return
         if np is not None and self.numpy_value(v, label, np):
             return
@@ -515,15 +518,17 @@ class _Walker:
         ):
             self.stateful(v, label, depth)
             return
-        if torch is not None and isinstance(v, _read_only_torch_types(torch)):
+        if torch is not None and isinstance(v, _read_only_torch_types()):
             return
         if loaded and hasattr(v, "__dict__"):
             self.opaque[id(v)] = [label, v, 0, 0]  # judged by how the code uses it (the end)
             return
         self.problem(label, f"a {type(v).__name__}, which it cannot look into")
 
-    def torch_value(self, v: Any, label: str, depth: int, torch: Any) -> bool:
-        """Sort a torch object; False if ``v`` is not one."""
+    def torch_value(self, v: object, label: str, depth: int) -> bool:
+        """Sort a torch object; False if ``v`` is not one (torch is loaded: never imported here)."""
+        import torch
+
         if isinstance(v, torch.Tensor):
             if id(v) in self.named_tensors or v.is_meta or holds_no_memory(v):
                 return True  # saved with its model, or shapes only
@@ -537,10 +542,10 @@ class _Walker:
         ):
             return True
         if isinstance(v, torch.nn.Module):
-            self.module(v, label, depth, torch)
+            self.module(v, label, depth)
             return True
         if isinstance(v, torch.optim.Optimizer):
-            self.optimizer(v, label, depth, torch)
+            self.optimizer(v, label, depth)
             return True
         if isinstance(v, torch.Generator):
             self.out.generators[label] = v
@@ -558,11 +563,13 @@ class _Walker:
             return True
         return False
 
-    def module(self, m: Any, label: str, depth: int, torch: Any) -> None:
+    def module(self, m: torch.nn.Module, label: str, depth: int) -> None:
+        import torch
+
         orig = getattr(m, "_orig_mod", None)  # torch.compile's wrapper: its eager module
         if isinstance(orig, torch.nn.Module):
             self.seen.discard(id(orig))
-            self.module(orig, label, depth, torch)
+            self.module(orig, label, depth)
             return
         if id(m) not in self.named_modules:
             state = [t for t in [*m.parameters(), *m.buffers()] if id(t) not in self.named_tensors]
@@ -577,10 +584,12 @@ class _Walker:
                     fix if label.isidentifier() else "",
                 )
                 return
-        self.follow_module(m, label, depth, torch)
+        self.follow_module(m, label, depth)
 
-    def follow_module(self, m: Any, label: str, depth: int, torch: Any) -> None:
+    def follow_module(self, m: torch.nn.Module, label: str, depth: int) -> None:
         """The user's code that runs when ``m`` is called: forward methods and hooks."""
+        import torch
+
         for sub in m.modules():
             cls = type(sub)
             if not is_library_file(getattr(sys.modules.get(cls.__module__), "__file__", "") or ""):
@@ -606,7 +615,7 @@ class _Walker:
                 if isinstance(attr, torch.Tensor) and id(attr) not in self.named_tensors:
                     self.out.tensors[f"{label}.{key}"] = attr
 
-    def optimizer(self, opt: Any, label: str, depth: int, torch: Any) -> None:
+    def optimizer(self, opt: torch.optim.Optimizer, label: str, depth: int) -> None:
         if id(opt) not in self.named_optimizers:
             owner = self.owner_of(opt)
             over = f" over {owner}'s parameters" if owner else ""
@@ -654,7 +663,7 @@ class _Walker:
         if call is not None:
             self.function(call, f"{type(v).__name__}.__call__", depth + 1, type(v), stores_ok=True)
 
-    def owner_of(self, opt: Any) -> str:
+    def owner_of(self, opt: torch.optim.Optimizer) -> str:
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
         for name, model in self.named.models.items():
             if ids & {id(p) for p in model.parameters()}:
@@ -697,12 +706,15 @@ def _process_setting(v: Any) -> str | None:
     return None
 
 
-def _read_only_torch_types(torch: Any) -> tuple[type, ...]:
+def _read_only_torch_types() -> tuple[type, ...]:
     """Torch objects a run reads or renews without keeping state that the magic would miss.
 
     A DataLoader starts a new iterator (its shuffling draws from torch's RNG, which is
     restored) at each ``for``; a Dataset is indexed; streams and events are recorded on.
+    torch is loaded (the caller asked): never imported here.
     """
+    import torch
+
     found: list[type] = [torch.utils.data.DataLoader, torch.utils.data.Dataset]
     for name in ("Stream", "Event"):
         for owner in (torch, torch.cuda):
@@ -766,10 +778,10 @@ def reach(
     torch = _torch()
     for name, model in named.models.items():
         walker.seen.add(id(model))
-        walker.follow_module(model, name, 0, torch)
+        walker.follow_module(model, name, 0)
     for name, opt in named.optimizers.items():
         walker.seen.add(id(opt))
-        walker.optimizer(opt, name, 0, torch)
+        walker.optimizer(opt, name, 0)
     if torch is not None:
         hooks = sys.modules.get("torch.nn.modules.module")
         for attr in (

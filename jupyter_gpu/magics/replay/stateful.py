@@ -16,9 +16,12 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .equality import bitwise_equal, same_value
+
+if TYPE_CHECKING:
+    import torch
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, slice)
 #: Code, not state: kept as the same objects.
@@ -35,15 +38,15 @@ _CODE = (
 class SavedTensor:
     """A tensor's saved copy and the device the live one was on."""
 
-    copy: Any
-    device: Any
+    copy: torch.Tensor
+    device: torch.device
 
 
 class CannotCopy(Exception):
     """A ``state_dict`` holds a value that cannot be copied (the message says which)."""
 
 
-def tensors_in(value: Any) -> Iterator[Any]:
+def tensors_in(value: object) -> Iterator[torch.Tensor]:
     """The tensors a ``state_dict`` holds, nested ones included."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
@@ -56,7 +59,7 @@ def tensors_in(value: Any) -> Iterator[Any]:
             yield from tensors_in(item)
 
 
-def save_tree(value: Any, copy_tensor: Callable[[Any], Any]) -> Any:
+def save_tree(value: Any, copy_tensor: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     """A copy of a ``state_dict``: tensors through ``copy_tensor``, the rest deep-copied.
 
     Raises:

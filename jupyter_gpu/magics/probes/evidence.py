@@ -24,10 +24,14 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .kineto import kineto_quiet as _stderr_silenced
-from .lazy_torch import torch_if_imported
+from jupyter_gpu.magics.shell.kineto import kineto_quiet as _stderr_silenced
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_if_imported
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler_util import FunctionEvent
+    from torch.profiler import profile
 
 _US = 1e-6
 #: Ops that are a matmul or a convolution (the innermost of a nest is counted).
@@ -160,10 +164,14 @@ def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | No
     ``None`` if a profiler is already running or cannot start here. Never raises for the
     profiler's sake; the user's code's own errors propagate.
     """
-    torch = torch_if_imported()
-    if torch is None or torch.autograd._profiler_enabled():
+    if torch_if_imported() is None:
         return None
-    cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    import torch  # loaded already: never imported here
+
+    # torch.autograd._profiler_enabled is this function, re-exported where mypy cannot see it
+    if torch._C._autograd._profiler_enabled():
+        return None
+    cuda = cuda_in_use()
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -199,14 +207,14 @@ def _dtype_of(dtypes: list[str]) -> str:
     return _DTYPES.get(name, name)
 
 
-def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallProfile:
+def read_profile(prof: profile, *, calls: int, cuda: bool, wall_s: float) -> CallProfile:
     """The figures of a stopped ``torch.profiler.profile`` (see :class:`CallProfile`).
 
     ``cuda``: the profile asked for CUDA activity. The call counts as a GPU call only if some
     work ran on the device: a CPU function profiled in a process that has used CUDA before has
     no GPU time to speak of (its ops' CPU time is what it costs).
     """
-    events = list(prof.events())
+    events = list(prof.events())  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     cuda = cuda and any(_on_device(evt) for evt in events)
     dtypes = _kineto_dtypes(prof)
     kernels: list[tuple[float, float]] = []
@@ -260,11 +268,11 @@ def read_profile(prof: Any, *, calls: int, cuda: bool, wall_s: float) -> CallPro
     )
 
 
-def _on_device(evt: Any) -> bool:
+def _on_device(evt: FunctionEvent) -> bool:
     return str(evt.device_type).endswith(("CUDA", "PrivateUse1"))
 
 
-def _kineto_dtypes(prof: Any) -> dict[tuple[str, float], list[str]]:
+def _kineto_dtypes(prof: profile) -> dict[tuple[str, float], list[str]]:
     """(op name, start µs as ``FunctionEvent`` has it) -> the dtypes of its inputs."""
     results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if results is None:
@@ -279,14 +287,14 @@ def _kineto_dtypes(prof: Any) -> dict[tuple[str, float], list[str]]:
     return out
 
 
-def _device_time(evt: Any) -> float:
+def _device_time(evt: FunctionEvent) -> float:
     value = getattr(evt, "device_time_total", None)
     if value is None:
         value = getattr(evt, "cuda_time_total", None)
     return float(value or 0.0) * _US
 
 
-def _inside(evt: Any, name: str) -> bool:
+def _inside(evt: FunctionEvent, name: str) -> bool:
     parent = evt.cpu_parent
     while parent is not None:
         if parent.name == name:
@@ -295,7 +303,7 @@ def _inside(evt: Any, name: str) -> bool:
     return False
 
 
-def _inside_work(evt: Any) -> bool:
+def _inside_work(evt: FunctionEvent) -> bool:
     """Below an op or a compiled graph already counted as work."""
     parent = evt.cpu_parent
     while parent is not None:
@@ -305,7 +313,7 @@ def _inside_work(evt: Any) -> bool:
     return False
 
 
-def _has_matmul_below(evt: Any) -> bool:
+def _has_matmul_below(evt: FunctionEvent) -> bool:
     for child in evt.cpu_children:
         if child.name in MATMUL_OPS or child.name in CONV_OPS or _has_matmul_below(child):
             return True

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 _MISSING = object()
 #: Marks torch.compile sets on the module it compiles (``torch/_dynamo/eval_frame.py`` sets
@@ -117,7 +120,7 @@ class SavedTensorHooks:
     """
 
     label: str
-    tensor: Any
+    tensor: torch.Tensor
     tables: dict[str, tuple[Any, dict[Any, Any] | None]] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """Whose code a file holds: a library's, or the user's (notebook cells, their own modules).
 
 Libraries are torch, installed packages and the standard library. The profiler's frames, the
-sync tracer and the reach of a repeated expression (``common/reach.py``) all ask it the same
+sync tracer and the reach of a repeated expression (``replay/reach.py``) all ask it the same
 way. Profiler paths can be relative (``torch/nn/...``).
 """
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from jupyter_gpu.magics.common.evidence import CallProfile
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
+from jupyter_gpu.magics.probes.evidence import CallProfile
 from jupyter_gpu.measure import fmt_seconds
 
 from .facts import CASTS_SHARE, FEW_MATMULS_SHARE, OVERHEAD_SHARE, Cause, Evidence

@@ -18,7 +18,10 @@ import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
 
 _STATUS = Path("/proc/self/status")
 
@@ -75,7 +78,7 @@ def read_process_memory() -> ProcessMemory:
 
 
 @functools.cache
-def _this_process() -> Any:
+def _this_process() -> psutil.Process:
     """``psutil.Process()`` of this process, made once (it reads /proc when made)."""
     import psutil
 

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .render import show_note
+from jupyter_gpu.magics.output.render import show_note
 
 _CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 _COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx", "torch._functorch")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from jupyter_gpu.magics.common.quiet import PENDING_BACKWARD
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
+from jupyter_gpu.magics.shell.quiet import PENDING_BACKWARD
 from jupyter_gpu.measure import fmt_seconds
 
 from .facts import MATMUL_SHARE, OVERHEAD_SHARE, TF32_SHARE, Cause, Evidence

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_gpu.magics.probes.precision import Tf32Settings
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_module
+
 from .equality import same_value
-from .lazy_torch import torch_module
-from .precision import Tf32Settings
 
 #: The device types autocast keeps a state for (those the running torch knows are kept).
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia")
@@ -40,12 +41,13 @@ class Setting:
     """One process-wide setting, as the report names it.
 
     ``read(saved)`` returns its value now (``saved`` is the value read before the runs, or None
-    then: a reader may read only what was there before); ``write(value)`` sets it.
+    then: a reader may read only what was there before); ``write(value)`` sets it (what it
+    returns is dropped: ``torch.set_grad_enabled`` returns a context manager).
     """
 
     name: str
     read: Callable[[Any], Any]
-    write: Callable[[Any], None]
+    write: Callable[[Any], object]
 
 
 class SavedSettings:
@@ -92,7 +94,9 @@ class SavedSettings:
 
 
 def _settings(reached: set[str] | frozenset[str]) -> list[Setting]:
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     out = [
         Setting("grad mode", lambda _: torch.is_grad_enabled(), torch.set_grad_enabled),
         Setting(
@@ -100,22 +104,22 @@ def _settings(reached: set[str] | frozenset[str]) -> list[Setting]:
             lambda _: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
             lambda v: torch.set_anomaly_enabled(*v),
         ),
-        *_autocast(torch),
-        Setting("deterministic algorithms", lambda _: _deterministic(torch), _set_deterministic),
-        Setting("cuDNN flags", lambda _: _cudnn(torch), _set_cudnn),
+        *_autocast(),
+        Setting("deterministic algorithms", lambda _: _deterministic(), _set_deterministic),
+        Setting("cuDNN flags", lambda _: _cudnn(), _set_cudnn),
         Setting("TF32 and float32 matmul precision", lambda _: Tf32Settings.read(), _apply_tf32),
-        Setting("reduced-precision reductions", lambda _: _reductions(torch), _set_reductions),
+        Setting("reduced-precision reductions", lambda _: _reductions(), _set_reductions),
         Setting("threads", lambda _: torch.get_num_threads(), torch.set_num_threads),
         Setting("default dtype", lambda _: torch.get_default_dtype(), torch.set_default_dtype),
-        Setting("torch print options", lambda _: _print_options(torch), _set_print_options),
+        Setting("torch print options", lambda _: _print_options(), _set_print_options),
         Setting("logging levels", _logging_levels, _set_logging_levels),
         Setting("global module hooks", lambda _: _global_hooks(), _set_global_hooks),
     ]
-    if _sdpa_readable(torch):
-        out.append(Setting("SDPA backends", lambda _: _sdpa(torch), _set_sdpa))
+    if _sdpa_readable():
+        out.append(Setting("SDPA backends", lambda _: _sdpa(), _set_sdpa))
     if hasattr(torch, "_GLOBAL_DEVICE_CONTEXT") and hasattr(torch, "set_default_device"):
-        out.append(Setting("default device", lambda _: _default_device(torch), _set_device))
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out.append(Setting("default device", lambda _: _default_device(), _set_device))
+    if cuda_in_use():
         out.append(Setting("current CUDA device", lambda _: torch.cuda.current_device(), _set_cuda))
     np = sys.modules.get("numpy")
     if np is not None:
@@ -134,7 +138,9 @@ def _settings(reached: set[str] | frozenset[str]) -> list[Setting]:
     return out
 
 
-def _autocast(torch: Any) -> list[Setting]:
+def _autocast() -> list[Setting]:
+    import torch
+
     devices = []
     for device in _AUTOCAST_DEVICES:
         try:
@@ -159,12 +165,14 @@ def _autocast(torch: Any) -> list[Setting]:
             lambda _: torch.is_autocast_cache_enabled(),
             torch.set_autocast_cache_enabled,
         ),
-        Setting("autocast nesting", lambda _: _autocast_nesting(torch), _set_autocast_nesting),
+        Setting("autocast nesting", lambda _: _autocast_nesting(), _set_autocast_nesting),
     ]
 
 
-def _autocast_nesting(torch: Any) -> int:
+def _autocast_nesting() -> int:
     """How many autocast contexts are open (torch has no reader: one step up and back down)."""
+    import torch
+
     depth = int(torch.autocast_increment_nesting()) - 1
     torch.autocast_decrement_nesting()
     return depth
@@ -177,8 +185,9 @@ def _set_autocast_nesting(depth: int) -> None:
     ``autocast.__exit__`` does the same): a context entered in a run and never left would
     otherwise keep stale casts of weights that later steps update in place.
     """
-    torch = torch_module()
-    now = _autocast_nesting(torch)
+    import torch
+
+    now = _autocast_nesting()
     while now > depth:
         now = int(torch.autocast_decrement_nesting())
         if now == 0:
@@ -187,7 +196,9 @@ def _set_autocast_nesting(depth: int) -> None:
         now = int(torch.autocast_increment_nesting())
 
 
-def _deterministic(torch: Any) -> tuple[bool, bool, Any]:
+def _deterministic() -> tuple[bool, bool, Any]:
+    import torch
+
     fill = getattr(getattr(torch.utils, "deterministic", None), "fill_uninitialized_memory", None)
     return (
         bool(torch.are_deterministic_algorithms_enabled()),
@@ -197,23 +208,29 @@ def _deterministic(torch: Any) -> tuple[bool, bool, Any]:
 
 
 def _set_deterministic(value: tuple[bool, bool, Any]) -> None:
-    torch = torch_module()
+    import torch
+
     mode, warn_only, fill = value
     torch.use_deterministic_algorithms(mode, warn_only=warn_only)
     if fill is not None:
-        torch.utils.deterministic.fill_uninitialized_memory = fill
+        # a property of the module's class (torch/utils/deterministic.py), unseen by mypy
+        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
 _CUDNN = ("enabled", "benchmark", "deterministic", "benchmark_limit")
 
 
-def _cudnn(torch: Any) -> dict[str, Any]:
+def _cudnn() -> dict[str, Any]:
+    import torch
+
     cudnn = torch.backends.cudnn
     return {name: getattr(cudnn, name) for name in _CUDNN if hasattr(cudnn, name)}
 
 
 def _set_cudnn(value: dict[str, Any]) -> None:
-    cudnn = torch_module().backends.cudnn
+    import torch
+
+    cudnn = torch.backends.cudnn
     for name, flag in value.items():
         if getattr(cudnn, name) != flag:
             setattr(cudnn, name, flag)
@@ -230,13 +247,17 @@ _REDUCTIONS = (
 )
 
 
-def _reductions(torch: Any) -> dict[str, Any]:
+def _reductions() -> dict[str, Any]:
+    import torch
+
     matmul = torch.backends.cuda.matmul
     return {name: getattr(matmul, name) for name in _REDUCTIONS if hasattr(matmul, name)}
 
 
 def _set_reductions(value: dict[str, Any]) -> None:
-    matmul = torch_module().backends.cuda.matmul
+    import torch
+
+    matmul = torch.backends.cuda.matmul
     for name, flag in value.items():
         if getattr(matmul, name) != flag:
             setattr(matmul, name, flag)
@@ -245,42 +266,58 @@ def _set_reductions(value: dict[str, Any]) -> None:
 _SDPA = ("flash", "mem_efficient", "math", "cudnn")
 
 
-def _sdpa_readable(torch: Any) -> bool:
+def _sdpa_readable() -> bool:
+    import torch
+
     cuda = torch.backends.cuda
     return all(hasattr(cuda, f"{kind}_sdp_enabled") for kind in _SDPA)
 
 
-def _sdpa(torch: Any) -> dict[str, bool]:
+def _sdpa() -> dict[str, bool]:
+    import torch
+
     cuda = torch.backends.cuda
     return {kind: bool(getattr(cuda, f"{kind}_sdp_enabled")()) for kind in _SDPA}
 
 
 def _set_sdpa(value: dict[str, bool]) -> None:
-    cuda = torch_module().backends.cuda
+    import torch
+
+    cuda = torch.backends.cuda
     for kind, enabled in value.items():
         getattr(cuda, f"enable_{kind}_sdp")(enabled)
 
 
-def _default_device(torch: Any) -> Any:
+def _default_device() -> Any:
     """The device ``torch.set_default_device`` set, or None (torch's own default)."""
+    import torch
+
     context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
     return None if context is None else context.device
 
 
 def _set_device(device: Any) -> None:
-    torch_module().set_default_device(device)
+    import torch
+
+    torch.set_default_device(device)
 
 
 def _set_cuda(index: int) -> None:
-    torch_module().cuda.set_device(index)
+    import torch
+
+    torch.cuda.set_device(index)
 
 
-def _print_options(torch: Any) -> dict[str, Any]:
+def _print_options() -> dict[str, Any]:
+    import torch
+
     return dict(vars(torch._tensor_str.PRINT_OPTS))
 
 
 def _set_print_options(value: dict[str, Any]) -> None:
-    options = torch_module()._tensor_str.PRINT_OPTS
+    import torch
+
+    options = torch._tensor_str.PRINT_OPTS
     for key in [k for k in vars(options) if k not in value]:
         delattr(options, key)
     for key, item in value.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from jupyter_gpu.magics.common.render import fmt_pct
+from jupyter_gpu.magics.output.render import fmt_pct
 from jupyter_gpu.measure import fmt_seconds
 
 from .facts import Cause, Evidence, ProfileFacts

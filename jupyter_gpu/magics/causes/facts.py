@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jupyter_gpu.magics.common.evidence import CallProfile
+from jupyter_gpu.magics.probes.evidence import CallProfile
 
 #: A cause fires when the GPU (or the compiled graph) is busy less than this share of a call.
 OVERHEAD_SHARE = 0.5

@@ -31,9 +31,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .cell import cell_filenames
+from jupyter_gpu.magics.output.render import fmt_bytes
+from jupyter_gpu.magics.shell.cell import cell_filenames
+
 from .reach import Named, Problem, reach
-from .render import fmt_bytes
 from .state import RestoredPart, SavedState
 
 __all__ = ["RepeatedRuns", "Restored", "RestoredPart", "refusal", "restored_line"]
@@ -121,11 +122,11 @@ class UserWarnings:
     def notes(self, what: str) -> list[str]:
         """One sentence per distinct warning, in the order they first came.
 
-        A warning the extension knows (common/quiet.py: TF32 off, a FakeTensor's data
+        A warning the extension knows (shell/quiet.py: TF32 off, a FakeTensor's data
         pointer...) gets its note, once per kernel as everywhere else; any other is quoted,
         with how often it came and where from.
         """
-        from .quiet import ACTIVE
+        from jupyter_gpu.magics.shell.quiet import ACTIVE
 
         out = []
         for (message, category), (w, count) in self.seen.items():

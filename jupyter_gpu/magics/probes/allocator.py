@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .lazy_torch import cuda_in_use, torch_module
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_module
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class AllocatorStats:
         """Read the counters; zeros, ``initialized=False``, if this kernel has not used CUDA."""
         if not cuda_in_use():
             return cls(device, 0, 0, 0, 0, 0, initialized=False)
-        torch = torch_module()
+        import torch  # loaded already: CUDA is in use through it
+
         stats: dict[str, Any] = torch.cuda.memory_stats(device)
         return cls(
             device=device,
@@ -67,7 +68,9 @@ def norm_uuid(uuid: object) -> str:
 
 def torch_uuid(index: int) -> str | None:
     """The UUID of torch's CUDA device ``index`` (normalised), ``None`` if torch cannot say."""
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     try:
         return norm_uuid(torch.cuda.get_device_properties(index).uuid)
     except (AttributeError, RuntimeError):
@@ -84,7 +87,9 @@ def match_nvml_device(devices: Any, index: int) -> Any | None:
     match = next((d for d in devices if d.uuid and norm_uuid(d.uuid) == wanted), None)
     if match is not None:
         return match
-    torch = torch_module()
+    torch_module()
+    import torch
+
     same_count = len(devices) == torch.cuda.device_count()
     # CUDA_VISIBLE_DEVICES can reorder devices; with one device on each side it cannot.
     if same_count and ("CUDA_VISIBLE_DEVICES" not in os.environ or len(devices) == 1):

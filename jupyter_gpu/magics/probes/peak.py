@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from .lazy_torch import torch_module
+from jupyter_gpu.magics.shell.lazy_torch import torch_module
 
 #: Allocator events kept in the trace; a stretch that makes more loses its first ones (then
 #: the trace gives no figure).
@@ -62,8 +62,10 @@ class PeakReading:
         return None
 
 
-def history_enabled(torch: Any) -> bool:
+def history_enabled() -> bool:
     """Whether the allocator records its history now (someone's ``_record_memory_history``)."""
+    import torch  # loaded already: a PeakWatch asks
+
     is_on = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     return bool(is_on()) if is_on is not None else False
 
@@ -94,7 +96,7 @@ class PeakWatch:
     """
 
     def __init__(self, device: int, *, trace: bool = True, always_trace: bool = False) -> None:
-        self.torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
         self.device = device
         self.trace = trace
         self.always_trace = always_trace
@@ -102,16 +104,20 @@ class PeakWatch:
         self.start_bytes = self.requested_start = self.counter_before = 0
 
     def _stats(self) -> dict[str, Any]:
-        return dict(self.torch.cuda.memory_stats(self.device))
+        import torch
+
+        return dict(torch.cuda.memory_stats(self.device))
 
     def start(self) -> None:
+        import torch
+
         stats = self._stats()
         self.start_bytes = int(stats.get("allocated_bytes.all.current", 0))
         self.requested_start = int(stats.get("requested_bytes.all.current", 0))
         self.counter_before = int(stats.get("allocated_bytes.all.peak", 0))
         ambiguous = self.counter_before > self.start_bytes
-        if self.trace and (ambiguous or self.always_trace) and not history_enabled(self.torch):
-            memory = self.torch.cuda.memory
+        if self.trace and (ambiguous or self.always_trace) and not history_enabled():
+            memory = torch.cuda.memory
             kwargs: dict[str, Any] = {"context": None, "stacks": "python"}
             kwargs["max_entries"] = MAX_ENTRIES
             if "clear_history" in inspect.signature(memory._record_memory_history).parameters:
@@ -125,9 +131,11 @@ class PeakWatch:
         ``snapshot``: an allocator snapshot the caller recorded over the same stretch, from an
         empty history (``%%memsummary --snapshot``), of at most ``max_entries`` events.
         """
+        import torch
+
         after = int(self._stats().get("allocated_bytes.all.peak", 0))
         if self.ours:
-            memory = self.torch.cuda.memory
+            memory = torch.cuda.memory
             try:
                 snapshot = memory._snapshot()
             finally:
@@ -155,7 +163,7 @@ class PeakWatch:
         if snapshot is None:
             note = (
                 "your own memory-history recording is on, so no trace of this stretch alone"
-                if history_enabled(self.torch)
+                if history_enabled()
                 else "no allocator trace was recorded"
             )
         else:

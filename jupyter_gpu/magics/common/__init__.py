@@ -1,1 +1,0 @@
-"""What every magic shares: argument parsing, cell code, output rendering, lazy torch access."""
