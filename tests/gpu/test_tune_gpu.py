@@ -1,6 +1,6 @@
 """On a real NVIDIA GPU: ``%tune``'s CUDA fixes, figures and suggestions.
 
-Run on the GPU machine (about 4 minutes on an H200, most of it compiling):
+Run on the GPU machine (about 6 minutes on an H200, most of it compiling):
 
     python3 -m pytest -m gpu tests/gpu/test_tune_gpu.py -q -s
 
@@ -23,6 +23,7 @@ what the CPU tests cannot:
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +87,7 @@ train_step()
 """
 
 
-def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
+def test_precision_the_optimizer_a_larger_batch_compile_on_top_and_the_suggestions_on_cuda(
     shell: Shell,
 ) -> None:
     shell.run("%amp tf32 off")  # strict fp32, so that TF32 is a fix to try
@@ -94,7 +95,7 @@ def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
     defining_cell = shell.ip.execution_count - 1
     ran = shell.run(
         'r = %tune "train_step()" --model model --optimizer opt --batch batch '
-        "--only precision,optimizer,batch --budget 3m -o"
+        "--only precision,optimizer,batch,compile --budget 5m -o"
     )
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
@@ -110,6 +111,16 @@ def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
     assert tf32.on_top_of == ()
     assert bf16.on_top_of == (("TF32 matmuls and convolutions",) if tf32.kept else ())
     assert fused.on_top_of == tuple(f.name for f in (tf32, bf16) if f.kept)
+    # torch.compile on top of the kept precision fixes: its first call compiled the program the
+    # rounds time (under autocast where autocast was kept), so its first steps, which run with
+    # the kept fixes, found it compiled: no second compile there.
+    assert "torch.compile" in tried, ran.text
+    compiled = tried["torch.compile"]
+    assert compiled.on_top_of == tuple(f.name for f in (tf32, bf16, fused) if f.kept)
+    took = re.search(r"the first compiled step took ([\d.]+) (s|ms)", " ".join(compiled.notes))
+    assert took is not None, compiled.notes
+    compile_s = float(took.group(1)) * (1.0 if took.group(2) == "s" else 1e-3)
+    assert compiled.first_step_s < compile_s / 5, (compiled.first_step_s, compile_s)
     # Memory: each kept fix's change is against the kept fixes' first steps (what it adds), so
     # the parts add up to the stack's change against the step as it is (the same programs,
     # the same first steps; a few MiB of the allocator's rounding aside).

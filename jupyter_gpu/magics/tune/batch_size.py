@@ -16,8 +16,9 @@ suggestion carries a measured figure:
 - on top of the fixes kept before it (``kept.py``), like the others: a larger batch on the tuned
   step is what the suggestion is about. Where the input pipeline is among them, its new loader
   (workers, pinned memory, prefetching) is the one rebuilt with the larger batch, so that both
-  sides of the comparison are fed the same way; rebuilt from the user's loader, the larger batch
-  would be fed by the loader without workers against a kept fixes' side fed by workers;
+  sides of the comparison are fed the same way (rebuilt from the user's loader, the larger batch
+  would be fed by the loader without workers against a kept fixes' side fed by workers), and its
+  timed blocks hold as many of its batches as the kept fixes' hold of theirs;
 - the figure: per sample. ``compare`` times the kept fixes against the kept fixes with the
   larger batch, a call each; a call of the larger batch does ``new / old`` as many samples, so
   the samples-per-second ratio is the time ratio times ``new / old`` (its interval too).
@@ -121,6 +122,18 @@ class LargerBatch(Fix):
         k = (self.new_size or 1) / (self.size or 1)
         per_round = (ev.step_s if step_s is None else step_s) * (1 + k)
         return max(seconds, rounds * per_round) + (self.warmup + 2) * per_round + 2.0
+
+    def block_s(self, s: Session) -> float | None:
+        """The kept fixes' blocks (ten of their loader's batches), times ``new / old``.
+
+        Each of its blocks starts a fresh epoch of its own loader with a batch drawn ahead
+        (``BatchSource.use``): as many of its larger batches a block as the kept fixes' blocks
+        hold of theirs, so that its loader's pace shows as theirs does.
+        """
+        under = [b for f in s.kept.fixes if (b := f.block_s_under(s)) is not None]
+        if not under:
+            return None
+        return max(under) * (self.new_size or 1) / (self.size or 1)
 
     @contextlib.contextmanager
     def applied(self, s: Session) -> Iterator[None]:

@@ -7,6 +7,7 @@ Real fix objects and real timings; the trials themselves run in tests/integratio
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from jupyter_gpu.host.cpus import CpuBudget, worker_count
 from jupyter_gpu.magics.tune.batch_size import LargerBatch
@@ -15,7 +16,7 @@ from jupyter_gpu.magics.tune.compile import Compile
 from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
 from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, first_fixes
-from jupyter_gpu.magics.tune.loader import Loader
+from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, Loader
 from jupyter_gpu.magics.tune.magic import _to_stack
 from jupyter_gpu.magics.tune.precision import Autocast
 from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
@@ -134,3 +135,17 @@ def test_the_new_loader_limits_the_step_only_where_the_figures_of_the_run_say_so
     assert loader.limit_note(None, drawing) is None
     loader.alone = (loader.alone[0], LoaderAlone(0.3, 0.030, 5, short="the epoch ended"))
     assert loader.limit_note(fixed, drawing) is None
+
+
+def test_under_a_kept_loader_blocks_hold_ten_of_its_batches_and_a_larger_batch_as_many() -> None:
+    loader = _loader()
+    loader.alone = (LoaderAlone(0.5, 0.040, 64), LoaderAlone(0.3, 0.005, 64))
+    session = SimpleNamespace(kept=Kept((loader,)))
+    assert loader.block_s(session) == BLOCK_BATCHES * 0.040  # its own trial: the old loader's
+    assert loader.block_s_under(session) == BLOCK_BATCHES * 0.005  # under others: its own
+    larger = LargerBatch()
+    larger.size, larger.new_size = 64, 256
+    # Four times the samples a batch: ten batches of 64 are two and a half of 256, which the
+    # batch drawn ahead at each block's start would mostly hide; as many batches of 256 instead.
+    assert larger.block_s(session) == BLOCK_BATCHES * 0.005 * 4
+    assert larger.block_s(SimpleNamespace(kept=Kept())) is None
