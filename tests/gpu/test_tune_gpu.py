@@ -1,6 +1,7 @@
 """On a real NVIDIA GPU: ``%tune``'s CUDA fixes, figures and suggestions.
 
-Run on the GPU machine (about 6 minutes on an H200, most of it compiling):
+Run on the GPU machine (about 6 minutes on an H200, most of it compiling; within one 10-minute
+call, run it in two: ``-k precision``, then ``-k "convolution or launch"``):
 
     python3 -m pytest -m gpu tests/gpu/test_tune_gpu.py -q -s
 
@@ -95,7 +96,7 @@ def test_precision_the_optimizer_a_larger_batch_compile_on_top_and_the_suggestio
     defining_cell = shell.ip.execution_count - 1
     ran = shell.run(
         'r = %tune "train_step()" --model model --optimizer opt --batch batch '
-        "--only precision,optimizer,batch,compile --budget 5m -o"
+        "--only precision,optimizer,batch,compile --budget 4m -o"
     )
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
