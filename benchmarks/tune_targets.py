@@ -11,14 +11,18 @@
    the notebook's matching row, each row timed against the row before it: from
    ``--notebook-json`` (a ``07-capstone.json`` that notebook 07 writes with
    ``JUPYTER_GPU_RESULTS_DIR``; rows by key) or else the 07-capstone table of
-   ``benchmarks/RESULTS.md`` (rows by label). The rows compare as follows:
+   ``benchmarks/RESULTS.md`` (rows by label). Each %tune fix is timed on top of the fixes it kept
+   before it (printed beside its figure), so the rows compare as follows:
 
-   - TF32: row 1 over the start, the same change on the same step: the same figure expected;
-   - bf16 (fp16) autocast: rows 1 and 2 together over the start (the product of their gains:
-     %tune measures autocast over strict fp32, and TF32 changes nothing a 16-bit matmul does);
+   - TF32: row 1 over the start, the same change on the same step where %tune kept nothing
+     before it (else on top of its new loader: another step);
+   - bf16 (fp16) autocast: row 2 (autocast over TF32) where %tune kept TF32 before it, else rows
+     1 and 2 together over the start (the product of their gains: autocast over strict fp32,
+     and TF32 changes nothing a 16-bit matmul does);
    - the fused optimizer: row 5 over row 4 comes after bf16, SDPA and compile, where the
      optimizer is a larger share of a shorter step, so the ratios differ; the time it saves a
-     step (rows 0 to 6 share the shape and the batch) should not: both are printed in ms;
+     step (rows 0 to 6 share the shape and the batch; %tune's from the step with the fixes kept
+     before it) should not: both are printed in ms;
    - torch.compile (row 4, each block compiled after bf16 and SDPA) and the input pipeline
      (row 11, at the final shape and batch) are printed, not matched: other steps.
 
@@ -32,6 +36,12 @@
    images are synthesised and encoded at start: no download), random crop and flip, batch 64.
    Target: a stack of at least 3x, and the input pipeline ranked first.
 
+For each target: each fix with its speedup, what it was timed on top of (the fixes kept before
+it) and its notes (the loader alone as it is and with its workers, the step on one fixed batch,
+the compile time); then the kept fixes together beside the product of their gains, a step's
+time as it is, with the kept fixes, and with them on one fixed batch, and, where the new loader
+alone made batches more slowly than that, the line saying that it now limits the step.
+
 Each target's whole report goes to ``$JUPYTER_GPU_OUT/tune_<target>.txt`` (else ``$OUT``), and
 its figures to ``tune_<target>.json`` beside it. One target fits a 10-minute call (set up, then
 ``%tune`` within its budget, default 5m; a compile already running finishes): run them one call
@@ -43,6 +53,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import re
 import sys
@@ -224,16 +235,51 @@ def free(ip: Any) -> None:
 
 
 def fix_rows(result: Any) -> list[str]:
+    """Each fix: its speedup, what it was timed on top of, its verdict, then its notes.
+
+    The notes: the loader alone (as it is, with its workers), the step on one fixed batch, the
+    compile time.
+    """
     rows = []
     for fix in result.fixes:
+        on = f"on top of {fix.baseline()}"
         if fix.speedup is None:
-            rows.append(f"  {fix.name:<42} failed: {fix.error[:60]}")
-            continue
-        low, high = fix.interval
+            rows.append(f"  {fix.name:<42} failed: {fix.error[:60]} ({on})")
+        else:
+            low, high = fix.interval
+            rows.append(
+                f"  {fix.name:<42} {fix.speedup:6.2f}x  ({low:.2f}-{high:.2f})  {on}; "
+                f"{'kept' if fix.kept else fix.verdict}"
+            )
+        rows += [f"      {note}" for note in fix.notes]
+    return rows
+
+
+def stack_rows(result: Any) -> list[str]:
+    """The kept fixes together, beside the product of their gains.
+
+    Then the step with them and with them on one fixed batch, and the line saying that the new
+    loader limits the step where the run measured so.
+    """
+    stack = result.stack
+    if stack is None:
+        return ["  no fix kept"]
+    if stack.ratio is None:
+        return [f"  together ({' + '.join(stack.names)}) failed: {stack.error[:200]}"]
+    rows = [
+        f"  together ({' + '.join(stack.names)}): {stack.ratio.value:.2f}x "
+        f"({stack.ratio.low:.2f}-{stack.ratio.high:.2f}) against the step as it is, product of "
+        f"the parts' gains (each on top of the ones kept before it) {stack.product:.2f}x"
+    ]
+    # Both from the same rounds (the stack's; one fix kept: its own).
+    if stack.step_s is not None:
+        rows.append(f"  a step with the kept fixes: {stack.step_s * 1e3:.1f} ms")
+    if stack.fixed_batch_step_s is not None:
         rows.append(
-            f"  {fix.name:<42} {fix.speedup:6.2f}x  ({low:.2f}-{high:.2f})  "
-            f"{'kept' if fix.kept else fix.verdict}"
+            "  a step with the kept fixes on one fixed batch (no loading): "
+            f"{stack.fixed_batch_step_s * 1e3:.1f} ms"
         )
+    rows += [f"  {note}" for note in stack.notes]
     return rows
 
 
@@ -324,20 +370,24 @@ def _ms_saved(tokens_per_step: int, rows: dict[str, NotebookRow]) -> float | Non
 
 def beside_notebook(result: Any, rows: dict[str, NotebookRow], tokens_per_step: int) -> list[str]:
     """Each fix %tune tried beside the notebook's matching row (the module doc says which)."""
-    out = ["  %tune's fix over the start [interval] | the notebook's row(s) [interval]"]
+    out = ["  %tune's fix [interval] (on top of what) | the notebook's row(s) [interval]"]
     if not rows:
         return [*out, "  no notebook rows found: pass --notebook-json (a 07-capstone.json)"]
     base_s = result.profile.step_s if result.profile is not None else None
+    by_name = {f.name: f for f in result.fixes}
     for fix in result.fixes:
         if fix.speedup is None or fix.interval is None:
             continue
         low, high = fix.interval
-        ours = f"{fix.speedup:.2f}x [{low:.2f}-{high:.2f}]"
+        ours = f"{fix.speedup:.2f}x [{low:.2f}-{high:.2f}] (on top of {fix.baseline()})"
         if fix.name.startswith("TF32"):
-            theirs = _row(rows, "tf32") + " (the same change on the same step)"
+            same = "the same change on the same step" if not fix.on_top_of else "another step"
+            theirs = _row(rows, "tf32") + f" ({same})"
         elif fix.name.endswith("autocast"):
             tf32, amp = rows.get("tf32"), rows.get("autocast")
-            if tf32 and amp and tf32.gain and amp.gain:
+            if any(name.startswith("TF32") for name in fix.on_top_of):
+                theirs = _row(rows, "autocast") + " (row 2: autocast over TF32, as %tune's)"
+            elif tf32 and amp and tf32.gain and amp.gain:
                 theirs = (
                     f"rows 1 and 2 together: {tf32.gain * amp.gain:.2f}x "
                     f"({_row(rows, 'tf32')}; {_row(rows, 'autocast')}), autocast over strict fp32"
@@ -346,7 +396,9 @@ def beside_notebook(result: Any, rows: dict[str, NotebookRow], tokens_per_step: 
                 theirs = _row(rows, "autocast")
         elif fix.name.endswith("optimizer"):
             saved = _ms_saved(tokens_per_step, rows)
-            mine = base_s * 1e3 * (1 - 1 / fix.speedup) if base_s else None
+            # Its gain is over the fixes kept before it: the step it saves time on is theirs.
+            below = math.prod(by_name[n].speedup or 1.0 for n in fix.on_top_of if n in by_name)
+            mine = base_s / below * 1e3 * (1 - 1 / fix.speedup) if base_s else None
             theirs = (
                 f"{_row(rows, 'fused')} (after bf16, SDPA, compile); time saved a step: %tune "
                 + (f"{mine:.1f} ms" if mine is not None else "n/a")
@@ -382,11 +434,17 @@ def summary(result: Any, wall: float) -> dict[str, Any]:
             else None
         ),
         "product": result.stack.product if result.stack is not None else None,
+        "stack_step_s": result.stack.step_s if result.stack is not None else None,
+        "stack_fixed_batch_step_s": (
+            result.stack.fixed_batch_step_s if result.stack is not None else None
+        ),
+        "stack_notes": list(result.stack.notes) if result.stack is not None else [],
         "fixes": [
             {
                 "name": f.name,
                 "speedup": f.speedup,
                 "interval": list(f.interval) if f.interval else None,
+                "on_top_of": list(f.on_top_of),
                 "kept": f.kept,
                 "verdict": f.verdict,
                 "notes": list(f.notes),
@@ -460,13 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         figures[target] = summary(result, wall)
         print(f"  %tune took {wall:.0f} s (budget {args.budget})")
         print(*fix_rows(result), sep="\n")
-        stack = result.stack
-        if stack is not None and stack.ratio is not None:
-            print(
-                f"  together ({' + '.join(stack.names)}): {stack.ratio.value:.2f}x "
-                f"({stack.ratio.low:.2f}-{stack.ratio.high:.2f}), product of the parts "
-                f"{stack.product:.2f}x"
-            )
+        print(*stack_rows(result), sep="\n")
         for s in result.suggestions:
             print(f"  suggested: {s.name} [{s.where}]")
         if target == "capstone":

@@ -1,6 +1,7 @@
 """On a real NVIDIA GPU: ``%tune``'s CUDA fixes, figures and suggestions.
 
-Run on the GPU machine (about 4 minutes on an H200, most of it compiling):
+Run on the GPU machine (about 6 minutes on an H200, most of it compiling; within one 10-minute
+call, run it in two: ``-k precision``, then ``-k "convolution or launch"``):
 
     python3 -m pytest -m gpu tests/gpu/test_tune_gpu.py -q -s
 
@@ -15,11 +16,15 @@ what the CPU tests cannot:
   is put back bit for bit;
 - a small CNN: channels_last and cudnn.benchmark are tried;
 - a launch-bound step (many tiny kernels): torch.compile's default mode and reduce-overhead are
-  both tried, each with its compile time apart.
+  both tried, each with its compile time apart;
+- greedy trials: each fix timed on top of the fixes kept before it, the compile modes on top of
+  the same kept fixes and never of each other, each fix's memory change what it adds (the kept
+  parts' changes add up to the stack's).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +88,7 @@ train_step()
 """
 
 
-def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
+def test_precision_the_optimizer_a_larger_batch_compile_on_top_and_the_suggestions_on_cuda(
     shell: Shell,
 ) -> None:
     shell.run("%amp tf32 off")  # strict fp32, so that TF32 is a fix to try
@@ -91,7 +96,7 @@ def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
     defining_cell = shell.ip.execution_count - 1
     ran = shell.run(
         'r = %tune "train_step()" --model model --optimizer opt --batch batch '
-        "--only precision,optimizer,batch --budget 3m -o"
+        "--only precision,optimizer,batch,compile --budget 4m -o"
     )
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
@@ -102,6 +107,32 @@ def test_precision_the_optimizer_a_larger_batch_and_the_suggestions_on_cuda(
     fused = tried["fused optimizer"]
     assert fused.loss_delta is not None
     assert "tolerance" not in fused.verdict  # the same update, fused: within 2 %
+    # Greedy: TF32 against the step as it is; autocast on top of TF32 where it was kept; the
+    # optimizer on top of both where kept.
+    assert tf32.on_top_of == ()
+    assert bf16.on_top_of == (("TF32 matmuls and convolutions",) if tf32.kept else ())
+    assert fused.on_top_of == tuple(f.name for f in (tf32, bf16) if f.kept)
+    # torch.compile on top of the kept precision fixes: its first call compiled the program the
+    # rounds time (under autocast where autocast was kept), so its first steps, which run with
+    # the kept fixes, found it compiled: no second compile there.
+    assert "torch.compile" in tried, ran.text
+    compiled = tried["torch.compile"]
+    assert compiled.on_top_of == tuple(f.name for f in (tf32, bf16, fused) if f.kept)
+    took = re.search(r"the first compiled step took ([\d.]+) (s|ms)", " ".join(compiled.notes))
+    assert took is not None, compiled.notes
+    compile_s = float(took.group(1)) * (1.0 if took.group(2) == "s" else 1e-3)
+    assert compiled.first_step_s < compile_s / 5, (compiled.first_step_s, compile_s)
+    # Memory: each kept fix's change is against the kept fixes' first steps (what it adds), so
+    # the parts add up to the stack's change against the step as it is (the same programs,
+    # the same first steps; a few MiB of the allocator's rounding aside).
+    assert result.stack is not None, ran.text  # TF32 at least: faster, the loss within 2 %
+    stacked = [tried[name] for name in result.stack.names]
+    total = sum(f.memory_delta_bytes for f in stacked)
+    assert result.stack.memory_delta_bytes is not None, result.stack.error
+    assert abs(total - result.stack.memory_delta_bytes) <= 16 * 2**20, (
+        [(f.name, f.memory_delta_bytes) for f in stacked],
+        result.stack.memory_delta_bytes,
+    )
     larger = next(f for f in result.fixes if f.family == "batch")
     assert larger.name.endswith("(from 8), per sample")
     assert larger.memory_delta_bytes is not None
@@ -176,13 +207,22 @@ train_step()
 def test_compile_and_reduce_overhead_on_a_launch_bound_step(shell: Shell) -> None:
     shell.run(LAUNCH_BOUND_STEP)
     ran = shell.run(
-        'r = %tune "train_step()" --model model --optimizer opt --only compile --budget 4m -o'
+        'r = %tune "train_step()" --model model --optimizer opt --only compile,optimizer '
+        "--budget 4m -o"
     )
     result = shell["r"]
     assert result.profile.gpu_idle_fraction >= 0.3, ran.text
     tried = {f.name: f for f in result.fixes}
     assert {"torch.compile", "torch.compile reduce-overhead"} <= set(tried), ran.text
-    for fix in tried.values():
-        assert any("compile time, apart from the steady gain" in n for n in fix.notes)
+    # Both modes on top of the kept optimizer (where it was kept), neither on top of the other.
+    below = ("fused optimizer",) if tried["fused optimizer"].kept else ()
+    for name in ("torch.compile", "torch.compile reduce-overhead"):
+        assert tried[name].on_top_of == below, (name, tried[name].on_top_of)
+        notes = " ".join(tried[name].notes)
+        assert "compile time, apart from the steady gain" in notes
+        assert "(a first step without it: " in notes
+    if result.stack is not None and len(result.stack.names) > 1:
+        assert result.stack.names[-1].startswith("torch.compile")  # one mode, last
+        assert sum(n.startswith("torch.compile") for n in result.stack.names) == 1
     assert shell["model"].__class__.__name__ == "Sequential"  # the eager model is back
     assert put_back_exactly(result.restored), result.restored.line

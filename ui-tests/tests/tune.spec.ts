@@ -88,7 +88,7 @@ test("%tune's report in a notebook: the bar names the fix being tried, then the 
       timeout: 60000
     }
   );
-  // Four bars: the step as it was, each kept fix's own step, then the two measured together.
+  // Four bars: the step as it was, each kept fix's gain in the order kept, then both measured.
   await expect(figure.locator('.main-svg .waterfalllayer .point')).toHaveCount(
     4
   );

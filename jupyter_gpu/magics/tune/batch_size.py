@@ -10,12 +10,18 @@ suggestion carries a measured figure:
   (:func:`headroom_factor`: the activations grow with the batch, the weights and optimizer
   state do not), at most :data:`MAX_FACTOR` times the batch in one try; on a CPU twice the
   batch (the host's memory is not measured against the batch);
-- how: NAME is bound to the larger size while the step runs with it, and the step's DataLoader,
-  where its ``batch_size`` is NAME's value, is rebuilt with the larger batch (the same dataset,
-  sampler, collate function and worker settings);
-- the figure: per sample. ``compare`` times the step as it is against the step with the larger
-  batch, a call each; a call of the larger batch does ``new / old`` as many samples, so the
-  samples-per-second ratio is the time ratio times ``new / old`` (its interval too).
+- how: NAME is bound to the larger size while the step runs with it, and the loader the step
+  draws from, where its ``batch_size`` is NAME's value, is rebuilt with the larger batch (the
+  same dataset, sampler, collate function and worker settings);
+- on top of the fixes kept before it (``kept.py``), like the others: a larger batch on the tuned
+  step is what the suggestion is about. Where the input pipeline is among them, its new loader
+  (workers, pinned memory, prefetching) is the one rebuilt with the larger batch, so that both
+  sides of the comparison are fed the same way (rebuilt from the user's loader, the larger batch
+  would be fed by the loader without workers against a kept fixes' side fed by workers), and its
+  timed blocks hold as many of its batches as the kept fixes' hold of theirs;
+- the figure: per sample. ``compare`` times the kept fixes against the kept fixes with the
+  larger batch, a call each; a call of the larger batch does ``new / old`` as many samples, so
+  the samples-per-second ratio is the time ratio times ``new / old`` (its interval too).
 
 The loss is not compared (it averages over other samples); on CUDA the first step's peak is.
 """
@@ -30,6 +36,7 @@ from jupyter_gpu.magics.output.render import fmt_bytes
 
 from .batches import rebuilt, shut_down
 from .fixes import Fix
+from .loader import Loader
 
 if TYPE_CHECKING:
     from .evidence import Evidence
@@ -106,13 +113,27 @@ class LargerBatch(Fix):
     def prepare(self, s: Session) -> None:
         t = s.target
         if self.loader is None and t.loader is not None and t.loader.batch_size == self.size:
-            self.loader = rebuilt(t.loader, batch_size=self.new_size)
+            self.loader = rebuilt(_feeding(s), batch_size=self.new_size)
 
-    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
+    def cost_s(
+        self, ev: Evidence, seconds: float, rounds: int, step_s: float | None = None
+    ) -> float:
         """The step's cost at both sizes (a step's time grows about with the batch)."""
         k = (self.new_size or 1) / (self.size or 1)
-        per_round = ev.step_s * (1 + k)
+        per_round = (ev.step_s if step_s is None else step_s) * (1 + k)
         return max(seconds, rounds * per_round) + (self.warmup + 2) * per_round + 2.0
+
+    def block_s(self, s: Session) -> float | None:
+        """The kept fixes' blocks (ten of their loader's batches), times ``new / old``.
+
+        Each of its blocks starts a fresh epoch of its own loader with a batch drawn ahead
+        (``BatchSource.use``): as many of its larger batches a block as the kept fixes' blocks
+        hold of theirs, so that its loader's pace shows as theirs does.
+        """
+        under = [b for f in s.kept.fixes if (b := f.block_s_under(s)) is not None]
+        if not under:
+            return None
+        return max(under) * (self.new_size or 1) / (self.size or 1)
 
     @contextlib.contextmanager
     def applied(self, s: Session) -> Iterator[None]:
@@ -145,3 +166,11 @@ class LargerBatch(Fix):
         if self.loader is not None:
             shut_down(self.loader)
             self.loader = None
+
+
+def _feeding(s: Session) -> Any:
+    """The loader the kept fixes feed the step from: a kept input pipeline's, or the step's."""
+    for fix in s.kept.fixes:
+        if isinstance(fix, Loader) and fix.new is not None:
+            return fix.new
+    return s.target.loader

@@ -3,8 +3,10 @@
 Each fix says why it is not tried on a step (or nothing), how to put it on and take it off, the
 code to paste, and how ``--apply`` applies it in place.
 
-A fix is tried against the step as it is (``trial.py``): from the saved state, its first two
-steps (loss, peak memory), then the two interleaved in rounds (``jupyter_gpu.measure.compare``).
+A fix is tried on top of the fixes kept before it (``trial.py``; none: the step as it is):
+from the saved state, its first two steps (loss, peak memory), then the kept fixes without it
+and with it, interleaved in rounds (``jupyter_gpu.measure.compare``). Whatever a fix runs of its
+own (``measure_more``, ``beside``) runs on top of them too: ``Session.kept`` holds them.
 :meth:`Fix.applied` is the context each of its timed blocks runs in: it puts the fix on and
 takes it back off, untimed, so that between blocks the notebook is as it was; :meth:`Fix.wrap`
 changes each call instead (autocast opens per step, as a training loop does).
@@ -54,6 +56,14 @@ class Fix:
     #: The loss after one update is compared with the original's (``False``: it cannot be,
     #: e.g. it averages over other samples).
     compares_loss: ClassVar[bool] = True
+    #: One of several alternatives (the compile modes): each is timed on top of the kept fixes,
+    #: none on top of another, and the best kept one is stacked.
+    alternative: ClassVar[bool] = False
+    #: It changes only where the step's batches come from, not what a step computes (the input
+    #: pipeline). Under another fix, the first steps leave it out: they then draw the original's
+    #: first batch, which a loader whose workers augment with their own seeds would not give, so
+    #: that the loss is still compared with the original's.
+    feeds: ClassVar[bool] = False
 
     def why_not(self, ev: Evidence) -> str | None:
         """The one line saying why it is not tried on this step, or ``None`` to try it."""
@@ -90,18 +100,28 @@ class Fix:
         """The call as the fix runs it (by default unchanged)."""
         return run
 
-    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
-        """About how long its trial takes, from the step as it was measured (for the budget).
+    def cost_s(
+        self, ev: Evidence, seconds: float, rounds: int, step_s: float | None = None
+    ) -> float:
+        """About how long its trial takes, for the budget (seconds).
 
         The rounds (at least ``rounds``, each a block of both variants), the warm-up of both,
-        the first two steps and the state put back.
+        the first two steps and the state put back; ``step_s``: a step's time with the kept
+        fixes it is timed on top of (default: the step as it was measured).
         """
-        step_s = ev.step_s
-        return max(seconds, 2 * rounds * step_s) + (2 * self.warmup + 4) * step_s
+        step = ev.step_s if step_s is None else step_s
+        return max(seconds, 2 * rounds * step) + (2 * self.warmup + 4) * step
 
     def block_s(self, s: Session) -> float | None:
-        """How long one timed block should last, if the fix needs longer ones (seconds)."""
+        """How long one timed block should last, if the fix needs longer ones (seconds).
+
+        For its own trial, and for the kept fixes together against the step as it is.
+        """
         return None
+
+    def block_s_under(self, s: Session) -> float | None:
+        """The same, while it is among the kept fixes under another fix (on both sides)."""
+        return self.block_s(s)
 
     def code(self, s: Session) -> list[str]:
         """The line(s) to paste that make the fix in the user's notebook."""

@@ -16,13 +16,20 @@ Three figures, each said with where it comes from:
   new; a count cut short by the epoch's end says so;
 - the step on a fixed batch (no loading at all) against the step as it is: how much of the step
   the loader costs now, the most any loader can win; timed in the same rounds as the speedup
-  (``Fix.beside``: a third variant), so that the two figures come from one measurement;
+  (``Fix.beside``: a third variant, with the fixes kept before it on, like the other two), so
+  that the two figures come from one measurement;
 - the speedup itself: the step with the new loader against the step as it is, both drawing real
   batches (interleaved rounds). Each of the new loader's timed blocks starts a fresh epoch, which
   drops what its workers made while the step as it is was timed, and whose first batch is drawn
   before the block is timed (``BatchSource.use``: a block starts as deep in an epoch does, one
   batch ready); blocks last at least ten of the old loader's batches, so that a pipeline that
   cannot keep up shows its own pace.
+
+Kept, it stays under the fixes tried after it (``kept.py``), both sides of their comparisons
+drawing from it (blocks of ten of its own batches). Their first steps leave it out
+(``Fix.feeds``). When the kept fixes are timed together, the step with them on one fixed batch is
+timed in the same rounds: where the new loader alone makes batches slower than that, the report
+says that the new loader now limits the step (:meth:`Loader.limit_note`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import WorkerCount, worker_count
 from jupyter_gpu.magics.output.render import fmt_pct
-from jupyter_gpu.measure import Comparison, Variant
+from jupyter_gpu.measure import Comparison, Timing, Variant, fmt_seconds
+from jupyter_gpu.measure.interval import rounds_interval
 
 from .batches import STEADY_BATCHES, LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
 from .evidence import SMALL_SHARE
@@ -68,6 +76,7 @@ class Loader(Fix):
     key = "loader"
     order = 5
     source = "the step with the new loader against the step as it is, both drawing real batches"
+    feeds = True
 
     def __init__(self, count: WorkerCount | None = None) -> None:
         #: The worker count and what decided it (the CPU quota less one, or the cap).
@@ -77,6 +86,9 @@ class Loader(Fix):
         self.alone: tuple[LoaderAlone, LoaderAlone] | None = None
         #: The first batch of the step as it is, for the variant that loads nothing.
         self.fixed: tuple[Any] | None = None
+        #: From its own rounds: the step on the fixed batch, and the step drawing from it.
+        self.fixed_timing: Timing | None = None
+        self.drawing_timing: Timing | None = None
 
     def explain_skip(self, s: Session, ev: Evidence) -> str | None:
         """Why not on this step (``None``: try it)."""
@@ -135,49 +147,103 @@ class Loader(Fix):
                 self.fixed = (s.source.peek(),)
         return lines
 
-    def beside(self, s: Session) -> dict[str, Variant]:
-        """The step on one fixed batch, timed in the same rounds as the speedup.
+    def on_fixed_batch(self, s: Session, fixes: list[Fix] | tuple[Fix, ...]) -> Variant | None:
+        """The step with ``fixes`` on (less this one), handed one fixed batch at every call.
 
-        The same rounds and blocks as the step with the new loader, so that the two figures are
-        set side by side from one measurement (and the step as it is is timed once for both).
+        ``None`` where there is no fixed batch (a step that iterates its loader itself).
         """
         if s.source is None or self.fixed is None:
-            return {}
+            return None
         fixed = self.fixed[0]
+        others = s.variant([f for f in fixes if f is not self])
 
         @contextlib.contextmanager
         def one_batch() -> Iterator[None]:
-            with s.as_is():
+            with others.entered():
                 assert s.source is not None
                 s.source.use_fixed(fixed)
                 yield
 
-        return {FIXED: Variant(s.step, one_batch)}
+        return Variant(others.run, one_batch)
+
+    def beside(self, s: Session) -> dict[str, Variant]:
+        """The step on one fixed batch, timed in the same rounds as the speedup.
+
+        The same rounds and blocks as the step with the new loader, so that the two figures are
+        set side by side from one measurement (and the step as it is is timed once for both);
+        with the fixes kept before it on, as both of those run.
+        """
+        variant = self.on_fixed_batch(s, s.kept.fixes)
+        return {} if variant is None else {FIXED: variant}
 
     def beside_notes(self, comparison: Comparison) -> list[str]:
         if FIXED not in comparison:
             return []
+        self.fixed_timing = comparison[FIXED]
+        self.drawing_timing = comparison.timings.get(self.name)
         return [
-            "the step on one fixed batch (no loading) against the step as it is, in the same "
-            f"rounds: {comparison.ratio(FIXED).describe()}: what the step would gain if loading "
-            "cost nothing, the most a loader can give it"
+            "the step on one fixed batch (no loading) against the step drawing from the loader "
+            f"as it is, in the same rounds: {comparison.ratio(FIXED).describe()}: what the step "
+            "would gain if loading cost nothing, the most a loader can give it"
         ]
 
-    def cost_s(self, ev: Evidence, seconds: float, rounds: int) -> float:
+    def limit_note(self, fixed: Timing | None, drawing: Timing | None) -> str | None:
+        """The line saying that the new loader now limits the step, or ``None``.
+
+        Said where the new loader alone (no step) made its batches more slowly than the step
+        with the kept fixes took on one fixed batch (``fixed``: slower than the top of its 95 %
+        interval), both measured in this run; ``drawing``: the step with the kept fixes drawing
+        from the new loader, from the same rounds. Not said without those figures, or where the
+        loader alone was timed short of a steady count.
+        """
+        if self.alone is None or fixed is None or not fixed.times_s:
+            return None
+        new = self.alone[1]
+        if new.short or new.batches == 0:
+            return None
+        low, high, _level = rounds_interval(list(fixed.times_s))
+        if new.per_batch_s <= high:
+            return None
+        line = (
+            f"the new loader now limits the step: alone (no step), with {self.workers} "
+            f"worker(s), it made a batch every {fmt_seconds(new.per_batch_s)}, more slowly than "
+            f"a step with the kept fixes took on one fixed batch (no loading): "
+            f"{fmt_seconds(fixed.median_s)} ({fmt_seconds(low)}-{fmt_seconds(high)}, 95 % "
+            "interval)"
+        )
+        if drawing is not None and drawing.times_s:
+            line += (
+                f"; drawing from it, a step took {fmt_seconds(drawing.median_s)}, "
+                f"{drawing.median_s / fixed.median_s:.3g}x the step on one fixed batch"
+            )
+        return line + (
+            ". The next gain is in the loader: more workers where the CPUs allow, less work an item"
+        )
+
+    def cost_s(
+        self, ev: Evidence, seconds: float, rounds: int, step_s: float | None = None
+    ) -> float:
         """Ten of the old loader's batches a block, three variants a round, the loaders alone.
 
         A batch of the old loader takes its measured share of a step; each loader alone at
         least a second, or the steady count of the old loader's batches (``time_loader``).
         """
+        step = ev.step_s if step_s is None else step_s
         batch_s = ev.loader_share * ev.step_s
         block = max(0.01, BLOCK_BATCHES * batch_s)
         alone = 2 * max(1.0, STEADY_BATCHES * batch_s)
-        return alone + 6 * block + max(seconds, 3 * rounds * block) + 8 * ev.step_s
+        return alone + 6 * block + max(seconds, 3 * rounds * block) + 8 * step
 
     def block_s(self, s: Session) -> float | None:
         if self.alone is None:
             return None
         return max(0.01, BLOCK_BATCHES * self.alone[0].per_batch_s)
+
+    def block_s_under(self, s: Session) -> float | None:
+        """Ten of the new loader's batches: under another fix, both sides draw from it."""
+        if self.alone is None:
+            return None
+        return max(0.01, BLOCK_BATCHES * self.alone[1].per_batch_s)
 
     @contextlib.contextmanager
     def applied(self, s: Session) -> Iterator[None]:

@@ -3,14 +3,16 @@
 The flow: read and check the line (``target.py``; a ``UsageError`` changes nothing); open the
 repeated runs (``session.py``: they refuse before any run when the step changes what cannot be
 put back); measure the step as it is (``baseline.py``); decide what to try (``plan.py``); try
-each fix against the step as it is (``trial.py``), within the budget; measure the kept fixes
-together; put everything back; then ``--apply`` and the report (``report.py``). Ctrl-C stops
-the runs, puts everything back and reports what was measured.
+each fix in the plan's order on top of the fixes kept before it (``trial.py``, ``kept.py``),
+within the budget; measure the kept fixes together against the step as it is; put everything
+back; then ``--apply`` and the report (``report.py``). Ctrl-C stops the runs, puts everything
+back and reports what was measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -24,16 +26,19 @@ from jupyter_gpu.magics.shell.args import (
     parse,
 )
 from jupyter_gpu.magics.shell.lazy_torch import torch_module
+from jupyter_gpu.measure import Timing
 
 from . import mfu
 from .baseline import measure_baseline
 from .budget import DEFAULT_S, Budget, describe_s, parse_budget
 from .compile import Compile
 from .fixes import Fix, NotApplied
+from .kept import Kept
+from .loader import FIXED, Loader
 from .plan import Planned, make_plan, selection
 from .progress import Progress
 from .report import show_report
-from .results import FixResult, NotTried, StepProfile, TuneResult
+from .results import FixResult, NotTried, StackResult, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
@@ -95,11 +100,14 @@ class TuneMagics(ShellMagics):
         workers, prefetching), TF32, bf16 autocast (fp16 where bf16 is not computed), the
         optimizer fused (or foreach), channels_last and cudnn.benchmark for convolutions, CPU
         threads, torch.compile (default; reduce-overhead where the step is launch-bound;
-        max-autotune-no-cudagraphs where the budget allows). Each fix is timed against the step
-        as it is in interleaved rounds (a speedup with its interval), from the same start (the
-        loss after one update compared; on CUDA the first step's peak memory). Kept: measurably
-        faster, loss within 2 %. Then the kept fixes together, beside the product of their
-        parts. A fix not tried gets one line saying why.
+        max-autotune-no-cudagraphs where the budget allows). Each fix, in that order, is timed
+        on top of the fixes kept before it: the kept fixes without it against them with it, in
+        interleaved rounds (a speedup with its interval: what it adds to them), from the same
+        start (the loss after one update compared with the original's; on CUDA the first
+        step's peak memory against the kept fixes'). The compile modes are each timed on top of
+        the kept others, not of each other; a larger batch is measured, never kept. Kept:
+        measurably faster, loss within 2 %. Then the kept fixes together against the step as it
+        is, beside the product of their gains. A fix not tried gets one line saying why.
 
         Between and after the runs everything is put back (the model, the optimizer, the tensors
         and state the step reaches, the RNG, process-wide settings; --batches NAME and --loader
@@ -189,7 +197,10 @@ class TuneMagics(ShellMagics):
         return stacked
 
     def _try_all(self, s: Session, result: TuneResult, planned: list[Planned]) -> list[Fix]:
-        """Try each fix the plan allows within the budget, then the kept ones together."""
+        """Try each fix the plan allows within the budget, then the kept ones together.
+
+        Each fix is timed on top of the fixes kept before it (``s.kept``, ``kept.py``).
+        """
         to_try = [p.fix for p in planned if p.why_not is None]
         for p in planned:
             if p.why_not is not None:
@@ -207,20 +218,37 @@ class TuneMagics(ShellMagics):
                 s.progress.step()
                 continue
             s.progress.stage(f"trying {fix.name}")
-            outcome = try_fix(s, fix, seconds=seconds)
-            result.fixes.append(outcome)
+            trial = try_fix(s, fix, seconds=seconds)
+            result.fixes.append(trial.result)
             measured[fix.name] = fix
+            s.kept = s.kept.after(fix, trial.result.kept, trial.first, trial.step_s)
             if isinstance(fix, Compile) and fix.mode == "default":
                 default_compile_s = fix.compile_s
             s.progress.step()
-        stacked = _to_stack(result.fixes, measured)
+        stacked = _to_stack(s.kept, result.fixes, measured)
+        loader = next((f for f in stacked if isinstance(f, Loader)), None)
         if len(stacked) == 1:
             only = next(f for f in result.fixes if f.name == stacked[0].name)
             result.stack = _single_stack(only)
+            if loader is not None:  # its own rounds timed the step on a fixed batch
+                result.stack = _loader_figures(
+                    result.stack, loader, loader.fixed_timing, loader.drawing_timing
+                )
         elif stacked:
             s.progress.stage("the kept fixes together")
             kept = [f for f in result.fixes if f.name in {x.name for x in stacked}]
-            result.stack = try_stack(s, stacked, kept, seconds=timing_s(s, 0))
+            fixed = loader.on_fixed_batch(s, stacked) if loader is not None else None
+            stack, comparison = try_stack(
+                s,
+                stacked,
+                kept,
+                seconds=timing_s(s, 0),
+                beside={FIXED: fixed} if fixed is not None else None,
+            )
+            if loader is not None and comparison is not None:
+                fixed_timing = comparison.timings.get(FIXED)
+                stack = _loader_figures(stack, loader, fixed_timing, comparison["together"])
+            result.stack = stack
             s.progress.step()
         return stacked
 
@@ -236,7 +264,7 @@ class TuneMagics(ShellMagics):
         result.fixes.sort(key=lambda f: (not f.kept, f.speedup is None, -(f.speedup or 0.0)))
         ev = s.evidence
         lines: list[str] = []
-        for fix in stacked:
+        for fix in sorted(stacked, key=lambda f: f.order):
             lines += fix.code(s)
         if lines:
             together = (
@@ -264,7 +292,8 @@ def _budget_note(
     if isinstance(fix, Compile):
         return fix.budget_note(left_s, default_compile_s)
     assert s.evidence is not None
-    need = fix.cost_s(s.evidence, seconds, MIN_ROUNDS)
+    # On top of kept fixes, a round times the step with them: faster, so cheaper.
+    need = fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s)
     if left_s < need:
         return (
             f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "
@@ -273,18 +302,19 @@ def _budget_note(
     return None
 
 
-def _to_stack(fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
-    """The kept fixes to stack: all kept ones, but only the best compile mode."""
-    kept = [f for f in fixes if f.kept and f.name in measured]
-    compiles = [f for f in kept if f.family == "compile"]
-    best_compile = max(compiles, key=lambda f: f.speedup or 0.0) if compiles else None
-    chosen = [f for f in kept if f.family != "compile" or f is best_compile]
-    return sorted((measured[f.name] for f in chosen), key=lambda fix: fix.order)
+def _to_stack(kept: Kept, fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
+    """The fixes to stack, in the order they were kept.
+
+    The kept ones (each timed on top of the ones before it), then the best kept compile mode
+    (timed on top of all of them).
+    """
+    alternatives = [f for f in fixes if f.kept and measured[f.name].alternative]
+    best = max(alternatives, key=lambda f: f.speedup or 0.0) if alternatives else None
+    return [*kept.fixes, *([measured[best.name]] if best is not None else [])]
 
 
-def _single_stack(only: FixResult) -> Any:
-    from .results import StackResult
-
+def _single_stack(only: FixResult) -> StackResult:
+    """One fix kept: its own figure is the stack's (it was timed against the step as it is)."""
     return StackResult(
         (only.name,),
         only.ratio,
@@ -294,10 +324,22 @@ def _single_stack(only: FixResult) -> Any:
     )
 
 
+def _loader_figures(
+    stack: StackResult, loader: Loader, fixed: Timing | None, drawing: Timing | None
+) -> StackResult:
+    """The stack with the kept fixes' step on one fixed batch, and whether the loader limits it."""
+    note = loader.limit_note(fixed, drawing)
+    return dataclasses.replace(
+        stack,
+        fixed_batch_step_s=fixed.median_s if fixed is not None else None,
+        notes=(*stack.notes, note) if note is not None else stack.notes,
+    )
+
+
 def _apply(s: Session, stacked: list[Fix]) -> list[str]:
-    """Apply the stacked fixes in place, in stack order; a sentence for each."""
+    """Apply the stacked fixes in place, in their order (``Fix.order``); a sentence for each."""
     done = []
-    for fix in stacked:
+    for fix in sorted(stacked, key=lambda f: f.order):
         try:
             done.append(f"applied {fix.name}: {fix.apply(s)}")
         except NotApplied as why:

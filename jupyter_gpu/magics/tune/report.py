@@ -29,26 +29,46 @@ from .results import DEFAULT_SOURCE, StackResult, StepProfile, TuneResult
 from .trial import LOSS_RTOL, memory_text
 
 METHOD = (
-    "How each speedup was measured: the step as it is and the step with the fix, timed in "
-    "interleaved rounds (blocks of calls, the order alternating; CUDA events on a GPU, "
-    "perf_counter on a CPU); the median of the rounds' paired ratios, with its 95 % interval "
-    "(taken over stretches of consecutive rounds, so that a drifting machine widens it); "
-    "'no measurable difference' when the interval holds 1.0. Each fix starts from the same state "
-    "as the step as it was: the loss after one update is compared (kept only within "
-    f"{LOSS_RTOL:.0%}), and on CUDA the first step's allocator peak."
+    "How each speedup was measured: each fix, in the order tried, on top of the fixes kept "
+    "before it (the 'on top of' column; none kept yet: the step as it is): the kept fixes "
+    "without it and with it, timed in interleaved rounds (blocks of calls, the order alternating; "
+    "CUDA events on a GPU, perf_counter on a CPU); the median of the rounds' paired ratios, with "
+    "its 95 % interval (taken over stretches of consecutive rounds, so that a drifting machine "
+    "widens it); 'no measurable difference' when the interval holds 1.0. Each fix starts from "
+    "the same state as the step as it was: the loss after one update is compared with the "
+    f"original's (kept only within {LOSS_RTOL:.0%}), and on CUDA the first step's allocator peak "
+    "with the kept fixes' (the memory it adds). The compile modes are each timed on top of the "
+    "kept others, none on top of another; a larger batch is never kept. The kept fixes together "
+    "are timed against the step as it is."
+)
+#: The line under the table.
+ON_TOP = (
+    "Each fix was timed on top of the fixes kept before it, in the order tried ('on top of'): "
+    "its speedup is what it adds to them"
 )
 
 
 def fixes_table(result: TuneResult) -> Table:
     """One row per fix tried, best first."""
     table = Table(
-        headers=["#", "fix", "speedup", "95 % interval", "memory", "loss change", "kept"],
-        numeric=[True, False, True, True, True, True, False],
+        headers=[
+            "#",
+            "fix",
+            "speedup",
+            "95 % interval",
+            "memory",
+            "loss change",
+            "kept",
+            "on top of",
+        ],
+        numeric=[True, False, True, True, True, True, False, False],
         title=f"%tune {result.expr}: the fixes tried, best first",
     )
     for rank, fix in enumerate(result.fixes, 1):
         if fix.speedup is None or fix.interval is None:
-            table.rows.append([str(rank), fix.name, "failed", "", "", "", fix.verdict[:80]])
+            table.rows.append(
+                [str(rank), fix.name, "failed", "", "", "", fix.verdict[:80], fix.baseline()]
+            )
             continue
         low, high = fix.interval
         loss = "n/a" if fix.loss_delta is None else f"{fix.loss_delta:+.3g}"
@@ -61,6 +81,7 @@ def fixes_table(result: TuneResult) -> Table:
                 Cell(memory_text(fix.memory_delta_bytes), fix.memory_delta_bytes),
                 Cell(loss, fix.loss_delta),
                 "yes" if fix.kept else fix.verdict.removeprefix("not kept: "),
+                fix.baseline(),
             ]
         )
     return table
@@ -95,7 +116,7 @@ def profile_lines(p: StepProfile, device: str) -> list[str]:
 
 
 def stack_line(stack: StackResult, p: StepProfile | None) -> str:
-    """The kept fixes together: the measured speedup beside the product of the parts."""
+    """The kept fixes together: the measured speedup beside the product of the parts' gains."""
     names = " + ".join(stack.names)
     if stack.ratio is None:
         return f"the kept fixes together ({names}) failed: {stack.error}"
@@ -103,8 +124,9 @@ def stack_line(stack: StackResult, p: StepProfile | None) -> str:
         head = f"one fix kept ({names}): {stack.ratio.describe()}"
     else:
         head = (
-            f"the kept fixes together ({names}): {stack.ratio.describe()}, beside "
-            f"{stack.product:.3g}x, the product of their own speedups"
+            f"the kept fixes together ({names}), against the step as it is: "
+            f"{stack.ratio.describe()}, beside {stack.product:.3g}x, the product of their "
+            "speedups, each timed on top of the ones kept before it"
         )
     both = mfu.before_after(p.mfu_before, p.mfu_after) if p is not None else None
     if both is not None:
@@ -117,7 +139,9 @@ def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
     p, stack = result.profile, result.stack
     if p is None or stack is None or stack.ratio is None:
         return None
-    kept = [f for f in result.fixes if f.name in stack.names and f.speedup]
+    # In the order they were kept: each one's gain was timed on top of the bars before it.
+    by_name = {f.name: f for f in result.fixes}
+    kept = [by_name[n] for n in stack.names if n in by_name and by_name[n].speedup]
     base_ms = p.step_s * 1e3
     x, y, measure, text = ["as it is"], [base_ms], ["absolute"], [f"{base_ms:.3g} ms"]
     now = base_ms
@@ -126,7 +150,7 @@ def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
         x.append(fix.name)
         y.append(after - now)
         measure.append("relative")
-        text.append(f"{fix.speedup:.3g}x alone")
+        text.append(f"{fix.speedup:.3g}x")
         now = after
     together = base_ms / stack.ratio.value
     x.append("together (measured)")
@@ -151,7 +175,8 @@ def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
         ],
         "layout": {
             "title": {
-                "text": "Step time: each kept fix's own speedup in turn, then all of them measured"
+                "text": "Step time: each kept fix's gain over the ones kept before it, in "
+                "turn, then all of them measured"
             },
             "yaxis": {"title": {"text": "ms per step"}, "rangemode": "tozero"},
             "height": 360,
@@ -211,8 +236,8 @@ def show_report(result: TuneResult) -> None:
         parts += [html_note(line) for line in lines]
     if result.fixes:
         table = fixes_table(result)
-        text.append(table.text())
-        parts.append(table.html())
+        text += [table.text(), ON_TOP]
+        parts += [table.html(), html_note(ON_TOP)]
         for fix in result.fixes:
             source = [] if fix.source in ("", DEFAULT_SOURCE) else [f"the figure: {fix.source}"]
             for line in (*source, *fix.notes):
@@ -225,6 +250,9 @@ def show_report(result: TuneResult) -> None:
         line = stack_line(result.stack, result.profile)
         text.append(line)
         parts.append(f"<p><b>{html.escape(line)}</b></p>")
+        for note in result.stack.notes:
+            text.append(f"  {note}")
+            parts.append(html_note(note, warn=True))
     elif result.fixes:
         line = "no fix was kept: none was measurably faster with the loss within tolerance"
         text.append(line)

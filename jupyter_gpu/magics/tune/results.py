@@ -1,10 +1,10 @@
 """What ``%tune -o`` returns, and what its report shows (seconds, bytes, ratios).
 
 ``fixes`` are ranked best first (the kept ones, then the others, each by measured speedup; fixes
-that failed last); each
-has ``name``, ``speedup``, ``interval``, ``memory_delta_bytes``, ``loss_delta``, ``kept`` and
-``code``. ``speedup`` is the kept fixes measured together against the step as it was (``None``
-when no fix was kept), and ``profile`` what the step as it was measured.
+that failed last); each has ``name``, ``speedup``, ``interval``, ``memory_delta_bytes``,
+``loss_delta``, ``kept``, ``code`` and ``on_top_of`` (the kept fixes it was timed on top of;
+empty: against the step as it is). ``speedup`` is the kept fixes measured together against the
+step as it was (``None`` when no fix was kept), and ``profile`` what the step as it was measured.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ DEFAULT_SOURCE = "the step with the fix against the step as it is"
 
 @dataclass(frozen=True)
 class FixResult:
-    """One fix tried: its measured speedup against the step as it is, and what else changed.
+    """One fix tried on top of the fixes kept before it: its measured gain, and what else changed.
 
-    ``speedup``/``interval``: the median of the rounds' paired ratios and its 95 % interval
-    (above 1: faster); ``memory_delta_bytes``: its first step's allocator peak minus the step's
-    as it was (CUDA; ``None`` on CPU); ``loss_delta``: the loss after one update minus the
-    original's, from the same start (``None`` where not compared: ``loss_note`` says why);
-    ``kept``: measurably faster and the loss within tolerance; ``verdict`` says which.
+    ``on_top_of``: the names of the kept fixes it was timed on top of, in the order they were
+    kept (empty: against the step as it is); ``speedup``/``interval``: the median of the rounds'
+    paired ratios, the kept fixes without it against them with it, and its 95 % interval
+    (above 1: faster); ``memory_delta_bytes``: its first step's allocator peak minus the kept
+    fixes' (CUDA; ``None`` on CPU): what it adds; ``loss_delta``: the loss after one update
+    with it and the kept fixes minus the original's, from the same start (``None`` where not
+    compared: ``loss_note`` says why); ``kept``: measurably faster and the loss within
+    tolerance; ``verdict`` says which.
     """
 
     name: str
@@ -42,11 +45,16 @@ class FixResult:
     ratio: Ratio | None = field(default=None, repr=False)
     #: Whose figure the speedup is ("the step with the new loader against the step as it is").
     source: str = ""
-    #: The first step's seconds (a compile's time shows here), beside the step as it was.
+    #: The first step's seconds (a compile's time shows here), with the kept fixes on.
     first_step_s: float | None = None
     loss_note: str = ""
     notes: tuple[str, ...] = ()
     error: str = ""
+    on_top_of: tuple[str, ...] = ()
+
+    def baseline(self) -> str:
+        """What it was timed against: ``the step as it is``, or ``input pipeline + TF32``."""
+        return " + ".join(self.on_top_of) if self.on_top_of else "the step as it is"
 
     def describe(self) -> str:
         """``bf16 autocast: 1.84x faster (1.79-1.90x; 95 % interval, 12 rounds), kept``."""
@@ -81,16 +89,22 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class StackResult:
-    """The kept fixes together, measured against the step as it was."""
+    """The kept fixes together, in the order they were kept, measured against the step as it was."""
 
     names: tuple[str, ...]
     ratio: Ratio | None
-    #: The product of the fixes' own speedups: what they would give if they did not interact.
+    #: The product of the fixes' speedups, each timed on top of the ones kept before it: what
+    #: they should give together if nothing drifted between the trials.
     product: float
     memory_delta_bytes: int | None = None
     loss_delta: float | None = None
     step_s: float | None = None
     error: str = ""
+    #: With an input pipeline kept: a step with the kept fixes on one fixed batch (no loading),
+    #: seconds, from the same rounds (``None``: no such figure, e.g. no ``--batches``).
+    fixed_batch_step_s: float | None = None
+    #: What the figures of the stack say beyond its speedup (the new loader now limits it).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

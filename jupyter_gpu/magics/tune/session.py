@@ -4,7 +4,8 @@ The :class:`Session` is what every fix works through. It opens the repeated runs
 before anything runs when the step changes what cannot be put back), binds ``--batches NAME``
 to ``%tune``'s own :class:`~.batches.BatchSource`, builds a variant (the step with some fixes
 on) for :func:`jupyter_gpu.measure.compare`, runs a variant's first two steps from the saved
-state, and at the end puts back every name it rebound and everything the runs changed.
+state, holds the fixes kept so far (what the next fix is timed on top of), and at the end puts
+back every name it rebound and everything the runs changed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jupyter_gpu.measure import Variant, synchronize
 
 from .batches import BatchSource, rebuilt, shut_down
 from .evidence import FirstSteps
+from .kept import Kept
 
 if TYPE_CHECKING:
     from .budget import Budget
@@ -56,6 +58,10 @@ class Session:
         self.evidence: Evidence | None = None
         #: The first two steps of the step as it is (the losses every fix is compared with).
         self.base_first: FirstSteps | None = None
+        #: The fixes kept so far, which the fix being tried is timed on top of (``kept.py``):
+        #: whatever a fix runs of its own (its first compiled call, a fixed-batch variant) runs
+        #: with them on.
+        self.kept = Kept()
         self._bound: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ names

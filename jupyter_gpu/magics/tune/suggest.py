@@ -138,6 +138,7 @@ def _larger_batch(
         return Suggestion(
             "a larger batch",
             f"tried ({tried.name}): {tried.ratio.describe()} in samples a second"
+            + (f", on top of {tried.baseline()}" if tried.on_top_of else "")
             + (
                 f", its first step's peak {memory_text(tried.memory_delta_bytes)}"
                 if tried.memory_delta_bytes is not None

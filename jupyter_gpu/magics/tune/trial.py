@@ -1,29 +1,36 @@
-"""Trying one fix, and the kept fixes together, against the step as it is.
+"""Trying one fix on top of the fixes kept before it, and the kept fixes together.
 
-A fix's trial, inside the session's repeated runs:
+A fix's trial, inside the session's repeated runs, with ``Session.kept`` the fixes kept before it
+(``kept.py``; none: the step as it is):
 
-1. back to the saved state; the fix makes what it needs (``prepare``) and its own figures
-   (``measure_more``: the loader alone, the step on a fixed batch);
-2. back to the saved state again; its first two steps: the loss after one update (compared
-   with the original's from the same start), the first step's time and, on CUDA, its peak;
-3. the step as it is and the step with the fix, interleaved in rounds
-   (``jupyter_gpu.measure.compare``): the speedup and its interval.
+1. back to the saved state; the kept fixes and the fix make what they need (``prepare``), and
+   the fix its own figures (``measure_more``: the loader alone, the first compiled call), with
+   the kept fixes on;
+2. back to the saved state again (and made afresh: ``measure_more`` may have stepped a rebuilt
+   optimizer); its first two steps with the kept fixes on: the loss after one update (compared
+   with the original's from the same start: cumulative), the first step's time and, on CUDA,
+   its peak (against the kept fixes' first steps: what it adds);
+3. the kept fixes without it and with it, interleaved in rounds
+   (``jupyter_gpu.measure.compare``): the speedup and its interval, what it adds to them.
 
 Kept: measurably faster (the interval above 1) and the loss within :data:`LOSS_RTOL` of the
-original's. The stack is measured the same way, with every kept fix on.
+original's. The stack, every kept fix on (of the compile modes the best kept one), is measured
+against the step as it is, beside the product of the fixes' gains.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.output.render import fmt_bytes
-from jupyter_gpu.measure import Ratio, compare
+from jupyter_gpu.measure import Comparison, Ratio, Variant, compare
 
 from .evidence import FirstSteps
+from .kept import AS_IS, first_fixes
 from .results import FixResult, StackResult
 
 if TYPE_CHECKING:
@@ -95,30 +102,52 @@ def timing_s(s: Session, left_fixes: int) -> float:
     return min(2.0, max(0.3, s.budget.left_s() / (left_fixes + 1) / 3))
 
 
-def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
-    """Measure ``fix`` against the step as it is (see the module doc). Errors are results."""
-    assert s.base_first is not None
-    code = "\n".join(fix.code(s))
+@dataclass(frozen=True)
+class Trial:
+    """One fix's trial: its result, and what the next fixes need if it is kept.
+
+    ``first``: its first two steps (``None``: it failed before them); ``step_s``: the step's
+    median seconds a call with it on, from the rounds (``None``: not timed).
+    """
+
+    result: FixResult
+    first: FirstSteps | None = None
+    step_s: float | None = None
+
+
+def _prepared(s: Session, fixes: Sequence[Fix]) -> None:
+    """Back to the saved state, and each fix makes what it needs from there."""
     s.reset()
-    try:
+    for fix in fixes:
         fix.prepare(s)
+
+
+def try_fix(s: Session, fix: Fix, *, seconds: float) -> Trial:
+    """Measure ``fix`` on top of ``s.kept`` (see the module doc). Errors are results."""
+    assert s.base_first is not None
+    kept = s.kept
+    under = kept.fixes
+    on = [*under, fix]
+    code = "\n".join(fix.code(s))
+    try:
+        _prepared(s, on)
         notes = fix.measure_more(s)
-        s.reset()
-        first = s.first_steps([fix])
+        _prepared(s, on)
+        first = s.first_steps(first_fixes(under, fix))
     except Exception as err:  # noqa: BLE001  # a fix that fails on this step is a result
-        return _failed(fix, code, err)
+        return Trial(_failed(fix, code, err, kept.names))
     try:
         comparison = compare(
-            {"as is": s.variant([]), fix.name: s.variant([fix]), **fix.beside(s)},
+            {kept.label: s.variant(under), fix.name: s.variant(on), **fix.beside(s)},
             device=s.target.device,
-            warmup=fix.warmup,
+            warmup=max(f.warmup for f in on),
             target_s=seconds,
-            block_s=fix.block_s(s) or 0.01,
+            block_s=max([fix.block_s(s) or 0.01, *((f.block_s_under(s) or 0.01) for f in under)]),
             min_rounds=MIN_ROUNDS,
             on_round=s.progress.on_round,
         )
     except Exception as err:  # noqa: BLE001
-        return _failed(fix, code, err)
+        return Trial(_failed(fix, code, err, kept.names), first)
     ratio = comparison.ratio(fix.name)
     notes = [*notes, *fix.beside_notes(comparison)]
     samples = fix.samples_per_call(s)
@@ -130,7 +159,7 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
     else:
         delta, within = None, True
         loss_note = "not compared: the loss averages over other samples"
-    memory = _memory_delta(s.base_first, first)
+    memory = _memory_delta(kept.first or s.base_first, first)
     if not ratio.faster:
         verdict = "not kept: " + ("slower" if ratio.slower else "no measurable difference")
     elif not within:
@@ -141,7 +170,7 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
         verdict = "kept"
     if not comparison.machine.steady:
         notes = [*notes, *comparison.machine.notes]
-    return FixResult(
+    result = FixResult(
         fix.name,
         fix.family,
         ratio.value,
@@ -156,7 +185,9 @@ def try_fix(s: Session, fix: Fix, *, seconds: float) -> FixResult:
         first_step_s=first.first_s,
         loss_note=loss_note,
         notes=tuple(notes),
+        on_top_of=kept.names,
     )
+    return Trial(result, first, comparison[fix.name].median_s)
 
 
 def per_sample(ratio: Ratio, samples: float) -> Ratio:
@@ -176,7 +207,7 @@ def _memory_delta(base: FirstSteps, got: FirstSteps) -> int | None:
     return got.peak_bytes - base.peak_bytes
 
 
-def _failed(fix: Fix, code: str, err: BaseException) -> FixResult:
+def _failed(fix: Fix, code: str, err: BaseException, on_top_of: tuple[str, ...]) -> FixResult:
     text = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err) else ''}"
     return FixResult(
         fix.name,
@@ -190,24 +221,34 @@ def _failed(fix: Fix, code: str, err: BaseException) -> FixResult:
         f"failed: {text}",
         source=fix.source,
         error=text,
+        on_top_of=on_top_of,
     )
 
 
 def try_stack(
-    s: Session, fixes: Sequence[Fix], parts: Sequence[FixResult], *, seconds: float
-) -> StackResult:
-    """The kept fixes together against the step as it is, beside the product of their parts."""
+    s: Session,
+    fixes: Sequence[Fix],
+    parts: Sequence[FixResult],
+    *,
+    seconds: float,
+    beside: Mapping[str, Variant] | None = None,
+) -> tuple[StackResult, Comparison | None]:
+    """The kept fixes together against the step as it is, beside the product of their gains.
+
+    Each part's gain was timed on top of the parts kept before it, so their product is what
+    they should give together if nothing drifted between the trials. ``beside``: more variants
+    timed in the same rounds (the kept fixes on one fixed batch). Returns the comparison too
+    (``None`` where it failed).
+    """
     assert s.base_first is not None
     names = tuple(f.name for f in fixes)
     product = math.prod(p.speedup or 1.0 for p in parts)
-    s.reset()
     try:
-        for fix in fixes:
-            fix.prepare(s)
+        _prepared(s, fixes)
         s.reset()
-        first = s.first_steps(fixes)
+        first = s.first_steps(first_fixes(fixes))
         comparison = compare(
-            {"as is": s.variant([]), "together": s.variant(fixes)},
+            {AS_IS: s.variant([]), "together": s.variant(fixes), **(beside or {})},
             device=s.target.device,
             warmup=max(f.warmup for f in fixes),
             target_s=seconds,
@@ -216,9 +257,10 @@ def try_stack(
             on_round=s.progress.on_round,
         )
     except Exception as err:  # noqa: BLE001  # the fixes together failing is a result too
-        return StackResult(names, None, product, error=f"{type(err).__name__}: {err}"[:240])
+        error = f"{type(err).__name__}: {err}"[:240]
+        return StackResult(names, None, product, error=error), None
     delta, _within, _note = loss_check(s.base_first, first)
-    return StackResult(
+    stack = StackResult(
         names,
         comparison.ratio("together"),
         product,
@@ -226,6 +268,7 @@ def try_stack(
         loss_delta=delta,
         step_s=comparison["together"].median_s,
     )
+    return stack, comparison
 
 
 def memory_text(delta: int | None) -> str:

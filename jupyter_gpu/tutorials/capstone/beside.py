@@ -1,9 +1,11 @@
 """``%tune``'s result set beside notebook 07's hand-made climb, row by row.
 
 The climb times each fix against the row before it (the step as the fixes above had left it);
-``%tune`` times each of its fixes against the step it was given, the climb's start. So a row and
-its ``%tune`` fix share a baseline only where the row before is the start; elsewhere the two
-figures answer different questions, and each line says which step each was measured against.
+``%tune`` times each of its fixes on top of the fixes it kept before it (the step it was given,
+the climb's start, while it has kept none). So a row and its ``%tune`` fix share a baseline
+where the changes under each are the same: the climb's kept rows above it are the ``%tune``
+fixes under the fix (TF32 under autocast in both, say); elsewhere the two figures answer
+different questions, and each line says which step each was measured against.
 The climb's other rows change the code (the attention, the ``.item()``, the model's shape...):
 ``%tune`` suggests two of them from its profile and has no fix for the rest; each line says which.
 """
@@ -50,20 +52,20 @@ def row_key(fix_name: str) -> str | None:
 class Beside:
     """One climb row beside what ``%tune`` measured or said for the same change.
 
-    ``same_start``: both figures are against the climb's start; ``overlap``: both intervals
-    share a value (``None`` where there are not two figures).
+    ``same_baseline``: both figures are against the same step (the same changes under each);
+    ``overlap``: both intervals share a value (``None`` where there are not two figures).
     """
 
     label: str
     climb: str
     tune: str
-    same_start: bool = False
+    same_baseline: bool = False
     overlap: bool | None = None
 
     def line(self) -> str:
         if self.overlap is None:
             agreement = ""
-        elif self.same_start:
+        elif self.same_baseline:
             agreement = "; the same baseline, " + (
                 "the intervals overlap" if self.overlap else "the intervals do not overlap"
             )
@@ -91,10 +93,13 @@ def beside(tuned: Any, climb: Any) -> list[Beside]:
         if fix is not None and fix.ratio is not None:
             a, b = fix.ratio, row.gain
             overlap = None if b is None else max(a.low, b.low) <= min(a.high, b.high)
-            tune = (
-                f"{fix.ratio.describe()} against the start ({'kept' if fix.kept else fix.verdict})"
-            )
-            lines.append(Beside(row.label, climb_text, tune, before is start, overlap))
+            under = fix.on_top_of
+            on = "the start" if not under else f"the start with {' + '.join(under)}"
+            tune = f"{fix.ratio.describe()} against {on} ({'kept' if fix.kept else fix.verdict})"
+            above = climb.rows[: climb.rows.index(row)]
+            climb_under = {r.key for r in above if r.kept and r is not start}
+            same = {row_key(name) for name in under} == climb_under
+            lines.append(Beside(row.label, climb_text, tune, same, overlap))
         elif fix is not None:
             lines.append(Beside(row.label, climb_text, f"failed: {fix.verdict}"))
         elif row.key in not_tried:

@@ -97,6 +97,34 @@ def loader_state(shell: Shell) -> dict[str, Any]:
     }
 
 
+#: The order %tune tries its fixes in (plan.py), by a word of each one's name.
+PLAN_ORDER = (
+    "input pipeline",
+    "TF32",
+    "autocast",
+    "optimizer",
+    "channels_last",
+    "cudnn",
+    "CPU threads",
+    "batch ",
+    "torch.compile",
+)
+
+
+def assert_greedy(result: Any) -> None:
+    """Each fix was timed on top of the fixes kept before it, in the order tried; a compile mode
+    or a larger batch is never among them (whatever this machine made of each figure)."""
+
+    def tried(fix: Any) -> int:
+        return next(i for i, word in enumerate(PLAN_ORDER) if word in fix.name)
+
+    below: list[str] = []
+    for fix in sorted(result.fixes, key=tried):
+        assert fix.on_top_of == tuple(below), (fix.name, fix.on_top_of, below)
+        if fix.kept and fix.family != "compile":
+            below.append(fix.name)
+
+
 def busy_notes(result: Any) -> list[str]:
     """What the fixes' figures said of other processes keeping this process's CPUs busy."""
     return [n for f in result.fixes for n in f.notes if "other processes kept" in n]
@@ -145,6 +173,8 @@ def test_a_starved_step_gets_its_input_pipeline_first_and_everything_back(files:
     assert re.search(r"%tune \[2/\d+\] trying input pipeline", ran.text)  # the progress lines
     top = result.fixes[0]
     assert top.name == "input pipeline", ran.text
+    assert top.on_top_of == ()  # tried first: against the step as it is
+    assert_greedy(result)  # the fixes after it, on top of it where it was kept
     assert "drawing real batches" in top.source
     assert any("the loader alone" in n for n in top.notes)
     assert any("one fixed batch" in n for n in top.notes)
@@ -157,6 +187,42 @@ def test_a_starved_step_gets_its_input_pipeline_first_and_everything_back(files:
     assert top.speedup >= 1.5, ran.text
     assert top.interval[0] > 1.0
     assert "num_workers" in result.code
+
+
+# A loader far slower than the rest of the step: a worker reads the next batch while the step
+# runs, which makes the step (read + device + CPU) / read faster (1.4x with a CPU part of 0 ms,
+# 1.8x with 20 ms), but the step then waits on the worker's reads, 50 ms, where on one fixed
+# batch it takes the device's 20 ms and its CPU part (under 30 ms on a loaded machine).
+BOUND_READ_S, BOUND_DEVICE_S = 0.05, 0.02
+LOADER_BOUND_CELL = STARVED_CELL.replace(f"Files({READ_S})", f"Files({BOUND_READ_S})").replace(
+    f"time.sleep({DEVICE_S})", f"time.sleep({BOUND_DEVICE_S})"
+)
+
+
+@pytest.mark.slow
+def test_a_step_the_new_loader_still_limits_gets_a_line_that_says_so(files: Shell) -> None:
+    shell = files
+    shell.ok(LOADER_BOUND_CELL)
+    assert f"Files({BOUND_READ_S})" in LOADER_BOUND_CELL
+    ran = shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --batches batches '
+        "--loader loader --only loader --budget 50s -o"
+    )
+    result = shell["r"]
+    (fix,) = result.fixes
+    if not fix.kept:
+        unless_busy(result, ran.text, f"the input pipeline read {fix.describe()}")
+    assert fix.kept, ran.text
+    # Its own rounds timed the step on one fixed batch: the stack's figure, and the line.
+    stack = result.stack
+    assert stack.names == ("input pipeline",)
+    assert stack.fixed_batch_step_s is not None
+    if not stack.notes:
+        unless_busy(result, ran.text, "the step on one fixed batch was not faster than the loader")
+    (line,) = stack.notes
+    assert line.startswith("the new loader now limits the step: alone (no step), with "), line
+    assert "a step with the kept fixes took on one fixed batch (no loading)" in line
+    assert line in ran.text
 
 
 # Two fixes that both help: reading a batch, and AdamW over a large embedding table (dense
@@ -209,7 +275,9 @@ batches = iter(loader)
 
 
 @pytest.mark.slow
-def test_two_kept_fixes_are_measured_together_drawn_returned_and_applied(files: Shell) -> None:
+def test_the_second_fix_is_timed_on_top_of_the_first_then_both_together_and_applied(
+    files: Shell,
+) -> None:
     shell = files
     shell.ok(TWO_FIXES_CELL)
     old_loader, old_opt = shell["loader"], shell["opt"]
@@ -219,6 +287,11 @@ def test_two_kept_fixes_are_measured_together_drawn_returned_and_applied(files: 
     )
     result = shell["r"]
     by_name = {f.name: f for f in result.fixes}
+    # Greedy, whatever this machine made of the figures: the input pipeline, tried first, against
+    # the step as it is; the optimizer, tried after it, on top of it where it was kept (both
+    # sides of its rounds fed by the new loader); the report says so under the table.
+    assert_greedy(result)
+    assert "Each fix was timed on top of the fixes kept before it" in ran.text
     if set(by_name) != {"input pipeline", "fused optimizer"} or not all(
         f.kept for f in result.fixes
     ):
@@ -226,32 +299,44 @@ def test_two_kept_fixes_are_measured_together_drawn_returned_and_applied(files: 
     assert set(by_name) == {"input pipeline", "fused optimizer"}, ran.text
     if not all(f.kept for f in result.fixes):
         pytest.fail("both fixes should be kept: " + "; ".join(f.describe() for f in result.fixes))
+    # Both kept: the optimizer's row names what it was timed on top of.
+    assert by_name["input pipeline"].on_top_of == ()
+    assert by_name["fused optimizer"].on_top_of == ("input pipeline",)
+    assert re.search(r"^\s*\d\s+fused optimizer\s.*\s+input pipeline$", ran.text, re.M), ran.text
+    assert re.search(r"^\s*\d\s+input pipeline\s.*\s+the step as it is$", ran.text, re.M)
     # -o: the fields of each fix, ranked best first; the stack's speedup; the profile.
     assert result.fixes[0].speedup >= result.fixes[1].speedup
     for fix in result.fixes:
         low, high = fix.interval
         assert low <= fix.speedup <= high
         assert fix.memory_delta_bytes is None  # no allocator peak on a CPU
-        assert fix.loss_delta == 0.0  # the same first batch, the same update (fused: exact)
+        # The same first batch, the same update (fused: exact): the optimizer's first steps
+        # leave the kept loader out and draw the original's first batch.
+        assert fix.loss_delta == 0.0
         assert fix.code
     assert result.profile.step_s > 0
     assert result.profile.loader_share > 0.05
-    # The stack: both fixes measured together, beside the product of their own speedups.
+    # The stack, in the order kept: both fixes measured together against the step as it is,
+    # beside the product of their gains (the optimizer's over the new loader).
     stack = result.stack
-    assert set(stack.names) == {"input pipeline", "fused optimizer"}
+    assert stack.names == ("input pipeline", "fused optimizer")
     assert stack.product == pytest.approx(
         by_name["input pipeline"].speedup * by_name["fused optimizer"].speedup
     )
     assert result.speedup == stack.ratio.value
     assert stack.ratio.faster
-    assert "the product of their own speedups" in ran.text
-    # The waterfall: the step as it was, each kept fix's own step, then the stack measured.
+    assert "the product of their speedups, each timed on top of the ones kept before it" in (
+        ran.text
+    )
+    # The kept fixes on one fixed batch were timed in the stack's rounds too.
+    assert stack.fixed_batch_step_s is not None
+    assert stack.fixed_batch_step_s > 0
+    # The waterfall: the step as it was, each kept fix's gain in the order kept, then the
+    # stack measured.
     (figure,) = ran.bundles("application/vnd.plotly.v1+json")
     trace = figure["data"][0]
     assert trace["type"] == "waterfall"
-    assert trace["x"][0] == "as it is"
-    assert trace["x"][-1] == "together (measured)"
-    assert set(trace["x"][1:-1]) == {"input pipeline", "fused optimizer"}
+    assert trace["x"] == ["as it is", "input pipeline", "fused optimizer", "together (measured)"]
     # --apply: the loader rebuilt with workers and the batches drawn from it; the optimizer
     # rebuilt fused, with the same parameters and state; each said.
     new_loader, new_opt = shell["loader"], shell["opt"]
@@ -378,7 +463,14 @@ def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell
         assert fix.memory_delta_bytes is None  # no allocator peak on a CPU
         assert fix.code
         assert isinstance(fix.kept, bool)
-    assert tried["fused optimizer"].loss_delta == 0.0  # the same update, fused
+    assert_greedy(result)
+    # The larger batch, on top of the kept fixes like the others, never among them.
+    assert set(larger.on_top_of) == {f.name for f in result.kept}
+    # The loss is compared with the original's, cumulative: fused, the update is the same as
+    # with the kept fixes below it alone (autocast, where this CPU kept it).
+    optimizer = tried["fused optimizer"]
+    below = optimizer.on_top_of
+    assert optimizer.loss_delta == (tried[below[-1]].loss_delta if below else 0.0)
     assert "fused=True" in tried["fused optimizer"].code
     assert "channels_last" in tried["channels_last"].code
     assert shell["model"].conv.weight.stride() == memory_format  # converted back

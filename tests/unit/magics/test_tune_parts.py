@@ -240,14 +240,17 @@ def test_max_autotune_waits_for_a_budget_that_holds_it() -> None:
     assert autotune.budget_note(AUTOTUNE_FACTOR * 30.0 + 1, 30.0) is None
 
 
-def test_the_waterfall_ends_on_the_stack_as_measured() -> None:
+def test_the_waterfall_goes_in_the_order_kept_and_ends_on_the_stack_as_measured() -> None:
     ratio = Ratio(2.0, 1.9, 2.1, 12, 0.96)
+    # Ranked by speedup, autocast first; kept in the order tried, the input pipeline first (the
+    # autocast's gain was timed on top of it): the bars follow the order kept.
     fixes = [
+        FixResult("bf16 autocast", "precision", 1.7, (1.6, 1.8), None, 0.0, True, "", "kept"),
         FixResult("input pipeline", "loader", 1.6, (1.5, 1.7), None, None, True, "", "kept"),
-        FixResult("bf16 autocast", "precision", 1.5, (1.4, 1.6), None, 0.0, True, "", "kept"),
     ]
+    fixes[0] = replace(fixes[0], on_top_of=("input pipeline",))
     result = TuneResult("step()", "cpu", fixes=fixes)
-    result.stack = StackResult(("input pipeline", "bf16 autocast"), ratio, 2.4)
+    result.stack = StackResult(("input pipeline", "bf16 autocast"), ratio, 1.6 * 1.7)
     result.profile = StepProfile(
         0.1, (0.09, 0.11), 12, 5, None, "", 0.5, 0, 0.0, {}, [], None, None, None, ""
     )
@@ -259,7 +262,8 @@ def test_the_waterfall_ends_on_the_stack_as_measured() -> None:
     assert trace["measure"] == ["absolute", "relative", "relative", "absolute"]
     assert trace["y"][0] == pytest.approx(100.0)
     assert trace["y"][1] == pytest.approx(100.0 / 1.6 - 100.0)
-    assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 41.7 ms
+    assert trace["y"][2] == pytest.approx(100.0 / 1.6 / 1.7 - 100.0 / 1.6)
+    assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 36.8 ms
     assert trace["decreasing"]["marker"]["color"] == "#2ca02c"  # a shorter step: green
     assert svg.startswith("<svg")
 

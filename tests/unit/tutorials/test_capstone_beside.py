@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -53,17 +54,51 @@ def test_each_row_says_what_it_and_tunes_figure_were_measured_against() -> None:
     lines = {b.label: b for b in beside(tuned, climb)}
     assert "0 · the start" not in lines
     tf32 = lines["1 · TF32"]
-    assert (tf32.same_start, tf32.overlap) == (True, True)
+    assert (tf32.same_baseline, tf32.overlap) == (True, True)
     assert "against the start" in tf32.climb
     assert "the same baseline, the intervals overlap" in tf32.line()
     bf16 = lines["2 · bf16 autocast"]
     assert "against row '1 · TF32'" in bf16.climb
-    assert not bf16.same_start
+    assert not bf16.same_baseline  # %tune's autocast on top of nothing, the climb's on TF32
     assert "different baselines" in bf16.line()
     assert "suggests it" in lines["3 · scaled_dot_product_attention"].tune
     assert "did not suggest it" in lines["6 · no .item() each step"].tune
     assert "has no fix for it (the model's shape is its code" in lines["7 · shape"].tune
     assert "not tried: the DataLoader's __next__ took 2%" in lines["11 · 8 workers"].tune
+
+
+def test_tunes_fix_on_top_of_the_rows_above_shares_the_climbs_baseline() -> None:
+    climb = _climb(
+        [
+            _row("start", "0 · the start", None),
+            _row("tf32", "1 · TF32", Ratio(2.0, 1.9, 2.1, 12, 0.95)),
+            _row("autocast", "2 · bf16 autocast", Ratio(3.0, 2.9, 3.1, 12, 0.95)),
+            _row("sdpa", "3 · scaled_dot_product_attention", Ratio(1.5, 1.4, 1.6, 12, 0.95)),
+            _row("compile", "4 · torch.compile", Ratio(1.3, 1.2, 1.4, 12, 0.95)),
+        ]
+    )
+    tf32 = "TF32 matmuls and convolutions"
+    tuned = TuneResult(
+        "tune_step()",
+        "cuda",
+        fixes=[
+            _fix(tf32, Ratio(2.05, 1.95, 2.2, 12, 0.95)),
+            replace(_fix("bf16 autocast", Ratio(2.8, 2.7, 2.95, 12, 0.95)), on_top_of=(tf32,)),
+            replace(
+                _fix("torch.compile", Ratio(1.3, 1.2, 1.4, 12, 0.95)),
+                on_top_of=(tf32, "bf16 autocast"),
+            ),
+        ],
+    )
+    lines = {b.label: b for b in beside(tuned, climb)}
+    bf16 = lines["2 · bf16 autocast"]
+    assert (bf16.same_baseline, bf16.overlap) == (True, True)
+    assert f"against the start with {tf32}" in bf16.tune
+    assert "the same baseline, the intervals overlap" in bf16.line()
+    # The climb compiled after SDPA, a code change %tune only suggests: another step.
+    compiled = lines["4 · torch.compile"]
+    assert not compiled.same_baseline
+    assert "different baselines" in compiled.line()
 
 
 def test_tunes_fix_names_map_to_the_climbs_rows() -> None:

@@ -1,0 +1,151 @@
+"""``%tune``'s greedy trials without a shell: what a fix is timed on top of, what is stacked, the
+report's "on top of", and the line saying that the new loader now limits the step.
+
+Real fix objects and real timings; the trials themselves run in tests/integration/magics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+from jupyter_gpu.host.cpus import CpuBudget, worker_count
+from jupyter_gpu.magics.tune.batch_size import LargerBatch
+from jupyter_gpu.magics.tune.batches import LoaderAlone
+from jupyter_gpu.magics.tune.compile import Compile
+from jupyter_gpu.magics.tune.conv import ChannelsLast
+from jupyter_gpu.magics.tune.evidence import FirstSteps
+from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, first_fixes
+from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, Loader
+from jupyter_gpu.magics.tune.magic import _to_stack
+from jupyter_gpu.magics.tune.precision import Autocast
+from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
+from jupyter_gpu.magics.tune.results import FixResult, StackResult, TuneResult
+from jupyter_gpu.measure import Timing
+from jupyter_gpu.measure.interval import Ratio
+
+
+def _first(peak_bytes: int) -> FirstSteps:
+    return FirstSteps((1.0, 0.9), 0.02, peak_bytes)
+
+
+def _loader() -> Loader:
+    return Loader(worker_count(budget=CpuBudget(affinity=4, quota=None)))  # 3 workers
+
+
+def test_a_kept_fix_joins_the_base_but_a_compile_mode_or_a_larger_batch_never_does() -> None:
+    loader, autocast, channels = _loader(), Autocast("bf16", "cpu"), ChannelsLast()
+    kept = Kept()
+    assert (kept.names, kept.label, kept.first, kept.step_s) == ((), AS_IS, None, None)
+    kept = kept.after(loader, True, _first(100), 0.05)
+    assert kept.names == ("input pipeline",)
+    assert kept.label == KEPT
+    assert kept.step_s == 0.05  # the next trials' rounds are this fast: the budget's figure
+    assert kept.first is None  # the loader only feeds: first steps leave it out (the original's)
+    assert kept.after(autocast, False, _first(60), 0.04) is kept  # not kept: nothing joins
+    kept = kept.after(autocast, True, _first(60), 0.03)
+    assert kept.names == ("input pipeline", "bf16 autocast")
+    assert kept.first is not None
+    assert kept.first.peak_bytes == 60  # the next fix's memory change is against this
+    # Alternatives (the compile modes) and fixes that do not stack (a larger batch) never join:
+    # each compile mode is timed on top of the same kept fixes, none on top of another.
+    assert kept.after(Compile("default"), True, _first(70), 0.01) is kept
+    assert kept.after(Compile("reduce-overhead"), True, _first(70), 0.01) is kept
+    assert kept.after(LargerBatch(), True, _first(200), 0.1) is kept
+    kept = kept.after(channels, True, _first(55), 0.02)
+    assert kept.names == ("input pipeline", "bf16 autocast", "channels_last")
+    # A variant's first steps leave the loader out: they draw the original's first batch.
+    compiled = Compile("default")
+    assert first_fixes(kept.fixes, compiled) == [autocast, channels, compiled]
+    assert first_fixes(kept.fixes) == [autocast, channels]
+
+
+def _result(name: str, family: str, speedup: float, *, kept: bool = True) -> FixResult:
+    ratio = Ratio(speedup, speedup * 0.95, speedup * 1.05, 12, 0.96)
+    interval = (ratio.low, ratio.high)
+    verdict = "kept" if kept else "not kept: slower"
+    return FixResult(name, family, speedup, interval, None, 0.0, kept, "", verdict, ratio)
+
+
+def test_the_stack_is_the_kept_fixes_in_the_order_kept_then_the_best_compile_mode() -> None:
+    loader, channels = _loader(), ChannelsLast()
+    default, overhead = Compile("default"), Compile("reduce-overhead")
+    kept = Kept((loader, channels))
+    fixes = [
+        _result("input pipeline", "loader", 1.9),
+        _result("channels_last", "conv", 1.2),
+        _result("torch.compile", "compile", 1.3),
+        _result("torch.compile reduce-overhead", "compile", 1.6),
+    ]
+    measured = {f.name: f for f in (loader, channels, default, overhead)}
+    assert _to_stack(kept, fixes, measured) == [loader, channels, overhead]
+    fixes[3] = _result("torch.compile reduce-overhead", "compile", 0.9, kept=False)
+    assert _to_stack(kept, fixes, measured) == [loader, channels, default]
+
+
+def test_the_table_says_what_each_fix_was_timed_on_top_of() -> None:
+    fixes = [
+        _result("input pipeline", "loader", 1.9),
+        replace(_result("channels_last", "conv", 1.2), on_top_of=("input pipeline",)),
+        replace(
+            _result("torch.compile", "compile", 1.3),
+            on_top_of=("input pipeline", "channels_last"),
+        ),
+    ]
+    table = fixes_table(TuneResult("step()", "cuda", fixes=fixes))
+    assert table.headers[-1] == "on top of"
+    assert [row[-1] for row in table.rows] == [
+        "the step as it is",
+        "input pipeline",
+        "input pipeline + channels_last",
+    ]
+    assert "on top of the fixes kept before it" in ON_TOP
+    stack = StackResult(
+        ("input pipeline", "channels_last", "torch.compile"),
+        Ratio(3.0, 2.9, 3.1, 12, 0.96),
+        1.9 * 1.2 * 1.3,
+    )
+    line = stack_line(stack, None)
+    assert "against the step as it is: 3x faster" in line
+    assert "beside 2.96x, the product of their speedups, each timed on top of the ones kept" in line
+
+
+def _timing(seconds: float) -> Timing:
+    return Timing(tuple(seconds * (1 + 0.01 * (i % 3)) for i in range(12)), 2)
+
+
+def test_the_new_loader_limits_the_step_only_where_the_figures_of_the_run_say_so() -> None:
+    loader = _loader()
+    loader.alone = (LoaderAlone(0.5, 0.080, 64), LoaderAlone(0.3, 0.030, 64))
+    fixed, drawing = _timing(0.010), _timing(0.031)
+    line = loader.limit_note(fixed, drawing)
+    assert line is not None
+    assert line.startswith("the new loader now limits the step: alone (no step), with 3 worker(s)")
+    assert "it made a batch every 30 ms" in line
+    assert "on one fixed batch (no loading): 10.1 ms" in line  # the median of the rounds
+    assert "drawing from it, a step took 31.3 ms" in line
+    # The loader alone faster than the step with the kept fixes: nothing to say.
+    loader.alone = (loader.alone[0], LoaderAlone(0.3, 0.008, 64))
+    assert loader.limit_note(fixed, drawing) is None
+    # Within the fixed-batch step's interval: not measurably slower, nothing said.
+    loader.alone = (loader.alone[0], LoaderAlone(0.3, 0.0101, 64))
+    assert loader.limit_note(fixed, drawing) is None
+    # Without the figures (no fixed batch), or a loader alone timed short of a steady count.
+    loader.alone = (loader.alone[0], LoaderAlone(0.3, 0.030, 64))
+    assert loader.limit_note(None, drawing) is None
+    loader.alone = (loader.alone[0], LoaderAlone(0.3, 0.030, 5, short="the epoch ended"))
+    assert loader.limit_note(fixed, drawing) is None
+
+
+def test_under_a_kept_loader_blocks_hold_ten_of_its_batches_and_a_larger_batch_as_many() -> None:
+    loader = _loader()
+    loader.alone = (LoaderAlone(0.5, 0.040, 64), LoaderAlone(0.3, 0.005, 64))
+    session = SimpleNamespace(kept=Kept((loader,)))
+    assert loader.block_s(session) == BLOCK_BATCHES * 0.040  # its own trial: the old loader's
+    assert loader.block_s_under(session) == BLOCK_BATCHES * 0.005  # under others: its own
+    larger = LargerBatch()
+    larger.size, larger.new_size = 64, 256
+    # Four times the samples a batch: ten batches of 64 are two and a half of 256, which the
+    # batch drawn ahead at each block's start would mostly hide; as many batches of 256 instead.
+    assert larger.block_s(session) == BLOCK_BATCHES * 0.005 * 4
+    assert larger.block_s(SimpleNamespace(kept=Kept())) is None
