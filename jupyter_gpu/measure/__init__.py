@@ -1,7 +1,8 @@
 """Timing GPU and CPU work: one method for every figure the project prints.
 
 - :mod:`.timing`: one :class:`Timing` (per-call times), :func:`synchronize`, steady and
-  first-call timers and the duration format;
+  first-call timers, the duration format and
+  :func:`union_length` (a GPU's busy time from its kernels' intervals);
 - :mod:`.compare`: the one way to compare variants (interleaved rounds, CUDA events, a ratio
   with its interval, the machine's steadiness);
 - :mod:`.interval`: the ratio and its order-statistic interval;
@@ -29,6 +30,7 @@ from .timing import (
     time_back_to_back,
     time_first_call,
     time_steady,
+    union_length,
 )
 
 __all__ = [
@@ -44,4 +46,5 @@ __all__ = [
     "time_back_to_back",
     "time_first_call",
     "time_steady",
+    "union_length",
 ]

@@ -1,4 +1,4 @@
-"""One ``Timing``, one ``synchronize``, one duration format, and timers of a single step.
+"""One ``Timing``, one ``synchronize``, one duration format, timers of a single step, busy time.
 
 A comparison of two ways to run a step never uses two of these timers one after the other: it
 goes through :func:`jupyter_gpu.measure.compare` (interleaved rounds, an interval). These time
@@ -31,6 +31,24 @@ def fmt_seconds(s: float | None) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.3g} ms"
     return f"{s * 1e6:.3g} µs"
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping ``(start, end)`` intervals, in their unit.
+
+    A GPU's busy time is the union of its kernels' intervals: overlapping kernels count once.
+    """
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
 
 
 def _cuda_in_use() -> bool:

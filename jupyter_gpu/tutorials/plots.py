@@ -135,20 +135,57 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float]:
     return lo, hi
 
 
-def _frame(title: str, x_label: str, y_label: str, y_lo: float, y_hi: float) -> list[str]:
+@dataclass(frozen=True)
+class SvgBox:
+    """An SVG sketch's size and the margins around its plot area, in pixels."""
+
+    width_px: int
+    height_px: int
+    left_px: int
+    right_px: int
+    top_px: int
+    bottom_px: int
+
+
+_BOX = SvgBox(_W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM)
+
+
+def svg_frame(
+    title: str,
+    x_label: str,
+    y_label: str,
+    y_lo: float,
+    y_hi: float,
+    *,
+    box: SvgBox = _BOX,
+    x_ends: tuple[str, str] | None = None,
+) -> list[str]:
+    """The opening ``<svg>`` tag, the title, both axes, the y axis's ends and the axis labels.
+
+    ``x_ends``: the labels at the x axis's left and right ends, where the caller names them.
+    The caller appends its marks and the closing ``</svg>``.
+    """
     esc = html.escape
-    bottom = _H - _BOTTOM
+    w, h, left, right, top = box.width_px, box.height_px, box.left_px, box.right_px, box.top_px
+    bottom = h - box.bottom_px
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
         'font-family="sans-serif" font-size="11">',
-        f'<text x="{_W / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{bottom}" stroke="#888"/>',
-        f'<line x1="{_LEFT}" y1="{bottom}" x2="{_W - _RIGHT}" y2="{bottom}" stroke="#888"/>',
-        f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{format_number(y_hi)}</text>',
-        f'<text x="{_LEFT - 4}" y="{bottom}" text-anchor="end">{format_number(y_lo)}</text>',
-        f'<text x="{(_LEFT + _W) / 2}" y="{_H - 6}" text-anchor="middle">{esc(x_label)}</text>',
-        f'<text x="12" y="{(_TOP + bottom) / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 12 {(_TOP + bottom) / 2})">{esc(y_label)}</text>',
+        f'<text x="{w / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{bottom}" x2="{w - right}" y2="{bottom}" stroke="#888"/>',
+        f'<text x="{left - 4}" y="{top + 4}" text-anchor="end">{format_number(y_hi)}</text>',
+        f'<text x="{left - 4}" y="{bottom}" text-anchor="end">{format_number(y_lo)}</text>',
+    ]
+    if x_ends is not None:
+        parts += [
+            f'<text x="{left}" y="{bottom + 14}">{esc(x_ends[0])}</text>',
+            f'<text x="{w - right}" y="{bottom + 14}" text-anchor="end">{esc(x_ends[1])}</text>',
+        ]
+    parts += [
+        f'<text x="{(left + w) / 2}" y="{h - 6}" text-anchor="middle">{esc(x_label)}</text>',
+        f'<text x="12" y="{(top + bottom) / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {(top + bottom) / 2})">{esc(y_label)}</text>',
     ]
     return parts
 
@@ -159,7 +196,7 @@ def _line_svg(traces: list[dict[str, Any]], title: str, x_label: str, y_label: s
     y_lo, y_hi = _nice_range(min(all_y, default=0.0), max(all_y, default=1.0))
     x_lo, x_hi = _nice_range(min(all_x), max(all_x))
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    parts = _frame(title, x_label, y_label, y_lo, y_hi)
+    parts = svg_frame(title, x_label, y_label, y_lo, y_hi)
     parts.append(f'<text x="{_LEFT}" y="{_H - _BOTTOM + 14}">{x_lo:.4g}</text>')
     parts.append(
         f'<text x="{_W - _RIGHT}" y="{_H - _BOTTOM + 14}" text-anchor="end">{x_hi:.4g}</text>'
@@ -209,7 +246,7 @@ def _bar_svg(
 ) -> str:
     y_hi = max(*values, 0.0) or 1.0
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    parts = _frame(title, "", y_label, 0.0, y_hi)
+    parts = svg_frame(title, "", y_label, 0.0, y_hi)
     slot = plot_w / len(labels)
     for i, (label, value, text) in enumerate(zip(labels, values, texts, strict=True)):
         height = max(value, 0.0) / y_hi * plot_h

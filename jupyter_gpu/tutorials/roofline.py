@@ -31,7 +31,7 @@ from typing import Any
 from jupyter_gpu.measure import compare
 from jupyter_gpu.measure.interval import rounds_interval
 
-from .plots import PALETTE, Chart, format_number
+from .plots import PALETTE, Chart, SvgBox, format_number, svg_frame
 
 __all__ = [
     "Point",
@@ -309,21 +309,15 @@ def _svg(
 
     esc = html.escape
     bottom = _H - _BOTTOM
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<text x="{_W / 2}" y="16" text-anchor="middle" font-size="13">{esc(title)}</text>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{bottom}" stroke="#888"/>',
-        f'<line x1="{_LEFT}" y1="{bottom}" x2="{_W - _RIGHT}" y2="{bottom}" stroke="#888"/>',
-        f'<text x="{_LEFT - 4}" y="{_TOP + 4}" text-anchor="end">{format_number(y_hi)}</text>',
-        f'<text x="{_LEFT - 4}" y="{bottom}" text-anchor="end">{format_number(y_lo)}</text>',
-        f'<text x="{_LEFT}" y="{bottom + 14}">{x_lo:.3g}</text>',
-        f'<text x="{_W - _RIGHT}" y="{bottom + 14}" text-anchor="end">{x_hi:.3g}</text>',
-        f'<text x="{(_LEFT + _W) / 2}" y="{_H - 6}" text-anchor="middle">'
-        "arithmetic intensity (FLOP/byte, log)</text>",
-        f'<text x="12" y="{(_TOP + bottom) / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 12 {(_TOP + bottom) / 2})">TFLOP/s (log)</text>',
-    ]
+    parts = svg_frame(
+        title,
+        "arithmetic intensity (FLOP/byte, log)",
+        "TFLOP/s (log)",
+        y_lo,
+        y_hi,
+        box=SvgBox(_W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM),
+        x_ends=(f"{x_lo:.3g}", f"{x_hi:.3g}"),
+    )
     line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, roof_y, strict=True))
     parts.append(f'<polyline fill="none" stroke="#444" stroke-width="2" points="{line}"/>')
     if peak:

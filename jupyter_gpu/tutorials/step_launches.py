@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .timing import profile_calls, synchronize
+from .timing import gpu_busy_of, profile_calls, synchronize
 
 __all__ = ["GRAPH_LAUNCHES", "KERNEL_LAUNCHES", "StepLaunches", "count_launches", "step_launches"]
 
@@ -66,16 +66,6 @@ class StepLaunches:
     calls: int
 
 
-def _union_us(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(intervals):
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total
-
-
 def step_launches(fn: Callable[[], object], *, calls: int = 20) -> StepLaunches | None:
     """Profile ``calls`` calls of ``fn`` (CPU and CUDA activity); ``None`` without CUDA.
 
@@ -84,7 +74,6 @@ def step_launches(fn: Callable[[], object], *, calls: int = 20) -> StepLaunches 
     """
     if not torch.cuda.is_available():
         return None
-    from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
     from torch.profiler import ProfilerActivity
 
     fn()
@@ -92,18 +81,11 @@ def step_launches(fn: Callable[[], object], *, calls: int = 20) -> StepLaunches 
     prof = profile_calls(fn, calls=calls, activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     events = list(prof.events())
     graphs, launches = count_launches(e.name for e in events)
-    kernels = [
-        e
-        for e in events
-        if e.device_type == DeviceType.CUDA
-        and not e.is_user_annotation
-        and not any(word in e.name.lower() for word in ("memcpy", "memset"))
-    ]
-    busy_us = _union_us([(e.time_range.start, e.time_range.end) for e in kernels])
+    busy = gpu_busy_of(events, calls=calls)
     return StepLaunches(
         graph_launches=graphs / calls,
         kernel_launches=launches / calls,
-        kernels=len(kernels) / calls,
-        gpu_busy_s=busy_us / 1e6 / calls,
+        kernels=busy.kernels,
+        gpu_busy_s=busy.busy_s,
         calls=calls,
     )

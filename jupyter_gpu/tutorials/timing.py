@@ -10,7 +10,7 @@ says how much of a call the GPU spent running kernels, through :func:`profile_ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from jupyter_gpu.measure import (
     time_back_to_back,
     time_first_call,
     time_steady,
+    union_length,
 )
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
@@ -32,6 +33,7 @@ __all__ = [
     "GpuBusy",
     "Timing",
     "format_seconds",
+    "gpu_busy_of",
     "gpu_busy_per_call",
     "profile_calls",
     "synchronize",
@@ -93,17 +95,6 @@ class GpuBusy:
     calls: int
 
 
-def _union_s(intervals: list[tuple[float, float]]) -> float:
-    """Total length of the union of ``(start, end)`` intervals."""
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(intervals):
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total
-
-
 def profile_calls(fn: Callable[[], object], *, calls: int, activities: Sequence[Any]) -> Any:
     """Run ``fn`` ``calls`` times under one fresh ``torch.profiler.profile``; return the profiler.
 
@@ -141,18 +132,28 @@ def gpu_busy_per_call(fn: Callable[[], object], *, calls: int = 20) -> GpuBusy |
     """
     if not torch.cuda.is_available():
         return None
-    from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
     from torch.profiler import ProfilerActivity
 
     fn()  # not the first call: its one-off work (allocations, autotuning) is not the step's
     synchronize("cuda")
     prof = profile_calls(fn, calls=calls, activities=[ProfilerActivity.CUDA])
+    return gpu_busy_of(prof.events(), calls=calls)
+
+
+def gpu_busy_of(events: Iterable[Any], *, calls: int) -> GpuBusy:
+    """What the GPU ran in the profiler events of ``calls`` calls, per call.
+
+    The kernels are the events on the GPU that are not ``record_function`` ranges, copies or
+    memsets; the busy time is the union of their intervals (overlapping kernels count once).
+    """
+    from torch._C._autograd import DeviceType  # what FunctionEvent.device_type holds
+
     kernels = [
         e
-        for e in prof.events()
+        for e in events
         if e.device_type == DeviceType.CUDA
         and not e.is_user_annotation
         and not any(word in e.name.lower() for word in ("memcpy", "memset"))
     ]
-    busy_us = _union_s([(e.time_range.start, e.time_range.end) for e in kernels])
+    busy_us = union_length([(e.time_range.start, e.time_range.end) for e in kernels])
     return GpuBusy(busy_s=busy_us / 1e6 / calls, kernels=len(kernels) / calls, calls=calls)

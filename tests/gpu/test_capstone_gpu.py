@@ -22,8 +22,6 @@ Checks what CPU runs cannot (figures go to ``$JUPYTER_GPU_OUT/capstone_gpu.json`
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,19 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 pytestmark = pytest.mark.gpu
-FIGURES: dict[str, Any] = {}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _write_figures() -> Any:
-    yield
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "capstone_gpu.json").write_text(json.dumps(FIGURES, indent=1) + "\n")
-
-
-def test_format_rates_and_tf32_restored() -> None:
+def test_format_rates_and_tf32_restored(figures: dict[str, Any]) -> None:
     from jupyter_gpu.magics.probes.precision import tf32_enabled
     from jupyter_gpu.tutorials.capstone.steps import format_matmul_rate
 
@@ -56,15 +44,15 @@ def test_format_rates_and_tf32_restored() -> None:
     tf32 = format_matmul_rate("tf32", device="cuda", size=4096)
     fp32 = format_matmul_rate("fp32", device="cuda", size=4096)
     assert tf32_enabled() == before
-    FIGURES["matmul_rate_bf16_tflops"] = bf16.tflops
-    FIGURES["matmul_rate_tf32_tflops"] = tf32.tflops
-    FIGURES["matmul_rate_fp32_tflops"] = fp32.tflops
+    figures["matmul_rate_bf16_tflops"] = bf16.tflops
+    figures["matmul_rate_tf32_tflops"] = tf32.tflops
+    figures["matmul_rate_fp32_tflops"] = fp32.tflops
     assert all(r.sustained for r in (bf16, tf32, fp32))
     assert bf16.tflops > tf32.tflops > fp32.tflops > 10  # TF32 on only where asked
 
 
 @pytest.mark.parametrize("head_dim", [100, 128])
-def test_sdpa_runs_a_fused_kernel(head_dim: int) -> None:
+def test_sdpa_runs_a_fused_kernel(head_dim: int, figures: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
@@ -79,11 +67,11 @@ def test_sdpa_runs_a_fused_kernel(head_dim: int) -> None:
         F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
         torch.cuda.synchronize()
     names = [e.key for e in prof.key_averages() if kernel_kind(e.key) == "attention"]
-    FIGURES[f"attention_kernels_head_{head_dim}"] = names
+    figures[f"attention_kernels_head_{head_dim}"] = names
     assert names, "no fused attention kernel ran"
 
 
-def test_batch_fitted_from_an_eager_trial_fits_the_compiled_step() -> None:
+def test_batch_fitted_from_an_eager_trial_fits_the_compiled_step(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.capstone.fit import fit_batch, gradient_bytes, memory_budget
@@ -124,7 +112,7 @@ def test_batch_fitted_from_an_eager_trial_fits_the_compiled_step() -> None:
     model.compile_blocks()
     step(fit.batch)  # compiles
     measured = peak(fit.batch)
-    FIGURES["fit"] = {
+    figures["fit"] = {
         "describe": fit.describe(),
         "batch": fit.batch,
         "predicted_peak_gib": fit.predicted_peak_bytes() / 2**30,
@@ -137,7 +125,9 @@ def test_batch_fitted_from_an_eager_trial_fits_the_compiled_step() -> None:
 
 
 @pytest.mark.parametrize(("fused", "syncs"), [(False, 1), (True, 0)])
-def test_fp16_scaler_syncs_only_with_the_foreach_optimizer(fused: bool, syncs: int) -> None:
+def test_fp16_scaler_syncs_only_with_the_foreach_optimizer(
+    fused: bool, syncs: int, figures: dict[str, Any]
+) -> None:
     import torch
 
     model = torch.nn.Linear(256, 256, device="cuda")
@@ -168,7 +158,7 @@ def test_fp16_scaler_syncs_only_with_the_foreach_optimizer(fused: bool, syncs: i
         step()
     finally:
         torch.Tensor.item = real  # type: ignore[method-assign]
-    FIGURES[f"scaler_item_calls_fused_{fused}"] = len(counted)
+    figures[f"scaler_item_calls_fused_{fused}"] = len(counted)
     assert len(counted) == syncs
 
 
@@ -201,7 +191,9 @@ def _bf16_step(model: Any, optimizer: Any, batch: int = 4) -> Any:
     return step
 
 
-def test_a_climb_row_on_the_gpu_times_both_variants_with_their_own_peaks() -> None:
+def test_a_climb_row_on_the_gpu_times_both_variants_with_their_own_peaks(
+    figures: dict[str, Any],
+) -> None:
     import torch
 
     from jupyter_gpu.measure import Variant
@@ -220,17 +212,17 @@ def test_a_climb_row_on_the_gpu_times_both_variants_with_their_own_peaks() -> No
     )
     assert measured.gain is not None
     assert measured.before is not None
-    FIGURES["sdpa_gain"] = measured.gain.describe()
+    figures["sdpa_gain"] = measured.gain.describe()
     before_peak, after_peak = measured.before.peak_bytes, measured.after.peak_bytes
     assert before_peak is not None
     assert after_peak is not None
-    FIGURES["peaks_gib"] = [before_peak / 2**30, after_peak / 2**30]
+    figures["peaks_gib"] = [before_peak / 2**30, after_peak / 2**30]
     assert measured.comparison.clock == "CUDA events"
     assert measured.gain.faster  # SDPA over the written-out attention
     assert after_peak < before_peak  # no T x T scores kept
 
 
-def test_cudnn_attention_pinned_runs_compiled_at_heads_of_128() -> None:
+def test_cudnn_attention_pinned_runs_compiled_at_heads_of_128(figures: dict[str, Any]) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -250,11 +242,11 @@ def test_cudnn_attention_pinned_runs_compiled_at_heads_of_128() -> None:
         kernels = [e.key for e in prof.key_averages() if kernel_kind(e.key) == "attention"]
         names[backend] = kernels
         assert attention_backend_of(kernels) == backend, kernels
-    FIGURES["attention_kernels_pinned"] = names
+    figures["attention_kernels_pinned"] = names
     torch._dynamo.reset()
 
 
-def test_float8_against_bf16_side_by_side_and_its_loss_curve() -> None:
+def test_float8_against_bf16_side_by_side_and_its_loss_curve(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.measure import Variant
@@ -270,7 +262,7 @@ def test_float8_against_bf16_side_by_side_and_its_loss_curve() -> None:
     why = float8_unavailable("cuda")
     if why:
         pytest.skip(why)
-    FIGURES["torchao"] = torchao_version()
+    figures["torchao"] = torchao_version()
     model = _small_model("d2048-hd128-l2-t2048")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     model.compile_blocks(dynamic=False)
@@ -281,9 +273,9 @@ def test_float8_against_bf16_side_by_side_and_its_loss_curve() -> None:
     work = StepWork(8 * 2048, model.shape.train_flops_per_token() * 8 * 2048)
     measured = compare_steps(step, work, before=Variant(step, swap.off), device="cuda")
     assert measured.gain is not None
-    FIGURES["float8_gain"] = measured.gain.describe()
-    FIGURES["float8_tflops"] = measured.after.tflops
-    FIGURES["bf16_tflops"] = measured.before.tflops if measured.before else None
+    figures["float8_gain"] = measured.gain.describe()
+    figures["float8_tflops"] = measured.after.tflops
+    figures["bf16_tflops"] = measured.before.tflops if measured.before else None
     saved = TrainingState(model, optimizer, None)
     curves = {}
     for name, on in (("bf16", False), ("fp8", True)):
@@ -294,7 +286,7 @@ def test_float8_against_bf16_side_by_side_and_its_loss_curve() -> None:
             step()
         curves[name] = [float(v) for v in step.losses]
     agree = agreement(curves["bf16"], curves["fp8"], last=8, tolerance=0.02)
-    FIGURES["float8_loss"] = agree.describe()
+    figures["float8_loss"] = agree.describe()
     assert agree.agrees, agree.describe()
     torch._dynamo.reset()
 
@@ -314,7 +306,7 @@ def test_a_compiled_foreach_adamw_shares_the_fused_one_s_state() -> None:
     torch._dynamo.reset()
 
 
-def test_cuda_graphs_on_regionally_compiled_blocks_train() -> None:
+def test_cuda_graphs_on_regionally_compiled_blocks_train(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.capstone.model import compile_options
@@ -331,7 +323,7 @@ def test_cuda_graphs_on_regionally_compiled_blocks_train() -> None:
     for _ in range(6):
         step()
     losses = [float(v) for v in plain.losses]
-    FIGURES["cuda_graphs_losses"] = losses
+    figures["cuda_graphs_losses"] = losses
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < losses[0]
     torch._dynamo.reset()

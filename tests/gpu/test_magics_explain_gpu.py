@@ -23,7 +23,6 @@ Checks (issue 12):
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,16 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
-
-LOG: list[str] = []
-
-
-@pytest.fixture
-def shell() -> Iterator[Shell]:
-    yield from magic_shell(LOG, "magics_explain_gpu.log")
 
 
 TRAIN = """
@@ -204,7 +196,7 @@ def test_compile_bench_names_why_cuda_graphs_were_skipped(shell: Shell) -> None:
     ]
     assert reasons, text
     assert all(len(reason) > 5 for reason in reasons), reasons  # torch's own words follow
-    LOG.append(f"torch's reason: {reasons[0]}")  # expected: mutated inputs (1 instances)
+    shell.log.append(f"torch's reason: {reasons[0]}")  # expected: mutated inputs (1 instances)
     assert r.bench is not None
     assert r.explanations, "no explanation attached to the result"
 
@@ -234,7 +226,7 @@ def test_amp_compare_on_a_model_that_fills_60_percent_of_the_gpu(shell: Shell) -
         "big_step(); torch.cuda.synchronize()"
     )
     peak = torch.cuda.max_memory_allocated() / total
-    LOG.append(f"model: {layers} layers of {width}x{width}; step peak {peak:.0%} of the GPU")
+    shell.log.append(f"model: {layers} layers of {width}x{width}; step peak {peak:.0%} of the GPU")
     assert peak > 0.55, f"the training step fills {peak:.0%} of the GPU, not 60 %"
     ran = shell.run('cmp = %amp compare "big_step()" --model big --optimizer bopt --runs 2 -o')
     cmp = shell["cmp"]

@@ -12,27 +12,14 @@ Writes ``$JUPYTER_GPU_OUT/matmul_rate_gpu.json`` (each rate's sentence) when tha
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.gpu
-FIGURES: dict[str, Any] = {}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _write_figures() -> Any:
-    yield
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "matmul_rate_gpu.json").write_text(json.dumps(FIGURES, indent=1) + "\n")
-
-
-def test_sustained_rates_stay_below_the_data_sheet_peak() -> None:
+def test_sustained_rates_stay_below_the_data_sheet_peak(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.measure.gemms import square_gemm
@@ -42,13 +29,13 @@ def test_sustained_rates_stay_below_the_data_sheet_peak() -> None:
 
     name = torch.cuda.get_device_name()
     peak = peak_for(name, "bf16")
-    FIGURES["device"] = name
-    FIGURES["peak"] = peak.describe()
+    figures["device"] = name
+    figures["peak"] = peak.describe()
     square = measure_matmul_rate([square_gemm(8192, "bf16")], device="cuda", seconds=2.0)
     shape = final_shape_from_spec("d2048-hd128-l8-t2048")
     model = measure_matmul_rate(shape.gemms(16, "bf16"), device="cuda", seconds=2.0)
-    FIGURES["square"] = square.describe()
-    FIGURES["capstone_gemms"] = model.describe()
+    figures["square"] = square.describe()
+    figures["capstone_gemms"] = model.describe()
     for rate in (square, model):
         assert rate.clock == "CUDA events"
         assert rate.sustained

@@ -21,10 +21,7 @@ Writes ``$JUPYTER_GPU_OUT/measure_gpu.json`` (the figures and every "Why:" line)
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +31,20 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
 
-LOG: list[str] = []
-FIGURES: dict[str, Any] = {}
 MIB = 1024**2
-
-
-@pytest.fixture
-def shell() -> Iterator[Shell]:
-    yield from magic_shell(LOG, "measure_gpu.log")
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out, "measure_gpu.json").write_text(json.dumps(FIGURES, indent=2, default=str))
 
 
 def why(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("Why: ")]
 
 
-def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) -> None:
+def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(
+    shell: Shell, figures: dict[str, Any]
+) -> None:
     import torch
 
     shell.run(
@@ -74,7 +63,7 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
     )
     r = shell.run("%%memsummary -o\n" + cell).result
     after = torch.cuda.max_memory_allocated()
-    FIGURES["memsummary_below"] = {
+    figures["memsummary_below"] = {
         "earlier_peak": earlier,
         "after": after,
         "source": r.peak.source,
@@ -89,7 +78,7 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
     shell.run(cell)
     peak = torch.cuda.memory_stats()
     independent = peak["requested_bytes.all.peak"] - stats["requested_bytes.all.current"]
-    FIGURES["memsummary_below"]["independent_requested_above_start"] = independent
+    figures["memsummary_below"]["independent_requested_above_start"] = independent
     assert r.peak_above_start_bytes == independent
 
     # A cell that goes above the earlier peak: the counter is its peak, as without the magic.
@@ -97,7 +86,7 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
         "%%memsummary -o\nhuge = torch.empty(3 * 1024**3, dtype=torch.uint8, device='cuda')\n"
         "del huge"
     ).result
-    FIGURES["memsummary_above"] = {"source": r.peak.source, "peak": r.peak_bytes}
+    figures["memsummary_above"] = {"source": r.peak.source, "peak": r.peak_bytes}
     assert r.peak.source == "counter"
     assert r.peak_bytes == torch.cuda.max_memory_allocated()
 
@@ -107,7 +96,7 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
     )
     earlier = torch.cuda.max_memory_allocated()
     r = shell.run("%%memsummary --snapshot -o\n" + cell).result
-    FIGURES["memsummary_snapshot"] = {
+    figures["memsummary_snapshot"] = {
         "earlier_peak": earlier,
         "after": torch.cuda.max_memory_allocated(),
         "source": r.peak.source,
@@ -134,7 +123,7 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(shell: Shell) 
         untraced.append(wall("%%memsummary -q\n" + cell))
     bare = min(wall(cell) for _ in range(5))
     untraced_s = min(untraced)
-    FIGURES["memsummary_cost_s"] = {"traced": traced, "counter_only": untraced_s, "bare": bare}
+    figures["memsummary_cost_s"] = {"traced": traced, "counter_only": untraced_s, "bare": bare}
 
 
 TRAIN = """
@@ -176,7 +165,9 @@ def _bits(shell: Shell) -> dict[str, bytes]:
     return out
 
 
-def test_compile_bench_leaves_a_cuda_model_and_adamw_as_they_were(shell: Shell) -> None:
+def test_compile_bench_leaves_a_cuda_model_and_adamw_as_they_were(
+    shell: Shell, figures: dict[str, Any]
+) -> None:
     import torch
 
     shell.run(TRAIN)
@@ -184,7 +175,7 @@ def test_compile_bench_leaves_a_cuda_model_and_adamw_as_they_were(shell: Shell) 
     peak = torch.cuda.max_memory_allocated()
     ran = shell.run('r = %compile model --bench "train_step()" --optimizer opt -o')
     r = shell["r"]
-    FIGURES["bench_train_step"] = {
+    figures["bench_train_step"] = {
         "speedup": r.bench.speedup,
         "runs": r.bench.restored.runs,
         "restored": r.bench.restored.line,
@@ -220,7 +211,7 @@ def bf16_step():
 """
 
 
-def test_why_lines_name_only_what_was_measured(shell: Shell) -> None:
+def test_why_lines_name_only_what_was_measured(shell: Shell, figures: dict[str, Any]) -> None:
     shell.run(CASES)
     shell.run("%amp tf32 off")
     found: dict[str, Any] = {}
@@ -235,7 +226,7 @@ def test_why_lines_name_only_what_was_measured(shell: Shell) -> None:
             "why": why(ran.text),
         }
         print(f"{name}: {r.bench.speedup:.2f}x", *why(ran.text), sep="\n  ")
-    FIGURES["why"] = found
+    figures["why"] = found
     tiny = found["tiny"]
     assert tiny["speedup"] < 1.1  # the compiled call's own cost, against µs of work
     assert set(tiny["kinds"]) <= {"launch_bound", "none"}, tiny
@@ -267,12 +258,14 @@ torch.cuda.synchronize()
 """
 
 
-def test_amp_compare_says_why_bf16_is_no_faster_from_its_profiles(shell: Shell) -> None:
+def test_amp_compare_says_why_bf16_is_no_faster_from_its_profiles(
+    shell: Shell, figures: dict[str, Any]
+) -> None:
     shell.run(SMALL_TRAIN)
     ran = shell.run('cmp = %amp compare "small_step()" --model small --optimizer sopt --runs 10 -o')
     cmp = shell["cmp"]
     times = {m.mode: m.time_s for m in cmp.results}
-    FIGURES["amp_small_step"] = {
+    figures["amp_small_step"] = {
         "times": times,
         "peaks": {m.mode: m.peak_bytes for m in cmp.results},
         "kinds": [e.kind for e in cmp.explanations],

@@ -19,10 +19,7 @@ Writes ``$JUPYTER_GPU_OUT/restore_gpu.json`` (each report's "Restored" line and 
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
-
-LOG: list[str] = []
-FIGURES: dict[str, Any] = {}
-
-
-@pytest.fixture
-def shell() -> Iterator[Shell]:
-    yield from magic_shell(LOG, "restore_gpu.log")
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out, "restore_gpu.json").write_text(json.dumps(FIGURES, indent=2, default=str))
 
 
 RESNET = """
@@ -103,8 +89,8 @@ def _state(shell: Shell) -> dict[str, Any]:
     return out
 
 
-def _record(name: str, restored: Any, **extra: Any) -> None:
-    FIGURES[name] = {
+def _record(figures: dict[str, Any], name: str, restored: Any, **extra: Any) -> None:
+    figures[name] = {
         "line": restored.line,
         "exact": restored.exact,
         "changed": restored.changed,
@@ -113,19 +99,23 @@ def _record(name: str, restored: Any, **extra: Any) -> None:
     }
 
 
-def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(shell: Shell) -> None:
+def test_resnet_with_a_scheduler_and_a_scaler_through_bench_and_compare(
+    shell: Shell, figures: dict[str, Any]
+) -> None:
     shell.run(RESNET)
     before = _state(shell)
     ran = shell.run('r = %compile model --bench "train_step()" --optimizer opt -o')
     restored = shell["r"].bench.restored
-    _record("resnet_bench", restored, model=shell["which"], speedup=shell["r"].bench.speedup)
+    _record(
+        figures, "resnet_bench", restored, model=shell["which"], speedup=shell["r"].bench.speedup
+    )
     assert _state(shell) == before, restored.line
     assert put_back_exactly(restored), restored.line
     assert "sched (state_dict)" in ran.text
     assert "scaler (state_dict)" in ran.text
     ran = shell.run('c = %amp compare "train_step()" --model model --optimizer opt --runs 5 -o')
     restore = shell["c"].restore
-    _record("resnet_compare", restore, losses={m.mode: m.loss for m in shell["c"].results})
+    _record(figures, "resnet_compare", restore, losses={m.mode: m.loss for m in shell["c"].results})
     assert _state(shell) == before, restore.line
     assert put_back_exactly(restore), restore.line
     fp32 = next(m for m in shell["c"].results if m.mode == "fp32")
@@ -155,6 +145,7 @@ torch.cuda.synchronize()
 
 def test_an_optimizer_over_two_models_is_put_back_and_fp32s_loss_is_the_true_one(
     shell: Shell,
+    figures: dict[str, Any],
 ) -> None:
     import torch
 
@@ -166,7 +157,9 @@ def test_an_optimizer_over_two_models_is_put_back_and_fp32s_loss_is_the_true_one
     assert all(torch.equal(v, dec[k]) for k, v in shell["dec"].state_dict().items())
     fp32 = next(m for m in shell["c"].results if m.mode == "fp32")
     shell.run("true_loss = pair_step().item()")  # the step the notebook takes next
-    _record("two_models_compare", restore, fp32_loss=fp32.loss, true_loss=shell["true_loss"])
+    _record(
+        figures, "two_models_compare", restore, fp32_loss=fp32.loss, true_loss=shell["true_loss"]
+    )
     assert restore.exact, restore.line
     assert "opt (and its 2 parameter(s) outside enc)" in restore.line
     assert fp32.loss == pytest.approx(shell["true_loss"], rel=1e-4)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,16 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.magic_shell import Shell, magic_shell, put_back_exactly  # noqa: E402  # after the path is set
+from tests.gpu.magic_shell import Shell, put_back_exactly  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
-
-LOG: list[str] = []
-
-
-@pytest.fixture
-def shell() -> Iterator[Shell]:
-    yield from magic_shell(LOG, "tune_gpu.log")
 
 
 # Attention written out by hand (a softmax between two batched matmuls), fp32, the default

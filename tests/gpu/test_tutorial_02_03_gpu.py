@@ -18,25 +18,14 @@ Figures go to ``$JUPYTER_GPU_OUT/tutorial_02_03_gpu.json`` (or ``$OUT``) when se
 from __future__ import annotations
 
 import copy
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.gpu
-FIGURES: dict[str, Any] = {}
 
 
-def save_figures() -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "tutorial_02_03_gpu.json").write_text(json.dumps(FIGURES, indent=1))
-
-
-def test_fp16_step_check_on_cuda() -> None:
+def test_fp16_step_check_on_cuda(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.checks_02 import check_fp16_step
     from tests.tutorial_answers_02_03 import never_updates, no_scaler, solution_step
 
@@ -45,11 +34,10 @@ def test_fp16_step_check_on_cuda() -> None:
     for wrong in (no_scaler, never_updates):
         feedback = check_fp16_step(wrong, "cuda")
         assert not feedback, wrong.__name__
-    FIGURES["fp16_step"] = solved.message
-    save_figures()
+    figures["fp16_step"] = solved.message
 
 
-def test_checkpointing_check_under_a_real_cap() -> None:
+def test_checkpointing_check_under_a_real_cap(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.checks_03 import check_step, prepare
@@ -68,19 +56,17 @@ def test_checkpointing_check_under_a_real_cap() -> None:
     assert "model.checkpointing = True" in flagged.message
     micro = check_step(micro_batches, exercise)
     assert not micro
-    FIGURES["checkpointing"] = {"solution": solved.message, "micro_batches": micro.message}
-    save_figures()
+    figures["checkpointing"] = {"solution": solved.message, "micro_batches": micro.message}
 
 
-def test_expandable_segments_on_both_patterns() -> None:
+def test_expandable_segments_on_both_patterns(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.fragmentation import MAPPING_UNIT_BYTES, in_fresh_process
 
     off, on = (in_fresh_process(flag, 300) for flag in (False, True))
-    FIGURES["fragmentation"] = {
+    figures["fragmentation"] = {
         "default": {"holes": off.holes.__dict__, "growth": off.growth.__dict__},
         "expandable": {"holes": on.holes.__dict__, "growth": on.growth.__dict__},
     }
-    save_figures()
     assert on.holes.expandable is True
     assert off.growth.unusable_bytes > 4 * on.growth.unusable_bytes
     assert 0 < on.holes.largest_hole_bytes < MAPPING_UNIT_BYTES
@@ -88,12 +74,12 @@ def test_expandable_segments_on_both_patterns() -> None:
     assert off.holes.unusable_bytes > on.holes.unusable_bytes  # the segments' tails went
 
 
-def test_cudnn_benchmark_rounds() -> None:
+def test_cudnn_benchmark_rounds(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.cudnn_bench import compare_in_processes
 
     settings = {"batch": 64, "size": 96, "new_shapes": 4, "steps": 10, "dtype": "bf16"}
     comparison = compare_in_processes(2, {**settings, "device": "cuda"})
-    FIGURES["cudnn_benchmark"] = {
+    figures["cudnn_benchmark"] = {
         kind: {
             "off_ms": comparison.median_s(kind, False) * 1e3,
             "on_ms": comparison.median_s(kind, True) * 1e3,
@@ -101,12 +87,11 @@ def test_cudnn_benchmark_rounds() -> None:
         }
         for kind in ("first_call_s", "steady_s", "new_shape_s")
     }
-    save_figures()
     assert comparison.median_s("first_call_s", True) > comparison.median_s("first_call_s", False)
     assert comparison.median_s("new_shape_s", True) > comparison.median_s("new_shape_s", False)
 
 
-def test_float8_mlp_against_bf16() -> None:
+def test_float8_mlp_against_bf16(figures: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
 
@@ -142,12 +127,11 @@ def test_float8_mlp_against_bf16() -> None:
         losses[name] = [float(step()) for _ in range(20)]
     timed = time_interleaved(steps, rounds=10, runs=3, warmup=1, device="cuda")
     ratio = timed.ratio("float8")
-    FIGURES["float8"] = {
+    figures["float8"] = {
         "ratio": ratio.describe(),
         "ms": {name: timed[name].median_s * 1e3 for name in steps},
         "last_loss": {name: values[-1] for name, values in losses.items()},
     }
-    save_figures()
     for values in losses.values():
         assert all(torch.isfinite(torch.tensor(values)))
         assert values[-1] < values[0]

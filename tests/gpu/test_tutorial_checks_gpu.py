@@ -16,8 +16,6 @@ Figures go to ``$JUPYTER_GPU_OUT/tutorial_checks_gpu.json`` (or ``$OUT``) when s
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -25,17 +23,9 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.gpu
-FIGURES: dict[str, Any] = {}
 
 
-def save_figures() -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "tutorial_checks_gpu.json").write_text(json.dumps(FIGURES, indent=1))
-
-
-def test_top_kernel_check_on_a_real_cuda_profile() -> None:
+def test_top_kernel_check_on_a_real_cuda_profile(figures: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
     from torch.autograd import DeviceType
@@ -81,16 +71,15 @@ def test_top_kernel_check_on_a_real_cuda_profile() -> None:
     assert not top.key.startswith(("Memcpy", "Memset"))
     assert check_top_kernel(averages, top.key, gpu=True)
     naive = max(averages, key=lambda e: e.self_device_time_total)
-    FIGURES["top_kernel"] = {
+    figures["top_kernel"] = {
         "top_kernel": top.key,
         "top_kernel_self_gpu_ms": top.self_device_time_total / 1e3,
         "naive_top": naive.key,
         "naive_top_is_annotation": bool(naive.is_user_annotation),
     }
-    save_figures()
 
 
-def test_batch_augmentation_on_the_gpu_matches_the_cpu() -> None:
+def test_batch_augmentation_on_the_gpu_matches_the_cpu(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.digits import load_digits_splits
@@ -113,12 +102,11 @@ def test_batch_augmentation_on_the_gpu_matches_the_cpu() -> None:
         augment_on_device(batch, 64)
     torch.cuda.synchronize()
     per_batch = (time.perf_counter() - start) / 100
-    FIGURES["augment_on_device"] = {"batch": 256, "size": 64, "ms_per_batch": per_batch * 1e3}
-    save_figures()
+    figures["augment_on_device"] = {"batch": 256, "size": 64, "ms_per_batch": per_batch * 1e3}
     assert per_batch < 0.01  # a few kernels, not 256 images of NumPy (0.5 ms each on the CPU)
 
 
-def test_recompile_check_with_inductor_on_the_gpu() -> None:
+def test_recompile_check_with_inductor_on_the_gpu(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.checks_06 import WarmupScale, check_recompile_fix
@@ -132,19 +120,20 @@ def test_recompile_check_with_inductor_on_the_gpu() -> None:
     dynamic = check_recompile_fix(model, torch.compile(model, dynamic=True), x)
     model = WarmupScaleTensor(1024).cuda()
     fixed = check_recompile_fix(model, torch.compile(model), x)
-    FIGURES["recompile_check"] = {
+    figures["recompile_check"] = {
         "starter": str(starter),
         "dynamic_true": str(dynamic),
         "buffer": str(fixed),
         "seconds": time.perf_counter() - start,
     }
-    save_figures()
     assert not starter
     assert not dynamic
     assert fixed
 
 
-def test_fsdp_check_with_nccl_on_every_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fsdp_check_with_nccl_on_every_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, figures: dict[str, Any]
+) -> None:
     import torch
 
     from jupyter_gpu.tutorials.checks_05 import check_fsdp_module
@@ -169,13 +158,12 @@ def test_fsdp_check_with_nccl_on_every_gpu(tmp_path: Path, monkeypatch: pytest.M
     start = time.perf_counter()
     starter = check_fsdp_module("gpu_starter", world=world, backend="nccl", width=2048)
     solved = check_fsdp_module("gpu_solution", world=world, backend="nccl", width=2048)
-    FIGURES["fsdp_check"] = {
+    figures["fsdp_check"] = {
         "world": world,
         "starter": str(starter),
         "solution": str(solved),
         "seconds": time.perf_counter() - start,
     }
-    save_figures()
     assert not starter
     assert "not sharded" in starter.message
     assert solved

@@ -21,26 +21,15 @@ Figures go to ``$JUPYTER_GPU_OUT/tutorial_lessons_gpu.json`` (or ``$OUT``) when 
 
 from __future__ import annotations
 
-import json
-import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.gpu
-FIGURES: dict[str, Any] = {}
 
 
-def save_figures() -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "tutorial_lessons_gpu.json").write_text(json.dumps(FIGURES, indent=1))
-
-
-def test_gpu_busy_per_call_gives_no_clears_events_warning() -> None:
+def test_gpu_busy_per_call_gives_no_clears_events_warning(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.timing import gpu_busy_per_call
@@ -55,33 +44,31 @@ def test_gpu_busy_per_call_gives_no_clears_events_warning() -> None:
     assert busy_again is not None
     assert busy.kernels >= 1
     assert busy.busy_s > 0
-    FIGURES["matmul_1024_busy_us"] = busy.busy_s * 1e6
-    save_figures()
+    figures["matmul_1024_busy_us"] = busy.busy_s * 1e6
 
 
-def test_launch_blocking_costs_and_moves_the_error_to_its_line() -> None:
+def test_launch_blocking_costs_and_moves_the_error_to_its_line(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.launch_blocking import error_location, launch_blocking_cost
 
     cost = launch_blocking_cost(device="cuda", rounds=8, launches=2000)
-    FIGURES["launch_us_default"] = cost.default.median_s * 1e6
-    FIGURES["launch_us_blocking"] = cost.blocking.median_s * 1e6
-    FIGURES["launch_blocking_ratio"] = [cost.ratio.value, cost.ratio.low, cost.ratio.high]
+    figures["launch_us_default"] = cost.default.median_s * 1e6
+    figures["launch_us_blocking"] = cost.blocking.median_s * 1e6
+    figures["launch_blocking_ratio"] = [cost.ratio.value, cost.ratio.low, cost.ratio.high]
     assert cost.ratio.slower, cost.describe()
     default = error_location(device="cuda", blocking=False)
     blocking = error_location(device="cuda", blocking=True)
-    FIGURES["error_lines"] = {
+    figures["error_lines"] = {
         "fault": default.fault_line,
         "default": default.raised_line,
         "blocking": blocking.raised_line,
     }
-    save_figures()
     assert blocking.at_the_fault, blocking
     assert default.raised_line is not None
     assert default.raised_line > default.fault_line, default
     assert "device-side assert" in default.error or "CUDA error" in default.error
 
 
-def test_the_roofline_places_the_kernels_where_the_lesson_says() -> None:
+def test_the_roofline_places_the_kernels_where_the_lesson_says(figures: dict[str, Any]) -> None:
     import torch
 
     from jupyter_gpu.tutorials.roofline import (
@@ -100,7 +87,7 @@ def test_the_roofline_places_the_kernels_where_the_lesson_says() -> None:
     ]
     copy, square, add, batch32 = measure_points(workloads, device="cuda", rounds=10)
     roof = Roof(copy.bytes_per_s, square.flops_per_s)
-    FIGURES["roofline"] = {
+    figures["roofline"] = {
         "copy_gb_s": copy.bytes_per_s / 1e9,
         "square_tflops": square.flops_per_s / 1e12,
         "ridge": roof.ridge,
@@ -108,7 +95,6 @@ def test_the_roofline_places_the_kernels_where_the_lesson_says() -> None:
         "batch32_tflops": batch32.flops_per_s / 1e12,
         "batch32_gb_s": batch32.bytes_per_s / 1e9,
     }
-    save_figures()
     assert 100e9 < copy.bytes_per_s < 10e12  # a GPU's memory, not a cache's or a bug's
     assert roof.bound(add.intensity) == "memory-bound"
     assert add.bytes_per_s >= 0.7 * copy.bytes_per_s
@@ -116,7 +102,9 @@ def test_the_roofline_places_the_kernels_where_the_lesson_says() -> None:
     assert batch32.flops_per_s <= 1.2 * roof.attainable(batch32.intensity)  # under its roof
 
 
-def test_a_reduce_overhead_step_replays_two_graphs_and_launches_the_rest() -> None:
+def test_a_reduce_overhead_step_replays_two_graphs_and_launches_the_rest(
+    figures: dict[str, Any],
+) -> None:
     import torch
     import torch.nn.functional as F
 
@@ -142,29 +130,27 @@ def test_a_reduce_overhead_step_replays_two_graphs_and_launches_the_rest() -> No
         step()
     launches = step_launches(step, calls=20)
     assert launches is not None
-    FIGURES["reduce_overhead_step"] = {
+    figures["reduce_overhead_step"] = {
         "graph_launches": launches.graph_launches,
         "kernel_launches": launches.kernel_launches,
         "kernels": launches.kernels,
         "gpu_busy_us": launches.gpu_busy_s * 1e6,
     }
-    save_figures()
     assert launches.graph_launches >= 2
     assert launches.kernel_launches >= 1
     assert launches.kernels > launches.kernel_launches  # the graphs' kernels ran too
 
 
-def test_output_code_and_torch_trace_on_a_gpu() -> None:
+def test_output_code_and_torch_trace_on_a_gpu(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.compile_logs import compile_with_logs, first_kernel
 
     logs = compile_with_logs("cuda")
-    FIGURES["output_code"] = {
+    figures["output_code"] = {
         "kernels": logs.kernels,
         "seconds": logs.seconds,
         "trace_records": logs.trace.records,
         "trace_kinds": dict(logs.trace.kinds),
     }
-    save_figures()
     assert logs.kernels
     assert all(k.startswith("triton_") for k in logs.kernels)
     assert first_kernel(list(logs.code))[0].strip() == "@triton.jit"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.shell.kineto import kineto_quiet as _stderr_silenced
 from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_if_imported
+from jupyter_gpu.measure.timing import union_length
 
 if TYPE_CHECKING:
     from torch.autograd.profiler_util import FunctionEvent
@@ -81,21 +82,6 @@ _DTYPES = {
 _GUARD = "TorchDynamo Cache Lookup"
 _REGION = "Torch-Compiled Region"
 _GRAPH = "## Call CompiledFxGraph"
-
-
-def union_length(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by possibly overlapping ``(start, end)`` intervals."""
-    total, current_start, current_end = 0.0, None, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None and current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None and current_start is not None:
-        total += current_end - current_start
-    return total
 
 
 @dataclass(frozen=True)

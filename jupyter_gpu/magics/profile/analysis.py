@@ -30,7 +30,7 @@ from typing import Any
 
 from jupyter_gpu.magics.causes import Evidence, ProfileFacts, explain
 from jupyter_gpu.magics.output.render import Bar, fmt_pct
-from jupyter_gpu.magics.probes.evidence import union_length
+from jupyter_gpu.measure import union_length
 
 from .idle import (
     IDLE_LABELS,

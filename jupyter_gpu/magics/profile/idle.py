@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jupyter_gpu.magics.probes.evidence import union_length
+from jupyter_gpu.measure import union_length
 
 #: HTA's ``consecutive_kernel_delay``: a shorter gap before a queued kernel is launch overhead.
 KERNEL_GAP_S = 30e-6

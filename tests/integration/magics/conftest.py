@@ -154,8 +154,9 @@ def training_bits(shell: Shell, model: str = "model", opt: str = "opt") -> dict[
 
 
 # A class defined in the test's own cell: dynamo caches compiled code per code object, so each
-# test gets a fresh one (an nn.Sequential would share its forward across tests).
-MODEL_CELL = """
+# test gets a fresh one (an nn.Sequential would share its forward across tests). A cell that
+# trains it another way starts with NET_CELL.
+NET_CELL = """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -164,7 +165,10 @@ class Net(torch.nn.Module):
 
     def forward(self, t):
         return self.fc2(torch.relu(self.fc1(t)))
-
+"""
+MODEL_CELL = (
+    NET_CELL
+    + """
 model = Net()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
 x = torch.randn(8, 16)
@@ -177,3 +181,4 @@ def train_step():
     opt.step()
     return loss
 """
+)

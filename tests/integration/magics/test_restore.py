@@ -16,22 +16,15 @@ from typing import Any
 import pytest
 import torch
 
-from .conftest import Shell, training_bits
+from .conftest import NET_CELL, Shell, training_bits
 
 # A step as most training loops write it: SGD with momentum, a OneCycleLR stepped every step,
 # a GradScaler that grows its scale every step (growth_interval=1). total_steps is large
 # because --bench runs the step hundreds of times.
-SCHEDULED_CELL = """
-class SchedNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 32)
-        self.fc2 = torch.nn.Linear(32, 4)
-
-    def forward(self, t):
-        return self.fc2(torch.relu(self.fc1(t)))
-
-model = SchedNet()
+SCHEDULED_CELL = (
+    NET_CELL
+    + """
+model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=100_000)
 scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
@@ -47,6 +40,7 @@ def train_step():
     sched.step()
     return loss
 """
+)
 
 
 def schedule_bits(shell: Shell) -> dict[str, Any]:

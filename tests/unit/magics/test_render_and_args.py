@@ -8,9 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from jupyter_gpu.magics.output import render as _render
-from jupyter_gpu.magics.probes.evidence import union_length
 from jupyter_gpu.magics.shell import args as _args
-from jupyter_gpu.measure import fmt_seconds
+from jupyter_gpu.measure import fmt_seconds, union_length
 
 
 @pytest.mark.parametrize(

@@ -133,10 +133,11 @@ def test_interleaved_timing_alternates_the_order_round_by_round() -> None:
 
 
 def test_gpu_busy_counts_overlapping_kernels_once() -> None:
-    from jupyter_gpu.tutorials.timing import _union_s, gpu_busy_per_call
+    from jupyter_gpu.measure import union_length
+    from jupyter_gpu.tutorials.timing import gpu_busy_per_call
 
-    assert _union_s([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0), (1.5, 2.5)]) == 4.0
-    assert _union_s([]) == 0.0
+    assert union_length([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0), (1.5, 2.5)]) == 4.0
+    assert union_length([]) == 0.0
     if not torch.cuda.is_available():
         assert gpu_busy_per_call(lambda: None) is None
 
