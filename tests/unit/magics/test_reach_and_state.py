@@ -286,3 +286,20 @@ def test_enum_members_are_values_with_nothing_to_put_back() -> None:
     )
     r = reached(ns, "pick('math')")
     assert r.problems == []
+
+
+def test_the_copys_room_on_the_gpu_leaves_the_runs_what_the_allocator_has_reserved() -> None:
+    from jupyter_gpu.magics.replay.state import GPU_SHARE, room_beside_the_runs
+
+    gib = 2**30
+    # Notebook 07 on the H200 after a step at batch 93: 9 GiB free, 130 GiB reserved (the peak).
+    # Free plus cached (some 133 GiB) took the 4.6 GiB copy onto the GPU, and the next steps ran
+    # out of memory; beside the allocator's peak only the free 9 GiB are the copy's.
+    room = room_beside_the_runs(9 * gib, 130 * gib, 130 * gib)
+    assert room == 9 * gib
+    assert 4.6 * gib > GPU_SHARE * room  # so the copy goes to the host
+    # The cache emptied since the peak: the allocator would take 30 GiB of the free back.
+    assert room_beside_the_runs(40 * gib, 100 * gib, 130 * gib) == 10 * gib
+    assert room_beside_the_runs(20 * gib, 100 * gib, 130 * gib) == 0
+    # A process that never reserved more than it holds now: all the free memory.
+    assert room_beside_the_runs(100 * gib, 2 * gib, 2 * gib) == 100 * gib
