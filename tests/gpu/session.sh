@@ -21,7 +21,44 @@
 # this script installs them into /tmp/site.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-part=${1:?usage: session.sh suite|checks|notebooks}
+part=${1:?usage: session.sh suite|checks|notebooks, or start PART, or collect}
+
+# A part longer than one call (notebook 07 at full size with its %tune: about 650 s):
+#
+#   bash tests/gpu/session.sh start notebooks   # NOTEBOOKS=07; returns after WAIT_S (560)
+#   bash tests/gpu/session.sh collect           # the NEXT call, made at once: the machine goes
+#                                               # back 30 s after a call, and the run with it
+#
+# start runs the part in a process group of its own, outliving the call, with LIMIT_S (default
+# 1100) and its results under /tmp/gpu-background; collect waits for it (WAIT_S) and copies its
+# archive and log to $OUT. (Round 4 lost a full run of 07 to a collect made a minute late.)
+background=/tmp/gpu-background
+wait_for_background() {  # until the part has written its exit status, or WAIT_S seconds
+  local waited=0
+  while [ ! -f "$background/done" ] && [ "$waited" -lt "${WAIT_S:-560}" ]; do
+    sleep 5; waited=$((waited + 5))
+  done
+  [ -f "$background/done" ] && echo "background part done after $waited s more: exit $(cat "$background/done")"
+}
+case $part in
+  start)
+    inner=${2:?usage: session.sh start suite|checks|notebooks}
+    rm -rf "$background" && mkdir -p "$background"
+    ( export OUT=$background LIMIT_S=${LIMIT_S:-1100}
+      setsid nohup bash -c 'bash tests/gpu/session.sh "$1"; echo $? > "$OUT/done"' _ "$inner" \
+        > "$background/session.out" 2>&1 & )
+    echo "started $inner in the background ($background); collect it in the next call, at once"
+    wait_for_background || echo "still running: bash tests/gpu/session.sh collect, now"
+    exit 0
+    ;;
+  collect)
+    wait_for_background || { echo "not done after ${WAIT_S:-560} s"; tail -5 "$background/session.out"; }
+    mkdir -p "${OUT:-$PWD/gpu-run}"
+    cp "$background"/gpu-*.tgz "$background"/*.log "${OUT:-$PWD/gpu-run}/" 2>/dev/null
+    tail -30 "$background/session.out" 2>/dev/null
+    exit 0
+    ;;
+esac
 limit=${LIMIT_S:-540}
 out=${OUT:-$PWD/gpu-run}
 work=$(mktemp -d)
