@@ -146,6 +146,13 @@ def test_the_busy_rate_is_of_the_profiled_step_the_idle_share_describes() -> Non
     assert row.busy_tflops == pytest.approx(562.3 * 0.930 / (1.748 * (1 - 0.203)), rel=1e-6)
     assert climb.claims["idle_fits_workers"].holds
     assert "1748 ms a profiled step" in climb.claims["idle_fits_workers"].measured
+    # The line says the idle share is the profiled steps', which the profiler lengthened.
+    assert "the profiler lengthened them 1.9x" in climb.line(row)
+    steady = climb.record(
+        "steady", "steady", comparison(figures(1.0), None, None), batch=90,
+        profile=profile(0.01, steps=2, window_s=2.1),
+    )  # fmt: skip
+    assert "lengthened" not in climb.line(steady)
 
 
 def test_table_and_chart_show_every_row() -> None:
