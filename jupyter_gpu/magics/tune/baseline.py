@@ -26,7 +26,7 @@ from jupyter_gpu.measure import compare, synchronize
 from .evidence import Evidence, count_flops
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .fixes import TuneSession
 
 #: About how long the profiled steady steps last (seconds), between 2 and 10 steps.
 PROFILE_S = 0.3
@@ -50,7 +50,7 @@ def _free_bytes(torch: Any) -> int | None:
     return int(free + max(0, cached))
 
 
-def measure_baseline(s: Session, *, timing_s: float) -> Evidence:
+def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
     """Measure the step as it is (see the module doc). Runs inside the session's runs."""
     torch, target = s.torch, s.target
     device = target.device

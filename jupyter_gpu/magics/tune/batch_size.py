@@ -40,7 +40,7 @@ from .loader import Loader
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 #: The most a batch is grown in one try: the activations' growth with the batch is an estimate.
 MAX_FACTOR = 4
@@ -78,7 +78,7 @@ class LargerBatch(Fix):
         self.new_size: int | None = None
         self.loader: Any = None
 
-    def explain_skip(self, s: Session, ev: Evidence) -> str | None:
+    def explain_skip(self, s: TuneSession, ev: Evidence) -> str | None:
         """Why not on this step (``None``: try it, at :attr:`new_size`)."""
         t = s.target
         if t.batch_name is None or t.batch_size is None:
@@ -104,13 +104,13 @@ class LargerBatch(Fix):
         self.name = f"batch {new} (from {size}), per sample"
         return None
 
-    def samples_per_call(self, s: Session) -> float:
+    def samples_per_call(self, s: TuneSession) -> float:
         """``new / old``; 1 where a call is an epoch (``--loader`` alone: the same samples)."""
         if self.size is None or self.new_size is None or s.target.epoch_mode:
             return 1.0
         return self.new_size / self.size
 
-    def prepare(self, s: Session) -> None:
+    def prepare(self, s: TuneSession) -> None:
         t = s.target
         if self.loader is None and t.loader is not None and t.loader.batch_size == self.size:
             self.loader = rebuilt(_feeding(s), batch_size=self.new_size)
@@ -123,7 +123,7 @@ class LargerBatch(Fix):
         per_round = (ev.step_s if step_s is None else step_s) * (1 + k)
         return max(seconds, rounds * per_round) + (self.warmup + 2) * per_round + 2.0
 
-    def block_s(self, s: Session) -> float | None:
+    def block_s(self, s: TuneSession) -> float | None:
         """The kept fixes' blocks (ten of their loader's batches), times ``new / old``.
 
         Each of its blocks starts a fresh epoch of its own loader with a batch drawn ahead
@@ -136,7 +136,7 @@ class LargerBatch(Fix):
         return max(under) * (self.new_size or 1) / (self.size or 1)
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         t = s.target
         assert t.batch_name is not None
         s.bind(t.batch_name, self.new_size)
@@ -150,7 +150,7 @@ class LargerBatch(Fix):
         finally:
             s.user_ns[t.batch_name] = s.original(t.batch_name)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         t = s.target
         times = (self.new_size or 1) / (self.size or 1)
         lines = [
@@ -162,13 +162,13 @@ class LargerBatch(Fix):
             lines.append(f"# and make {name} again with batch_size={t.batch_name}")
         return lines
 
-    def release(self, s: Session) -> None:
+    def release(self, s: TuneSession) -> None:
         if self.loader is not None:
             shut_down(self.loader)
             self.loader = None
 
 
-def _feeding(s: Session) -> Any:
+def _feeding(s: TuneSession) -> Any:
     """The loader the kept fixes feed the step from: a kept input pipeline's, or the step's."""
     for fix in s.kept.fixes:
         if isinstance(fix, Loader) and fix.new is not None:

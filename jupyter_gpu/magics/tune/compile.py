@@ -34,7 +34,7 @@ from .fixes import Fix
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 #: max-autotune-no-cudagraphs is tried when the budget left is this many default compiles:
 #: notebook 07's final shape took 187.3 s to its first max-autotune step against 7.1 s in the
@@ -97,7 +97,7 @@ class Compile(Fix):
                 )
         return None
 
-    def prepare(self, s: Session) -> None:
+    def prepare(self, s: TuneSession) -> None:
         if self.compiled is not None:
             return
         options: dict[str, Any] = {} if self.mode == "default" else {"mode": self.mode}
@@ -105,7 +105,7 @@ class Compile(Fix):
         assert s.runs is not None
         s.runs.save_also(s.target.model_name, self.compiled)
 
-    def measure_more(self, s: Session) -> list[str]:
+    def measure_more(self, s: TuneSession) -> list[str]:
         """The first call with the kept fixes on, timed apart, with the compile watched."""
         if self.compile_s is not None:
             return []
@@ -141,7 +141,7 @@ class Compile(Fix):
         ]
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         name = s.target.model_name
         s.bind(name, self.compiled)
         try:
@@ -149,15 +149,15 @@ class Compile(Fix):
         finally:
             s.user_ns[name] = s.original(name)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         mode = "" if self.mode == "default" else f" --mode {self.mode}"
         return [f"%compile {s.target.model_name}{mode}  # model = torch.compile(model) in a script"]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         name = s.target.model_name
         mode = "" if self.mode == "default" else f" --mode {self.mode}"
         s.shell.run_line_magic("compile", f"{name}{mode} -q")
         return f"%compile {name}{mode}: {name} is the compiled model (the first call compiles)"
 
-    def release(self, s: Session) -> None:
+    def release(self, s: TuneSession) -> None:
         self.compiled = None

@@ -24,7 +24,7 @@ from .fixes import Fix
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 
 def conv_share(ev: Evidence) -> float:
@@ -43,7 +43,7 @@ def _four_d(model: Any) -> list[Any]:
     return [p for p in model.parameters() if p.dim() == 4]
 
 
-def _optimizers(s: Session) -> list[Any]:
+def _optimizers(s: TuneSession) -> list[Any]:
     """The user's optimizer and the one its name is bound to now (a rebuilt one, stacked)."""
     t = s.target
     found = {id(o): o for o in (t.optimizer, s.user_ns.get(t.optimizer_name or "")) if o}
@@ -87,7 +87,7 @@ class ChannelsLast(Fix):
         return _no_convs(ev)
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         torch = s.torch
         model = s.target.model
         optimizers = _optimizers(s)
@@ -99,14 +99,14 @@ class ChannelsLast(Fix):
             model.to(memory_format=torch.contiguous_format)
             _convert_state(optimizers, torch.contiguous_format)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         name = s.target.model_name
         return [
             f"{name} = {name}.to(memory_format=torch.channels_last)  # before making its optimizer",
             "# and in the step: x = x.to(memory_format=torch.channels_last)",
         ]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         name = s.target.model_name
         s.target.model.to(memory_format=s.torch.channels_last)
         _convert_state(_optimizers(s), s.torch.channels_last)
@@ -137,7 +137,7 @@ class CudnnBenchmark(Fix):
         return _no_convs(ev)
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         cudnn = s.torch.backends.cudnn
         saved = cudnn.benchmark
         cudnn.benchmark = True
@@ -146,9 +146,9 @@ class CudnnBenchmark(Fix):
         finally:
             cudnn.benchmark = saved
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         return ["torch.backends.cudnn.benchmark = True  # cuDNN times its algorithms per shape"]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         s.torch.backends.cudnn.benchmark = True
         return "torch.backends.cudnn.benchmark = True"

@@ -21,10 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .results import DEFAULT_SOURCE
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from jupyter_gpu.measure import Comparison, Variant
 
     from .evidence import Evidence
     from .session import Session
+
+    #: The session a fix's trial runs in: one whose variants are made of fixes.
+    TuneSession: TypeAlias = Session["Fix"]
 
 
 class NotApplied(Exception):
@@ -69,21 +74,21 @@ class Fix:
         """The one line saying why it is not tried on this step, or ``None`` to try it."""
         return None
 
-    def samples_per_call(self, s: Session) -> float:
+    def samples_per_call(self, s: TuneSession) -> float:
         """How many times the step's samples one call with the fix does (1: the same).
 
         Its figure is then per sample: the time ratio times this.
         """
         return 1.0
 
-    def prepare(self, s: Session) -> None:
+    def prepare(self, s: TuneSession) -> None:
         """Make what the fix needs, from the state as saved (called after a reset)."""
 
-    def measure_more(self, s: Session) -> list[str]:
+    def measure_more(self, s: TuneSession) -> list[str]:
         """Figures of its own to report beside the speedup (the loader alone, say)."""
         return []
 
-    def beside(self, s: Session) -> dict[str, Variant]:
+    def beside(self, s: TuneSession) -> dict[str, Variant]:
         """More variants to time in the same rounds as the speedup (name -> variant)."""
         return {}
 
@@ -92,7 +97,7 @@ class Fix:
         return []
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         """Put the fix on for a block of steps; take it off after (see the module doc)."""
         yield
 
@@ -112,22 +117,22 @@ class Fix:
         step = ev.step_s if step_s is None else step_s
         return max(seconds, 2 * rounds * step) + (2 * self.warmup + 4) * step
 
-    def block_s(self, s: Session) -> float | None:
+    def block_s(self, s: TuneSession) -> float | None:
         """How long one timed block should last, if the fix needs longer ones (seconds).
 
         For its own trial, and for the kept fixes together against the step as it is.
         """
         return None
 
-    def block_s_under(self, s: Session) -> float | None:
+    def block_s_under(self, s: TuneSession) -> float | None:
         """The same, while it is among the kept fixes under another fix (on both sides)."""
         return self.block_s(s)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         """The line(s) to paste that make the fix in the user's notebook."""
         return []
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         """Apply it in place (``--apply``) and say what was done.
 
         Raises:
@@ -135,5 +140,5 @@ class Fix:
         """
         raise NotApplied(f"{self.name} needs the code changed: paste its line from the cell")
 
-    def release(self, s: Session) -> None:
+    def release(self, s: TuneSession) -> None:
         """Free what :meth:`prepare` made (workers, a compiled wrapper) when ``%tune`` ends."""

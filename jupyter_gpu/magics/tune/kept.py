@@ -22,11 +22,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .evidence import FirstSteps
-    from .fixes import Fix
+
+
+class KeptFix(Protocol):
+    """What the kept fixes read of a fix (``fixes.Fix`` is one): its name and how it stacks.
+
+    A protocol, not ``Fix`` itself, so that this module (and the session that holds the kept
+    fixes) needs nothing of the fixes' module, which needs the session.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stacks(self) -> bool: ...
+
+    @property
+    def alternative(self) -> bool: ...
+
+    @property
+    def feeds(self) -> bool: ...
+
+
+F = TypeVar("F", bound=KeptFix)
 
 #: The name of the baseline variant when no fix is kept yet.
 AS_IS = "as is"
@@ -35,7 +57,7 @@ KEPT = "the kept fixes"
 
 
 @dataclass(frozen=True)
-class Kept:
+class Kept(Generic[F]):
     """The kept fixes, in the order they were kept (none: the step as it is).
 
     ``first``: their first two steps, as :func:`first_fixes` takes them (``None``: the step as
@@ -43,7 +65,7 @@ class Kept:
     call of the trial that kept the last (``None``: as it is, the evidence's figure).
     """
 
-    fixes: tuple[Fix, ...] = ()
+    fixes: tuple[F, ...] = ()
     first: FirstSteps | None = None
     step_s: float | None = None
 
@@ -56,7 +78,7 @@ class Kept:
         """The baseline variant's name in a comparison."""
         return KEPT if self.fixes else AS_IS
 
-    def after(self, fix: Fix, kept: bool, first: FirstSteps | None, step_s: float | None) -> Kept:
+    def after(self, fix: F, kept: bool, first: FirstSteps | None, step_s: float | None) -> Kept[F]:
         """The kept fixes after ``fix``'s trial (``kept``: its verdict), see the module doc.
 
         ``first``: its first two steps; ``step_s``: its step's median seconds a call. A fix that
@@ -71,7 +93,7 @@ class Kept:
         )
 
 
-def first_fixes(under: Sequence[Fix], fix: Fix | None = None) -> list[Fix]:
+def first_fixes(under: Sequence[F], fix: F | None = None) -> list[F]:
     """The fixes a variant's first steps run with: ``under`` less those that only feed batches.
 
     ``fix`` (the one tried) is always on. A kept input pipeline is left out: it changes where

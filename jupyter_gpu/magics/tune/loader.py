@@ -49,7 +49,7 @@ from .fixes import Fix
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 PREFETCH = 4
 #: The name of the variant that draws no batches (one fixed batch, handed out at every call).
@@ -90,7 +90,7 @@ class Loader(Fix):
         self.fixed_timing: Timing | None = None
         self.drawing_timing: Timing | None = None
 
-    def explain_skip(self, s: Session, ev: Evidence) -> str | None:
+    def explain_skip(self, s: TuneSession, ev: Evidence) -> str | None:
         """Why not on this step (``None``: try it)."""
         t = s.target
         loader_s = float(getattr(ev.analysis, "loader_s", 0.0) or 0.0)
@@ -123,14 +123,14 @@ class Loader(Fix):
             )
         return None
 
-    def prepare(self, s: Session) -> None:
+    def prepare(self, s: TuneSession) -> None:
         if self.new is None:
             t = s.target
             self.new = rebuilt(
                 t.loader, **new_settings(t.loader, cuda=t.cuda, workers=self.workers)
             )
 
-    def measure_more(self, s: Session) -> list[str]:
+    def measure_more(self, s: TuneSession) -> list[str]:
         """The loader alone (as it is and new); the batch the fixed-batch variant hands out."""
         base_alone = time_loader(s.base_loader)
         new_alone = time_loader(self.new)
@@ -147,7 +147,7 @@ class Loader(Fix):
                 self.fixed = (s.source.peek(),)
         return lines
 
-    def on_fixed_batch(self, s: Session, fixes: list[Fix] | tuple[Fix, ...]) -> Variant | None:
+    def on_fixed_batch(self, s: TuneSession, fixes: list[Fix] | tuple[Fix, ...]) -> Variant | None:
         """The step with ``fixes`` on (less this one), handed one fixed batch at every call.
 
         ``None`` where there is no fixed batch (a step that iterates its loader itself).
@@ -166,7 +166,7 @@ class Loader(Fix):
 
         return Variant(others.run, one_batch)
 
-    def beside(self, s: Session) -> dict[str, Variant]:
+    def beside(self, s: TuneSession) -> dict[str, Variant]:
         """The step on one fixed batch, timed in the same rounds as the speedup.
 
         The same rounds and blocks as the step with the new loader, so that the two figures are
@@ -234,19 +234,19 @@ class Loader(Fix):
         alone = 2 * max(1.0, STEADY_BATCHES * batch_s)
         return alone + 6 * block + max(seconds, 3 * rounds * block) + 8 * step
 
-    def block_s(self, s: Session) -> float | None:
+    def block_s(self, s: TuneSession) -> float | None:
         if self.alone is None:
             return None
         return max(0.01, BLOCK_BATCHES * self.alone[0].per_batch_s)
 
-    def block_s_under(self, s: Session) -> float | None:
+    def block_s_under(self, s: TuneSession) -> float | None:
         """Ten of the new loader's batches: under another fix, both sides draw from it."""
         if self.alone is None:
             return None
         return max(0.01, BLOCK_BATCHES * self.alone[1].per_batch_s)
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         t = s.target
         if s.source is not None:
             s.source.use(self.new)
@@ -254,7 +254,7 @@ class Loader(Fix):
             s.bind(t.loader_name, self.new)
         yield
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         t = s.target
         old = t.loader
         name = t.loader_name or "loader"
@@ -291,7 +291,7 @@ class Loader(Fix):
             lines.append("# in the step: x.to(device, non_blocking=True) (pinned memory)")
         return lines
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         import itertools
 
         t = s.target
@@ -307,7 +307,7 @@ class Loader(Fix):
         settings = ", ".join(f"{k}={v}" for k, v in worker_settings(new).items() if v)
         return "; ".join(done) + f" ({settings})"
 
-    def release(self, s: Session) -> None:
+    def release(self, s: TuneSession) -> None:
         if self.new is not None:
             shut_down(self.new)
             self.new = None

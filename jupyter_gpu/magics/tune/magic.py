@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
@@ -42,6 +42,10 @@ from .results import FixResult, NotTried, StackResult, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
+
+if TYPE_CHECKING:
+    from .fixes import TuneSession
+
 from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
 
 #: Share of the budget kept for measuring the kept fixes together.
@@ -134,7 +138,7 @@ class TuneMagics(ShellMagics):
         target = read_target(self.shell, args, torch)
         budget = Budget(args.budget)
         progress = Progress(self.shell, 3, budget, quiet=args.quiet)
-        session = Session(self.shell, target, torch, budget, progress)
+        session = Session[Fix](self.shell, target, torch, budget, progress)
         result = TuneResult(target.expr, target.device, budget_s=args.budget)
         try:
             session.open()  # UsageError here: nothing ran, the names are as they were
@@ -152,7 +156,7 @@ class TuneMagics(ShellMagics):
     # -------------------------------------------------------------------------- flow
 
     def _run(
-        self, s: Session, result: TuneResult, chosen: set[str], args: argparse.Namespace
+        self, s: TuneSession, result: TuneResult, chosen: set[str], args: argparse.Namespace
     ) -> list[Fix]:
         """Measure, plan, try, stack; always put everything back. The fixes stacked."""
         planned: list[Planned] = []
@@ -196,7 +200,7 @@ class TuneMagics(ShellMagics):
         self._finish(s, result, planned, stacked, args)
         return stacked
 
-    def _try_all(self, s: Session, result: TuneResult, planned: list[Planned]) -> list[Fix]:
+    def _try_all(self, s: TuneSession, result: TuneResult, planned: list[Planned]) -> list[Fix]:
         """Try each fix the plan allows within the budget, then the kept ones together.
 
         Each fix is timed on top of the fixes kept before it (``s.kept``, ``kept.py``).
@@ -254,7 +258,7 @@ class TuneMagics(ShellMagics):
 
     def _finish(
         self,
-        s: Session,
+        s: TuneSession,
         result: TuneResult,
         planned: list[Planned],
         stacked: list[Fix],
@@ -286,7 +290,7 @@ class TuneMagics(ShellMagics):
 
 
 def _budget_note(
-    fix: Fix, left_s: float, seconds: float, s: Session, default_compile_s: float | None
+    fix: Fix, left_s: float, seconds: float, s: TuneSession, default_compile_s: float | None
 ) -> str | None:
     """Why ``fix`` does not fit in the budget left (``None``: it does)."""
     if isinstance(fix, Compile):
@@ -302,7 +306,7 @@ def _budget_note(
     return None
 
 
-def _to_stack(kept: Kept, fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
+def _to_stack(kept: Kept[Fix], fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
     """The fixes to stack, in the order they were kept.
 
     The kept ones (each timed on top of the ones before it), then the best kept compile mode
@@ -336,7 +340,7 @@ def _loader_figures(
     )
 
 
-def _apply(s: Session, stacked: list[Fix]) -> list[str]:
+def _apply(s: TuneSession, stacked: list[Fix]) -> list[str]:
     """Apply the stacked fixes in place, in their order (``Fix.order``); a sentence for each."""
     done = []
     for fix in sorted(stacked, key=lambda f: f.order):

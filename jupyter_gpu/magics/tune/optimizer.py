@@ -23,7 +23,7 @@ from .fixes import Fix, NotApplied
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 
 def implementation_flags(optimizer: Any) -> tuple[bool, bool]:
@@ -111,11 +111,11 @@ class FusedOptimizer(Fix):
             return f"{name} takes neither fused=True nor foreach=True"
         return None
 
-    def prepare(self, s: Session) -> None:
+    def prepare(self, s: TuneSession) -> None:
         self.new = rebuild(s.target.optimizer, self.how)
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         name = s.target.optimizer_name
         assert name is not None
         assert self.new is not None
@@ -125,7 +125,7 @@ class FusedOptimizer(Fix):
         finally:
             s.user_ns[name] = s.original(name)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         t = s.target
         name, opt = t.optimizer_name, t.optimizer
         module = type(opt).__module__
@@ -143,7 +143,7 @@ class FusedOptimizer(Fix):
             f"{name}.load_state_dict(_state)",
         ]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         t = s.target
         name = t.optimizer_name
         assert name is not None
@@ -157,7 +157,7 @@ class FusedOptimizer(Fix):
         s.user_ns[name] = new
         return f"{name} is a {type(new).__name__} with {self.how}=True now (same groups and state)"
 
-    def release(self, s: Session) -> None:
+    def release(self, s: TuneSession) -> None:
         self.new = None
 
 

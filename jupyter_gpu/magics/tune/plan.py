@@ -26,8 +26,7 @@ from .threads import Threads
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .fixes import Fix
-    from .session import Session
+    from .fixes import Fix, TuneSession
 
 #: The words ``--only`` and ``--skip`` take: families, and the fixes in them.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -79,7 +78,7 @@ class Planned:
     why_not: str | None
 
 
-def make_plan(s: Session, ev: Evidence, chosen: set[str]) -> list[Planned]:
+def make_plan(s: TuneSession, ev: Evidence, chosen: set[str]) -> list[Planned]:
     """The fixes in the order they are tried (see the module doc)."""
     t = s.target
     loader = Loader()

@@ -24,7 +24,7 @@ from .fixes import Fix
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 
 class Tf32(Fix):
@@ -52,7 +52,7 @@ class Tf32(Fix):
         return None
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         saved = Tf32Settings.read()
         set_tf32(True)
         try:
@@ -60,10 +60,10 @@ class Tf32(Fix):
         finally:
             saved.apply()
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         return ["%amp tf32 on  # TF32 for float32 matmuls and convolutions"]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         set_tf32(True)
         return "TF32 on for float32 matmuls and convolutions (as %amp tf32 on)"
 
@@ -121,7 +121,7 @@ class Autocast(Fix):
     def wrap(self, run: Callable[[], Any]) -> Callable[[], Any]:
         return step_in_mode(run, self.dtype, self.device)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         line = f"%amp on --dtype {self.dtype}"
         if s.target.device != "cuda":
             line += " --device cpu"
@@ -133,7 +133,7 @@ class Autocast(Fix):
             )
         return lines
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         device = "" if s.target.device == "cuda" else " --device cpu"
         s.shell.run_line_magic("amp", f"on --dtype {self.dtype}{device} -q")
         scaler = " (a GradScaler is in the notebook as scaler: the step must use it)"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from IPython.core.error import UsageError
 
@@ -24,20 +25,40 @@ from jupyter_gpu.measure import Variant, synchronize
 
 from .batches import BatchSource, rebuilt, shut_down
 from .evidence import FirstSteps
-from .kept import Kept
+from .kept import Kept, KeptFix
 
 if TYPE_CHECKING:
     from .budget import Budget
     from .evidence import Evidence
-    from .fixes import Fix
     from .progress import Progress
     from .target import Target
 
 _ITERATOR_PROBLEM = "each run draws its next item"
 
 
-class Session:
-    """See the module doc. ``open()`` before any run; ``close()`` always, in a ``finally``."""
+class OnTheStep(KeptFix, Protocol):
+    """What a variant needs of a fix (``fixes.Fix`` is one): where it goes, how it goes on.
+
+    A protocol, not ``Fix``: a fix takes the session its trial runs in, so the session names
+    the fixes only through this (``fixes.TuneSession`` is a session of ``Fix``).
+    """
+
+    @property
+    def order(self) -> int: ...
+
+    def wrap(self, run: Callable[[], Any]) -> Callable[[], Any]: ...
+
+    def applied(self, s: Any) -> AbstractContextManager[None]: ...
+
+
+F = TypeVar("F", bound=OnTheStep)
+
+
+class Session(Generic[F]):
+    """See the module doc. ``open()`` before any run; ``close()`` always, in a ``finally``.
+
+    ``F``: the fixes its variants are made of (``fixes.Fix``).
+    """
 
     def __init__(
         self, shell: Any, target: Target, torch: Any, budget: Budget, progress: Progress
@@ -61,7 +82,7 @@ class Session:
         #: The fixes kept so far, which the fix being tried is timed on top of (``kept.py``):
         #: whatever a fix runs of its own (its first compiled call, a fixed-batch variant) runs
         #: with them on.
-        self.kept = Kept()
+        self.kept: Kept[F] = Kept()
         self._bound: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ names
@@ -171,7 +192,7 @@ class Session:
             self.bind(t.loader_name, self.base_loader)
         yield
 
-    def variant(self, fixes: Sequence[Fix]) -> Variant:
+    def variant(self, fixes: Sequence[F]) -> Variant:
         """The step with ``fixes`` on (none: as it is), for ``compare`` and the first steps."""
         ordered = sorted(fixes, key=lambda f: f.order)
         run = self.step
@@ -188,7 +209,7 @@ class Session:
 
         return Variant(run, context)
 
-    def first_steps(self, fixes: Sequence[Fix]) -> FirstSteps:
+    def first_steps(self, fixes: Sequence[F]) -> FirstSteps:
         """The variant's first two steps from the state as it stands (reset before calling).
 
         Its batches start a fresh epoch (the same first batch from the same RNG state); the

@@ -17,7 +17,7 @@ from .fixes import Fix
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .session import Session
+    from .fixes import TuneSession
 
 
 class Threads(Fix):
@@ -41,7 +41,7 @@ class Threads(Fix):
         return None
 
     @contextlib.contextmanager
-    def applied(self, s: Session) -> Iterator[None]:
+    def applied(self, s: TuneSession) -> Iterator[None]:
         torch = s.torch
         saved = torch.get_num_threads()
         torch.set_num_threads(self.count)
@@ -50,9 +50,9 @@ class Threads(Fix):
         finally:
             torch.set_num_threads(saved)
 
-    def code(self, s: Session) -> list[str]:
+    def code(self, s: TuneSession) -> list[str]:
         return [f"torch.set_num_threads({self.count})  # the CPUs this kernel's quota allows"]
 
-    def apply(self, s: Session) -> str:
+    def apply(self, s: TuneSession) -> str:
         s.torch.set_num_threads(self.count)
         return f"torch.set_num_threads({self.count})"

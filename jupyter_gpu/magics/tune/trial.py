@@ -34,8 +34,7 @@ from .kept import AS_IS, first_fixes
 from .results import FixResult, StackResult
 
 if TYPE_CHECKING:
-    from .fixes import Fix
-    from .session import Session
+    from .fixes import Fix, TuneSession
 
 #: Fewest rounds of a comparison: 12 give a 95 % interval that leaves out the two most extreme
 #: rounds on each side (8, compare's own floor, give the whole range at 99 %), which a busy
@@ -97,7 +96,7 @@ def loss_check(base: FirstSteps, got: FirstSteps) -> tuple[float | None, bool, s
     )
 
 
-def timing_s(s: Session, left_fixes: int) -> float:
+def timing_s(s: TuneSession, left_fixes: int) -> float:
     """Seconds for one comparison: about 2, less when the budget is short (0.3 at least)."""
     return min(2.0, max(0.3, s.budget.left_s() / (left_fixes + 1) / 3))
 
@@ -115,14 +114,14 @@ class Trial:
     step_s: float | None = None
 
 
-def _prepared(s: Session, fixes: Sequence[Fix]) -> None:
+def _prepared(s: TuneSession, fixes: Sequence[Fix]) -> None:
     """Back to the saved state, and each fix makes what it needs from there."""
     s.reset()
     for fix in fixes:
         fix.prepare(s)
 
 
-def try_fix(s: Session, fix: Fix, *, seconds: float) -> Trial:
+def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     """Measure ``fix`` on top of ``s.kept`` (see the module doc). Errors are results."""
     assert s.base_first is not None
     kept = s.kept
@@ -226,7 +225,7 @@ def _failed(fix: Fix, code: str, err: BaseException, on_top_of: tuple[str, ...])
 
 
 def try_stack(
-    s: Session,
+    s: TuneSession,
     fixes: Sequence[Fix],
     parts: Sequence[FixResult],
     *,
