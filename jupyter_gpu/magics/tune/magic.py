@@ -42,11 +42,10 @@ from .results import FixResult, NotTried, StackResult, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
+from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
 
 if TYPE_CHECKING:
     from .fixes import TuneSession
-
-from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
 
 #: Share of the budget kept for measuring the kept fixes together.
 STACK_RESERVE = 0.15

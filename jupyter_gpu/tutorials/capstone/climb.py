@@ -94,9 +94,12 @@ class ClimbRow:
         """
         if self.gpu_idle is None or self.gpu_idle >= 1.0:
             return None
-        period_s = self.profiled_step_s or self.figures.timing.median_s
-        step_tflop = self.figures.tflops * self.figures.timing.median_s
-        return step_tflop / (period_s * (1.0 - self.gpu_idle))
+        return self.figures.flops_per_step / 1e12 / (self.idle_period_s * (1.0 - self.gpu_idle))
+
+    @property
+    def idle_period_s(self) -> float:
+        """The step period the idle share is of: under the profiler where measured, else timed."""
+        return self.profiled_step_s or self.figures.timing.median_s
 
 
 @dataclass
@@ -284,10 +287,9 @@ class Climb:
             f"{row.label}: the GPU-idle share fits the step's work (its model FLOPs over the "
             f"busy time of a profiled step is at most {name})"
         )
-        step_tflop = row.figures.tflops * row.figures.timing.median_s
-        period_s = row.profiled_step_s or row.figures.timing.median_s
         measured = (
-            f"{step_tflop:.1f} TFLOP a step / ({period_s * 1e3:.0f} ms a profiled step x (1 - "
+            f"{row.figures.flops_per_step / 1e12:.1f} TFLOP a step / "
+            f"({row.idle_period_s * 1e3:.0f} ms a profiled step x (1 - "
             f"{row.gpu_idle:.1%})) = {busy:.1f} TFLOP/s while busy; {name}: {bound:.1f} TFLOP/s"
         )
         made = self._claim(f"idle_fits_{row.key}", statement, busy <= bound, measured)
