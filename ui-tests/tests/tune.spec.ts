@@ -90,11 +90,17 @@ test("%tune's report in a notebook: the bar names the fix being tried, then the 
   const table = cell.locator('.jp-OutputArea-output table').first();
   await expect(table).toContainText('input pipeline');
   await expect(table).toContainText('fused optimizer');
+  // Which fixes this machine kept is its figures' to say (on CI's two busy cores the input
+  // pipeline once came out unmeasurable beside a kept fused optimizer; tests/integration's
+  // %tune tests check the figures, and skip, saying why, on a busy machine): the report shows
+  // whichever were kept, in the table, the code, the stack's line and the waterfall.
+  const kept = await table.locator('td', { hasText: /^yes$/ }).count();
+  expect(kept).toBeGreaterThanOrEqual(1);
   await expect(cell.locator('.jp-OutputArea-output pre').first()).toContainText(
-    'num_workers'
+    '# the fixes %tune kept for train_step()'
   );
   await expect(cell.locator('.jp-OutputArea-output')).toContainText([
-    /the kept fixes together \(input pipeline \+ fused optimizer\)/
+    kept > 1 ? /the kept fixes together \(/ : /one fix kept \(/
   ]);
   const figure = cell.locator('.jp-RenderedPlotly').first();
   await expect(figure.locator('.main-svg text.gtitle')).toContainText(
@@ -103,9 +109,9 @@ test("%tune's report in a notebook: the bar names the fix being tried, then the 
       timeout: 60000
     }
   );
-  // Four bars: the step as it was, each kept fix's gain in the order kept, then both measured.
+  // The step as it was, each kept fix's gain in the order kept, then all of them measured.
   await expect(figure.locator('.main-svg .waterfalllayer .point')).toHaveCount(
-    4
+    kept + 2
   );
   // The whole cell in one picture: a viewport tall enough to hold it.
   await page.setViewportSize({ width: 1280, height: 2400 });
