@@ -135,7 +135,10 @@ def write_archive(archive: Path, workdir: Path, results_dir: Path) -> None:
     partial.replace(archive)
 
 
-def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
+def run_notebook(path: Path, workdir: Path, timeout: int, deadline: float | None = None) -> dict:
+    """Execute one notebook; with ``deadline`` (a ``time.monotonic()`` value) start no cell after
+    it, and keep the cells that ran: a call-length limit then cuts between cells, not inside the
+    kernel, and the executed copy still holds everything measured before the cut."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -146,13 +149,21 @@ def run_notebook(path: Path, workdir: Path, timeout: int) -> dict:
     )
     start = time.perf_counter()
     failure = None
+    cut_at = None
     try:
-        client.execute()
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells):
+                if deadline is not None and time.monotonic() > deadline:
+                    cut_at = index
+                    break
+                client.execute_cell(cell, index)
     except CellExecutionError as exc:
         failure = str(exc).strip().splitlines()[-1][:300]
     except Exception as exc:  # noqa: BLE001 (a dead kernel or a timeout: record it, go on)
         failure = f"{type(exc).__name__}: {exc}"[:300]
     elapsed = time.perf_counter() - start
+    if cut_at is not None:
+        failure = f"cut by --deadline before cell {cut_at} of {len(nb.cells)}"
     out_ipynb = workdir / path.name
     nbformat.write(nb, out_ipynb)
     places = {
@@ -178,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma list of notebook number prefixes, e.g. 01,04")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (300)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        help="seconds from now after which no further cell starts (a run cut short keeps its part)",
+    )
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "gpu-run")))
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (testing)")
     parser.add_argument("--smoke", action="store_true", help="smoke sizes (testing the runner)")
@@ -229,9 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         "notebooks-executed.tar.gz" if not args.tier else f"notebooks-executed-{args.tier}.tar.gz"
     )
     runs = []
+    deadline = time.monotonic() + args.deadline if args.deadline else None
     for path in paths:
         print(f"running {path.name} ...", flush=True)
-        run = run_notebook(path, workdir, args.timeout)
+        run = run_notebook(path, workdir, args.timeout, deadline)
         runs.append(run)
         status = "ok" if not run["failure"] else f"FAILED: {run['failure']}"
         print(f"  {run['seconds']:.0f} s, {len(run['errors'])} error cell(s); {status}", flush=True)

@@ -105,7 +105,7 @@ case $part in
     ;;
   notebooks)
     timeout $(($(left) - 15)) python3 tests/gpu/run_notebooks_gpu.py \
-      --only "${NOTEBOOKS:-00,01,02,03,04}" ${TIER:+--tier "$TIER"} --out "$work/notebooks" \
+      --only "${NOTEBOOKS:-00,01,02,03,04}" ${TIER:+--tier "$TIER"} ${DEADLINE_S:+--deadline "$DEADLINE_S"} --out "$work/notebooks" \
       --summary "$work/notebooks/summary.json" >"$work/notebooks.log" 2>&1
     echo "exit $?" >>"$work/notebooks.log"
     ;;
