@@ -33,25 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jupyter_gpu.compile_cache import remove_file_made_here
+from jupyter_gpu.compile_cache.recognise import DIR_FLAGS, FILE_FLAGS
 
-FOLDER_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_DIRECTORY", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+# Folders and existing files open with the deleting package's flags (DIR_FLAGS, FILE_FLAGS):
+# nothing followed, nothing waited on, the same here as there.
 _NEW_FILE = (
     os.O_WRONLY
     | os.O_CREAT
     | os.O_EXCL
     | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-_READ = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
 # link() fails so on filesystems without hard links (FAT, some network and FUSE filesystems).
@@ -109,7 +99,7 @@ def open_folder(parent: int, parts: Sequence[str]) -> int:
             with contextlib.suppress(FileExistsError):  # there already: checked as it opens
                 os.mkdir(part, 0o777, dir_fd=fd)
             try:
-                sub = os.open(part, FOLDER_FLAGS, dir_fd=fd)
+                sub = os.open(part, DIR_FLAGS, dir_fd=fd)
             except OSError as err:
                 if err.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise NotADirectoryError(
@@ -148,7 +138,7 @@ def read_existing(folder: int, name: str) -> bytes | None:
     if not stat.S_ISREG(st.st_mode):
         raise Occupied("something that is not a file is there: left as it is")
     try:
-        fd = os.open(name, _READ, dir_fd=folder)
+        fd = os.open(name, FILE_FLAGS, dir_fd=folder)
     except FileNotFoundError:
         return None
     except OSError as err:  # ELOOP: a link swapped in since the stat

@@ -39,23 +39,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from jupyter_gpu.compile_cache.mounts import Mounts, mounts_under_fd
-from jupyter_gpu.compile_cache.recognise import DIR_FLAGS, CacheRefused, Node, open_root, walk
+from jupyter_gpu.compile_cache.recognise import (
+    DIR_FLAGS,
+    FILE_FLAGS,
+    CacheRefused,
+    Node,
+    open_root,
+    walk,
+)
 from jupyter_gpu.compile_cache.records import CacheKind
 from jupyter_gpu.compile_cache.shapes import FOLDERS
 
 if sys.platform != "win32":  # where nothing is recognised anyway (recognise.FD_WALKS)
     import fcntl
-
-# How a lock file is opened for the flock probe: never through a link, and never waiting (a FIFO
-# swapped in would block a plain open until a writer came; O_NOCTTY: a terminal device neither).
-_LOCK_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
 
 # A handle on a file that reads nothing and opens nothing (O_PATH): only for fstat.
 _PIN_FLAGS = getattr(os, "O_PATH", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -196,7 +192,7 @@ def _probe_lock(fd: int, lock: Node, rel: str) -> bool:
     if not stat.S_ISREG(st.st_mode) or not lock.same_as(st):
         raise changed
     try:
-        held = os.open(lock.name, _LOCK_FLAGS, dir_fd=fd)
+        held = os.open(lock.name, FILE_FLAGS, dir_fd=fd)
     except FileNotFoundError:
         return False
     except OSError:  # ELOOP: a link swapped in since the stat

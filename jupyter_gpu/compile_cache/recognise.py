@@ -36,6 +36,17 @@ DIR_FLAGS = (
 )
 """How every folder is opened: itself, never a symlink's target."""
 
+FILE_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+"""How a name that should be a regular file is opened: never through a link, and never waiting
+(a FIFO swapped in would block a plain open until a writer came; O_NOCTTY: a terminal device
+neither). The lock files' flock probe and ``new_files``' reads open this way."""
+
 FD_WALKS = hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW") and os.scandir in os.supports_fd
 """Whether this platform can walk and delete by file descriptor (Linux, macOS); elsewhere no
 directory is recognised, so nothing is ever cleared."""

@@ -42,7 +42,7 @@ from typing import Any
 
 from .interval import LEVEL, Ratio, paired_ratio
 from .machine import GpuProbe, MachineNotes, MachineWatch, cuda_probe
-from .timing import Timing, synchronize
+from .timing import Timing, time_first_call
 
 #: The length a timed block aims for (seconds): long beside the clock's cost, short beside drift.
 BLOCK_S = 0.01
@@ -181,16 +181,6 @@ class _Clock:
         return float(begin.elapsed_time(end)) / 1e3 / calls
 
 
-def _time_one(run: Callable[[], object], cuda: int | None) -> float:
-    """One synchronised call's wall time (for sizing the blocks)."""
-    device = f"cuda:{cuda}" if cuda is not None else None
-    synchronize(device)
-    start = time.perf_counter()
-    run()
-    synchronize(device)
-    return time.perf_counter() - start
-
-
 def compare(
     variants: Mapping[str, Callable[[], object] | Variant],
     *,
@@ -242,12 +232,14 @@ def compare(
         raise ValueError(f"need warmup, rounds and calls >= 1, got {warmup=}, {rounds=}, {calls=}")
     cuda = _cuda_device(device)
     clock = _Clock(cuda)
+    # The last warm-up call, synchronised and timed on its own, sizes the blocks.
+    one_call_device = f"cuda:{cuda}" if cuda is not None else None
     estimate: dict[str, float] = {}
     for name, variant in named.items():
         with variant.entered():
             for _ in range(warmup - 1):
                 variant.run()
-            estimate[name] = max(_time_one(variant.run, cuda), 1e-9)
+            estimate[name] = max(time_first_call(variant.run, device=one_call_device), 1e-9)
     per_block = {
         n: calls or max(1, min(max_calls, math.ceil(block_s / e))) for n, e in estimate.items()
     }

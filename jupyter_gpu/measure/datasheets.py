@@ -108,7 +108,11 @@ class GpuPeaks:
         return None if found is None else found.dense_tflops
 
 
-def _peaks(**figures: tuple[float | None, float | None]) -> tuple[PrintedPeak, ...]:
+#: ``(dense, sparse)`` TFLOP/s as a document prints them, ``None`` where it prints no such figure.
+_Printed = tuple[float | None, float | None]
+
+
+def _peaks(**figures: _Printed) -> tuple[PrintedPeak, ...]:
     """``bf16=(dense, sparse)``, as printed (``None`` where the document prints no such figure)."""
     return tuple(PrintedPeak(k, dense, sparse) for k, (dense, sparse) in figures.items())
 
@@ -153,75 +157,71 @@ _RTX_BLACKWELL = DataSheet(
     "nvidia-rtx-blackwell-gpu-architecture.pdf",
 )
 
+# Notes on single boards (what a reader of the figure should know).
+_H100_NVL = "per GPU of the 94 GB NVL board (an earlier data sheet printed a pair of them together)"
+_H200_SXM = "the name 'NVIDIA H200' is the SXM board's; the NVL board reports 'NVIDIA H200 NVL'"
 _GEFORCE = (
     "GeForce: 16-bit and FP8 rates with FP32 accumulate, half the FP16-accumulate rate; the "
     "card's clock often runs above the rated boost clock, so a measured rate can exceed it"
 )
 
+
+def _hopper(
+    model: str,
+    nvml_name: str,
+    fp32: float,
+    tf32_sparse: float,
+    fp16_bf16_sparse: float,
+    fp8_sparse: float,
+    source: DataSheet,
+    note: str = "",
+) -> GpuPeaks:
+    """An H100 or H200 board's row: sparse tensor rates only, one figure for BF16 and FP16.
+
+    Its document prints the tensor-core rates "with sparsity" only, and the same figure for
+    BF16 and FP16; the dense rate is read from them (:attr:`PrintedPeak.dense_tflops`).
+    """
+    return GpuPeaks(
+        model,
+        (nvml_name,),
+        _peaks(
+            fp32=(fp32, None),
+            tf32=(None, tf32_sparse),
+            bf16=(None, fp16_bf16_sparse),
+            fp16=(None, fp16_bf16_sparse),
+            fp8=(None, fp8_sparse),
+        ),
+        source,
+        note,
+    )
+
+
+def _geforce(
+    number: str,
+    fp32: float,
+    tf32: _Printed,
+    fp16_bf16: _Printed,
+    fp8: _Printed,
+    source: DataSheet,
+) -> GpuPeaks:
+    """A GeForce RTX card's row: the whitepaper prints one "FP16/BF16" figure for both dtypes."""
+    return GpuPeaks(
+        f"GeForce RTX {number}",
+        (f"NVIDIA GeForce RTX {number}",),
+        _peaks(fp32=(fp32, None), tf32=tf32, bf16=fp16_bf16, fp16=fp16_bf16, fp8=fp8),
+        source,
+        _GEFORCE,
+    )
+
+
 #: The table: every figure as its document prints it (TFLOP/s; ``(dense, sparse)``).
 TABLE: tuple[GpuPeaks, ...] = (
-    GpuPeaks(
-        "H100 SXM",
-        ("NVIDIA H100 80GB HBM3",),
-        _peaks(
-            fp32=(67, None),
-            tf32=(None, 989),
-            bf16=(None, 1979),
-            fp16=(None, 1979),
-            fp8=(None, 3958),
-        ),
-        _H100,
-    ),
-    GpuPeaks(
-        "H100 PCIe",
-        ("NVIDIA H100 PCIe",),
-        _peaks(
-            fp32=(51, None),
-            tf32=(None, 756),
-            bf16=(None, 1513),
-            fp16=(None, 1513),
-            fp8=(None, 3026),
-        ),
-        _H100,
-    ),
-    GpuPeaks(
-        "H100 NVL",
-        ("NVIDIA H100 NVL",),
-        _peaks(
-            fp32=(60, None),
-            tf32=(None, 835),
-            bf16=(None, 1671),
-            fp16=(None, 1671),
-            fp8=(None, 3341),
-        ),
-        _H100_PAGE,
-        "per GPU of the 94 GB NVL board (an earlier data sheet printed a pair of them together)",
-    ),
-    GpuPeaks(
-        "H200 SXM",
-        ("NVIDIA H200",),
-        _peaks(
-            fp32=(67, None),
-            tf32=(None, 989),
-            bf16=(None, 1979),
-            fp16=(None, 1979),
-            fp8=(None, 3958),
-        ),
-        _H200,
-        "the name 'NVIDIA H200' is the SXM board's; the NVL board reports 'NVIDIA H200 NVL'",
-    ),
-    GpuPeaks(
-        "H200 NVL",
-        ("NVIDIA H200 NVL",),
-        _peaks(
-            fp32=(60, None),
-            tf32=(None, 835),
-            bf16=(None, 1671),
-            fp16=(None, 1671),
-            fp8=(None, 3341),
-        ),
-        _H200,
-    ),
+    # _hopper: FP32 dense, then TF32, FP16 and BF16, FP8 with sparsity.
+    _hopper("H100 SXM", "NVIDIA H100 80GB HBM3", 67, 989, 1979, 3958, _H100),
+    _hopper("H100 PCIe", "NVIDIA H100 PCIe", 51, 756, 1513, 3026, _H100),
+    _hopper("H100 NVL", "NVIDIA H100 NVL", 60, 835, 1671, 3341, _H100_PAGE, _H100_NVL),
+    _hopper("H200 SXM", "NVIDIA H200", 67, 989, 1979, 3958, _H200, _H200_SXM),
+    _hopper("H200 NVL", "NVIDIA H200 NVL", 60, 835, 1671, 3341, _H200),
     GpuPeaks(
         "A100 (SXM4 and PCIe, 40 and 80 GB)",
         (
@@ -256,56 +256,9 @@ TABLE: tuple[GpuPeaks, ...] = (
         _peaks(fp32=(8.1, None), fp16=(65, None)),
         _T4,
     ),
-    GpuPeaks(
-        "GeForce RTX 4090",
-        ("NVIDIA GeForce RTX 4090",),
-        _peaks(
-            fp32=(82.6, None),
-            tf32=(82.6, 165.2),
-            bf16=(165.2, 330.4),
-            fp16=(165.2, 330.4),
-            fp8=(330.3, 660.6),
-        ),
-        _ADA,
-        _GEFORCE,
-    ),
-    GpuPeaks(
-        "GeForce RTX 4080",
-        ("NVIDIA GeForce RTX 4080",),
-        _peaks(
-            fp32=(48.7, None),
-            tf32=(48.7, 97.5),
-            bf16=(97.5, 194.9),
-            fp16=(97.5, 194.9),
-            fp8=(194.9, 389.9),
-        ),
-        _ADA,
-        _GEFORCE,
-    ),
-    GpuPeaks(
-        "GeForce RTX 5090",
-        ("NVIDIA GeForce RTX 5090",),
-        _peaks(
-            fp32=(104.8, None),
-            tf32=(104.8, 209.5),
-            bf16=(209.5, 419),
-            fp16=(209.5, 419),
-            fp8=(419, 838),
-        ),
-        _RTX_BLACKWELL,
-        _GEFORCE,
-    ),
-    GpuPeaks(
-        "GeForce RTX 5080",
-        ("NVIDIA GeForce RTX 5080",),
-        _peaks(
-            fp32=(56.3, None),
-            tf32=(56.3, 112.6),
-            bf16=(112.6, 225.1),
-            fp16=(112.6, 225.1),
-            fp8=(225.1, 450.2),
-        ),
-        _RTX_BLACKWELL,
-        _GEFORCE,
-    ),
+    # _geforce: FP32, then TF32, FP16 and BF16, FP8 as (dense, sparse).
+    _geforce("4090", 82.6, (82.6, 165.2), (165.2, 330.4), (330.3, 660.6), _ADA),
+    _geforce("4080", 48.7, (48.7, 97.5), (97.5, 194.9), (194.9, 389.9), _ADA),
+    _geforce("5090", 104.8, (104.8, 209.5), (209.5, 419), (419, 838), _RTX_BLACKWELL),
+    _geforce("5080", 56.3, (56.3, 112.6), (112.6, 225.1), (225.1, 450.2), _RTX_BLACKWELL),
 )

@@ -31,6 +31,7 @@ from jupyter_gpu.magics.shell.cell import cell_filenames
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
 from .fixes import Fix
+from .rebound import rebound
 
 if TYPE_CHECKING:
     from .evidence import Evidence
@@ -142,12 +143,8 @@ class Compile(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        name = s.target.model_name
-        s.bind(name, self.compiled)
-        try:
+        with rebound(s, s.target.model_name, self.compiled):
             yield
-        finally:
-            s.user_ns[name] = s.original(name)
 
     def code(self, s: TuneSession) -> list[str]:
         mode = "" if self.mode == "default" else f" --mode {self.mode}"

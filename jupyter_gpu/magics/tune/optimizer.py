@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .fixes import Fix, NotApplied
+from .rebound import rebound
 
 if TYPE_CHECKING:
     from .evidence import Evidence
@@ -119,11 +120,8 @@ class FusedOptimizer(Fix):
         name = s.target.optimizer_name
         assert name is not None
         assert self.new is not None
-        s.bind(name, self.new)
-        try:
+        with rebound(s, name, self.new):
             yield
-        finally:
-            s.user_ns[name] = s.original(name)
 
     def code(self, s: TuneSession) -> list[str]:
         t = s.target

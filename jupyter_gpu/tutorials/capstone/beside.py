@@ -12,6 +12,7 @@ The climb's other rows change the code (the attention, the ``.item()``, the mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,23 +30,22 @@ CODE_CHANGES: dict[str, tuple[str | None, str]] = {
 }
 
 
+#: How a ``%tune`` fix's name maps to the climb's row: (test, text, row key), the first that
+#: holds wins (``torch.compile`` alone is the default mode; its other modes name themselves).
+_ROW_KEYS: tuple[tuple[Callable[[str, str], bool], str, str], ...] = (
+    (str.startswith, "TF32", "tf32"),
+    (str.endswith, "autocast", "autocast"),
+    (str.__eq__, "torch.compile", "compile"),
+    (str.__eq__, "torch.compile reduce-overhead", "cuda-graphs"),
+    (str.startswith, "torch.compile max-autotune", "autotune"),
+    (str.endswith, " optimizer", "fused"),
+    (str.__eq__, "input pipeline", "pipeline"),
+)
+
+
 def row_key(fix_name: str) -> str | None:
     """The climb's row key for one of ``%tune``'s fixes, ``None`` for a fix the climb lacks."""
-    if fix_name.startswith("TF32"):
-        return "tf32"
-    if fix_name.endswith("autocast"):
-        return "autocast"
-    if fix_name == "torch.compile":
-        return "compile"
-    if fix_name == "torch.compile reduce-overhead":
-        return "cuda-graphs"
-    if fix_name.startswith("torch.compile max-autotune"):
-        return "autotune"
-    if fix_name.endswith(" optimizer"):
-        return "fused"
-    if fix_name == "input pipeline":
-        return "pipeline"
-    return None
+    return next((key for test, text, key in _ROW_KEYS if test(fix_name, text)), None)
 
 
 @dataclass(frozen=True)

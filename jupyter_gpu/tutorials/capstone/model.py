@@ -236,26 +236,28 @@ class CapstoneGPT(nn.Module):
             self._compiled_blocks = saved
 
     @contextlib.contextmanager
-    def attention_written_out(self) -> Iterator[None]:
-        """The hand-written attention inside, whatever was in use before (put back after)."""
-        saved = [(m, m.sdpa) for m in self.modules() if isinstance(m, Attention)]
-        self.use_sdpa(False)
+    def _attention_setting_kept(self, setting: str) -> Iterator[None]:
+        """Each attention layer's ``setting`` (an attribute) as it was, put back after the block."""
+        saved = [(m, getattr(m, setting)) for m in self.modules() if isinstance(m, Attention)]
         try:
             yield
         finally:
-            for module, sdpa in saved:
-                module.sdpa = sdpa
+            for module, value in saved:
+                setattr(module, setting, value)
+
+    @contextlib.contextmanager
+    def attention_written_out(self) -> Iterator[None]:
+        """The hand-written attention inside, whatever was in use before (put back after)."""
+        with self._attention_setting_kept("sdpa"):
+            self.use_sdpa(False)
+            yield
 
     @contextlib.contextmanager
     def attention_pinned(self, name: str | None) -> Iterator[None]:
         """SDPA pinned to ``name`` inside (``None``: SDPA picks); the former pins put back."""
-        saved = [(m, m.backend) for m in self.modules() if isinstance(m, Attention)]
-        self.use_attention_backend(name)
-        try:
+        with self._attention_setting_kept("backend"):
+            self.use_attention_backend(name)
             yield
-        finally:
-            for module, backend in saved:
-                module.backend = backend
 
     @property
     def blocks_compiled(self) -> bool:
