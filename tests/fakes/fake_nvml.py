@@ -30,7 +30,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -205,6 +206,21 @@ class FakeNvml:
             hang = self._hangs.pop(device, None)
         if hang is not None:
             hang[0].set()
+
+    @contextmanager
+    def released_after(self, device: int | None, at_most_s: float = 30.0) -> Iterator[None]:
+        """A ``hang`` on ``device`` lasts at most ``at_most_s``, and ends with the block.
+
+        Without a deadline in the code under test the call would block for good; this way the
+        test fails (on its timing) instead of hanging the suite.
+        """
+        timer = threading.Timer(at_most_s, self.release, [device])
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            self.release(device)
 
     def enable_mig(self, device: int, profiles: list[tuple[str, int] | None]) -> list[FakeDevice]:
         """Put GPU ``device`` in MIG mode with one instance per ``(profile, memory bytes)``.

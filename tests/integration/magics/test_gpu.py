@@ -110,15 +110,10 @@ def test_a_hung_gpu_is_named_within_the_deadline(
     fake.hang(1)  # every NVML call on GPU 1 blocks, as with a hung driver
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     # Without a deadline %gpu would block for good: the fake answers after 30 s at the latest.
-    release = threading.Timer(30.0, fake.release, [1])
-    release.start()
-    try:
+    with fake.released_after(1):
         start = time.monotonic()
         ran = shell.ok("%gpu --backend nvml")
         took = time.monotonic() - start
-    finally:
-        release.cancel()
-        fake.release(1)
     for thread in threading.enumerate():  # the worker that was stuck in GPU 1's call
         if thread.name.startswith("jupyter-gpu"):
             thread.join(10)
@@ -136,9 +131,7 @@ def test_a_driver_that_hangs_at_start_is_said_within_the_deadline(
     fake = FakeNvml(devices=2)
     fake.hang(None, calls={"nvmlInit"})  # the driver does not answer nvmlInit
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    release = threading.Timer(30.0, fake.release, [None])
-    release.start()
-    try:
+    with fake.released_after(None):
         took = []
         texts = []
         for _ in range(2):  # asked again while the first call is still out
@@ -146,9 +139,6 @@ def test_a_driver_that_hangs_at_start_is_said_within_the_deadline(
             texts.append(shell.ok("%gpu --backend nvml").text)
             took.append(time.monotonic() - start)
         calls = fake.calls["nvmlInit"]
-    finally:
-        release.cancel()
-        fake.release(None)
     assert max(took) < 2 * READ_DEADLINE_S + 0.1 + 1.5  # its start-up deadline, busy cores
     for text in texts:
         assert f"NVML did not answer within {2 * READ_DEADLINE_S:g} s while starting" in text

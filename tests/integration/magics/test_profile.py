@@ -265,13 +265,18 @@ def test_warmup_runs_are_put_back_so_the_cell_counts_once(shell: Shell) -> None:
     assert after_magic == training_bits(shell)
 
 
-def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> None:
+def assert_refused_without_the_optimizer(shell: Shell, cell: str) -> None:
+    """``cell`` repeats a training step naming only --model: refused, and nothing ran."""
     shell.ok(MODEL_CELL)
     shell.ok("train_step()")
     before = training_bits(shell)
-    message = shell.usage_error("%%profile --warmup 2 --model model\ntrain_step()")
+    message = shell.usage_error(cell)
     assert "--optimizer opt" in message
     assert training_bits(shell) == before  # nothing ran
+
+
+def test_warmup_refuses_what_it_cannot_put_back_before_running(shell: Shell) -> None:
+    assert_refused_without_the_optimizer(shell, "%%profile --warmup 2 --model model\ntrain_step()")
     assert "goes with --warmup N or --steps N" in shell.usage_error(
         "%%profile --allow-side-effects\ntrain_step()"
     )
@@ -318,12 +323,7 @@ def test_a_step_that_raises_stops_the_profiler_and_puts_the_runs_back(shell: She
 
 
 def test_steps_refuse_what_they_cannot_put_back(shell: Shell) -> None:
-    shell.ok(MODEL_CELL)
-    shell.ok("train_step()")
-    before = training_bits(shell)
-    message = shell.usage_error("%%profile --steps 2 --model model\ntrain_step()")
-    assert "--optimizer opt" in message
-    assert training_bits(shell) == before  # nothing ran
+    assert_refused_without_the_optimizer(shell, "%%profile --steps 2 --model model\ntrain_step()")
     assert "at least 1" in shell.usage_error("%%profile --steps 0\nran = 1")
     assert "ran" not in shell.ip.user_ns
     assert not torch.autograd._profiler_enabled()

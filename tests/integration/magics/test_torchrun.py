@@ -298,15 +298,10 @@ def test_a_driver_that_hangs_at_start_gives_a_usage_error_within_the_deadline(
     fake = FakeNvml(devices=2)
     fake.hang(None, calls={"nvmlInit"})
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    release = threading.Timer(30.0, fake.release, [None])
-    release.start()
-    try:
+    with fake.released_after(None):
         began = time.monotonic()
         message = shell.usage_error("%%torchrun\nprint(rank)\n")
         took = time.monotonic() - began
-    finally:
-        release.cancel()
-        fake.release(None)
     assert took < READ_DEADLINE_S + 1.5  # the deadline, and busy cores
     assert f"NVML did not answer within {READ_DEADLINE_S:g} s while starting" in message
     assert "give the number of ranks" in message

@@ -118,12 +118,24 @@ def test_tiny_elementwise_function_is_overhead_not_matmuls(dynamo: None) -> None
     assert "tf32" not in kinds(replace(ev, precision=off))
 
 
-def test_fp32_mlp_on_cpu_counts_float32_matmuls_and_names_no_tf32(dynamo: None) -> None:
+def compiled_fp32_mlp() -> tuple[Callable[[], torch.Tensor], CallProfile]:
+    """A 3-layer fp32 MLP compiled (eager backend), one no-grad call of it, and its profile.
+
+    512 x 1024 x 1024 matmuls dominate it on a CPU.
+    """
     model = mlp(width=1024, depth=3)
     x = torch.randn(512, 1024)
     compiled = torch.compile(model, backend="eager")
-    with torch.no_grad():
-        p = compiled_profile(lambda: compiled(x))
+
+    def call() -> torch.Tensor:
+        with torch.no_grad():
+            return compiled(x)
+
+    return call, compiled_profile(call)
+
+
+def test_fp32_mlp_on_cpu_counts_float32_matmuls_and_names_no_tf32(dynamo: None) -> None:
+    _, p = compiled_fp32_mlp()
     assert {m.dtype for m in p.matmul} == {"float32"}
     assert sum(m.calls for m in p.matmul) == 3  # one innermost matmul per layer, per call
     assert all(not m.conv for m in p.matmul)
@@ -140,16 +152,12 @@ def test_the_rest_of_a_matmul_bound_cpu_call_is_a_share_of_the_timed_call(dynamo
     # A few profiled calls are slower than the timed median (the profiler's cost per op, other
     # work on the cores: "the rest (4.09 ms a call)" beside a compiled call timed at 253 µs):
     # the figure is the profile's share of the call as timed.
-    model = mlp(width=1024, depth=3)
-    x = torch.randn(512, 1024)
-    compiled = torch.compile(model, backend="eager")
-    with torch.no_grad():
-        p = compiled_profile(lambda: compiled(x))
-        timed = []
-        for _ in range(5):
-            start = time.perf_counter()
-            compiled(x)
-            timed.append(time.perf_counter() - start)
+    call_once, p = compiled_fp32_mlp()
+    timed = []
+    for _ in range(5):
+        start = time.perf_counter()
+        call_once()
+        timed.append(time.perf_counter() - start)
     call = min(timed)
     ev = bench(p, eager_s=call, compiled_s=call)
     assert kinds(ev) == ["matmuls"]

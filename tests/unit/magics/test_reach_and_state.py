@@ -14,18 +14,9 @@ import pytest
 import torch
 
 from jupyter_gpu.magics.probes.peak import replay_peak
-from jupyter_gpu.magics.replay.reach import Named, reach
+from jupyter_gpu.magics.replay.reach import Named
 from jupyter_gpu.magics.replay.state import SavedState, bitwise_equal
-
-
-def run_source(source: str) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": "__main__", "torch": torch}
-    exec(compile(source, "<cell>", "exec"), ns)
-    return ns
-
-
-def reached(ns: dict[str, Any], expr: str, named: Named | None = None) -> Any:
-    return reach([compile(expr, "<expr>", "eval")], ns, named or Named(), {"<cell>": 3})
+from tests.unit.magics.cell_namespace import reached, run_source
 
 
 def problems(ns: dict[str, Any], expr: str, named: Named | None = None) -> list[str]:

@@ -51,18 +51,24 @@ def advice(recompile: tuple[str, str]) -> str:
     return text
 
 
+def advice_on(warm: Callable[[], Any], again: Callable[[], Any], guard: str) -> str:
+    """The advice on the recompile ``again`` causes after ``warm``, whose reason names ``guard``."""
+    found = first_recompile(warm, again)
+    assert guard in found[1]
+    return advice(found)
+
+
 def double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
 def test_two_backends_sharing_one_code_object_are_not_told_about_shapes() -> None:
     x = torch.randn(3)
-    found = first_recompile(
+    text = advice_on(
         lambda: torch.compile(double, backend="eager")(x),
         lambda: torch.compile(double, backend="aot_eager")(x),
+        guard="BACKEND_MATCH",
     )
-    assert "BACKEND_MATCH" in found[1]
-    text = advice(found)
     assert "another backend or other options" in text
     assert "torch._dynamo.reset()" in text
     assert "--dynamic" not in text
@@ -71,9 +77,9 @@ def test_two_backends_sharing_one_code_object_are_not_told_about_shapes() -> Non
 
 def test_a_shape_change_is_told_about_shapes_and_dynamic() -> None:
     compiled = torch.compile(double, backend="eager")
-    found = first_recompile(lambda: compiled(torch.randn(4)), lambda: compiled(torch.randn(5)))
-    assert "size mismatch" in found[1]
-    text = advice(found)
+    text = advice_on(
+        lambda: compiled(torch.randn(4)), lambda: compiled(torch.randn(5)), guard="size mismatch"
+    )
     assert "shape differed" in text
     assert "--dynamic" in text
 
@@ -104,9 +110,7 @@ def test_global_state_names_the_setting() -> None:
         with torch.no_grad():
             compiled(x)
 
-    found = first_recompile(lambda: compiled(x), under_no_grad)
-    assert "GLOBAL_STATE changed: grad_mode" in found[1]
-    text = advice(found)
+    text = advice_on(lambda: compiled(x), under_no_grad, guard="GLOBAL_STATE changed: grad_mode")
     assert "grad_mode (autograd on or off" in text
     assert "--dynamic" not in text
     torch._dynamo.reset()
@@ -115,9 +119,9 @@ def test_global_state_names_the_setting() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             compiled(x)
 
-    found = first_recompile(lambda: compiled(x), under_autocast)
-    assert "autocast(cpu)_enabled" in found[1]
-    assert "(autocast (%amp on, torch.autocast))" in advice(found)
+    assert "(autocast (%amp on, torch.autocast))" in advice_on(
+        lambda: compiled(x), under_autocast, guard="autocast(cpu)_enabled"
+    )
 
 
 HELPER_SOURCE = "def helper(x):\n    return x + {n}\n\ndef uses_helper(x):\n    return helper(x)\n"
@@ -133,9 +137,7 @@ def test_an_object_replaced_by_running_its_cell_again_is_told_so() -> None:
         exec(HELPER_SOURCE.format(n=2).split("\n\ndef uses")[0], namespace)
         compiled(x)
 
-    found = first_recompile(lambda: compiled(x), cell_runs_again)
-    assert "___check_obj_id" in found[1]
-    text = advice(found)
+    text = advice_on(lambda: compiled(x), cell_runs_again, guard="___check_obj_id")
     assert "by its identity" in text
     assert "--dynamic" not in text
 
@@ -151,23 +153,21 @@ def scale(x: torch.Tensor, factor: Any) -> torch.Tensor:
 def test_a_type_a_python_value_and_a_training_flag_each_get_their_own_advice() -> None:
     x = torch.randn(3)
     compiled = torch.compile(count, backend="eager")
-    found = first_recompile(lambda: compiled(x, [1, 2]), lambda: compiled(x, (1, 2)))
-    assert "___check_type_id" in found[1]
-    assert "the same type every call" in advice(found)
+    assert "the same type every call" in advice_on(
+        lambda: compiled(x, [1, 2]), lambda: compiled(x, (1, 2)), guard="___check_type_id"
+    )
     torch._dynamo.reset()
     compiled = torch.compile(scale, backend="eager")
-    found = first_recompile(lambda: compiled(x, 2), lambda: compiled(x, 3))
-    assert "factor == 2" in found[1]
-    text = advice(found)
+    text = advice_on(lambda: compiled(x, 2), lambda: compiled(x, 3), guard="factor == 2")
     assert "specialised on a Python value (factor == 2)" in text
     torch._dynamo.reset()
     dropout = torch.nn.Dropout(0.5)
     compiled_dropout = torch.compile(dropout, backend="eager")
-    found = first_recompile(
-        lambda: compiled_dropout(x), lambda: (dropout.eval(), compiled_dropout(x))
+    assert "model.train() / model.eval()" in advice_on(
+        lambda: compiled_dropout(x),
+        lambda: (dropout.eval(), compiled_dropout(x)),
+        guard=".training == True",
     )
-    assert ".training == True" in found[1]
-    assert "model.train() / model.eval()" in advice(found)
 
 
 def test_an_unknown_guard_is_quoted_with_general_advice() -> None:

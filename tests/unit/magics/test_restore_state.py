@@ -11,7 +11,6 @@ import os
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,21 +18,11 @@ import torch
 
 from jupyter_gpu.magics.probes.precision import Tf32Settings
 from jupyter_gpu.magics.replay.equality import same_value
-from jupyter_gpu.magics.replay.reach import Named, reach
+from jupyter_gpu.magics.replay.reach import Named
 from jupyter_gpu.magics.replay.runs import Restored, RestoredPart, restored_line
 from jupyter_gpu.magics.replay.settings import SavedSettings
 from jupyter_gpu.magics.replay.state import SavedState, bitwise_equal
-
-
-def run_source(source: str) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": "__main__", "torch": torch}
-    exec(compile(source, "<cell>", "exec"), ns)
-    return ns
-
-
-def reached(ns: dict[str, Any], expr: str, named: Named | None = None) -> Any:
-    return reach([compile(expr, "<expr>", "eval")], ns, named or Named(), {"<cell>": 3})
-
+from tests.unit.magics.cell_namespace import reached, run_source
 
 # ------------------------------------------------------------------ process-wide settings
 

@@ -177,6 +177,8 @@ OURS = ProcessFacts(4242, 100.0, "python3", 1000, ((4242, 100.0), (ROOT_PID, ROO
 """A kernel's process of this server (uid 1000), under the server."""
 THEIRS = ProcessFacts(4242, 200.0, "miner", 2000, ((4242, 200.0), (1, 1.0)), True)
 """Another user's process that was given the same pid after ours ended."""
+OUR_KERNEL = {4242: KernelRef("k-1", "mine.ipynb", started_s=100.0)}
+"""The kernel map's entry for ``OURS``: kernel k-1 at pid 4242, started when ``OURS`` did."""
 
 
 class Machine:
@@ -187,8 +189,9 @@ class Machine:
         self.facts = {f.pid: f for f in facts}
         self.facts[ROOT_PID] = ProcessFacts(ROOT_PID, ROOT_STARTED, "jupyter", 1000, (), True)
 
-    def annotator(self) -> ProcessAnnotator:
-        return ProcessAnnotator(
+    def annotator(self, kernels: dict[int, KernelRef] | None = None) -> ProcessAnnotator:
+        """The annotator over this machine, with ``kernels`` (pid to kernel) as its kernel map."""
+        made = ProcessAnnotator(
             clock=lambda: self.now,
             root_pid=ROOT_PID,
             uid=1000,
@@ -196,14 +199,14 @@ class Machine:
             start_time=lambda pid: self.facts[pid].started_s,
             describe=lambda pid: self.facts[pid],
         )
+        if kernels is not None:
+            made.kernel_map = freeze_kernel_map(kernels)
+        return made
 
 
 def test_a_reused_pid_is_not_shown_as_the_process_that_had_it() -> None:
     machine = Machine(OURS)
-    annotator = machine.annotator()
-    annotator.kernel_map = freeze_kernel_map(
-        {4242: KernelRef("k-1", "mine.ipynb", started_s=100.0)}
-    )
+    annotator = machine.annotator(OUR_KERNEL)
     (d,) = annotator.annotate((device((4242, 100)),))
     (row,) = d.processes
     assert (row.pid, row.name, row.scope, row.kernel_id) == (4242, "python3", "server", "k-1")
@@ -227,10 +230,7 @@ def test_a_kernel_pid_taken_by_another_process_is_not_that_kernel() -> None:
     # The map still names the kernel at 4242 (it is rebuilt every few seconds), but the process
     # there now started later: not the kernel, and not under this server.
     machine = Machine(THEIRS)
-    annotator = machine.annotator()
-    annotator.kernel_map = freeze_kernel_map(
-        {4242: KernelRef("k-1", "mine.ipynb", started_s=100.0)}
-    )
+    annotator = machine.annotator(OUR_KERNEL)
     (d,) = annotator.annotate((device((4242, 7)),))
     assert (d.processes[0].scope, d.processes[0].kernel_id) == ("other", None)
     # A map without start times (an older caller) matches by pid, as before.

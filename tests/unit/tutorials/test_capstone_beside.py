@@ -15,6 +15,16 @@ def _row(key: str, label: str, gain: Ratio | None, kept: bool = True) -> Any:
     return SimpleNamespace(key=key, label=label, gain=gain, kept=kept)
 
 
+def _first_rows() -> list[Any]:
+    """The climb's first four rows, which both tests start from: the start, TF32, autocast, SDPA."""
+    return [
+        _row("start", "0 · the start", None),
+        _row("tf32", "1 · TF32", Ratio(2.0, 1.9, 2.1, 12, 0.95)),
+        _row("autocast", "2 · bf16 autocast", Ratio(3.0, 2.9, 3.1, 12, 0.95)),
+        _row("sdpa", "3 · scaled_dot_product_attention", Ratio(1.5, 1.4, 1.6, 12, 0.95)),
+    ]
+
+
 def _climb(rows: list[Any]) -> Any:
     def before(row: Any) -> Any:
         at = rows.index(row)
@@ -32,10 +42,7 @@ def _fix(name: str, ratio: Ratio, kept: bool = True) -> FixResult:
 def test_each_row_says_what_it_and_tunes_figure_were_measured_against() -> None:
     climb = _climb(
         [
-            _row("start", "0 · the start", None),
-            _row("tf32", "1 · TF32", Ratio(2.0, 1.9, 2.1, 12, 0.95)),
-            _row("autocast", "2 · bf16 autocast", Ratio(3.0, 2.9, 3.1, 12, 0.95)),
-            _row("sdpa", "3 · scaled_dot_product_attention", Ratio(1.5, 1.4, 1.6, 12, 0.95)),
+            *_first_rows(),
             _row("no-item", "6 · no .item() each step", Ratio(1.1, 1.05, 1.2, 12, 0.95)),
             _row("shape", "7 · shape", Ratio(1.1, 1.05, 1.2, 12, 0.95)),
             _row("pipeline", "11 · 8 workers", Ratio(1.3, 1.2, 1.4, 12, 0.95)),
@@ -70,10 +77,7 @@ def test_each_row_says_what_it_and_tunes_figure_were_measured_against() -> None:
 def test_tunes_fix_on_top_of_the_rows_above_shares_the_climbs_baseline() -> None:
     climb = _climb(
         [
-            _row("start", "0 · the start", None),
-            _row("tf32", "1 · TF32", Ratio(2.0, 1.9, 2.1, 12, 0.95)),
-            _row("autocast", "2 · bf16 autocast", Ratio(3.0, 2.9, 3.1, 12, 0.95)),
-            _row("sdpa", "3 · scaled_dot_product_attention", Ratio(1.5, 1.4, 1.6, 12, 0.95)),
+            *_first_rows(),
             _row("compile", "4 · torch.compile", Ratio(1.3, 1.2, 1.4, 12, 0.95)),
         ]
     )

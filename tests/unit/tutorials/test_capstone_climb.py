@@ -62,25 +62,24 @@ def test_verdicts_come_from_the_interval_not_from_medians() -> None:
         climb.mark_not_kept("nothing", "")
 
 
+def record_if_faster(climb: Climb, key: str, step_s: float, measured: Ratio) -> ClimbRow:
+    """A row recorded with ``keep_if_faster``: its step took ``step_s`` against 1 s before it."""
+    return climb.record(
+        key,
+        key,
+        comparison(figures(step_s), figures(1.0), measured),
+        batch=4,
+        keep_if_faster=True,
+    )
+
+
 def test_a_row_kept_only_if_faster_is_dropped_when_its_interval_holds_one() -> None:
     climb = Climb("NVIDIA H200", "bf16")
     climb.add(row("start", 1.0))
-    slow = climb.record(
-        "maybe",
-        "maybe",
-        comparison(figures(0.99), figures(1.0), gain(1.01, 0.98, 1.03)),
-        batch=4,
-        keep_if_faster=True,
-    )
+    slow = record_if_faster(climb, "maybe", 0.99, gain(1.01, 0.98, 1.03))
     assert not slow.kept
     assert "not measurably faster" in slow.note
-    faster = climb.record(
-        "surely",
-        "surely",
-        comparison(figures(0.5), figures(1.0), gain(2.0, 1.9, 2.1)),
-        batch=4,
-        keep_if_faster=True,
-    )
+    faster = record_if_faster(climb, "surely", 0.5, gain(2.0, 1.9, 2.1))
     assert faster.kept
     assert climb.before(faster).key == "start"  # the dropped row is not what it started from
     assert climb.last_kept.key == "surely"
