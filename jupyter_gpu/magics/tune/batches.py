@@ -171,20 +171,33 @@ class LoaderAlone:
 
     ``first_s``: the first batch of a fresh epoch (workers starting); ``per_batch_s``: the steady
     time per batch over ``batches`` batches, counted after the first wave (the first batch of
-    each worker); ``short``: why fewer than the steady count were drawn (the epoch ended, or the
-    time cap came first), empty when the figure is steady.
+    each worker), drawn in ``epochs`` epochs (more than one: the epoch's end came first, and the
+    next epoch's refill is counted as a training loop waits for it); ``short``: why fewer than
+    the steady count were drawn (the epoch ended on a loader that cannot go on without new
+    workers, or the time cap came first), empty when the figure is steady.
     """
 
     first_s: float
     per_batch_s: float
     batches: int
     short: str = ""
+    epochs: int = 1
 
     def describe(self) -> str:
-        """``2.1 ms a batch over 64 batches (first 310 ms)``, saying when the count is short."""
+        """``2.1 ms a batch over 64 batches (first 310 ms)``, saying when the count is short.
+
+        Over more than one epoch: ``over 32 batches in 2 epochs (the epoch boundary's refill
+        counted, ...)``.
+        """
         note = f"; short: {self.short}, not a steady figure" if self.short else ""
+        over = f"{self.batches} batches"
+        if self.epochs > 1:
+            over += (
+                f" in {self.epochs} epochs (the epoch boundary's refill counted, as a training "
+                "loop waits for it)"
+            )
         return (
-            f"{fmt_seconds(self.per_batch_s)} a batch over {self.batches} batches (first "
+            f"{fmt_seconds(self.per_batch_s)} a batch over {over} (first "
             f"{fmt_seconds(self.first_s)}{note})"
         )
 
@@ -194,6 +207,39 @@ def steady_count(workers: int) -> int:
     return max(STEADY_BATCHES, STEADY_WAVES * workers)
 
 
+def goes_on(loader: Any) -> bool:
+    """Whether a next epoch of ``loader`` keeps its pipeline: no workers, or persistent ones.
+
+    A new iterator of a loader with ``persistent_workers`` resumes the same workers (a training
+    loop's next epoch waits only for their first batches again); one without workers has none
+    to start. Non-persistent workers would be started anew: their start-up is the first batch's
+    figure, not a steady one.
+    """
+    workers = int(getattr(loader, "num_workers", 0) or 0)
+    return workers == 0 or bool(getattr(loader, "persistent_workers", False))
+
+
+class _Epochs:
+    """The batches of ``loader``, going on into its next epoch where :func:`goes_on` allows."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.go_on = goes_on(loader)
+        self.it = iter(loader)
+        #: The epoch the last batch came from (1: the first).
+        self.epoch = 1
+
+    def __next__(self) -> Any:
+        try:
+            return next(self.it)
+        except StopIteration:
+            if not self.go_on:
+                raise
+            self.it = iter(self.loader)  # persistent workers: the same ones, resumed
+            self.epoch += 1
+            return next(self.it)  # an empty epoch ends the count (StopIteration)
+
+
 def time_loader(loader: Any, *, least_s: float = 1.0, most_s: float = 4.0) -> LoaderAlone:
     """Draw batches from a fresh epoch of ``loader``, with nothing else running.
 
@@ -201,34 +247,45 @@ def time_loader(loader: Any, *, least_s: float = 1.0, most_s: float = 4.0) -> Lo
     the first wave (one batch per worker, made side by side while the first was awaited) is
     drawn untimed; then batches are counted, each from the previous one, until both
     :func:`steady_count` batches and ``least_s`` seconds are reached: the steady rate at which
-    the loader alone can feed a step. ``most_s`` caps the timed part, and the epoch's end stops
-    it; either before the steady count makes the figure ``short`` (it says which).
+    the loader alone can feed a step. Where the epoch ends first, a loader without workers or
+    with persistent ones goes on into its next epoch (a new iterator, the workers kept), the
+    boundary's refill counted as a training loop sees it: an epoch of 32 batches gave 24 after
+    the first wave of 8 workers, short of the 32 a steady figure needs (the H200's ResNet-50).
+    ``most_s`` caps the timed part, and the epoch's end stops a loader whose workers are not
+    persistent; either before the steady count makes the figure ``short`` (it says which).
     """
     workers = int(getattr(loader, "num_workers", 0) or 0)
     wanted = steady_count(workers)
-    it = iter(loader)
+    draws = _Epochs(loader)
     start = time.perf_counter()
-    next(it)
+    next(draws)
     first = time.perf_counter() - start
     short = ""
     done = 0
+    first_epoch = last_epoch = draws.epoch
     try:
         for _ in range(max(0, workers - 1)):  # the rest of the first wave
-            next(it)
+            next(draws)
         start = time.perf_counter()
         elapsed = 0.0
+        first_epoch = last_epoch = draws.epoch
         while done < wanted or elapsed < least_s:
             if elapsed >= most_s:
                 if done < wanted:
                     short = f"the {most_s:g} s cap came after {done} of {wanted} batches"
                 break
-            next(it)
+            next(draws)
+            if done == 0:
+                first_epoch = draws.epoch
+            last_epoch = draws.epoch
             done += 1
             elapsed = time.perf_counter() - start
     except StopIteration:
         if done < wanted:
             short = f"the epoch ended after {done} of the {wanted} batches a steady figure needs"
+            if not draws.go_on:
+                short += " (its workers are not persistent: a next epoch would start new ones)"
     elapsed = time.perf_counter() - start
-    if it is not getattr(loader, "_iterator", None):
-        shut_down_iterator(it)
-    return LoaderAlone(first, elapsed / max(done, 1), done, short)
+    if draws.it is not getattr(loader, "_iterator", None):
+        shut_down_iterator(draws.it)
+    return LoaderAlone(first, elapsed / max(done, 1), done, short, last_epoch - first_epoch + 1)

@@ -64,6 +64,10 @@ class Fix:
     #: One of several alternatives (the compile modes): each is timed on top of the kept fixes,
     #: none on top of another, and the best kept one is stacked.
     alternative: ClassVar[bool] = False
+    #: The keys of the fixes it is an alternative to (16-bit autocast with channels_last: to
+    #: each alone). It is timed on top of the kept fixes less those, and never stacked with
+    #: them: the stack takes it, or the kept ones of them, by their gains (``magic._to_stack``).
+    replaces: ClassVar[tuple[str, ...]] = ()
     #: It changes only where the step's batches come from, not what a step computes (the input
     #: pipeline). Under another fix, the first steps leave it out: they then draw the original's
     #: first batch, which a loader whose workers augment with their own seeds would not give, so

@@ -13,6 +13,10 @@ loader, which hid most of what torch.compile, channels_last and autocast saved (
   suggested, never stacked;
 - a fix that failed, or was not measurably faster with the loss within tolerance.
 
+An alternative to some kept fixes (``Fix.replaces``: 16-bit autocast with channels_last, to
+each alone) is timed on top of the kept fixes less those (:func:`base_for`), and never joins
+them either: the stack takes it in their place where its gain beats theirs.
+
 The loss is still compared with the original's (cumulative: a stack that drifts shows), the
 memory change with the kept fixes' first steps (what this fix adds), which the trial that kept
 the last fix measured: no run of its own.
@@ -42,7 +46,13 @@ class KeptFix(Protocol):
     def stacks(self) -> bool: ...
 
     @property
+    def key(self) -> str: ...
+
+    @property
     def alternative(self) -> bool: ...
+
+    @property
+    def replaces(self) -> tuple[str, ...]: ...
 
     @property
     def feeds(self) -> bool: ...
@@ -91,6 +101,20 @@ class Kept(Generic[F]):
             self.first if fix.feeds else first,
             step_s,
         )
+
+
+def base_for(kept: Kept[F], fix: F) -> Kept[F]:
+    """The kept fixes ``fix`` is timed on top of: all of them, less those it replaces.
+
+    A fix that is an alternative to some of them (``Fix.replaces``: 16-bit autocast with
+    channels_last, to each alone) is not timed on top of them. Less some, the first steps kept
+    from the last trial are not theirs (``first`` ``None``: the trial takes its own where any
+    fix is left that first steps run with).
+    """
+    fixes = tuple(f for f in kept.fixes if f.key not in fix.replaces)
+    if len(fixes) == len(kept.fixes):
+        return kept
+    return Kept(fixes, None, kept.step_s)
 
 
 def first_fixes(under: Sequence[F], fix: F | None = None) -> list[F]:

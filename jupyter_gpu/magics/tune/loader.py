@@ -13,7 +13,8 @@ Three figures, each said with where it comes from:
 
 - the loader alone: its first batch, then its steady time per batch over at least 16 batches
   and four waves of its workers (and a second), drawing with nothing else running, as it is and
-  new; a count cut short by the epoch's end says so;
+  new; over an epoch shorter than that, both go on into their next epochs (the new loader's
+  persistent workers kept: ``batches.time_loader``), and the sentence says how many;
 - the step on a fixed batch (no loading at all) against the step as it is: how much of the step
   the loader costs now, the most any loader can win; timed in the same rounds as the speedup
   (``Fix.beside``: a third variant, with the fixes kept before it on, like the other two), so

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -100,15 +101,18 @@ class TuneMagics(ShellMagics):
         steps: GPU idle and why, the DataLoader's share, syncs and their lines; memory; model
         FLOPs and MFU), then tries each fix that the profile says can help: the input pipeline
         (a DataLoader with workers from this kernel's CPU quota, pinned memory, persistent
-        workers, prefetching), TF32, bf16 autocast (fp16 where bf16 is not computed), the
-        optimizer fused (or foreach), channels_last and cudnn.benchmark for convolutions, CPU
+        workers, prefetching), TF32, bf16 autocast (fp16 where bf16 is not computed), for
+        convolution nets the same autocast with channels_last weights, the optimizer fused (or
+        foreach), channels_last and cudnn.benchmark for convolutions, CPU
         threads, torch.compile (default; reduce-overhead where the step is launch-bound;
         max-autotune-no-cudagraphs where the budget allows). Each fix, in that order, is timed
         on top of the fixes kept before it: the kept fixes without it against them with it, in
         interleaved rounds (a speedup with its interval: what it adds to them), from the same
         start (the loss after one update compared with the original's; on CUDA the first
         step's peak memory against the kept fixes'). The compile modes are each timed on top of
-        the kept others, not of each other; a larger batch is measured, never kept. Kept:
+        the kept others, not of each other; autocast with channels_last on top of the kept
+        fixes less autocast or channels_last alone, and stacked in their place where it gains
+        more; a larger batch is measured, never kept. Kept:
         measurably faster, loss within 2 %. Then the kept fixes together against the step as it
         is, beside the product of their gains. A fix not tried gets one line saying why.
 
@@ -306,14 +310,33 @@ def _budget_note(
 
 
 def _to_stack(kept: Kept[Fix], fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:
-    """The fixes to stack, in the order they were kept.
+    """The fixes to stack, in the order they were kept (``fixes``: in the order tried).
 
-    The kept ones (each timed on top of the ones before it), then the best kept compile mode
-    (timed on top of all of them).
+    The kept ones (each timed on top of the ones before it); a kept alternative to some of them
+    (``Fix.replaces``: 16-bit autocast with channels_last) in their place, where its gain beats
+    the product of theirs (1 where none of them was kept), at the place it was tried in; then
+    the best kept compile mode (timed on top of all of them).
     """
-    alternatives = [f for f in fixes if f.kept and measured[f.name].alternative]
-    best = max(alternatives, key=lambda f: f.speedup or 0.0) if alternatives else None
-    return [*kept.fixes, *([measured[best.name]] if best is not None else [])]
+    stack = list(kept.fixes)
+    gains = {f.name: f.speedup or 1.0 for f in fixes}
+    tried = [f.name for f in fixes]
+    for result in fixes:
+        fix = measured[result.name]
+        if not (result.kept and fix.alternative and fix.replaces):
+            continue
+        singles = [f for f in stack if f.key in fix.replaces]
+        if (result.speedup or 0.0) <= math.prod(gains[f.name] for f in singles):
+            continue
+        stack = [f for f in stack if f not in singles]
+        at = sum(1 for f in stack if tried.index(f.name) < tried.index(fix.name))
+        stack.insert(at, fix)
+    compile_modes = [
+        f
+        for f in fixes
+        if f.kept and measured[f.name].alternative and not measured[f.name].replaces
+    ]
+    best = max(compile_modes, key=lambda f: f.speedup or 0.0) if compile_modes else None
+    return [*stack, *([measured[best.name]] if best is not None else [])]
 
 
 def _single_stack(only: FixResult) -> StackResult:

@@ -1,13 +1,15 @@
 """From the step as measured to the fixes to try, in order, each with why it is not tried.
 
 The order puts the cheap fixes that touch the largest measured shares first and the compiles
-last (each costs its compile time): the input pipeline, TF32, autocast, the optimizer, the
-convolution formats, CPU threads, a larger batch (``--batch NAME``: measured and suggested, never
-stacked), then ``torch.compile`` in its default mode, ``reduce-overhead``
-where the step is launch-bound, and ``max-autotune-no-cudagraphs`` where the budget allows.
+last (each costs its compile time): the input pipeline, TF32, autocast, autocast with
+channels_last (for convolution nets: an alternative to each alone, tried early enough to fit a
+typical budget), the optimizer, the convolution formats, CPU threads, a larger batch (``--batch
+NAME``: measured and suggested, never stacked), then ``torch.compile`` in its default mode,
+``reduce-overhead`` where the step is launch-bound, and ``max-autotune-no-cudagraphs`` where the
+budget allows.
 ``--only``/``--skip`` take the families (``loader``, ``precision``, ``optimizer``, ``conv``,
 ``threads``, ``compile``, ``batch``) or single fixes (``tf32``, ``autocast``, ``channels_last``,
-``cudnn``).
+``cudnn``, ``autocast_channels_last``: in both the precision and the conv families).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .autocast_nhwc import AutocastChannelsLast
 from .batch_size import LargerBatch
 from .compile import Compile
 from .conv import ChannelsLast, CudnnBenchmark
@@ -31,14 +34,15 @@ if TYPE_CHECKING:
 #: The words ``--only`` and ``--skip`` take: families, and the fixes in them.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "loader": ("loader",),
-    "precision": ("tf32", "autocast"),
+    "precision": ("tf32", "autocast", "autocast_channels_last"),
     "optimizer": ("optimizer",),
-    "conv": ("channels_last", "cudnn"),
+    "conv": ("channels_last", "cudnn", "autocast_channels_last"),
     "threads": ("threads",),
     "compile": ("compile",),
     "batch": ("batch",),
 }
-KEYS = tuple(k for keys in FAMILIES.values() for k in keys)
+#: Each once (16-bit autocast with channels_last is in both families it joins).
+KEYS = tuple(dict.fromkeys(k for keys in FAMILIES.values() for k in keys))
 
 
 def selection(only: str | None, skip: str | None) -> set[str]:
@@ -86,9 +90,13 @@ def make_plan(s: TuneSession, ev: Evidence, chosen: set[str]) -> list[Planned]:
     channels = ChannelsLast()
     threads = Threads(ev.cpus.usable if ev.cpus is not None else ev.threads)
     larger = LargerBatch()
+    autocast = Autocast.for_device(t.device)
+    nhwc = AutocastChannelsLast(autocast.dtype, t.device)
     planned = [
         Planned(loader, loader.explain_skip(s, ev)),
-        *(Planned(fix, fix.why_not(ev)) for fix in (Tf32(), Autocast.for_device(t.device))),
+        *(Planned(fix, fix.why_not(ev)) for fix in (Tf32(), autocast)),
+        # Right after autocast alone: early enough to be reached within a typical budget.
+        Planned(nhwc, nhwc.explain_skip(t.model, ev)),
         Planned(optimizer, optimizer.explain_skip(t.optimizer)),
         Planned(channels, channels.explain_skip(t.model, ev)),
         *(Planned(fix, fix.why_not(ev)) for fix in (CudnnBenchmark(), threads)),

@@ -13,6 +13,9 @@ A fix's trial, inside the session's repeated runs, with ``Session.kept`` the fix
 3. the kept fixes without it and with it, interleaved in rounds
    (``jupyter_gpu.measure.compare``): the speedup and its interval, what it adds to them.
 
+A fix that is an alternative to some kept fixes (``Fix.replaces``) is tried on top of the others
+alone (``kept.base_for``), with their first steps taken anew for its memory change.
+
 Kept: measurably faster (the interval above 1) and the loss within :data:`LOSS_RTOL` of the
 original's. The stack, every kept fix on (of the compile modes the best kept one), is measured
 against the step as it is, beside the product of the fixes' gains.
@@ -30,7 +33,7 @@ from jupyter_gpu.magics.output.render import fmt_bytes
 from jupyter_gpu.measure import Comparison, Ratio, Variant, compare
 
 from .evidence import FirstSteps
-from .kept import AS_IS, first_fixes
+from .kept import AS_IS, base_for, first_fixes
 from .results import FixResult, StackResult
 
 if TYPE_CHECKING:
@@ -124,13 +127,17 @@ def _prepared(s: TuneSession, fixes: Sequence[Fix]) -> None:
 def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     """Measure ``fix`` on top of ``s.kept`` (see the module doc). Errors are results."""
     assert s.base_first is not None
-    kept = s.kept
+    kept = base_for(s.kept, fix)  # less the kept fixes it is an alternative to
     under = kept.fixes
     on = [*under, fix]
     code = "\n".join(fix.code(s))
     try:
         _prepared(s, on)
         notes = fix.measure_more(s)
+        base_first = kept.first or s.base_first
+        if kept.first is None and first_fixes(under):  # less some: their first steps, anew
+            _prepared(s, under)
+            base_first = s.first_steps(first_fixes(under))
         _prepared(s, on)
         first = s.first_steps(first_fixes(under, fix))
     except Exception as err:  # noqa: BLE001  # a fix that fails on this step is a result
@@ -158,7 +165,7 @@ def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     else:
         delta, within = None, True
         loss_note = "not compared: the loss averages over other samples"
-    memory = _memory_delta(kept.first or s.base_first, first)
+    memory = _memory_delta(base_first, first)
     if not ratio.faster:
         verdict = "not kept: " + ("slower" if ratio.slower else "no measurable difference")
     elif not within:

@@ -111,15 +111,25 @@ PLAN_ORDER = (
 )
 
 
+#: The end of the name of 16-bit autocast with channels_last, an alternative to each alone.
+NHWC = "autocast with channels_last"
+
+
 def assert_greedy(result: Any) -> None:
     """Each fix was timed on top of the fixes kept before it, in the order tried; a compile mode
     or a larger batch is never among them (whatever this machine made of each figure)."""
 
-    def tried(fix: Any) -> int:
+    def tried(fix: Any) -> float:
+        if fix.name.endswith(NHWC):  # right after autocast alone
+            return PLAN_ORDER.index("autocast") + 0.5
         return next(i for i, word in enumerate(PLAN_ORDER) if word in fix.name)
 
     below: list[str] = []
     for fix in sorted(result.fixes, key=tried):
+        if fix.name.endswith(NHWC):  # an alternative to each alone: on top of the others only
+            others = tuple(n for n in below if not n.endswith(("autocast", "channels_last")))
+            assert fix.on_top_of == others, (fix.name, fix.on_top_of, below)
+            continue
         assert fix.on_top_of == tuple(below), (fix.name, fix.on_top_of, below)
         if fix.kept and fix.family != "compile":
             below.append(fix.name)
@@ -479,6 +489,76 @@ def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell
     assert result.restored.exact, result.restored.line
     assert result.profile.flops_per_step > 0
     assert "MFU: none" in ran.text  # no data-sheet peak for a CPU, and it says so
+
+
+def test_autocast_with_channels_last_is_tried_for_a_conv_net_beside_each_alone(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CPU without bf16 instructions emulates it (slowly, but the runs are the same).
+    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda torch: True)
+    threads = torch.get_num_threads()
+    try:
+        shell.ok(CNN_CELL)
+        before = training_bits(shell)
+        memory_format = shell["model"].conv.weight.stride()
+        ran = shell.ok(
+            'r = %tune "train_step()" --model model --optimizer opt --only autocast,conv '
+            "--budget 20s -o"
+        )
+    finally:
+        torch.set_num_threads(threads)
+    result = shell["r"]
+    tried = {f.name: f for f in result.fixes}
+    both = tried["bf16 autocast with channels_last"]
+    assert {"bf16 autocast", "channels_last"} <= set(tried), ran.text
+    # Never on top of either alone, nor either on top of it.
+    assert both.on_top_of == ()
+    assert "bf16 autocast with channels_last" not in tried["channels_last"].on_top_of
+    assert_greedy(result)
+    assert both.family == "precision"
+    assert both.interval is not None
+    assert both.loss_delta is not None  # compared with the original's, as autocast's is
+    assert both.code.startswith("%amp on --dtype bf16 --device cpu")
+    assert "model = model.to(memory_format=torch.channels_last)" in both.code
+    if both in result.kept:
+        assert "model.to(memory_format=torch.channels_last)" in result.code
+        assert "bf16 autocast" not in {f.name for f in result.kept if f is not both}
+    assert shell["model"].conv.weight.stride() == memory_format  # converted back
+    assert training_bits(shell) == before
+    assert result.restored.exact, result.restored.line
+
+
+def test_autocast_with_channels_last_is_not_planned_for_a_net_without_convolutions(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda torch: True)
+    shell.ok(MODEL_CELL)
+    shell.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --only autocast_channels_last '
+        "--budget 10s -o"
+    )
+    result = shell["r"]
+    assert result.fixes == []
+    (skipped,) = [n for n in result.not_tried if n.name == "bf16 autocast with channels_last"]
+    assert skipped.why == "the model has no 4-D (convolution) weights"
+
+
+def test_the_loader_alone_goes_on_over_epochs_shorter_than_a_steady_count(files: Shell) -> None:
+    # 8 batches an epoch, under the 16 a steady figure needs: both loaders go on into their next
+    # epochs (the new one's persistent workers kept), and the sentence says how many.
+    short_epochs = STARVED_CELL.replace(
+        f"Files({READ_S})", "torch.utils.data.Subset(Files(0.01), range(8 * 64))"
+    )
+    files.ok(short_epochs)
+    ran = files.ok(
+        'r = %tune "train_step()" --model model --optimizer opt --batches batches '
+        "--loader loader --only loader --budget 30s -o"
+    )
+    result = files["r"]
+    (alone,) = [n for f in result.fixes for n in f.notes if n.startswith("the loader alone")]
+    assert "short" not in alone, ran.text
+    assert alone.count(" epochs (the epoch boundary's refill counted") == 2, alone
+    files.ok("del batches; loader._iterator = None")
 
 
 def test_a_loader_the_step_iterates_is_rebound_and_put_back(shell: Shell) -> None:

@@ -10,12 +10,13 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from jupyter_gpu.host.cpus import CpuBudget, worker_count
+from jupyter_gpu.magics.tune.autocast_nhwc import AutocastChannelsLast
 from jupyter_gpu.magics.tune.batch_size import LargerBatch
 from jupyter_gpu.magics.tune.batches import LoaderAlone
 from jupyter_gpu.magics.tune.compile import Compile
 from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
-from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, first_fixes
+from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixes
 from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, Loader
 from jupyter_gpu.magics.tune.magic import _to_stack
 from jupyter_gpu.magics.tune.precision import Autocast
@@ -81,6 +82,52 @@ def test_the_stack_is_the_kept_fixes_in_the_order_kept_then_the_best_compile_mod
     assert _to_stack(kept, fixes, measured) == [loader, channels, overhead]
     fixes[3] = _result("torch.compile reduce-overhead", "compile", 0.9, kept=False)
     assert _to_stack(kept, fixes, measured) == [loader, channels, default]
+
+
+def test_autocast_with_channels_last_is_an_alternative_to_each_alone() -> None:
+    loader, autocast, channels = _loader(), Autocast("bf16", "cpu"), ChannelsLast()
+    both = AutocastChannelsLast("bf16", "cpu")
+    assert both.name == "bf16 autocast with channels_last"
+    kept = Kept((loader, autocast), _first(60), 0.03)
+    # Timed on top of the kept fixes less a kept autocast (its first steps taken anew) ...
+    base = base_for(kept, both)
+    assert (base.names, base.first, base.step_s) == (("input pipeline",), None, 0.03)
+    assert base_for(kept, channels) is kept  # a fix that replaces nothing: all of them
+    # ... and never joins them: channels_last, tried after it, is not timed on top of it.
+    assert kept.after(both, True, _first(50), 0.02) is kept
+    assert base_for(Kept((loader, channels)), both).names == ("input pipeline",)
+
+
+def test_the_stack_takes_autocast_with_channels_last_where_it_beats_the_singles() -> None:
+    loader, autocast, channels = _loader(), Autocast("bf16", "cpu"), ChannelsLast()
+    both, default = AutocastChannelsLast("bf16", "cpu"), Compile("default")
+    measured = {f.name: f for f in (loader, autocast, both, channels, default)}
+
+    def tried(autocast_gain: float, both_gain: float, channels_gain: float) -> list[FixResult]:
+        # In the order tried: autocast alone, then both, then channels_last alone, then compile.
+        return [
+            _result("input pipeline", "loader", 1.9),
+            _result("bf16 autocast", "precision", autocast_gain, kept=autocast_gain > 1),
+            _result("bf16 autocast with channels_last", "precision", both_gain, kept=both_gain > 1),
+            _result("channels_last", "conv", channels_gain, kept=channels_gain > 1),
+            _result("torch.compile", "compile", 1.3),
+        ]
+
+    # The H200's ResNet-50: neither alone kept; both together kept, in the place it was tried.
+    fixes = tried(0.88, 1.4, 1.02)
+    assert _to_stack(Kept((loader,)), fixes, measured) == [loader, both, default]
+    # Both singles kept, their product (1.1 x 1.2) beating it: the singles stay.
+    fixes = tried(1.1, 1.3, 1.2)
+    stack = _to_stack(Kept((loader, autocast, channels)), fixes, measured)
+    assert stack == [loader, autocast, channels, default]
+    # Beating their product: it takes their place.
+    fixes = tried(1.1, 1.5, 1.2)
+    stack = _to_stack(Kept((loader, autocast, channels)), fixes, measured)
+    assert stack == [loader, both, default]
+    # Not kept: never stacked.
+    fixes = tried(1.1, 0.9, 1.2)
+    stack = _to_stack(Kept((loader, autocast, channels)), fixes, measured)
+    assert stack == [loader, autocast, channels, default]
 
 
 def test_the_table_says_what_each_fix_was_timed_on_top_of() -> None:

@@ -23,7 +23,13 @@ from jupyter_gpu.magics.profile.syncs import Syncs
 from jupyter_gpu.magics.replay.reach import Named, reach
 from jupyter_gpu.magics.tune import mfu
 from jupyter_gpu.magics.tune.batch_size import MAX_FACTOR, LargerBatch, headroom_factor
-from jupyter_gpu.magics.tune.batches import BatchSource, loader_kwargs, rebuilt, time_loader
+from jupyter_gpu.magics.tune.batches import (
+    BatchSource,
+    loader_kwargs,
+    rebuilt,
+    shut_down,
+    time_loader,
+)
 from jupyter_gpu.magics.tune.budget import Budget, parse_budget
 from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, Compile
 from jupyter_gpu.magics.tune.evidence import Evidence, FirstSteps
@@ -57,7 +63,11 @@ def test_a_budget_that_is_not_a_time_is_refused(text: str) -> None:
 
 
 def test_only_and_skip_take_families_and_single_fixes() -> None:
-    assert selection("precision", None) == {"tf32", "autocast"}
+    assert selection("precision", None) == {"tf32", "autocast", "autocast_channels_last"}
+    # 16-bit autocast with channels_last is in both families, and a word of its own.
+    assert selection("conv", None) == {"channels_last", "cudnn", "autocast_channels_last"}
+    assert selection("autocast-channels-last", None) == {"autocast_channels_last"}
+    assert "autocast_channels_last" in selection(None, "autocast,channels_last")
     assert selection("loader,compile", "compile") == {"loader"}
     assert "compile" not in selection(None, "compile")
     assert selection(None, "tf32") >= {"autocast", "loader", "optimizer", "compile"}
@@ -454,11 +464,51 @@ def test_the_loader_alone_is_timed_over_a_steady_count_of_batches() -> None:
     assert alone.batches >= max(16, 4 * 2)
     assert alone.short == ""
     assert "short" not in alone.describe()
-    # An epoch that ends first: the figure says it is short, and why.
+
+    # An epoch of fewer batches than the steady count (3 here; the H200's 32 a ResNet-50 epoch
+    # against 8 workers' 32): a loader without workers goes on into its next epochs.
     tiny = time_loader(_loader())
-    assert tiny.batches < 16
-    assert f"the epoch ended after {tiny.batches} of the 16 batches" in tiny.short
-    assert "not a steady figure" in tiny.describe()
+    assert tiny.short == ""
+    assert tiny.batches >= 16
+    assert tiny.epochs >= 6  # 3 batches an epoch
+    assert f"over {tiny.batches} batches in {tiny.epochs} epochs (the epoch boundary" in (
+        tiny.describe()
+    )
+    assert "short" not in tiny.describe()
+
+
+def test_the_loader_alone_goes_on_into_the_next_epoch_where_its_workers_persist() -> None:
+    # 24 batches an epoch, 2 workers: the steady count is 16 after the first wave of 2.
+    data = torch.utils.data.TensorDataset(torch.arange(96.0))
+    kept = torch.utils.data.DataLoader(data, batch_size=4, num_workers=2, persistent_workers=True)
+    try:
+        alone = time_loader(kept, least_s=0.0)
+        assert alone.short == ""
+        assert alone.batches == 16  # 22 left in the first epoch: the count ends within it
+        assert alone.epochs == 1
+        assert " epochs" not in alone.describe()
+        small = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.arange(24.0)),
+            batch_size=4,
+            num_workers=2,
+            persistent_workers=True,
+        )
+        over = time_loader(small, least_s=0.0)  # 6 batches an epoch: the same workers go on
+        assert over.short == ""
+        assert over.batches == 16
+        assert over.epochs == 3  # 4 after the first wave of 2, then 6 and 6
+        assert "in 3 epochs (the epoch boundary's refill counted" in over.describe()
+        assert small._iterator is not None  # its workers are still the loader's own
+        # Workers that are not persistent: a next epoch would start new ones, so it is short.
+        fresh = time_loader(
+            torch.utils.data.DataLoader(small.dataset, batch_size=4, num_workers=2), least_s=0.0
+        )
+        assert "the epoch ended after 4 of the 16 batches" in fresh.short
+        assert "not persistent" in fresh.short
+        assert "not a steady figure" in fresh.describe()
+    finally:
+        shut_down(kept)
+        shut_down(small)
 
 
 def test_the_new_loaders_code_says_whether_the_quota_or_the_cap_set_its_workers() -> None:
