@@ -199,10 +199,18 @@ class Session(Generic[F]):
         for fix in ordered:
             run = fix.wrap(run)
 
+        # A variant with a fix that feeds the step its batches (the kept input pipeline) draws
+        # from that fix's loader alone: switching to the loader as it is first would start the
+        # new loader's epoch afresh at every block, dropping the batches its workers had ready
+        # (all 32 of an epoch, with 8 workers and prefetch 4), so both sides of a fix timed on
+        # top of the kept loader would each begin from an empty pipeline, as no training loop does.
+        feeds = any(fix.feeds for fix in ordered)
+
         @contextlib.contextmanager
         def context() -> Iterator[None]:
             with contextlib.ExitStack() as stack:
-                stack.enter_context(self.as_is())
+                if not feeds:
+                    stack.enter_context(self.as_is())
                 for fix in ordered:
                     stack.enter_context(fix.applied(self))
                 yield
