@@ -139,16 +139,13 @@ class LargerBatch(Fix):
     def applied(self, s: TuneSession) -> Iterator[None]:
         t = s.target
         assert t.batch_name is not None
-        s.bind(t.batch_name, self.new_size)
-        if self.loader is not None:
-            if s.source is not None:
-                s.source.use(self.loader)
-            elif t.loader_name is not None:
-                s.bind(t.loader_name, self.loader)
-        try:
+        with s.rebound(t.batch_name, self.new_size):
+            if self.loader is not None:
+                if s.source is not None:
+                    s.source.use(self.loader)
+                elif t.loader_name is not None:
+                    s.bind(t.loader_name, self.loader)
             yield
-        finally:
-            s.user_ns[t.batch_name] = s.original(t.batch_name)
 
     def code(self, s: TuneSession) -> list[str]:
         t = s.target

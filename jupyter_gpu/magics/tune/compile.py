@@ -31,7 +31,6 @@ from jupyter_gpu.magics.shell.cell import cell_filenames
 from jupyter_gpu.measure import fmt_seconds, synchronize
 
 from .fixes import Fix
-from .rebound import rebound
 
 if TYPE_CHECKING:
     from .evidence import Evidence
@@ -143,7 +142,7 @@ class Compile(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        with rebound(s, s.target.model_name, self.compiled):
+        with s.rebound(s.target.model_name, self.compiled):
             yield
 
     def code(self, s: TuneSession) -> list[str]:

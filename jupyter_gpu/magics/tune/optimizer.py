@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .fixes import Fix, NotApplied
-from .rebound import rebound
 
 if TYPE_CHECKING:
     from .evidence import Evidence
@@ -120,7 +119,7 @@ class FusedOptimizer(Fix):
         name = s.target.optimizer_name
         assert name is not None
         assert self.new is not None
-        with rebound(s, name, self.new):
+        with s.rebound(name, self.new):
             yield
 
     def code(self, s: TuneSession) -> list[str]:

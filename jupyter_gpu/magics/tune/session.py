@@ -97,6 +97,15 @@ class Session(Generic[F]):
         """What ``name`` held before ``%tune`` rebound it."""
         return self._bound.get(name, self.user_ns.get(name))
 
+    @contextlib.contextmanager
+    def rebound(self, name: str, value: Any) -> Iterator[None]:
+        """``name`` holds ``value`` inside; after, what it held before ``%tune`` rebound it."""
+        self.bind(name, value)
+        try:
+            yield
+        finally:
+            self.user_ns[name] = self.original(name)
+
     # ------------------------------------------------------------------ open, close
 
     def open(self) -> None:

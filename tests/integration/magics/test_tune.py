@@ -433,18 +433,27 @@ train_step()
 """
 
 
-def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell: Shell) -> None:
+def _tune_the_cnn(shell: Shell, options: str) -> tuple[Any, Any, Any]:
+    """``%tune`` of :data:`CNN_CELL`'s step with ``options``: what it printed, the training
+    state and the conv weight's strides before it. It checks that %tune put the CPU threads
+    back, and sets them back itself whatever happened, for the tests after it."""
     threads = torch.get_num_threads()
     try:
         shell.ok(CNN_CELL)
         before = training_bits(shell)
         memory_format = shell["model"].conv.weight.stride()
-        ran = shell.ok(
-            'r = %tune "train_step()" --model model --optimizer opt --batch bs --only '
-            "precision,optimizer,conv,threads,batch --budget 20s -o"
-        )
+        cells_threads = torch.get_num_threads()  # the cell sets its own
+        ran = shell.ok(f'r = %tune "train_step()" --model model --optimizer opt {options} -o')
+        assert torch.get_num_threads() == cells_threads  # the threads fix tried and put back
     finally:
         torch.set_num_threads(threads)
+    return ran, before, memory_format
+
+
+def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell: Shell) -> None:
+    ran, before, memory_format = _tune_the_cnn(
+        shell, "--batch bs --only precision,optimizer,conv,threads,batch --budget 20s"
+    )
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
     skipped = {n.name: n.why for n in result.not_tried}
@@ -484,7 +493,6 @@ def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell
     assert "fused=True" in tried["fused optimizer"].code
     assert "channels_last" in tried["channels_last"].code
     assert shell["model"].conv.weight.stride() == memory_format  # converted back
-    assert torch.get_num_threads() == threads
     assert training_bits(shell) == before
     assert result.restored.exact, result.restored.line
     assert result.profile.flops_per_step > 0
@@ -496,17 +504,7 @@ def test_autocast_with_channels_last_is_tried_for_a_conv_net_beside_each_alone(
 ) -> None:
     # A CPU without bf16 instructions emulates it (slowly, but the runs are the same).
     monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda torch: True)
-    threads = torch.get_num_threads()
-    try:
-        shell.ok(CNN_CELL)
-        before = training_bits(shell)
-        memory_format = shell["model"].conv.weight.stride()
-        ran = shell.ok(
-            'r = %tune "train_step()" --model model --optimizer opt --only autocast,conv '
-            "--budget 20s -o"
-        )
-    finally:
-        torch.set_num_threads(threads)
+    ran, before, memory_format = _tune_the_cnn(shell, "--only autocast,conv --budget 20s")
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
     both = tried["bf16 autocast with channels_last"]
