@@ -25,6 +25,11 @@ from tests.compile_cache_reference import Reference
 from tests.helpers import wait_for_async
 from tests.integration.server.api_helpers import API, gpu_config, validate
 
+# The copies here hard-link the reference's files, as does test_torch_written_caches: a name
+# unlinked in one copy moves the ctime of every other name, so a clear running at that moment
+# rightly leaves those files alone ("changed since it was checked"). One worker, one at a time.
+pytestmark = pytest.mark.xdist_group("torch_default_links")
+
 Fetch = Callable[..., Awaitable[Any]]
 Get = Callable[..., Awaitable[Any]]
 

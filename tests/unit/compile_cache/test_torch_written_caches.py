@@ -50,6 +50,7 @@ def test_every_file_a_real_compile_wrote_is_recognised(torch_caches: Reference) 
         }
 
 
+@pytest.mark.xdist_group("torch_default_links")  # as test_server_cache_clear: hard links
 def test_a_real_default_cache_is_cleared_whole(torch_caches: Reference, tmp_path: Path) -> None:
     cache = tmp_path / torch_caches.default.name  # hard links: the very files torch wrote
     shutil.copytree(torch_caches.default, cache, copy_function=os.link)
