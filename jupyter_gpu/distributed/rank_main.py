@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import json
 import linecache
 import os
@@ -225,6 +226,13 @@ def _run_cell(config: dict[str, Any], run_dir: Path, rank: int) -> None:
     )
     sys.modules["__main__"] = module  # classes defined in the cell pickle as __main__.X
     exec(code, module.__dict__)  # noqa: S102  # running the user's cell is the point
+    # The cell's objects go now, while the interpreter is whole: a DDP model's reducer or an
+    # FSDP module keeps gloo work (tensors with Python references) that, freed only at
+    # interpreter finalization, aborts the rank on its way out (pytorch/pytorch#179291 describes
+    # the SIGABRT; seen here as "terminate called without an active exception" on two ranks of a
+    # world of four in CI, after every rank had trained).
+    module.__dict__.clear()
+    gc.collect()
     if dist.is_initialized():
         # All ranks leave together: a rank that tore down its gloo pairs while another was still
         # in the cell's last collective aborted that one ("terminate called without an active
