@@ -141,10 +141,7 @@ class LargerBatch(Fix):
         assert t.batch_name is not None
         with s.rebound(t.batch_name, self.new_size):
             if self.loader is not None:
-                if s.source is not None:
-                    s.source.use(self.loader)
-                elif t.loader_name is not None:
-                    s.bind(t.loader_name, self.loader)
+                s.draw_from(self.loader)
             yield
 
     def code(self, s: TuneSession) -> list[str]:

@@ -265,11 +265,7 @@ class Loader(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        t = s.target
-        if s.source is not None:
-            s.source.use(self.new)
-        elif t.loader_name is not None:
-            s.bind(t.loader_name, self.new)
+        s.draw_from(self.new)
         yield
 
     def code(self, s: TuneSession) -> list[str]:

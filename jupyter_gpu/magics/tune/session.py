@@ -106,6 +106,17 @@ class Session(Generic[F]):
         finally:
             self.user_ns[name] = self.original(name)
 
+    def draw_from(self, loader: Any) -> None:
+        """The step's batches from ``loader``, as a fix that replaces the loader has them.
+
+        Through the batch source where ``--batches`` bound one, else by binding the loader's
+        name to it (put back by close); a step that names no loader is left as it is.
+        """
+        if self.source is not None:
+            self.source.use(loader)
+        elif self.target.loader_name is not None:
+            self.bind(self.target.loader_name, loader)
+
     # ------------------------------------------------------------------ open, close
 
     def open(self) -> None:
