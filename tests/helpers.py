@@ -1,4 +1,5 @@
-"""The tests' one set of helpers: a free port, waiting for a condition, a real Jupyter server.
+"""The tests' one set of helpers: a free port, waiting for a condition, a real Jupyter server,
+a notebook's training step, variants that record their calls.
 
 Every test, benchmark and GPU check that needs one of these imports it from here (the GPU checks
 and the benchmarks, run as scripts, put the repository root on ``sys.path`` first). Servers
@@ -297,6 +298,27 @@ def load_script(path: Path) -> ModuleType:
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+def train_step_cell(loss: str, *, zero_grad: str = "") -> str:
+    """A cell's ``def train_step()``, as most training loops write it: ``opt.zero_grad``
+    (``zero_grad``: its arguments), ``loss`` (an expression over the cell's names), backward,
+    ``opt.step()``, the loss returned. The cell around it defines ``model``, ``opt`` and data."""
+    return (
+        "def train_step():\n"
+        f"    opt.zero_grad({zero_grad})\n"
+        f"    loss = {loss}\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    return loss\n"
+    )
+
+
+def recording_variants(*names: str) -> tuple[list[str], dict[str, Callable[[], None]]]:
+    """Variants for a timer, each of which appends its name to the list returned with them:
+    the order in which the timer called them."""
+    order: list[str] = []
+    return order, {name: functools.partial(order.append, name) for name in names}
 
 
 def repo_env(**extra: str) -> dict[str, str]:

@@ -15,9 +15,15 @@ from torch.utils.checkpoint import checkpoint
 from jupyter_gpu.tutorials.gpt import GPT, logits_or_loss
 
 
-def solution_step(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
+def fp16_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The forward all of 5.1's answers share (they differ in the scaler's part): fp16 autocast,
+    a cross-entropy loss."""
     with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
+        return F.cross_entropy(net(x), y)
+
+
+def solution_step(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
+    loss = fp16_loss(net, x, y)
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
     torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
@@ -27,8 +33,7 @@ def solution_step(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-
 
 
 def no_scaler(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
+    loss = fp16_loss(net, x, y)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
     opt.step()
@@ -36,8 +41,7 @@ def no_scaler(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
 
 
 def never_updates(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
+    loss = fp16_loss(net, x, y)
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
     torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
@@ -46,8 +50,7 @@ def never_updates(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-
 
 
 def clips_scaled(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
+    loss = fp16_loss(net, x, y)
     scaler.scale(loss).backward()
     torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)  # before unscale_: wrong numbers
     scaler.step(opt)
@@ -56,8 +59,7 @@ def clips_scaled(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-d
 
 
 def steps_around_the_scaler(net, opt, scaler, x, y, max_norm):  # type: ignore[no-untyped-def]
-    with torch.autocast(x.device.type, dtype=torch.float16):
-        loss = F.cross_entropy(net(x), y)
+    loss = fp16_loss(net, x, y)
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
     torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)

@@ -32,27 +32,26 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.gpu.magic_shell import Shell  # noqa: E402  # after the path is set
+from tests.helpers import train_step_cell  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 
-TRAIN = """
+TRAIN = (
+    """
 import torch.nn as nn
 model = nn.Sequential(*[nn.Sequential(nn.Linear(1024, 1024), nn.GELU()) for _ in range(8)]).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x = torch.randn(256, 1024, device="cuda")
 
-def train_step():
-    opt.zero_grad(set_to_none=True)
-    loss = model(x).square().mean()
-    loss.backward()
-    opt.step()
-    return loss
-
+"""
+    + train_step_cell("model(x).square().mean()", zero_grad="set_to_none=True")
+    + """
 for _ in range(3):
     train_step()
 torch.cuda.synchronize()
 """
+)
 
 
 def test_profile_top_row_is_a_kernel_and_annotations_are_ranges(shell: Shell) -> None:

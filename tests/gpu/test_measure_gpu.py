@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.gpu.magic_shell import Shell, put_back_exactly  # noqa: E402  # after the path is set
+from tests.helpers import train_step_cell  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -126,7 +127,8 @@ def test_memsummary_leaves_the_peak_counter_as_it_would_have_been(
     figures["memsummary_cost_s"] = {"traced": traced, "counter_only": untraced_s, "bare": bare}
 
 
-TRAIN = """
+TRAIN = (
+    """
 import torch.nn as nn
 torch.manual_seed(0)
 model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(1024, 1024), nn.GELU())]).cuda()
@@ -134,13 +136,9 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x = torch.randn(256, 1024, device="cuda")
 y = torch.randn(256, 1024, device="cuda")
 
-def train_step():
-    opt.zero_grad(set_to_none=False)
-    loss = (model(x) - y).square().mean()
-    loss.backward()
-    opt.step()
-    return loss
-
+"""
+    + train_step_cell("(model(x) - y).square().mean()", zero_grad="set_to_none=False")
+    + """
 for _ in range(3):
     train_step()
 # an earlier peak far above the bench's, so that "as it was" is a real test
@@ -148,6 +146,7 @@ big = torch.empty(8 * 1024**3, dtype=torch.uint8, device="cuda")
 del big
 torch.cuda.synchronize()
 """
+)
 
 
 def _bits(shell: Shell) -> dict[str, bytes]:

@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.gpu.magic_shell import Shell, put_back_exactly  # noqa: E402  # after the path is set
+from tests.helpers import train_step_cell  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -141,7 +142,8 @@ def test_precision_the_optimizer_a_larger_batch_compile_on_top_and_the_suggestio
     assert put_back_exactly(result.restored), result.restored.line
 
 
-CNN_STEP = """
+CNN_STEP = (
+    """
 model = torch.nn.Sequential(
     torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(),
     torch.nn.Conv2d(128, 128, 3, padding=1), torch.nn.ReLU(),
@@ -151,15 +153,14 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 x = torch.randn(64, 64, 56, 56, device="cuda")
 y = torch.randint(0, 10, (64,), device="cuda")
 
-def train_step():
-    opt.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
+"""
+    + train_step_cell(
+        "torch.nn.functional.cross_entropy(model(x), y)", zero_grad="set_to_none=True"
+    )
+    + """
 train_step()
 """
+)
 
 
 def test_the_convolution_fixes_are_tried_on_cuda(shell: Shell) -> None:
@@ -180,20 +181,18 @@ def test_the_convolution_fixes_are_tried_on_cuda(shell: Shell) -> None:
 
 # Many tiny kernels: the GPU waits on the host launching them (the launch-bound rule: idle 30 %
 # or more, kernels under 20 µs on average).
-LAUNCH_BOUND_STEP = """
+LAUNCH_BOUND_STEP = (
+    """
 model = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(24)]).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(4, 32, device="cuda")
 
-def train_step():
-    opt.zero_grad(set_to_none=True)
-    loss = model(x).square().mean()
-    loss.backward()
-    opt.step()
-    return loss
-
+"""
+    + train_step_cell("model(x).square().mean()", zero_grad="set_to_none=True")
+    + """
 train_step()
 """
+)
 
 
 def test_compile_and_reduce_overhead_on_a_launch_bound_step(shell: Shell) -> None:

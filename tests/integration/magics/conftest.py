@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import atexit
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from traitlets.config import Config
+
+from tests.helpers import train_step_cell
 
 
 @dataclass
@@ -69,6 +71,27 @@ class Shell:
         ran = self.run(source)
         assert isinstance(ran.error, UsageError), f"{source!r}: {ran.error!r}\n{ran.text}"
         return str(ran.error)
+
+    def names(self) -> dict[str, int]:
+        """The notebook's names, each with the identity of what it holds (IPython's own
+        ``_``-names and In/Out left out: every cell run changes them)."""
+        ns = self.ip.user_ns
+        return {k: id(v) for k, v in ns.items() if not k.startswith("_") and k not in ("In", "Out")}
+
+    def refuses(self, phrases: Mapping[str, str]) -> None:
+        """Each source in ``phrases`` raises UsageError saying its phrase, and leaves every
+        name of the notebook bound to what it held before."""
+        for source, phrase in phrases.items():
+            before = self.names()
+            message = self.usage_error(source)
+            assert phrase in message, (source, message)
+            assert self.names() == before, f"{source!r} changed the notebook's names"
+
+    def mid_training(self, cell: str) -> None:
+        """Run ``cell`` and two of its ``train_step()``: the optimizer's state and the gradients
+        exist, as in a notebook mid-training (all that a magic running the step must put back)."""
+        self.ok(cell)
+        self.ok("train_step(); train_step()")
 
     def __getitem__(self, name: str) -> Any:
         return self.ip.user_ns[name]
@@ -174,11 +197,6 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
 x = torch.randn(8, 16)
 y = torch.randn(8, 4)
 
-def train_step():
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
 """
+    + train_step_cell("torch.nn.functional.mse_loss(model(x), y)")
 )

@@ -263,8 +263,7 @@ def test_unknown_command_is_a_usage_error(shell: Shell) -> None:
 
 
 def test_compare_restores_model_optimizer_and_rng_bit_for_bit(shell: Shell) -> None:
-    shell.ok(MODEL_CELL)
-    shell.ok("train_step(); train_step()")  # AdamW's state and gradients exist before
+    shell.mid_training(MODEL_CELL)  # AdamW's state and gradients exist before
     before = training_bits(shell)
     ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
     r = shell["r"]
@@ -323,14 +322,16 @@ def test_compare_refuses_before_running_what_it_cannot_put_back(shell: Shell) ->
 
 def test_compare_bad_input(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
-    assert "one expression" in shell.usage_error("%amp compare")
-    assert "not a Python expression" in shell.usage_error('%amp compare "x ="')
-    assert "no variable named modle" in shell.usage_error(
-        '%amp compare "train_step()" --model modle'
+    shell.refuses(
+        {
+            "%amp compare": "one expression",
+            '%amp compare "x ="': "not a Python expression",
+            '%amp compare "train_step()" --model modle': "no variable named modle",
+            '%amp compare "train_step()" --model x': "not a torch.nn.Module",
+            '%amp compare "train_step()" --modes fp8': "--modes",
+            "%amp on --model model": "--model, --optimizer",
+        }
     )
-    assert "not a torch.nn.Module" in shell.usage_error('%amp compare "train_step()" --model x')
-    assert "--modes" in shell.usage_error('%amp compare "train_step()" --modes fp8')
-    assert "--model, --optimizer" in shell.usage_error("%amp on --model model")
 
 
 def test_compare_step_failing_in_fp32_restores_and_says_why(shell: Shell) -> None:

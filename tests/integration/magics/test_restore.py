@@ -58,8 +58,7 @@ def schedule_bits(shell: Shell) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_bench_of_a_step_with_a_scheduler_and_a_scaler_puts_both_back(shell: Shell) -> None:
-    shell.ok(SCHEDULED_CELL)
-    shell.ok("train_step(); train_step()")  # momentum, a grown scale, a schedule under way
+    shell.mid_training(SCHEDULED_CELL)  # momentum, a grown scale, a schedule under way
     before = schedule_bits(shell)
     ran = shell.ok('r = %compile model --backend eager --bench "train_step()" --optimizer opt -o')
     restored = shell["r"].bench.restored
@@ -78,8 +77,7 @@ def test_bench_of_a_step_with_a_scheduler_and_a_scaler_puts_both_back(shell: She
 
 
 def test_compare_of_a_step_with_a_scheduler_and_a_scaler_puts_both_back(shell: Shell) -> None:
-    shell.ok(SCHEDULED_CELL)
-    shell.ok("train_step(); train_step()")
+    shell.mid_training(SCHEDULED_CELL)
     before = schedule_bits(shell)
     ran = shell.ok('r = %amp compare "train_step()" --model model --optimizer opt --runs 3 -o')
     r = shell["r"]

@@ -274,18 +274,21 @@ def test_a_port_in_use_is_refused_with_who_holds_it(shell: Shell, in_tmp: Path) 
 
 
 def test_usage_errors_say_what_to_do(shell: Shell, in_tmp: Path) -> None:
-    assert "this cell is empty" in shell.usage_error("%%torchrun -n 2\n\n")
-    assert "give the number of ranks, e.g. %%torchrun -n 2" in shell.usage_error(
-        "%%torchrun\nprint(rank)\n"
+    shell.refuses(
+        {
+            "%%torchrun -n 2\n\n": "this cell is empty",
+            "%%torchrun\nprint(rank)\n": "give the number of ranks, e.g. %%torchrun -n 2",
+            "%%torchrun -n 2 --backend nccl\nprint(rank)\n": "--backend gloo",
+            "%%torchrun -n 2 --nnodes 2\nx = 1\n": "needs --rdzv-endpoint",
+            "%%torchrun -n 2 --nnodes 2 --rdzv-endpoint 127.0.0.1:29999\nx = 1\n": (
+                "needs this machine's --node-rank"
+            ),
+            "%%torchrun -n 2 --env NCCL_DEBUG\nx = 1\n": "NAME=VALUE",
+            "%%torchrun -n 2 --max-result lots\nx = 1\n": "not a size",
+            "%%torchrun -n 2 -o 2x\nx = 1\n": "-o NAME",
+        }
     )
-    assert "--backend gloo" in shell.usage_error("%%torchrun -n 2 --backend nccl\nprint(rank)\n")
-    assert "needs --rdzv-endpoint" in shell.usage_error("%%torchrun -n 2 --nnodes 2\nx = 1\n")
-    assert "needs this machine's --node-rank" in shell.usage_error(
-        "%%torchrun -n 2 --nnodes 2 --rdzv-endpoint 127.0.0.1:29999\nx = 1\n"
-    )
-    assert "NAME=VALUE" in shell.usage_error("%%torchrun -n 2 --env NCCL_DEBUG\nx = 1\n")
-    assert "not a size" in shell.usage_error("%%torchrun -n 2 --max-result lots\nx = 1\n")
-    assert "-o NAME" in shell.usage_error("%%torchrun -n 2 -o 2x\nx = 1\n")
+    assert not descendants(), "nothing may start on a usage error"
     ran = shell.run("%%torchrun -n 2\nfor\n")
     assert isinstance(ran.error, SyntaxError), "a syntax error shows before any rank starts"
 

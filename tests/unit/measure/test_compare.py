@@ -9,17 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from jupyter_gpu.measure import Variant, compare
+from tests.helpers import recording_variants
 
 
 def test_rounds_alternate_the_order_and_blocks_hold_the_asked_calls() -> None:
-    order: list[str] = []
-    result = compare(
-        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-        warmup=1,
-        rounds=3,
-        calls=2,
-        watch=False,
-    )
+    order, variants = recording_variants("a", "b")
+    result = compare(variants, warmup=1, rounds=3, calls=2, watch=False)
     assert order == ["a", "b", "a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
     assert result.rounds == 3
     assert result["a"].runs == result["b"].runs == 3

@@ -14,6 +14,7 @@ from jupyter_gpu.tutorials.fragmentation import (
 )
 from jupyter_gpu.tutorials.memory import measured_peak, oom_verdict, read_oom_message
 from jupyter_gpu.tutorials.timing import time_interleaved
+from tests.helpers import recording_variants
 
 # torch 2.11's wording under a per-process cap (a real message, the numbers from notebook 03).
 CAPPED = (
@@ -115,14 +116,8 @@ def test_the_fresh_process_keeps_the_other_allocator_options(
 
 
 def test_interleaved_timing_alternates_the_order_round_by_round() -> None:
-    order: list[str] = []
-    timings = time_interleaved(
-        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-        rounds=4,
-        runs=2,
-        warmup=1,
-        device="cpu",
-    )
+    order, variants = recording_variants("a", "b")
+    timings = time_interleaved(variants, rounds=4, runs=2, warmup=1, device="cpu")
     # One warm-up call each, then a block of 2 calls per variant and round, A B then B A.
     assert order == ["a", "b"] + ["a", "a", "b", "b", "b", "b", "a", "a"] * 2
     assert timings["a"].runs == timings["b"].runs == timings.rounds == 4
