@@ -72,11 +72,12 @@ class Shell:
         assert isinstance(ran.error, UsageError), f"{source!r}: {ran.error!r}\n{ran.text}"
         return str(ran.error)
 
-    def names(self) -> dict[str, int]:
-        """The notebook's names, each with the identity of what it holds (IPython's own
-        ``_``-names and In/Out left out: every cell run changes them)."""
+    def names(self) -> dict[str, Any]:
+        """The notebook's names and what each holds (IPython's own ``_``-names and In/Out left
+        out: every cell run changes them). The objects, not their ids: an id is reused once its
+        object is freed, so a name rebound to a new object could pass for unchanged."""
         ns = self.ip.user_ns
-        return {k: id(v) for k, v in ns.items() if not k.startswith("_") and k not in ("In", "Out")}
+        return {k: v for k, v in ns.items() if not k.startswith("_") and k not in ("In", "Out")}
 
     def refuses(self, phrases: Mapping[str, str]) -> None:
         """Each source in ``phrases`` raises UsageError saying its phrase, and leaves every
@@ -85,7 +86,11 @@ class Shell:
             before = self.names()
             message = self.usage_error(source)
             assert phrase in message, (source, message)
-            assert self.names() == before, f"{source!r} changed the notebook's names"
+            after = self.names()
+            changed = sorted(
+                k for k in before.keys() | after.keys() if after.get(k) is not before.get(k)
+            )
+            assert not changed, f"{source!r} changed the notebook's names {changed}"
 
     def mid_training(self, cell: str) -> None:
         """Run ``cell`` and two of its ``train_step()``: the optimizer's state and the gradients
