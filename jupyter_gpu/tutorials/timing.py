@@ -16,10 +16,16 @@ from typing import Any
 
 import torch
 
-from jupyter_gpu import measure
-
-# What the notebooks, the capstone and the tests take from here, as measure has them.
-from jupyter_gpu.measure import Comparison, Timing, synchronize, time_back_to_back, time_first_call
+from jupyter_gpu.measure import (
+    Comparison,
+    Timing,
+    compare,
+    synchronize,
+    time_back_to_back,
+    time_first_call,
+    time_steady,
+    union_length,
+)
 from jupyter_gpu.measure import fmt_seconds as format_seconds
 
 __all__ = [
@@ -49,7 +55,7 @@ def time_calls(
     Raises:
         ValueError: ``runs`` < 1 or ``warmup`` < 0.
     """
-    return measure.time_steady(fn, runs=runs, warmup=warmup, device=device)
+    return time_steady(fn, runs=runs, warmup=warmup, device=device)
 
 
 def time_interleaved(
@@ -75,7 +81,7 @@ def time_interleaved(
         raise ValueError(
             f"need rounds, runs >= 1 and warmup >= 0, got {rounds=}, {runs=}, {warmup=}"
         )
-    return measure.compare(fns, device=device, warmup=max(1, warmup), rounds=rounds, calls=runs)
+    return compare(fns, device=device, warmup=max(1, warmup), rounds=rounds, calls=runs)
 
 
 @dataclass(frozen=True)
@@ -149,5 +155,5 @@ def gpu_busy_of(events: Iterable[Any], *, calls: int) -> GpuBusy:
         and not e.is_user_annotation
         and not any(word in e.name.lower() for word in ("memcpy", "memset"))
     ]
-    busy_us = measure.union_length([(e.time_range.start, e.time_range.end) for e in kernels])
+    busy_us = union_length([(e.time_range.start, e.time_range.end) for e in kernels])
     return GpuBusy(busy_s=busy_us / 1e6 / calls, kernels=len(kernels) / calls, calls=calls)
