@@ -270,12 +270,20 @@ class Climb:
         ran in the climb's dtype or a wider one; the data-sheet dense FP8 peak for an FP8 row
         (FP8 products run faster than any bf16 rate).
         """
-        if row.matmul_dtype == "fp8":
-            peak = peak_for(self.gpu_name, "fp8")
-            return peak.dense_tflops, "the data-sheet dense FP8 peak"
+        fp8 = self.fp8_peak(row)
+        if fp8 is not None:
+            return fp8.dense_tflops, "the data-sheet dense FP8 peak"
         if self.matmul_rate is None:
             return None, MATMUL_RATE_NAME
         return self.matmul_rate.high_tflops, MATMUL_RATE_NAME
+
+    def fp8_peak(self, row: ClimbRow) -> PeakLookup | None:
+        """The data-sheet dense FP8 peak for a row whose products ran in FP8, else ``None``.
+
+        The matmul rate measured here is the climb dtype's (bf16): FP8 products run faster than
+        it, so it is no yardstick for them.
+        """
+        return peak_for(self.gpu_name, "fp8") if row.matmul_dtype == "fp8" else None
 
     def idle_claim(self, row: ClimbRow) -> Claim | None:
         """The claim that the row's idle share fits its timed rate; ``None`` without one."""
@@ -325,6 +333,8 @@ class Climb:
         if row.matmul_dtype == "fp8":
             fp8_mfu = mfu(row.figures.tflops * 1e12, self.gpu_name, "fp8")
             fp8 = f" ({fp8_mfu.percent_text()} of the data-sheet FP8 peak)"
+            if share is not None:  # that rate was measured in the climb's dtype, not in FP8
+                of_rate = f", {share:.0%} of {MATMUL_RATE_NAME} in {self.dtype} (not FP8's)"
         idle = ""
         if row.gpu_idle is not None:
             idle = f"; over {self._profiled_text(row)}: GPU idle {row.gpu_idle:.0%}"

@@ -16,6 +16,7 @@ from typing import Any
 
 from jupyter_gpu.measure.matmul_rate import NAME as MATMUL_RATE_NAME
 from jupyter_gpu.measure.matmul_rate import MatmulRate
+from jupyter_gpu.measure.peaks import PeakLookup
 from jupyter_gpu.tutorials.flops import causal_attention_flops
 
 from .shapes import ModelShape
@@ -153,11 +154,14 @@ def efficiency_lines(
     matmul_rate: MatmulRate | None,
     *,
     checkpointing: bool = False,
+    fp8_peak: PeakLookup | None = None,
 ) -> list[str]:
     """How fast each family ran in a profile of ``steps`` training steps, and what is left.
 
     - The matrix products of the weights: their model FLOPs (``6 N`` per token) over the GEMM
-      kernels' time, beside the matmul rate measured here on this model's GEMMs.
+      kernels' time, beside the matmul rate measured here on this model's GEMMs; for products
+      that ran in FP8, beside the data-sheet dense FP8 peak instead (the rate measured here is
+      bf16's, which FP8 products exceed).
     - Attention: the work the fused kernels did (the causal half of ``Q K^T`` and ``P V``, the
       backward recomputing the scores: :func:`jupyter_gpu.tutorials.flops.causal_attention_flops`)
       over their time. Model FLOPs count attention whole (``12 L d T`` per token); a kernel's
@@ -172,6 +176,8 @@ def efficiency_lines(
         matmul_rate: the matmul rate measured here on this model's GEMMs (``None``: not
             measured; the lines then leave it out).
         checkpointing: activation checkpointing was on (the attention forward ran twice).
+        fp8_peak: the data-sheet FP8 peak when the products ran in FP8
+            (``Climb.fp8_peak``); ``None`` for products in the dtype the rate was measured in.
     """
     kinds = gpu_time_by_kind(profile.rows)
     wall = window_s(profile)
@@ -183,12 +189,20 @@ def efficiency_lines(
     matmul_s = kinds.get("matrix products", 0.0)
     if matmul_s:
         rate = matmul_flops / matmul_s / 1e12
-        of_rate = (
-            f" ({matmul_rate.percent_of(rate):.0%} of {MATMUL_RATE_NAME} on this model's GEMMs, "
-            f"{matmul_rate.tflops:.0f} TFLOP/s)"
-            if matmul_rate is not None
-            else ""
-        )
+        if fp8_peak is not None:
+            of_rate = (
+                f" (in FP8: {rate / fp8_peak.dense_tflops:.0%} of the data-sheet dense FP8 peak, "
+                f"{fp8_peak.dense_tflops:.0f} TFLOP/s)"
+                if fp8_peak.dense_tflops
+                else " (in FP8)"
+            )
+        elif matmul_rate is not None:
+            of_rate = (
+                f" ({matmul_rate.percent_of(rate):.0%} of {MATMUL_RATE_NAME} on this model's "
+                f"GEMMs, {matmul_rate.tflops:.0f} TFLOP/s)"
+            )
+        else:
+            of_rate = ""
         lines.append(
             f"matrix products of the weights: {rate:.0f} TFLOP/s{of_rate}, "
             f"{matmul_s / wall:.0%} of the profiled time"
@@ -213,7 +227,15 @@ def efficiency_lines(
         f"other kernels (elementwise, optimizer, copies): {rest / wall:.0%} of the time; "
         f"GPU idle: {idle:.0%}"
     )
-    if matmul_s and matmul_rate is not None:
+    if matmul_s and fp8_peak is not None:
+        measured_in = (
+            f" ({MATMUL_RATE_NAME} is {'/'.join(matmul_rate.dtypes)}'s)" if matmul_rate else ""
+        )
+        lines.append(
+            f"no FP8 matmul rate was measured here{measured_in}, so the step with every product "
+            "at such a rate is not worked out"
+        )
+    elif matmul_s and matmul_rate is not None:
         ideal = wall - matmul_s + matmul_flops / (matmul_rate.tflops * 1e12)
         total = tokens * shape.train_flops_per_token()
         lines.append(

@@ -118,6 +118,14 @@ def test_the_idle_claim_fails_when_the_rate_while_busy_beats_the_matmul_rate() -
                  profile=profile(0.1, window_s=2 / 12), matmul_dtype="fp8")  # fmt: skip
     assert climb.claims["idle_fits_fp8"].holds
     assert "FP8 peak" in climb.claims["idle_fits_fp8"].statement
+    # its share of the matmul rate says that rate is bf16's: 12 of 10 TFLOP/s is no "120 %" of
+    # what this GPU's products can do in FP8
+    fp8_line = climb.line(climb["fp8"])
+    assert "120% of the matmul rate measured here in bf16 (not FP8's)" in fp8_line
+    assert "of the data-sheet FP8 peak" in fp8_line
+    assert climb.fp8_peak(climb["fp8"]).dense_tflops == pytest.approx(1979.0)
+    assert climb.fp8_peak(climb["fits"]) is None
+    assert "(not FP8's)" not in climb.line(fits)
     # a row after a kept FP8 row that names no dtype still runs its products in FP8
     after = climb.record("after", "after", comparison(figures(1 / 12), None, None), batch=4,
                          profile=profile(0.1, window_s=2 / 12))  # fmt: skip

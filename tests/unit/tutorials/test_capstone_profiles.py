@@ -7,6 +7,7 @@ import pytest
 from jupyter_gpu.magics.profile.rows import OpRow
 from jupyter_gpu.measure.gemms import square_gemm
 from jupyter_gpu.measure.matmul_rate import MatmulRate
+from jupyter_gpu.measure.peaks import peak_for
 from jupyter_gpu.tutorials.capstone.profiles import (
     OTHER,
     WRITTEN_OUT,
@@ -95,6 +96,19 @@ def test_breakdown_and_rates() -> None:
     model_count = 12 * shape.n_layer * shape.d_model * shape.seq_len * tokens
     assert f"{model_count / 0.001 / 1e12:.0f} TFLOP/s" not in lines[1]
     assert "at the matmul rate measured here" in lines[-1]
+    # FP8 products against the bf16 rate would read "more than the GPU can do": they are set
+    # beside the data-sheet FP8 peak, and the step at a rate nobody measured is not worked out
+    in_fp8 = efficiency_lines(
+        profile, shape, batch, steps, measured, fp8_peak=peak_for("NVIDIA H200", "fp8")
+    )
+    assert in_fp8[0].startswith(
+        "matrix products of the weights: 500 TFLOP/s (in FP8: 25% of the data-sheet dense FP8 "
+        "peak, 1979 TFLOP/s)"
+    )
+    assert "matmul rate measured here on" not in in_fp8[0]
+    assert not any("would take" in line for line in in_fp8)
+    assert in_fp8[-1].startswith("no FP8 matmul rate was measured here (the matmul rate measured ")
+    assert "is bf16's" in in_fp8[-1]
     without = efficiency_lines(profile, shape, batch, steps, None)
     assert without[0].endswith("% of the profiled time")
     assert "measured" not in without[0]
