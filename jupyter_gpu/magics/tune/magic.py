@@ -43,7 +43,7 @@ from .results import FixResult, NotTried, StackResult, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
-from .trial import MIN_ROUNDS, timing_s, try_fix, try_stack
+from .trial import MIN_ROUNDS, block_s_for, timing_s, try_fix, try_stack
 
 if TYPE_CHECKING:
     from .fixes import TuneSession
@@ -299,8 +299,15 @@ def _budget_note(
     if isinstance(fix, Compile):
         return fix.budget_note(left_s, default_compile_s)
     assert s.evidence is not None
-    # On top of kept fixes, a round times the step with them: faster, so cheaper.
-    need = fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s)
+    # On top of kept fixes, a round times the step with them: faster, so cheaper. But a round
+    # also times two blocks at least as long as the trial's block. A kept loader's blocks hold ten
+    # steps and four waves of its workers: 0.77 s on the H200's ResNet-50, so at least 18 s of
+    # rounds a trial where the step's time alone gave about 2. That run took 4m 16s of its
+    # 3-minute budget.
+    need = max(
+        fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s),
+        2 * MIN_ROUNDS * block_s_for(s, fix),
+    )
     if left_s < need:
         return (
             f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "

@@ -124,6 +124,16 @@ def _prepared(s: TuneSession, fixes: Sequence[Fix]) -> None:
         fix.prepare(s)
 
 
+def block_s_for(s: TuneSession, fix: Fix) -> float:
+    """How long a block of ``fix``'s trial lasts: what it asks, or what a kept fix under it asks.
+
+    A kept input pipeline asks for long blocks (ten steps, four waves of its workers:
+    ``Loader.block_s_under``), so every fix timed on top of it costs that many seconds a round.
+    """
+    under = base_for(s.kept, fix).fixes
+    return max([fix.block_s(s) or 0.01, *((f.block_s_under(s) or 0.01) for f in under)])
+
+
 def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     """Measure ``fix`` on top of ``s.kept`` (see the module doc). Errors are results."""
     assert s.base_first is not None
@@ -148,7 +158,7 @@ def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
             device=s.target.device,
             warmup=max(f.warmup for f in on),
             target_s=seconds,
-            block_s=max([fix.block_s(s) or 0.01, *((f.block_s_under(s) or 0.01) for f in under)]),
+            block_s=block_s_for(s, fix),
             min_rounds=MIN_ROUNDS,
             on_round=s.progress.on_round,
         )

@@ -20,10 +20,11 @@ from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
 from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixes
 from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, WAVES, Loader
-from jupyter_gpu.magics.tune.magic import _to_stack
+from jupyter_gpu.magics.tune.magic import _budget_note, _to_stack
 from jupyter_gpu.magics.tune.precision import Autocast
 from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, TuneResult
+from jupyter_gpu.magics.tune.trial import MIN_ROUNDS, block_s_for
 from jupyter_gpu.measure import Timing
 from jupyter_gpu.measure.interval import Ratio
 
@@ -206,3 +207,25 @@ def test_under_a_kept_loader_blocks_hold_ten_steps_and_four_waves_and_a_larger_b
     # as it would of 64, so that the larger batch's loader shows its pace as the kept one does.
     assert larger.block_s(session) == pytest.approx(WAVES * 3 * 0.005 * 4)
     assert larger.block_s(SimpleNamespace(kept=Kept())) is None
+
+
+def test_the_budget_counts_the_long_blocks_a_kept_loader_asks_of_every_trial_on_top_of_it() -> None:
+    # The H200's ResNet-50: the kept loader's 8 workers made a batch every 23.9 ms, so its blocks
+    # last four waves (0.77 s); the step with it took 55 ms. The step's time alone put a trial at
+    # about 2 s; its rounds took at least 2 x 12 blocks, 18 s, and the run overran its budget.
+    loader = Loader(worker_count(budget=CpuBudget(affinity=16, quota=None)))  # 8, the cap
+    loader.alone = (LoaderAlone(0.05, 0.056, 19), LoaderAlone(0.305, 0.0239, 43))
+    autocast = Autocast("bf16", "cpu")
+    session = SimpleNamespace(
+        kept=Kept((loader,), None, 0.055), evidence=SimpleNamespace(step_s=0.122)
+    )
+    block = block_s_for(session, autocast)
+    assert block == pytest.approx(WAVES * 8 * 0.0239)
+    assert autocast.cost_s(session.evidence, 2.0, MIN_ROUNDS, step_s=0.055) < 3.0
+    note = _budget_note(autocast, 10.0, 2.0, session, None)
+    assert note is not None
+    assert note.startswith("not reached: 10 s of the budget left for it")
+    assert _budget_note(autocast, 2 * MIN_ROUNDS * block + 1.0, 2.0, session, None) is None
+    # With nothing kept, the step's own time is what a trial costs: it fits in 10 s.
+    alone = SimpleNamespace(kept=Kept(), evidence=SimpleNamespace(step_s=0.122))
+    assert _budget_note(autocast, 10.0, 2.0, alone, None) is None
