@@ -132,6 +132,13 @@ class Fix:
         """The same, while it is among the kept fixes under another fix (on both sides)."""
         return self.block_s(s)
 
+    def calls_under(self, s: TuneSession) -> int | None:
+        """Calls a block, the same for both sides, while it is kept under another fix.
+
+        ``None``: blocks last :meth:`block_s_under` seconds instead.
+        """
+        return None
+
     def code(self, s: TuneSession) -> list[str]:
         """The line(s) to paste that make the fix in the user's notebook."""
         return []

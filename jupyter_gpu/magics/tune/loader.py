@@ -28,11 +28,11 @@ Three figures, each said with where it comes from:
 
 Kept, it stays under the fixes tried after it (``kept.py``), both sides of their comparisons
 drawing from it, its epoch running on from block to block (``Session.variant``), in blocks of at
-least ten steps and four waves of its workers (:meth:`Loader.block_s_under`). Their first steps
-leave it out
-(``Fix.feeds``). When the kept fixes are timed together, the step with them on one fixed batch is
-timed in the same rounds: where the new loader alone makes batches slower than that, the report
-says that the new loader now limits the step (:meth:`Loader.limit_note`).
+least ten steps and four waves of its workers (:meth:`Loader.block_s_under`), or of whole
+epochs where an epoch is short (:meth:`Loader.calls_under`: each holds its refill). Their first
+steps leave it out (``Fix.feeds``). When the kept fixes are timed together, the step with them
+on one fixed batch is timed in the same rounds: where the new loader alone makes batches slower
+than that, the report says that the new loader now limits the step (:meth:`Loader.limit_note`).
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ FIXED = "one fixed batch"
 BLOCK_BATCHES = 10
 #: Under another fix, a timed block lasts at least this many waves of the new loader's workers.
 WAVES = 4
+#: Under another fix, an epoch of the new loader this short (seconds of steps) sets the blocks:
+#: whole epochs each (``Loader.calls_under``). Two seconds: a trial's 24 blocks then take 48 s at
+#: most; over longer epochs a refill falls in at most one block in three.
+SHORT_EPOCH_S = 2.0
 
 
 def new_settings(loader: Any, *, cuda: bool, workers: int) -> dict[str, Any]:
@@ -262,6 +266,30 @@ class Loader(Fix):
         return max(
             0.01, BLOCK_BATCHES * per_batch, WAVES * self.workers * per_batch, BLOCK_BATCHES * step
         )
+
+    def calls_under(self, s: TuneSession) -> int | None:
+        """Under another fix, over a short epoch: whole epochs a block, as many on both sides.
+
+        Each epoch of the new loader starts with a refill (its workers start the epoch's batches
+        only when it begins): on the H200's ResNet-50, 305 ms against 24 ms a batch after it,
+        every 32 batches. A block of a fixed time holds a refill or not, and on identical work
+        on a CPU (``benchmarks/loader_blocks.py``) blocks of four waves gave intervals up to 1.73
+        wide (high/low), one of them excluding 1.0, where blocks of one epoch gave at most 1.05.
+        So where an epoch is short (:data:`SHORT_EPOCH_S`), a block is the whole epochs nearest
+        :meth:`block_s_under`; over longer epochs a refill falls in few blocks, and a block lasts
+        that long instead. ``None`` also without an epoch length (an iterable dataset) or where
+        a call of the step is itself an epoch.
+        """
+        if self.alone is None or self.new is None or s.target.epoch_mode:
+            return None
+        try:
+            epoch = len(self.new)
+        except TypeError:  # an IterableDataset without __len__: no epoch to align to
+            return None
+        step = max(s.kept.step_s or 0.0, self.alone[1].per_batch_s)
+        if epoch < 1 or epoch * step > SHORT_EPOCH_S:
+            return None
+        return epoch * max(1, round((self.block_s_under(s) or 0.0) / (epoch * step)))
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:

@@ -43,7 +43,7 @@ from .results import FixResult, NotTried, StackResult, StepProfile, TuneResult
 from .session import Session
 from .suggest import suggestions
 from .target import read_target
-from .trial import MIN_ROUNDS, block_s_for, timing_s, try_fix, try_stack
+from .trial import MIN_ROUNDS, timing_s, trial_block_s, try_fix, try_stack
 
 if TYPE_CHECKING:
     from .fixes import TuneSession
@@ -306,7 +306,7 @@ def _budget_note(
     # 3-minute budget.
     need = max(
         fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s),
-        2 * MIN_ROUNDS * block_s_for(s, fix),
+        2 * MIN_ROUNDS * trial_block_s(s, fix),
     )
     if left_s < need:
         return (

@@ -134,6 +134,27 @@ def block_s_for(s: TuneSession, fix: Fix) -> float:
     return max([fix.block_s(s) or 0.01, *((f.block_s_under(s) or 0.01) for f in under)])
 
 
+def calls_for(s: TuneSession, fix: Fix) -> int | None:
+    """Calls a block of ``fix``'s trial where a kept fix under it asks for a count, else ``None``.
+
+    A kept loader over a short epoch asks for whole epochs (``Loader.calls_under``). Not for a
+    fix that sizes its own blocks (the loader; a larger batch, which draws from a loader of its
+    own): the kept loader's epoch is not its epoch.
+    """
+    if fix.feeds or fix.block_s(s) is not None:
+        return None
+    under = base_for(s.kept, fix).fixes
+    asked = [c for f in under if (c := f.calls_under(s)) is not None]
+    return max(asked) if asked else None
+
+
+def trial_block_s(s: TuneSession, fix: Fix) -> float:
+    """About how long a block of ``fix``'s trial lasts (seconds): for the budget."""
+    calls = calls_for(s, fix)
+    step = s.kept.step_s or 0.0
+    return max(block_s_for(s, fix), (calls or 0) * step)
+
+
 def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     """Measure ``fix`` on top of ``s.kept`` (see the module doc). Errors are results."""
     assert s.base_first is not None
@@ -159,6 +180,7 @@ def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
             warmup=max(f.warmup for f in on),
             target_s=seconds,
             block_s=block_s_for(s, fix),
+            calls=calls_for(s, fix),
             min_rounds=MIN_ROUNDS,
             on_round=s.progress.on_round,
         )

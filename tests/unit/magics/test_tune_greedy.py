@@ -24,7 +24,7 @@ from jupyter_gpu.magics.tune.magic import _budget_note, _to_stack
 from jupyter_gpu.magics.tune.precision import Autocast
 from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, TuneResult
-from jupyter_gpu.magics.tune.trial import MIN_ROUNDS, block_s_for
+from jupyter_gpu.magics.tune.trial import MIN_ROUNDS, block_s_for, calls_for, trial_block_s
 from jupyter_gpu.measure import Timing
 from jupyter_gpu.measure.interval import Ratio
 
@@ -229,3 +229,42 @@ def test_the_budget_counts_the_long_blocks_a_kept_loader_asks_of_every_trial_on_
     # With nothing kept, the step's own time is what a trial costs: it fits in 10 s.
     alone = SimpleNamespace(kept=Kept(), evidence=SimpleNamespace(step_s=0.122))
     assert _budget_note(autocast, 10.0, 2.0, alone, None) is None
+
+
+def test_under_a_kept_loader_over_a_short_epoch_a_block_is_whole_epochs_on_both_sides() -> None:
+    # The H200's ResNet-50: 32 batches an epoch, 55 ms a step with the kept loader, its 8 workers
+    # a batch every 23.9 ms: an epoch of steps is 1.76 s, so a block is one epoch, 32 calls, on
+    # both sides, and each holds the one refill at the epoch's start.
+    loader = Loader(worker_count(budget=CpuBudget(affinity=16, quota=None)))
+    loader.alone = (LoaderAlone(0.05, 0.056, 19), LoaderAlone(0.305, 0.0239, 43))
+    loader.new = range(32)  # the new loader's epoch: len() of it
+    target = SimpleNamespace(epoch_mode=False)
+    session = SimpleNamespace(kept=Kept((loader,), None, 0.055), target=target)
+    assert loader.calls_under(session) == 32
+    autocast = Autocast("bf16", "cpu")
+    assert calls_for(session, autocast) == 32
+    assert trial_block_s(session, autocast) == pytest.approx(32 * 0.055)  # the budget's block
+    # Steps so short that one epoch is well under the blocks' four waves: whole epochs, as many
+    # as come nearest them.
+    quick = SimpleNamespace(kept=Kept((loader,), None, 0.001), target=target)
+    loader.alone = (loader.alone[0], LoaderAlone(0.305, 0.004, 43))
+    assert loader.calls_under(quick) == 32 * round(WAVES * 8 * 0.004 / (32 * 0.004))
+    # A long epoch (100 batches of 55 ms: 5.5 s): a refill falls in few blocks; blocks of time.
+    loader.alone = (loader.alone[0], LoaderAlone(0.305, 0.0239, 43))
+    loader.new = range(100)
+    assert loader.calls_under(session) is None
+    assert calls_for(session, autocast) is None
+    # No epoch length (an IterableDataset), or a step that iterates its loader itself: none.
+    loader.new = iter(range(32))
+    assert loader.calls_under(session) is None
+    loader.new = range(32)
+    epochs = SimpleNamespace(kept=session.kept, target=SimpleNamespace(epoch_mode=True))
+    assert loader.calls_under(epochs) is None
+    # A larger batch draws from a loader of its own, whose epoch is not the kept loader's: its
+    # blocks stay its own (as many of its batches as the kept fixes' blocks hold of theirs).
+    larger = LargerBatch()
+    larger.size, larger.new_size = 64, 256
+    assert calls_for(session, larger) is None
+    assert calls_for(session, loader) is None  # the loader's own trial sizes its blocks itself
+    # Nothing kept: no count.
+    assert calls_for(SimpleNamespace(kept=Kept(), target=target), autocast) is None
