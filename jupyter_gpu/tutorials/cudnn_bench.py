@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from jupyter_gpu.magics.output.progress_bar import ProgressBar
 from jupyter_gpu.measure import Ratio, paired_ratio
 
 KINDS = ("first_call_s", "steady_s", "new_shape_s")
@@ -178,10 +179,34 @@ def compare_in_processes(rounds: int, settings: Mapping[str, Any]) -> CudnnCompa
         raise ValueError(f"need at least one round, got {rounds}")
     off: list[ProcessTimes] = []
     on: list[ProcessTimes] = []
-    for i in range(rounds):
-        for flag in (False, True) if i % 2 == 0 else (True, False):
-            (on if flag else off).append(in_fresh_process(flag, settings))
+    # Each process starts Python, torch and CUDA: on the H200, 12 of them took two minutes, a
+    # cell without output that long looks hung, so a bar says how far it is (in a notebook).
+    total = 2 * rounds
+    bar = ProgressBar(_shell(), total)
+    started = time.monotonic()
+    try:
+        for i in range(rounds):
+            for flag in (False, True) if i % 2 == 0 else (True, False):
+                done = len(off) + len(on)
+                bar.show(
+                    done,
+                    total,
+                    f"cudnn.benchmark: fresh process {done + 1} of {total} "
+                    f"(benchmark {'on' if flag else 'off'}), {time.monotonic() - started:.0f} s",
+                )
+                (on if flag else off).append(in_fresh_process(flag, settings))
+    finally:
+        bar.close()
     return CudnnComparison(tuple(off), tuple(on))
+
+
+def _shell() -> Any:
+    """The IPython shell this runs in, if any (a notebook's kernel draws the bar)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -63,7 +63,7 @@ BLOCK_BATCHES = 10
 WAVES = 4
 #: Under another fix, an epoch of the new loader this short (seconds of steps) sets the blocks:
 #: whole epochs each (``Loader.calls_under``). Two seconds: a trial's 24 blocks then take 48 s at
-#: most; over longer epochs a refill falls in at most one block in three.
+#: most; over longer epochs the refills come less often than once in 2 s of blocks.
 SHORT_EPOCH_S = 2.0
 
 
@@ -274,7 +274,7 @@ class Loader(Fix):
         only when it begins): on the H200's ResNet-50, 305 ms against 24 ms a batch after it,
         every 32 batches. A block of a fixed time holds a refill or not, and on identical work
         on a CPU (``benchmarks/loader_blocks.py``) blocks of four waves gave intervals up to 1.73
-        wide (high/low), one of them excluding 1.0, where blocks of one epoch gave at most 1.05.
+        wide (high/low), where blocks of one epoch gave at most 1.05.
         So where an epoch is short (:data:`SHORT_EPOCH_S`), a block is the whole epochs nearest
         :meth:`block_s_under`; over longer epochs a refill falls in few blocks, and a block lasts
         that long instead. ``None`` also without an epoch length (an iterable dataset) or where

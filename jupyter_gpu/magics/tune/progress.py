@@ -12,6 +12,8 @@ import html
 import sys
 from typing import Any
 
+from jupyter_gpu.magics.output.progress_bar import ProgressBar
+
 from .budget import Budget, describe_s
 
 
@@ -24,34 +26,20 @@ class Progress:
         self.done = 0
         self.label = ""
         self.lines: list[str] = []  #: what the text form printed (terminal, tests)
-        self._bar: Any = None
-        self._text: Any = None
-        self._box: Any = None
         self._quiet = quiet
-        if quiet or getattr(shell, "kernel", None) is None:
-            return  # no front end to draw a widget in: plain lines (or nothing with -q)
-        try:
-            import ipywidgets as widgets
-        except ImportError:
-            return
-        self._bar = widgets.IntProgress(value=0, min=0, max=self.total, bar_style="info")
-        self._text = widgets.HTML(value="")
-        self._box = widgets.HBox([self._bar, self._text])
-        from IPython.display import display
-
-        display(self._box)  # type: ignore[no-untyped-call]  # IPython leaves display unannotated
+        #: The bar where a front end draws it; else plain lines (or nothing with -q).
+        self.bar = ProgressBar(None if quiet else shell, self.total)
 
     def grow(self, total: int) -> None:
         """The stages are now ``total`` (the plan is known after the baseline)."""
         self.total = max(1, total, self.done)
-        if self._bar is not None:
-            self._bar.max = self.total
+        self._draw("")
 
     def stage(self, label: str) -> None:
         """A new stage begins (``label`` names it: "trying bf16 autocast")."""
         self.label = label
         self._draw("")
-        if self._box is None and not self._quiet:
+        if not self.bar.shown and not self._quiet:
             line = f"%tune [{self.done + 1}/{self.total}] {label}"
             self.lines.append(line)
             print(line, file=sys.stdout, flush=True)  # noqa: T201  # the terminal's progress
@@ -67,17 +55,14 @@ class Progress:
 
     def close(self) -> None:
         """Remove the bar (the report follows)."""
-        if self._box is not None:
-            self._box.close()
-            self._box = None
+        self.bar.close()
 
     def _draw(self, detail: str) -> None:
-        if self._box is None:
-            return
-        self._bar.value = self.done
         extra = f", {detail}" if detail else ""
         left = describe_s(self.budget.left_s())
-        self._text.value = (
-            f"<span style='font-size:12px'>%tune {self.done + 1}/{self.total}: "
-            f"{html.escape(self.label)}{extra} ({left} of the budget left)</span>"
+        self.bar.show(
+            self.done,
+            self.total,
+            f"%tune {self.done + 1}/{self.total}: {html.escape(self.label)}{extra} "
+            f"({left} of the budget left)",
         )

@@ -359,20 +359,25 @@ def test_the_progress_bar_names_the_stage_and_its_rounds() -> None:
     pytest.importorskip("ipywidgets")
     kernel_shell = SimpleNamespace(kernel=object())  # a front end to draw in
     progress = Progress(kernel_shell, 3, Budget(60.0), quiet=False)
-    assert progress._bar is not None
+    assert progress.bar.shown
     progress.grow(5)
     progress.step()
     progress.stage("trying input pipeline")
     progress.on_round(4, 100)
-    assert progress._bar.max == 5
-    assert progress._bar.value == 1
-    assert "%tune 2/5: trying input pipeline, round 4" in progress._text.value
-    assert "of the budget left" in progress._text.value
+    assert progress.bar.bar.max == 5
+    assert progress.bar.bar.value == 1
+    assert "%tune 2/5: trying input pipeline, round 4" in progress.bar.text.value
+    assert "of the budget left" in progress.bar.text.value
     assert progress.lines == []  # a bar, not lines
     progress.close()
-    assert progress._box is None
+    assert not progress.bar.shown
     quiet = Progress(kernel_shell, 3, Budget(60.0), quiet=True)
-    assert quiet._bar is None
+    assert not quiet.bar.shown
+    # A terminal (no kernel): no bar, one plain line a stage.
+    terminal = Progress(SimpleNamespace(), 2, Budget(60.0), quiet=False)
+    assert not terminal.bar.shown
+    terminal.stage("measuring the step as it is")
+    assert terminal.lines == ["%tune [1/2] measuring the step as it is"]
 
 
 def test_a_graph_break_in_the_compile_report_becomes_the_causes_tables_advice() -> None:

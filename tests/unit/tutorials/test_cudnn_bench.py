@@ -53,3 +53,40 @@ def test_a_round_of_processes_runs_on_the_cpu() -> None:
     assert all(t.first_call_s > 0 and t.steady_s > 0 and t.new_shape_s > 0 for t in comparison.off)
     with pytest.raises(ValueError, match="at least one round"):
         compare_in_processes(0, settings)
+
+
+def test_the_fresh_processes_show_a_bar_in_a_notebook_and_close_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Twelve fresh processes took two minutes on the H200: a bar says how far the cell is.
+    pytest.importorskip("ipywidgets")
+    from types import SimpleNamespace
+
+    from jupyter_gpu.magics.output import progress_bar
+    from jupyter_gpu.tutorials import cudnn_bench
+
+    shown: list[tuple[int, int, str]] = []
+    bars: list[progress_bar.ProgressBar] = []
+
+    class Recording(progress_bar.ProgressBar):
+        def __init__(self, shell: object, total: int) -> None:
+            super().__init__(shell, total)
+            bars.append(self)
+
+        def show(self, done: int, total: int, label_html: str) -> None:
+            shown.append((done, total, label_html))
+            super().show(done, total, label_html)
+
+    monkeypatch.setattr(cudnn_bench, "ProgressBar", Recording)
+    monkeypatch.setattr(cudnn_bench, "_shell", lambda: SimpleNamespace(kernel=object()))
+    monkeypatch.setattr(
+        cudnn_bench, "in_fresh_process", lambda flag, settings: ProcessTimes(flag, 0.2, 0.01, 0.05)
+    )
+    comparison = cudnn_bench.compare_in_processes(2, {})
+    assert len(comparison.off) == len(comparison.on) == 2
+    assert [(d, t) for d, t, _ in shown] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    assert "fresh process 1 of 4 (benchmark off)" in shown[0][2]
+    assert "fresh process 2 of 4 (benchmark on)" in shown[1][2]
+    assert "fresh process 3 of 4 (benchmark on)" in shown[2][2]  # the order alternates
+    (bar,) = bars
+    assert not bar.shown  # closed once the processes are done: the result follows
