@@ -275,6 +275,15 @@ def show_report(result: TuneResult) -> None:
             line = f"  {item.name}: {item.why}{gpu}"
             text.append(line)
             parts.append(html_note(line.strip()))
+        spent = [item.name for item in result.not_tried if item.reason == "budget"]
+        if spent:
+            line = (
+                f"  {len(spent)} not reached in the {describe_s(result.budget_s)} budget "
+                f"({', '.join(spent)}): run %tune again with a longer --budget to try "
+                f"{'it' if len(spent) == 1 else 'them'}"
+            )
+            text.append(line)
+            parts.append(html_note(line.strip(), warn=True))
     if result.suggestions:
         text.append("suggested (these need the code changed; not applied):")
         parts.append(html_note("suggested (these need the code changed; not applied):"))

@@ -641,6 +641,8 @@ def test_a_spent_budget_lists_the_fixes_not_reached_and_still_suggests(shell: Sh
     assert {"fused optimizer", "torch.compile"} <= set(spent), ran.text
     assert all(why.startswith("not reached") for why in spent.values())
     assert "not reached" in ran.text
+    assert f"{len(spent)} not reached in the 0.1 s budget (" in ran.text
+    assert "with a longer --budget to try them" in ran.text
     # Suggested from the profile of the step as it is: the hand-written attention, its share
     # of the profiled steps and its line in the user's module.
     (sdpa,) = [s for s in result.suggestions if s.name == "scaled_dot_product_attention"]
