@@ -234,6 +234,9 @@ def _targets() -> list[tuple[str, str]]:
     return [(cells[2].strip(), cells[3].strip()) for cells in rows]
 
 
+#: The date of the run the README quotes (checked against its section), and the round since.
+H200_RUN = re.compile(r"on \d{4}-\d\d-\d\d \(before round 4\b")
+
 #: A speed-up or a throughput: the tutorials' measured targets.
 H200_FIGURE = re.compile(r"\b\d+(?:\.\d+)?(?:x| TFLOP/s)(?!\w)")
 
@@ -245,6 +248,10 @@ def test_the_h200_figures_are_the_measured_targets() -> None:
     assert sorted(quoted) == sorted(measured), "quote each measured target once, and no other"
     if "every target" in README:
         assert set(measured.values()) == {"yes"}
+    # The run's date, as its section gives it: the course has changed since, and says so.
+    section = RESULTS.split("## Tutorials on one H200")[1].split("\n## ")[0]
+    (date,) = re.findall(r"^Machine: .*Date: (\d{4}-\d\d-\d\d)\.$", section, re.M)
+    assert f"On one H200, on {date} (" in README.replace("\n", " ")
 
 
 STATUS_EXAMPLE = re.compile(r"GPU \d+: \d+% · [\d.]+/\d+ GiB")
@@ -321,6 +328,7 @@ def test_no_duration_of_the_tests_or_the_build_is_stated() -> None:
 # Figures checked above, and numbers that are names or inputs rather than figures.
 CHECKED = [
     H200_FIGURE,
+    H200_RUN,
     STATUS_EXAMPLE,
     RANGE,
     EIGHT_GPUS,
