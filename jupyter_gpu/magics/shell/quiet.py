@@ -83,6 +83,14 @@ KNOWN: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "compiled function; %compile's reports name each recompile's reason.",
     ),
     (
+        re.compile(r"Profiler (?:record )?function .* will be ignored"),
+        "profiler-label",
+        "torch.compile leaves torch.profiler.record_function labels out of the code it "
+        "compiles (torch.optim labels each optimizer.step() this way, as Optimizer.step#...): "
+        "a profile of compiled code lacks those labels' ranges (no Optimizer.step row among "
+        "%%profile's ranges) and still holds every op and kernel. Harmless.",
+    ),
+    (
         re.compile(r"not enough SMs to use max_autotune_gemm"),
         "few-sms",
         "max-autotune skipped its matmul search (this GPU has too few SMs for it) and used the "

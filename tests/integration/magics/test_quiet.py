@@ -56,6 +56,22 @@ def test_a_restarted_profiler_gets_the_acc_events_note_not_the_warning(shell: Sh
     assert "for one started once, nothing is lost" in both  # never a false "started again"
 
 
+def test_a_compiled_optimizer_step_under_the_profiler_gets_the_label_note(shell: Shell) -> None:
+    # Notebook 07 profiles a compiled AdamW step: dynamo drops torch.optim's record_function
+    # label and logs "Profiler record function ... will be ignored" (the eager backend traces
+    # the same way, without compiling code).
+    ran = shell.ok(
+        "m = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.AdamW(m.parameters())\n"
+        "m(torch.randn(2, 4)).sum().backward()\n"
+        "step = torch.compile(opt.step, backend='eager')\n"
+        "with torch.profiler.profile():\n"
+        "    step()\n"
+    )
+    assert "Note: torch.compile leaves torch.profiler.record_function labels out" in ran.text
+    assert "will be ignored" not in ran.text
+
+
 #: Warnings torch logs (the logger, the message) and what the note about each must say.
 LOGGED_WARNINGS = {
     "recompile_limit": (
