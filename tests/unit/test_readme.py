@@ -226,10 +226,14 @@ def test_the_test_commands_do_what_it_says() -> None:
 # ------------------------------------------------------------------------------------ figures
 
 
+def _tutorials_section() -> str:
+    """RESULTS.md's section of the H200 tutorials' run, which the README quotes."""
+    return RESULTS.split("## Tutorials on one H200")[1].split("\n## ")[0]
+
+
 def _targets() -> list[tuple[str, str]]:
     """(measured, met) of each row of the H200 tutorials' targets table in RESULTS.md."""
-    section = RESULTS.split("## Tutorials on one H200")[1].split("\n## ")[0]
-    table = section.split("### Targets")[1].split("\n\n")[1]
+    table = _tutorials_section().split("### Targets")[1].split("\n\n")[1]
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     return [(cells[2].strip(), cells[3].strip()) for cells in rows]
 
@@ -249,8 +253,7 @@ def test_the_h200_figures_are_the_measured_targets() -> None:
     if "every target" in README:
         assert set(measured.values()) == {"yes"}
     # The run's date, as its section gives it: the course has changed since, and says so.
-    section = RESULTS.split("## Tutorials on one H200")[1].split("\n## ")[0]
-    (date,) = re.findall(r"^Machine: .*Date: (\d{4}-\d\d-\d\d)\.$", section, re.M)
+    (date,) = re.findall(r"^Machine: .*Date: (\d{4}-\d\d-\d\d)\.$", _tutorials_section(), re.M)
     assert f"On one H200, on {date} (" in README.replace("\n", " ")
 
 
