@@ -69,9 +69,13 @@ def test_a_real_difference_is_measured_and_an_absent_one_is_not() -> None:
 def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     """The interval is honest about its run: a call timed against itself holds 1.0.
 
-    Three runs of 96 % intervals: at least two must hold 1.0 (all three would fail one run in
-    about 9). The medians themselves are not bounded: under the full suite's load one read 0.85
-    (0.74-1.12; 12 rounds), and saying so is what the interval is for.
+    Five runs of 96 % intervals: at least three must hold 1.0. All five would fail one run in
+    about 5. Three runs with two to hold failed once in three runs of the timing tests, beside
+    two busy loops and the other test workers, whose bursts are not the steady load the
+    interval assumes (beside five steady busy loops on 2 cores, 1 of 20 intervals missed 1.0,
+    as 96 % says). The medians themselves are not
+    bounded: under the full suite's load one read 0.85 (0.74-1.12; 12 rounds), and saying so
+    is what the interval is for.
     """
 
     def work() -> int:
@@ -80,11 +84,10 @@ def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     def same_work() -> int:
         return sum(range(3000))
 
-    held = []
-    for _ in range(3):
-        ratio = compare({"a": work, "b": same_work}, target_s=0.6, watch=False).ratio("b")
-        held.append(ratio.low <= 1.0 <= ratio.high)
-    assert sum(held) >= 2, held
+    runs = [compare({"a": work, "b": same_work}, target_s=0.6) for _ in range(5)]
+    ratios = [run.ratio("b") for run in runs]
+    held = [ratio.low <= 1.0 <= ratio.high for ratio in ratios]
+    assert sum(held) >= 3, [(r, run.machine.notes) for r, run in zip(ratios, runs, strict=True)]
 
 
 def test_without_a_round_count_the_rounds_stop_on_time_not_on_the_estimate() -> None:
