@@ -9,8 +9,10 @@ what they can hold is about 64 x 512 KiB = 32 MiB. The bounds the test asserts:
 
 - the server's RSS never grows more than ``MEMORY_BOUND_MIB`` over its baseline (measured on
   this machine: see the report the assertion prints);
-- the counting client keeps its rate over a window after the flood: at least 80 % of the
-  samples the cadence makes, none skipped;
+- the counting client keeps up over a window after the flood: it gets every sample the server
+  took in the window, none skipped, each within ``LAG_S`` of being taken, and the stream does
+  not stall (at least half the cadence's samples: on two cores beside busy loops the sampler
+  itself made 72 % of them, which is the sampler's pace, not the stream's);
 - once the silent clients are gone, the RSS comes back to within ``RETURNED_MIB`` of the
   baseline.
 
@@ -45,6 +47,8 @@ CLIENTS = 1000
 LIMIT = 64  # the default max_stream_clients
 INTERVAL_S = 0.1
 WINDOW_S = 5.0
+LAG_S = 1.0
+"""The longest a sample may take from being taken to reaching the counting client: ten ticks."""
 MEMORY_BOUND_MIB = 64
 """The most the RSS may grow with the flood: 64 clients' budgets (512 KiB each, 32 MiB) and
 the handshakes of 1,000 connections. Measured here: +24 MiB (the buffers share each sample's
@@ -57,10 +61,11 @@ TOKEN = "load-test-token-0123456789"
 
 
 class Counter:
-    """A stream client that reads every frame, on a thread: (monotonic time, seq) of each."""
+    """A stream client that reads every frame, on a thread: when each came, its seq and ts."""
 
     def __init__(self, server: RunningServer, port: int) -> None:
-        self.got: list[tuple[float, int]] = []
+        self.got: list[tuple[float, int]] = []  # (monotonic time it came, seq)
+        self.taken: dict[int, tuple[float, float]] = {}  # seq: (its Unix ts, Unix time it came)
         self.error: BaseException | None = None
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.sendall(upgrade_request("127.0.0.1", port, stream_path(), TOKEN))
@@ -79,12 +84,17 @@ class Counter:
                 if opcode != 1:  # a ping (answered), a pong
                     continue
                 sample = json.loads(payload)["sample"]
+                self.taken[int(sample["seq"])] = (float(sample["ts"]), time.time())
                 self.got.append((time.monotonic(), int(sample["seq"])))
         except (OSError, ConnectionError) as err:
             self.error = err
 
     def seqs_between(self, start: float, end: float) -> list[int]:
         return [seq for at, seq in list(self.got) if start <= at < end]
+
+    def lags_s(self, seqs: list[int]) -> list[float]:
+        """How long each of ``seqs`` took from the server's reading to this client."""
+        return [came - ts for ts, came in (self.taken[seq] for seq in seqs)]
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -161,13 +171,20 @@ def test_a_thousand_clients_that_never_read(server: RunningServer) -> None:
         metrics = fetch_text(server)
         connected = gauge(metrics, "jupyter_gpu_stream_clients")
         assert connected <= LIMIT, f"{connected} stream clients were let in"
-        # The counting client, over a window after the flood: its cadence, nothing skipped.
+        # The counting client, over a window after the flood: every sample, nothing skipped,
+        # none late. (A sample taken in the window and not yet here would come after it, with
+        # its lag; one never sent would be a gap in the seqs.)
         start = time.monotonic()
         wait_for(lambda: time.monotonic() >= start + WINDOW_S, timeout_s=WINDOW_S + 5)
         seqs = counter.seqs_between(start, start + WINDOW_S)
         expected = WINDOW_S / INTERVAL_S
-        assert len(seqs) >= 0.8 * expected, f"{len(seqs)} samples in {WINDOW_S:g} s"
+        assert len(seqs) >= 0.5 * expected, (
+            f"the stream stalled: {len(seqs)} samples in {WINDOW_S:g} s"
+        )
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+        lags = counter.lags_s(seqs)
+        print(f"{len(seqs)} samples in the window, lag up to {max(lags):.3f} s")
+        assert max(lags) < LAG_S, f"samples came up to {max(lags):.2f} s after they were taken"
         # The accepted silent clients pass their budget and are dropped.
         wait_for(
             lambda: gauge(fetch_text(server), "jupyter_gpu_stream_clients") == 1,
