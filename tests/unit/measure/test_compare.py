@@ -54,13 +54,15 @@ def test_a_variant_s_context_is_entered_around_its_blocks_only() -> None:
 def test_a_real_difference_is_measured_and_an_absent_one_is_not() -> None:
     result = compare(
         {"slow": lambda: time.sleep(0.008), "fast": lambda: time.sleep(0.001)},
-        rounds=8,
+        rounds=12,
         calls=1,
         watch=False,
     )
     ratio = result.ratio("fast")
     # 8 ms against 1 ms: the interval is above 1 whatever the sleeps overshoot on a busy machine
     # (a sleep can overshoot by several ms there, so the size of the ratio is not asserted).
+    # 12 rounds, so that it runs from the third-lowest round to the third-highest: with 8 it ran
+    # from the lowest, and one 1 ms sleep that overshot by 8 ms took it to 0.89.
     assert ratio.faster
     assert result.ratio("slow", baseline="fast").slower
 
