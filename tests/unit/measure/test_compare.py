@@ -75,9 +75,8 @@ def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     about 5. Three runs with two to hold failed once in three runs of the timing tests, beside
     two busy loops and the other test workers, whose bursts are not the steady load the
     interval assumes (beside five steady busy loops on 2 cores, 1 of 20 intervals missed 1.0,
-    as 96 % says). The medians themselves are not
-    bounded: under the full suite's load one read 0.85 (0.74-1.12; 12 rounds), and saying so
-    is what the interval is for.
+    as 96 % says). The medians themselves are not bounded: under the full suite's load one
+    read 0.85 (0.74-1.12; 12 rounds), and saying so is what the interval is for.
     """
 
     def work() -> int:

@@ -37,8 +37,6 @@ def test_the_rate_of_a_step_s_gemms_on_the_cpu_is_measured_and_named() -> None:
 def test_the_mix_is_the_steps_flops_over_the_steps_time_round_by_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import jupyter_gpu.measure.matmul_rate as matmul_rate
-
     gemms = (GemmShape(64, 64, 64, "fp32", count=3), GemmShape(32, 32, 32, "fp32"))
     # per-call times of each product, round by round: round 1 is slow for the first product
     times = {"0": (1e-3, 4e-3, 1e-3), "1": (2e-4, 2e-4, 3e-4)}
@@ -49,7 +47,7 @@ def test_the_mix_is_the_steps_flops_over_the_steps_time_round_by_round(
             {name: Timing(t, warmup=0) for name, t in times.items()}, "0", 3, "perf_counter"
         )
 
-    monkeypatch.setattr(matmul_rate, "compare", known_times)
+    monkeypatch.setattr("jupyter_gpu.measure.matmul_rate.compare", known_times)
     rate = measure_matmul_rate(gemms, device="cpu", seconds=0.01, watch=False)
     flops = 3 * 2 * 64**3 + 2 * 32**3
     step_times = [3 * a + b for a, b in zip(times["0"], times["1"], strict=True)]
