@@ -263,8 +263,9 @@ export class GpuPanel extends ModelView {
     this._host.render(ctx, !this._offscreen.has(this._host.node));
     this._procTable.update(latest, this.model);
     this._caches.update(latest);
-    // For tests and curious people: how much history the charts hold.
+    // For tests and curious people: how much history the charts hold, and up to when.
     setData(this.node, 'samples', String(buffer.length));
+    setData(this.node, 'newestTs', String(buffer.lastTs ?? ''));
     setData(
       this.node,
       'spanS',

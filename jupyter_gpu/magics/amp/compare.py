@@ -20,7 +20,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from jupyter_gpu.magics.causes import Evidence, Explanation, ModeFacts, explain
-from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.probes.evidence import profile_one_call
 from jupyter_gpu.magics.probes.peak import PeakWatch
 from jupyter_gpu.magics.probes.precision import tf32_supported
 from jupyter_gpu.magics.replay.reach import Named
@@ -255,7 +255,7 @@ def _first_step(
             finally:
                 reading = watch.stop() if watch is not None else None
             loss = loss_value(first)
-            profile = profile_calls(run, calls=1)
+            profile = profile_one_call(run)
     except Exception as exc:  # noqa: BLE001  # one mode failing (fp16 on CPU, say) is a result
         return AmpModeResult(mode, None, 0, None, None, None, f"{type(exc).__name__}: {exc}")
     reference = next((r.loss for r in previous if r.mode == "fp32"), None)

@@ -1,7 +1,8 @@
 """Measurements a "Why" line can stand on: a profile of a few calls, read into plain figures.
 
-``%compile --bench`` profiles the compiled call and ``%amp compare`` one step per mode, after
-their timing runs (inside their repeated runs, so the profiled calls are put back too). One
+``%compile --bench`` profiles the compiled call, and ``%amp compare`` and ``%tune`` one step
+(the least disturbed of a few, :func:`profile_one_call`), after their timing runs (inside their
+repeated runs, so the profiled calls are put back too). One
 :class:`CallProfile` holds, per call: the GPU's busy time (the union of its kernels) and the
 kernel count; torch.compile's own steps as the profiler names them (``TorchDynamo Cache
 Lookup``: the guard check; ``Torch-Compiled Region``; ``## Call CompiledFxGraph ##``: the
@@ -183,6 +184,32 @@ def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | No
             return read_profile(prof, calls=calls, cuda=cuda, wall_s=wall)
         except (RuntimeError, UnicodeDecodeError, AttributeError):
             return None  # a trace torch cannot parse (see %%profile): no evidence, no guess
+
+
+def profile_one_call(
+    run: Callable[[], Any], *, tries: int = 5, within_s: float = 0.5
+) -> CallProfile | None:
+    """The least disturbed of up to ``tries`` calls of ``run``, each profiled on its own.
+
+    A call the machine interrupted (another process given the core: a scheduler slice is
+    milliseconds, and on a busy machine tens of them) counts the wait in whichever op was
+    running, and one such op can make a step of convolutions look like a step of anything
+    else. An interruption only ever adds time, so of several calls the one with the least
+    work (``busy_s``) is the nearest to what the step is made of. The first call always runs;
+    more run while ``within_s`` has not passed since the first began, so a long step is
+    profiled once. ``None`` where the profiler cannot run (see :func:`profile_calls`).
+    """
+    best: CallProfile | None = None
+    start = time.perf_counter()
+    for _ in range(max(1, tries)):
+        call = profile_calls(run, calls=1)
+        if call is None:
+            break
+        if best is None or call.busy_s < best.busy_s:
+            best = call
+        if time.perf_counter() - start >= within_s:
+            break
+    return best
 
 
 def _dtype_of(dtypes: list[str]) -> str:

@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import read_cpu_budget
-from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.probes.evidence import profile_one_call
 from jupyter_gpu.magics.probes.precision import autocast_enabled, tf32_enabled, tf32_supported
 from jupyter_gpu.magics.profile.analysis import analyse
 from jupyter_gpu.magics.profile.steps import profiled_pass, step_profiler
@@ -101,7 +101,7 @@ def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
         synchronize(device)
         ev.sync_places = {k: v for k, v in spy.places.items() if k != "?"}
     with base.entered():
-        ev.call = profile_calls(base.run, calls=1)
+        ev.call = profile_one_call(base.run)
         ev.flops_per_step, ev.flops_note = count_flops(base.run)
     synchronize(device)
     if target.cuda:

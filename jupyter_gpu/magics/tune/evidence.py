@@ -3,7 +3,8 @@
 One :class:`Evidence` per run, made from measurements of that run only (``session.py`` takes
 them): the steady time per step with its interval; a profile of steady steps (``%%profile``'s
 analysis: the idle split, the DataLoader's share, the syncs and their lines, the top kernels);
-one profiled step with the dtypes of its matmuls and convolutions (``profile_calls``); the first
+one profiled step with the dtypes of its matmuls and convolutions (the least disturbed of a few,
+``profile_one_call``: on a busy machine one interrupted op can hide the step's make-up); the first
 two steps from the saved state (their losses, and on CUDA the allocator's peak of the first);
 the model FLOPs of one step (``torch.utils.flop_counter``); the settings in force (autocast,
 TF32, threads) and the CPUs this kernel may use.
