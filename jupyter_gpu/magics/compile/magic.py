@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 
 from jupyter_gpu.magics.output.render import show_note
-from jupyter_gpu.magics.probes.evidence import profile_calls
+from jupyter_gpu.magics.probes.evidence import profile_one_call
 from jupyter_gpu.magics.replay.reach import Named
 from jupyter_gpu.magics.replay.runs import RepeatedRuns
 from jupyter_gpu.magics.shell.args import (
@@ -368,7 +368,7 @@ class CompileMagics(ShellMagics):
                 ratio = comparison.ratio("compiled")
                 if not _clearly_faster(ratio):
                     user_ns[result.name] = result.compiled
-                    profile = profile_calls(run)  # the evidence for "why no faster"
+                    profile = profile_one_call(run)  # the evidence for "why no faster"
         finally:
             user_ns[result.name] = result.compiled
             restored = runs.finish()

@@ -1,8 +1,8 @@
 """Measurements a "Why" line can stand on: a profile of a few calls, read into plain figures.
 
-``%compile --bench`` profiles the compiled call, and ``%amp compare`` and ``%tune`` one step
-(the least disturbed of a few, :func:`profile_one_call`), after their timing runs (inside their
-repeated runs, so the profiled calls are put back too). One
+``%compile --bench`` profiles the compiled call, and ``%amp compare`` and ``%tune`` one step,
+each the least disturbed of a few calls (:func:`profile_one_call`), after their timing runs
+(inside their repeated runs, so the profiled calls are put back too). One
 :class:`CallProfile` holds, per call: the GPU's busy time (the union of its kernels) and the
 kernel count; torch.compile's own steps as the profiler names them (``TorchDynamo Cache
 Lookup``: the guard check; ``Torch-Compiled Region``; ``## Call CompiledFxGraph ##``: the

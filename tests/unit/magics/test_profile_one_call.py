@@ -9,7 +9,9 @@ convolution around it is real.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
+import pytest
 import torch
 
 from jupyter_gpu.magics.probes.evidence import CallProfile, profile_calls, profile_one_call
@@ -48,13 +50,25 @@ def conv_share(profile: CallProfile | None) -> float:
     return profile.matmul_s(conv=True) / profile.busy_s
 
 
-def test_an_interrupted_call_does_not_hide_the_convolutions() -> None:
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op thread, as %tune's CPU steps in the tests: two threads beside other busy
+    processes wait on each other at every op (the convolution once took 83 ms, not 2)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_an_interrupted_call_does_not_hide_the_convolutions(one_thread: None) -> None:
     # The wait lands in our op: the first call, profiled alone, is nearly all that op.
-    assert conv_share(profile_calls(Step({0: 0.2}), calls=1)) < SMALL_SHARE
-    step = Step({0: 0.2})
-    least = profile_one_call(step)
+    assert conv_share(profile_calls(Step({0: 1.0}), calls=1)) < SMALL_SHARE
+    step = Step({0: 1.0})
+    least = profile_one_call(step, within_s=3.0)
     assert step.calls > 1
-    assert conv_share(least) > 0.5
+    # About 0.6 on a quiet machine; well above the share below which %tune tries no fix, on a
+    # busy one, where every call can lose its core for a moment.
+    assert conv_share(least) > 5 * SMALL_SHARE
 
 
 def test_a_long_step_is_profiled_once() -> None:
