@@ -140,7 +140,7 @@ class TuneMagics(ShellMagics):
         torch = torch_module()
         target = read_target(self.shell, args, torch)
         budget = Budget(args.budget)
-        progress = Progress(self.shell, 3, budget, quiet=args.quiet)
+        progress = Progress(self.shell, budget, quiet=args.quiet)
         session = Session[Fix](self.shell, target, torch, budget, progress)
         result = TuneResult(target.expr, target.device, budget_s=args.budget)
         try:
@@ -212,7 +212,8 @@ class TuneMagics(ShellMagics):
         for p in planned:
             if p.why_not is not None:
                 result.not_tried.append(NotTried(p.fix.name, p.why_not, p.fix.needs_gpu))
-        s.progress.grow(1 + len(to_try) + 1)
+        # The baseline, each fix, and the kept fixes together (only where two could be kept).
+        s.progress.plan(1 + len(to_try) + (1 if len(to_try) > 1 else 0))
         reserve = STACK_RESERVE * s.budget.seconds
         default_compile_s: float | None = None
         measured: dict[str, Fix] = {}
@@ -257,6 +258,8 @@ class TuneMagics(ShellMagics):
                 stack = _loader_figures(stack, loader, fixed_timing, comparison["together"])
             result.stack = stack
             s.progress.step()
+        if len(stacked) < 2:
+            s.progress.plan(s.progress.done)  # no stack to time: the stages done were all
         return stacked
 
     def _finish(

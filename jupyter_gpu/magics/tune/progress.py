@@ -18,20 +18,29 @@ from .budget import Budget, describe_s
 
 
 class Progress:
-    """A bar over the stages of a ``%tune`` run (the baseline, each fix, the stack)."""
+    """A bar over the stages of a ``%tune`` run (the baseline, each fix, the stack).
 
-    def __init__(self, shell: Any, total: int, budget: Budget, *, quiet: bool) -> None:
-        self.total = max(1, total)
+    How many stages there are is not known until the baseline's evidence has made the plan,
+    so until :meth:`plan` the count is shown without a total ("[1] measuring ..."), never with
+    a guess that the next line contradicts.
+    """
+
+    def __init__(self, shell: Any, budget: Budget, *, quiet: bool) -> None:
+        self.total: int | None = None  #: the stages, once the plan is made
         self.budget = budget
         self.done = 0
         self.label = ""
         self.lines: list[str] = []  #: what the text form printed (terminal, tests)
         self._quiet = quiet
         #: The bar where a front end draws it; else plain lines (or nothing with -q).
-        self.bar = ProgressBar(None if quiet else shell, self.total)
+        self.bar = ProgressBar(None if quiet else shell, 1)
 
-    def grow(self, total: int) -> None:
-        """The stages are now ``total`` (the plan is known after the baseline)."""
+    def plan(self, total: int) -> None:
+        """The stages are ``total`` in all, those done included.
+
+        Known after the baseline; lowered to the stages done when the last one planned (the
+        kept fixes together) is not needed.
+        """
         self.total = max(1, total, self.done)
         self._draw("")
 
@@ -40,13 +49,13 @@ class Progress:
         self.label = label
         self._draw("")
         if not self.bar.shown and not self._quiet:
-            line = f"%tune [{self.done + 1}/{self.total}] {label}"
+            line = f"%tune [{self._count()}] {label}"
             self.lines.append(line)
             print(line, file=sys.stdout, flush=True)  # noqa: T201  # the terminal's progress
 
     def step(self) -> None:
         """The current stage is over."""
-        self.done = min(self.total, self.done + 1)
+        self.done = self.done + 1 if self.total is None else min(self.total, self.done + 1)
         self._draw("")
 
     def on_round(self, done: int, most: int) -> None:
@@ -57,12 +66,16 @@ class Progress:
         """Remove the bar (the report follows)."""
         self.bar.close()
 
+    def _count(self) -> str:
+        """The stage under way and, once planned, of how many: "2/5", or "1" before the plan."""
+        current = min(self.done + 1, self.total) if self.total is not None else self.done + 1
+        return f"{current}/{self.total}" if self.total is not None else str(current)
+
     def _draw(self, detail: str) -> None:
         extra = f", {detail}" if detail else ""
         left = describe_s(self.budget.left_s())
         self.bar.show(
             self.done,
-            self.total,
-            f"%tune {self.done + 1}/{self.total}: {html.escape(self.label)}{extra} "
-            f"({left} of the budget left)",
+            self.total if self.total is not None else self.done + 1,
+            f"%tune {self._count()}: {html.escape(self.label)}{extra} ({left} of the budget left)",
         )

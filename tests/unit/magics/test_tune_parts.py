@@ -358,10 +358,12 @@ def test_the_suggestions_name_the_syncs_lines_and_the_batch_memory_allows() -> N
 def test_the_progress_bar_names_the_stage_and_its_rounds() -> None:
     pytest.importorskip("ipywidgets")
     kernel_shell = SimpleNamespace(kernel=object())  # a front end to draw in
-    progress = Progress(kernel_shell, 3, Budget(60.0), quiet=False)
+    progress = Progress(kernel_shell, Budget(60.0), quiet=False)
     assert progress.bar.shown
-    progress.grow(5)
+    progress.stage("measuring the step as it is")
+    assert "%tune 1: measuring the step as it is" in progress.bar.text.value  # no total yet
     progress.step()
+    progress.plan(5)
     progress.stage("trying input pipeline")
     progress.on_round(4, 100)
     assert progress.bar.bar.max == 5
@@ -371,13 +373,26 @@ def test_the_progress_bar_names_the_stage_and_its_rounds() -> None:
     assert progress.lines == []  # a bar, not lines
     progress.close()
     assert not progress.bar.shown
-    quiet = Progress(kernel_shell, 3, Budget(60.0), quiet=True)
+    quiet = Progress(kernel_shell, Budget(60.0), quiet=True)
     assert not quiet.bar.shown
-    # A terminal (no kernel): no bar, one plain line a stage.
-    terminal = Progress(SimpleNamespace(), 2, Budget(60.0), quiet=False)
+
+
+def test_the_terminal_progress_never_states_a_total_the_next_line_contradicts() -> None:
+    terminal = Progress(SimpleNamespace(), Budget(60.0), quiet=False)  # no kernel: no bar
     assert not terminal.bar.shown
     terminal.stage("measuring the step as it is")
-    assert terminal.lines == ["%tune [1/2] measuring the step as it is"]
+    terminal.step()
+    terminal.plan(4)  # two fixes to try, and the two together
+    for name in ("autocast", "compile"):
+        terminal.stage(f"trying {name}")
+        terminal.step()
+    terminal.plan(terminal.done)  # only one was kept: no stack to time
+    assert terminal.lines == [
+        "%tune [1] measuring the step as it is",
+        "%tune [2/4] trying autocast",
+        "%tune [3/4] trying compile",
+    ]
+    assert terminal.total == terminal.done == 3
 
 
 def test_a_graph_break_in_the_compile_report_becomes_the_causes_tables_advice() -> None:
