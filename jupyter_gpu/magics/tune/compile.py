@@ -78,22 +78,34 @@ class Compile(Fix):
             return "max-autotune times GPU kernels (Triton templates against cuBLAS): needs a GPU"
         return None
 
-    def budget_note(self, left_s: float, default_compile_s: float | None) -> str | None:
-        """Why the budget left does not allow this compile (``None``: it does)."""
-        if left_s < MIN_COMPILE_S:
+    def budget_note(
+        self, left_s: float, default_compile_s: float | None, comparison_s: float = 0.0
+    ) -> str | None:
+        """Why the budget left does not allow this compile and its comparison (``None``: it does).
+
+        ``comparison_s``: what its rounds need once compiled, estimated as for any fix (on top of
+        a kept loader, blocks of whole epochs); a compile that fits but whose rounds do not would
+        overrun the budget. A default compile measured already sizes the other modes' compiles.
+        """
+        then = f" and the {comparison_s:.0f} s its comparison needs" if comparison_s >= 1 else ""
+        if default_compile_s is not None and default_compile_s > MIN_COMPILE_S:
+            compile_s, what = default_compile_s, "the default compile took"
+        else:
+            compile_s, what = MIN_COMPILE_S, "a compile needs"
+        if left_s < compile_s + comparison_s:
             return (
                 f"not reached: {max(0.0, left_s):.0f} s of the budget left, under the "
-                f"{MIN_COMPILE_S:.0f} s a compile needs"
+                f"{compile_s:.0f} s {what}{then}"
             )
         if self.mode == "max-autotune-no-cudagraphs":
             if default_compile_s is None:
                 return "the default compile was not measured, so its autotuning cannot be sized"
             need = AUTOTUNE_FACTOR * default_compile_s
-            if left_s < need:
+            if left_s < need + comparison_s:
                 return (
                     f"not reached: {left_s:.0f} s of the budget left, under {AUTOTUNE_FACTOR}x "
-                    "the default "
-                    f"compile's {default_compile_s:.1f} s; --budget longer tries it"
+                    f"the default compile's {default_compile_s:.1f} s{then}; --budget longer "
+                    "tries it"
                 )
         return None
 

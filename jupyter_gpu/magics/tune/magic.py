@@ -299,8 +299,6 @@ def _budget_note(
     fix: Fix, left_s: float, seconds: float, s: TuneSession, default_compile_s: float | None
 ) -> str | None:
     """Why ``fix`` does not fit in the budget left (``None``: it does)."""
-    if isinstance(fix, Compile):
-        return fix.budget_note(left_s, default_compile_s)
     assert s.evidence is not None
     # On top of kept fixes, a round times the step with them: faster, so cheaper. But a round
     # also times two blocks at least as long as the trial's block. A kept loader's blocks hold ten
@@ -311,6 +309,8 @@ def _budget_note(
         fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s),
         2 * MIN_ROUNDS * trial_block_s(s, fix),
     )
+    if isinstance(fix, Compile):  # the compile first, then the same rounds as any fix
+        return fix.budget_note(left_s, default_compile_s, comparison_s=need)
     if left_s < need:
         return (
             f"not reached: {describe_s(max(0.0, left_s))} of the budget left for it, under the "

@@ -15,7 +15,7 @@ from jupyter_gpu.host.cpus import CpuBudget, worker_count
 from jupyter_gpu.magics.tune.autocast_nhwc import AutocastChannelsLast
 from jupyter_gpu.magics.tune.batch_size import LargerBatch
 from jupyter_gpu.magics.tune.batches import LoaderAlone
-from jupyter_gpu.magics.tune.compile import Compile
+from jupyter_gpu.magics.tune.compile import MIN_COMPILE_S, Compile
 from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
 from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixes
@@ -229,6 +229,30 @@ def test_the_budget_counts_the_long_blocks_a_kept_loader_asks_of_every_trial_on_
     # With nothing kept, the step's own time is what a trial costs: it fits in 10 s.
     alone = SimpleNamespace(kept=Kept(), evidence=SimpleNamespace(step_s=0.122))
     assert _budget_note(autocast, 10.0, 2.0, alone, None) is None
+
+
+def test_a_compile_is_started_only_where_its_comparison_fits_after_it() -> None:
+    # The H200's ResNet-50 (2026-12-05): on top of the kept loader a compile's rounds are as
+    # long as any fix's there (2 x 12 blocks of 0.77 s: 18 s); counting the compile alone let it
+    # start where its rounds could not follow, and that run took 5m 29s of its 5 minutes.
+    loader = Loader(worker_count(budget=CpuBudget(affinity=16, quota=None)))
+    loader.alone = (LoaderAlone(0.05, 0.056, 19), LoaderAlone(0.305, 0.0239, 43))
+    session = SimpleNamespace(
+        kept=Kept((loader,), None, 0.055), evidence=SimpleNamespace(step_s=0.122)
+    )
+    compile_default = Compile()
+    rounds = 2 * MIN_ROUNDS * block_s_for(session, compile_default)
+    note = _budget_note(compile_default, MIN_COMPILE_S + 1.0, 2.0, session, None)
+    assert note is not None
+    assert note.startswith("not reached: 21 s of the budget left, under the 20 s a compile needs")
+    assert f"and the {rounds:.0f} s its comparison needs" in note
+    assert _budget_note(compile_default, MIN_COMPILE_S + rounds + 1.0, 2.0, session, None) is None
+    # A default compile measured at 41.5 s sizes the next mode's compile instead of the 20 s.
+    overhead = Compile("reduce-overhead")
+    slow = _budget_note(overhead, MIN_COMPILE_S + rounds + 1.0, 2.0, session, 41.5)
+    assert slow is not None
+    assert "under the 42 s the default compile took" in slow
+    assert _budget_note(overhead, 41.5 + rounds + 1.0, 2.0, session, 41.5) is None
 
 
 def test_under_a_kept_loader_over_a_short_epoch_a_block_is_whole_epochs_on_both_sides() -> None:
