@@ -152,6 +152,11 @@ def build_cases(steps: Mapping[str, Mapping[str, ModeMeasurement]], here: GpuFac
     only where a step's memory is known (``here.step_memory_bytes``) and its fp32 peak is above
     its 16-bit peaks: it has room for a 16-bit step (midway between the two peaks), not an fp32
     one. The measurements stay those of this run: a T4's times would differ, its overflows not.
+
+    Every case asked has an answer the measurements support, and the GPU short of memory has
+    less than ``here``. It is left out where no mode fits and trains there: on a GPU without
+    bf16 (as the 16gb tier emulates one), a step that overflows fp16 has no answer once fp32
+    does not fit.
     """
     cases = []
     for step, measured in steps.items():
@@ -164,7 +169,9 @@ def build_cases(steps: Mapping[str, Mapping[str, ModeMeasurement]], here: GpuFac
             tight = (peak["fp32"] + half) // 2
             room = f"{tight / 2**30:.2f} GiB" if tight >= 2**30 else f"{tight / 2**20:.1f} MiB"
             name = f"{here.name} with {room} for a step"
-            cases.append(Case(step, measured, replace(here, name=name, step_memory_bytes=tight)))
+            short = replace(here, name=name, step_memory_bytes=tight)
+            if tight < here.step_memory_bytes and "ok" in judge(measured, short).values():
+                cases.append(Case(step, measured, short))
     return cases
 
 

@@ -189,6 +189,26 @@ def test_build_cases_asks_a_t4_and_a_gpu_short_of_memory_where_they_differ() -> 
     assert [c.gpu for c in build_cases({"s": TABULAR}, on_cpu)] == [on_cpu]  # nothing to vary
 
 
+def test_build_cases_never_asks_a_question_no_mode_answers() -> None:
+    # The 16gb tier on the H200 (GPU run of 2026-12-05): it emulates a GPU without bf16 or TF32,
+    # so %amp compare measures fp32 and fp16; the tabular step overflows fp16. A GPU with room
+    # for fp16's step but not fp32's would leave no mode, and the notebook's own solution raised
+    # on that case ("min() iterable argument is empty").
+    no_bf16 = GpuFacts("this GPU", bf16=False, tf32=False, step_memory_bytes=100 * GiB)
+    gpt = {m: H200_LIKE[m] for m in ("fp32", "fp16")}
+    tabular = {m: TABULAR[m] for m in ("fp32", "fp16")}
+    cases = build_cases({"the GPT step": gpt, "the tabular step": tabular}, no_bf16)
+    assert [c.where() for c in cases] == [
+        "the GPT step on this GPU",
+        "the GPT step on this GPU with 15.95 GiB for a step",  # fp16 fits and trains there
+        "the tabular step on this GPU",  # and no GPU short of memory: nothing would answer
+    ]
+    for case in cases:
+        assert "ok" in judge(case.measured, case.gpu).values(), case.where()
+    solved = check_pick(pick_solution, cases)
+    assert solved, solved.message
+
+
 def test_judge_rules_out_a_nan_loss() -> None:
     verdicts = judge(TABULAR_TIED, H200)
     assert "overflowed" in verdicts["fp16"]
