@@ -360,6 +360,9 @@ export class Connection {
 
   private async _backfill(since: number): Promise<void> {
     if (this._backfilling) {
+      // One is in flight, and the server may have answered it before this gap's samples
+      // existed: ask again once it is done, from the older of the two points.
+      this._backfillAgain = Math.min(this._backfillAgain ?? since, since);
       return;
     }
     this._backfilling = true;
@@ -373,6 +376,11 @@ export class Connection {
       // The next reconnect fills the gap; a failed backfill only leaves a gap in the chart.
     } finally {
       this._backfilling = false;
+      const again = this._backfillAgain;
+      this._backfillAgain = null;
+      if (again !== null && epoch === this._scheduler.epoch) {
+        void this._backfill(again);
+      }
     }
   }
 
@@ -398,6 +406,8 @@ export class Connection {
   private _mode: TransportMode;
   private _watchdogMs: number;
   private _backfilling = false;
+  /** A gap seen while a backfill was in flight: where the next one starts. */
+  private _backfillAgain: number | null = null;
   private _reloading = false;
   /** While the server refuses the stream: when to ask again (ms since the epoch). */
   private _refusedUntil = 0;

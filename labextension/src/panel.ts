@@ -265,6 +265,7 @@ export class GpuPanel extends ModelView {
     this._caches.update(latest);
     // For tests and curious people: how much history the charts hold, and up to when.
     setData(this.node, 'samples', String(buffer.length));
+    setData(this.node, 'oldestTs', String(buffer.ts[0] ?? ''));
     setData(this.node, 'newestTs', String(buffer.lastTs ?? ''));
     setData(
       this.node,

@@ -35,16 +35,23 @@ async function expectAllHistory(page: Page): Promise<void> {
   const panel = page.locator(PANEL);
   await expect(async () => {
     // Both read at once: a render between two reads would pair one count with another's time.
-    const [client, newest] = await panel.evaluate((node: HTMLElement) => [
-      Number(node.dataset.samples),
-      Number(node.dataset.newestTs)
-    ]);
+    const [client, oldest, newest] = await panel.evaluate(
+      (node: HTMLElement) => [
+        Number(node.dataset.samples),
+        Number(node.dataset.oldestTs),
+        Number(node.dataset.newestTs)
+      ]
+    );
     const server = await serverTimes(page);
     const upToNewest = server.filter(ts => ts <= newest).length;
     expect(server, "the panel's newest sample is one the server has").toContain(
       newest
     );
-    expect(client, `${server.length} on the server`).toBe(upToNewest);
+    // Where a gap is: at the start (the panel's oldest is not the server's) or between.
+    const where =
+      `the server holds ${server.length}, ${server[0]} to ${server[server.length - 1]}; ` +
+      `the panel ${client}, ${oldest} to ${newest}`;
+    expect(client, where).toBe(upToNewest);
     // Live again: the panel is at most a few samples behind the server.
     expect(server.length - client).toBeLessThanOrEqual(5);
   }).toPass({ timeout: 10000 });

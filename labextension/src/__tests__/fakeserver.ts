@@ -87,6 +87,8 @@ export class FakeServer implements IGpuTransport {
   /** When each history request came (ms, the test's clock). */
   historyTimes: number[] = [];
   deviceCalls = 0;
+  /** History answers are made when asked and arrive this much later (a slow network, ms). */
+  historyDelayMs = 0;
   /** Changes each new sample before it is kept and sent (a GPU that hangs, say). */
   shape: ((sample: ISample) => void) | null = null;
 
@@ -169,6 +171,9 @@ export class FakeServer implements IGpuTransport {
     const samples = this.history_.filter(
       s => since === undefined || s.ts > since
     );
+    if (this.historyDelayMs > 0) {
+      await new Promise(resolve => setTimeout(resolve, this.historyDelayMs));
+    }
     return { interval_s: this.intervalS, samples };
   }
 

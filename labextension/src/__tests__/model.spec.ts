@@ -109,6 +109,28 @@ describe('GpuMonitorModel', () => {
     expectContiguous(model, server);
   });
 
+  it('fills a gap seen while another backfill is in flight', async () => {
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    expect(model.status).toBe('live');
+    server.historyDelayMs = 500; // answers made when asked, arriving half a second later
+    const missed = (n: number) => {
+      server.silentSockets = true; // kept in the history, never sent on the socket
+      server.tick(n);
+      server.silentSockets = false;
+    };
+    missed(2);
+    server.tick(); // seq jumps by 3: a backfill is asked for
+    await advance(100);
+    missed(2);
+    server.tick(); // another jump, while the first backfill is on its way
+    await advance(1000);
+    // The first answer was made before the second gap existed: only a second backfill fills it.
+    expect(model.buffer.length).toBe(server.history_.length);
+    expectContiguous(model, server);
+  });
+
   it('backs off while the server is down, then catches up', async () => {
     model = newModel(server);
     model.setVisible('panel', true);
