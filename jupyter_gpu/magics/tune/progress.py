@@ -68,8 +68,9 @@ class Progress:
 
     def _count(self) -> str:
         """The stage under way and, once planned, of how many: "2/5", or "1" before the plan."""
-        current = min(self.done + 1, self.total) if self.total is not None else self.done + 1
-        return f"{current}/{self.total}" if self.total is not None else str(current)
+        if self.total is None:
+            return str(self.done + 1)
+        return f"{min(self.done + 1, self.total)}/{self.total}"
 
     def _draw(self, detail: str) -> None:
         extra = f", {detail}" if detail else ""
