@@ -454,6 +454,8 @@ def summary(result: Any, wall: float) -> dict[str, Any]:
         "not_tried": [(n.name, n.why) for n in result.not_tried],
         "suggestions": [(s.name, s.where) for s in result.suggestions],
         "restored": result.restored.line if result.restored is not None else "",
+        "elapsed_s": result.elapsed_s,
+        "stages": [[label, seconds] for label, seconds in result.stages],
     }
 
 
@@ -517,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         figures[target] = summary(result, wall)
         print(f"  %tune took {wall:.0f} s (budget {args.budget})")
+        for label, seconds in result.stages:
+            print(f"    {seconds:6.1f} s  {label}")
         print(*fix_rows(result), sep="\n")
         print(*stack_rows(result), sep="\n")
         for s in result.suggestions:

@@ -152,6 +152,7 @@ class TuneMagics(ShellMagics):
         if args.apply and not result.interrupted:
             result.applied = _apply(session, stacked)
         result.elapsed_s = budget.elapsed_s()
+        result.stages = list(progress.times)
         if not args.quiet:
             show_report(result)
         return result if args.output else None

@@ -31,6 +31,10 @@ class Progress:
         self.done = 0
         self.label = ""
         self.lines: list[str] = []  #: what the text form printed (terminal, tests)
+        #: Each stage's label and seconds, on the budget's clock, in the order they ran: what
+        #: a run over its budget spent its time on.
+        self.times: list[tuple[str, float]] = []
+        self._began: float | None = None  #: when the stage under way began (None: none is)
         self._quiet = quiet
         #: The bar where a front end draws it; else plain lines (or nothing with -q).
         self.bar = ProgressBar(None if quiet else shell, 1)
@@ -46,7 +50,9 @@ class Progress:
 
     def stage(self, label: str) -> None:
         """A new stage begins (``label`` names it: "trying bf16 autocast")."""
+        self._end_stage()
         self.label = label
+        self._began = self.budget.elapsed_s()
         self._draw("")
         if not self.bar.shown and not self._quiet:
             line = f"%tune [{self._count()}] {label}"
@@ -54,7 +60,8 @@ class Progress:
             print(line, file=sys.stdout, flush=True)  # noqa: T201  # the terminal's progress
 
     def step(self) -> None:
-        """The current stage is over."""
+        """The current stage is over (or a stage not begun, such as a fix left out, is passed)."""
+        self._end_stage()
         self.done = self.done + 1 if self.total is None else min(self.total, self.done + 1)
         self._draw("")
 
@@ -64,7 +71,13 @@ class Progress:
 
     def close(self) -> None:
         """Remove the bar (the report follows)."""
+        self._end_stage()
         self.bar.close()
+
+    def _end_stage(self) -> None:
+        if self._began is not None:
+            self.times.append((self.label, self.budget.elapsed_s() - self._began))
+            self._began = None
 
     def _count(self) -> str:
         """The stage under way and, once planned, of how many: "2/5", or "1" before the plan."""

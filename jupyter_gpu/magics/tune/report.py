@@ -216,6 +216,28 @@ def _waterfall_svg(x: list[str], y: list[float], measure: list[str]) -> str:
     return "".join(parts)
 
 
+def over_budget_line(result: TuneResult) -> str | None:
+    """Where a run over its budget spent its time: its longest stages, as measured, or None.
+
+    A stage is begun only where its estimate fits in what is left, and one under way is
+    finished (a compile cannot be stopped halfway), so an overrun is an estimate missed; this
+    names which.
+    """
+    over = result.elapsed_s - result.budget_s
+    if over < 1.0 or result.budget_s <= 0:
+        return None
+    longest = sorted(result.stages, key=lambda stage: -stage[1])[:3]
+    rest = result.elapsed_s - sum(seconds for _, seconds in result.stages)
+    named = ", ".join(f"{label} {describe_s(seconds)}" for label, seconds in longest)
+    where = f"; the longest stages: {named}" if longest else ""
+    others = f", {len(result.stages) - len(longest)} more" if len(result.stages) > 3 else ""
+    between = describe_s(max(0.0, rest))
+    return (
+        f"Over the budget by {describe_s(over)}: a stage under way is finished, not cut "
+        f"short{where}{others}; between the stages (the plan, putting things back) {between}"
+    )
+
+
 def show_report(result: TuneResult) -> None:
     """Display the whole report (text and HTML), then the waterfall."""
     text: list[str] = []
@@ -226,6 +248,10 @@ def show_report(result: TuneResult) -> None:
     )
     text.append(head)
     parts.append(f"<p><b>{html.escape(head)}</b></p>")
+    over = over_budget_line(result)
+    if over is not None:
+        text.append(over)
+        parts.append(html_note(over, warn=True))
     if result.interrupted:
         note = "Stopped by Ctrl-C: everything was put back; below is what was measured before."
         text.append(note)

@@ -162,6 +162,9 @@ class TuneResult:
     interrupted: bool = False
     elapsed_s: float = 0.0
     budget_s: float = 0.0
+    #: Each stage's label and seconds, in the order they ran ("trying torch.compile", 96.0);
+    #: the rest of ``elapsed_s`` went on the plan, putting things back and ``--apply``.
+    stages: list[tuple[str, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property

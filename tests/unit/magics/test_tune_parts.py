@@ -38,7 +38,7 @@ from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
 from jupyter_gpu.magics.tune.progress import Progress
-from jupyter_gpu.magics.tune.report import stack_line, waterfall
+from jupyter_gpu.magics.tune.report import over_budget_line, stack_line, waterfall
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
 from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
 from jupyter_gpu.magics.tune.target import Target, loader_in
@@ -393,6 +393,46 @@ def test_the_terminal_progress_never_states_a_total_the_next_line_contradicts() 
         "%tune [3/4] trying compile",
     ]
     assert terminal.total == terminal.done == 3
+
+
+class _ClockBudget(Budget):
+    """A budget whose clock the test moves."""
+
+    now = 0.0
+
+    def elapsed_s(self) -> float:
+        return self.now
+
+
+def test_each_stage_s_time_is_kept_and_an_overrun_names_the_longest() -> None:
+    budget = _ClockBudget(300.0)
+    progress = Progress(SimpleNamespace(), budget, quiet=True)
+    progress.stage("measuring the step as it is")
+    budget.now = 40.0
+    progress.step()
+    progress.plan(4)
+    budget.now = 41.0
+    progress.stage("trying torch.compile")
+    budget.now = 250.0
+    progress.stage("trying bf16 autocast")  # a new stage ends the one before it
+    budget.now = 300.0
+    progress.step()
+    progress.step()  # a fix left out for the budget: passed, not timed
+    budget.now = 329.0
+    progress.close()
+    assert progress.times == [
+        ("measuring the step as it is", 40.0),
+        ("trying torch.compile", 209.0),
+        ("trying bf16 autocast", 50.0),
+    ]
+    result = TuneResult("step()", "cuda", budget_s=300.0, elapsed_s=329.0, stages=progress.times)
+    line = over_budget_line(result)
+    assert line is not None
+    assert line.startswith("Over the budget by 29 s")
+    longest = "the longest stages: trying torch.compile 3m 29s, trying bf16 autocast 50 s, meas"
+    assert longest in line
+    assert "putting things back) 30 s" in line  # 329 s less the 299 s in stages
+    assert over_budget_line(replace(result, elapsed_s=299.0)) is None  # within: nothing to say
 
 
 def test_a_graph_break_in_the_compile_report_becomes_the_causes_tables_advice() -> None:
