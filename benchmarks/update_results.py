@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a source tree without installing the package
 
-from jupyter_gpu.tutorials.results import format_value  # noqa: E402 (after the path set-up)
+from jupyter_gpu.tutorials.results import Check, format_value  # noqa: E402 (after the path set-up)
 
 SECTION = "## Tutorials on one H200"
 NOTEBOOKS = (
@@ -129,7 +129,7 @@ def render(runs: list[dict[str, Any]], tier: str | None = None, *, copies: bool 
         for notebook, c in checks:
             met = {True: "yes", False: "**no**", None: "n/a"}[c["met"]]
             target = format_value(c["target"], c["unit"])
-            value = format_value(c["value"], c["unit"])
+            value = Check(**c).measured()  # with its interval, where it has one
             lines.append(f"| {notebook} | {c['label']} >= {target} | {value} | {met} |")
         lines.append("")
     lines += render_claims(claims)

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_gpu.measure import Ratio
+
 from .claims import Claim
 from .sizing import Machine
 from .tiers import GpuPlan
@@ -70,6 +72,9 @@ class Check:
 
     ``met`` is ``None`` where the target does not apply (it is set for full-size runs on the
     GPU named in ``applies_to``, not for smoke or CPU runs, nor for an emulated smaller tier).
+    A ratio measured in rounds carries its interval (``low``/``high``): it meets its target
+    only where the interval's low end does, as a claim holds only where its interval shows it;
+    a median above the target with an interval reaching below is not shown to meet it.
     """
 
     key: str
@@ -79,12 +84,26 @@ class Check:
     unit: str
     met: bool | None
     applies_to: str
+    low: float | None = None
+    high: float | None = None
+
+    def measured(self) -> str:
+        """``0.84x (0.63-1.10x)``: the value, and its interval where it has one."""
+        text = format_value(self.value, self.unit)
+        if self.low is None or self.high is None:
+            return text
+        low = format(self.low, _FORMATS.get(self.unit, ".4g"))
+        return f"{text} ({low}-{format_value(self.high, self.unit)})"
 
     def verdict(self) -> str:
         """``met``, ``NOT met`` or why it does not apply."""
         if self.met is None:
             return f"n/a (target is for {self.applies_to} at full size)"
-        return "met" if self.met else "NOT met"
+        if self.met:
+            return "met"
+        if self.low is not None and self.value >= self.target:
+            return "NOT met: its interval reaches below the target"
+        return "NOT met"
 
 
 class Results:
@@ -114,7 +133,7 @@ class Results:
         self,
         key: str,
         label: str,
-        value: float,
+        value: float | Ratio,
         target: float,
         unit: str = "x",
         *,
@@ -122,17 +141,23 @@ class Results:
     ) -> Check:
         """Compare ``value`` with ``target`` (higher is better) and record the outcome.
 
-        The outcome is only judged on a full-size GPU run whose GPU name contains
-        ``applies_to``, at the tier the GPU itself picks (not an emulated one); elsewhere the
-        check is recorded as not applicable.
+        A :class:`~jupyter_gpu.measure.Ratio` meets the target only where its interval's low
+        end does (see :class:`Check`). The outcome is only judged on a full-size GPU run whose
+        GPU name contains ``applies_to``, at the tier the GPU itself picks (not an emulated
+        one); elsewhere the check is recorded as not applicable.
         """
         self._new_key(key, self.checks)
+        low = high = None
+        if isinstance(value, Ratio):
+            low, high = _finite(key, value.low), _finite(key, value.high)
+            value = value.value
         number = _finite(key, value)
         gpu = self.machine.gpu_name or ""
         emulated = self.plan is not None and self.plan.emulated
         applies = self.machine.mode == "gpu" and not emulated and applies_to.lower() in gpu.lower()
+        shown = (low if low is not None else number) >= target
         check = Check(
-            key, label, number, target, unit, number >= target if applies else None, applies_to
+            key, label, number, target, unit, shown if applies else None, applies_to, low, high
         )
         self.checks[key] = check
         return check
@@ -211,8 +236,7 @@ class Results:
         for check in self.checks.values():
             target = format_value(check.target, check.unit)
             lines.append(
-                f"  target: {check.label} {format_value(check.value, check.unit)} "
-                f">= {target}: {check.verdict()}"
+                f"  target: {check.label} {check.measured()} >= {target}: {check.verdict()}"
             )
         failed = [c for c in self.claims.values() if not c.holds]
         if self.claims:
@@ -243,7 +267,7 @@ class Results:
         )
         checks = "".join(
             f"<tr><td style='text-align:left'>{esc(c.label)}</td><td style='text-align:right'>"
-            f"{esc(format_value(c.value, c.unit))}</td><td style='text-align:left'>&ge; "
+            f"{esc(c.measured())}</td><td style='text-align:left'>&ge; "
             f"{esc(format_value(c.target, c.unit))}: <b>{esc(c.verdict())}</b></td></tr>"
             for c in self.checks.values()
         )

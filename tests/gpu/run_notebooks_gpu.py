@@ -279,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         for check in data["checks"]:
             met = {True: "yes", False: "NO", None: "n/a"}[check["met"]]
             missed += check["met"] is False
+            low, high = check.get("low"), check.get("high")  # a ratio's interval, where it has one
+            span = f" ({low:.2f}-{high:.2f})" if low is not None else ""
             print(
                 f"| {data['notebook']} | {check['label']} >= {check['target']:g} | "
-                f"{check['value']:.2f} | {met} |"
+                f"{check['value']:.2f}{span} | {met} |"
             )
     print(f"\nexecuted notebooks and figures: {archive}; RESULTS.md: {results_md}")
     summary = {

@@ -120,6 +120,13 @@ esac
 
 tag=${TAG:-$part}
 tar czf "$out/gpu-$tag.tgz" -C "$work" .
+# A file over 16 MiB does not come back from the device (06's executed notebooks with their
+# compile caches did not, 2026-12-05): then the figures and logs come back in a second archive
+# without the executed notebooks.
+if [ "$(stat -c %s "$out/gpu-$tag.tgz")" -gt 15000000 ]; then
+  tar czf "$out/gpu-$tag-figures.tgz" --exclude='*.tar.gz' --exclude='*.ipynb' -C "$work" .
+  echo "gpu-$tag.tgz is over 15 MB: its figures and logs are also in gpu-$tag-figures.tgz"
+fi
 cp "$work/$part.log" "$out/$tag.log" 2>/dev/null
 # What a reader wants first: failures, then the tail of each log.
 grep -h -E "FAILED|ERROR|exit [0-9]+|not run" "$work"/*.log | head -40

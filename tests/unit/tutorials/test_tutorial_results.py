@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jupyter_gpu.measure import Ratio
 from jupyter_gpu.tutorials.exercises import check, check_close
 from jupyter_gpu.tutorials.images import image_grid, png_bytes
 from jupyter_gpu.tutorials.plots import PLOTLY_MIMETYPE, bar_chart, line_chart
@@ -59,6 +60,24 @@ def test_checks_apply_only_to_full_size_runs_on_the_named_gpu() -> None:
     assert "n/a" in verdict.verdict()
 
 
+def test_a_ratio_meets_its_target_only_where_its_interval_does() -> None:
+    # 04's run of 2026-12-05 on the H200: a median of 0.84x against a target of 0.8, its
+    # interval 0.632-1.1x; the claim beside it said "not in this run", the target said "met".
+    results = Results("04-profiling", machine())
+    wide = Ratio(0.84, 0.632, 1.1, 8, 0.99)
+    check_wide = results.check("alone", "augmentation on the GPU, of the model alone", wide, 0.8)
+    assert check_wide.met is False
+    assert check_wide.verdict() == "NOT met: its interval reaches below the target"
+    assert check_wide.measured() == "0.84x (0.63-1.10x)"
+    shown = results.check("workers", "workers over slow", Ratio(5.09, 4.05, 7.43, 8, 0.99), 2.0)
+    assert shown.met is True
+    assert (shown.low, shown.high) == (4.05, 7.43)
+    assert "0.84x (0.63-1.10x) >= 0.80x: NOT met: its interval" in str(results)
+    plain = results.check("plain", "a figure without rounds", 0.84, 0.8)
+    assert plain.met is True  # a lone figure is judged on itself, as before
+    assert plain.measured() == "0.84x"
+
+
 def test_add_rejects_duplicates_and_non_numbers() -> None:
     results = Results("nb", machine())
     assert results.add("k", "label", 2, "x") == 2.0
@@ -73,6 +92,7 @@ def test_save_and_update_results_md(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     results = Results("01-torch-compile", machine())
     results.add("tok", "compile + bf16", 512_000, "tokens/s", "median of 10 runs")
     results.check("speedup", "compile / eager bf16", 1.31, 1.25)
+    results.check("ratio", "compile / eager fp32", Ratio(2.6, 2.4, 2.8, 12, 0.95), 2.5)
     assert results.save() is None  # no directory given, none in the environment
     monkeypatch.setenv("JUPYTER_GPU_RESULTS_DIR", str(tmp_path / "res"))
     path = results.save()
@@ -93,6 +113,8 @@ def test_save_and_update_results_md(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "(pending)" not in text
     assert "| compile + bf16 | 512,000 tokens/s | median of 10 runs |" in text
     assert "| 01-torch-compile | compile / eager bf16 >= 1.25x | 1.31x | yes |" in text
+    # its median clears 2.5, its interval does not: not met
+    assert "| compile / eager fp32 >= 2.50x | 2.60x (2.40-2.80x) | **no** |" in text
     assert text.endswith("## Later\n\nkeep\n")
     assert "NVIDIA H200 (140 GiB), torch 2.11.0, CUDA 13.0" in text
 
