@@ -17,6 +17,12 @@ are added under *Benchmarks behind the notebooks' sizes*.
 ``--section Capstone`` writes ``## Capstone on one H200`` instead (appended the first time): a run
 of notebook 07 alone then leaves the tutorials' section, and its figures, as they are.
 
+A run of some notebooks keeps what the section held of the others: their tables, and their rows
+of *Targets* and *Claims*, with a line saying which are kept and from which run. Text it did not
+write (a paragraph under *Targets*, a ``###`` part of its own) is kept too. On 2026-12-02 a
+replaced section took with it the hand-written explanation of notebook 01's target, which the
+notebook cites; on 2026-12-05 a run of 03 and 04 would have dropped 00-02 and 05.
+
 Smoke-mode and CPU results are refused (they would say nothing about a GPU) unless
 ``--allow-any-mode`` is given (tests use it, writing to a scratch copy).
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,6 +254,121 @@ def replace_section(markdown: str, body: str, title: str = SECTION) -> str:
     return "".join(lines[: start + 1]) + "\n" + body + ("\n" + tail if tail else "")
 
 
+def _parts(body: str) -> tuple[str, list[tuple[str, str]]]:
+    """A section's text before its first ``### `` heading, and each ``### `` part: heading, text."""
+    preamble: list[str] = []
+    parts: list[list[str]] = []
+    for line in body.splitlines(keepends=True):
+        if line.startswith("### "):
+            parts.append([line, ""])
+        elif parts:
+            parts[-1][1] += line
+        else:
+            preamble.append(line)
+    return "".join(preamble), [(h, t) for h, t in parts]
+
+
+def _notebook_of(heading: str) -> str | None:
+    """``03-gpu-memory`` from ``### 03-gpu-memory (ran 39 s)``; ``None`` for any other part."""
+    name = heading[4:].split(" (")[0].strip()
+    return name if name in NOTEBOOKS else None
+
+
+def _rows_and_text(text: str) -> tuple[list[str], str]:
+    """A *Targets* or *Claims* part: its table's data rows, and any other text (hand-written)."""
+    rows: list[str] = []
+    other: list[str] = []
+    for line in text.splitlines(keepends=True):
+        cells = line.strip()
+        if cells.startswith(("| notebook |", "|---")):
+            continue
+        if cells.startswith("|"):
+            rows.append(line if line.endswith("\n") else line + "\n")
+        else:
+            other.append(line)
+    prose = re.sub(r"\n{3,}", "\n\n", "".join(other)).strip("\n")
+    return rows, prose
+
+
+def _row_notebook(row: str) -> str:
+    return row.strip().strip("|").split("|")[0].strip()
+
+
+def merge_section(old: str, new: str, ran: set[str]) -> str:
+    """The section ``new`` for the notebooks in ``ran``, with what ``old`` held of the rest.
+
+    Kept from ``old``: the parts of notebooks not in ``ran``, their rows of *Targets* and
+    *Claims*, and text this script does not write (paragraphs among those tables, parts of
+    other names). Where nothing is kept, ``new`` as it is.
+    """
+    old_pre, old_parts = _parts(old)
+    new_pre, new_parts = _parts(new)
+    kept_books = [h for h, _ in old_parts if (n := _notebook_of(h)) and n not in ran]
+    tables = {"### Targets", "### Claims"}
+    old_tables = {h.strip(): _rows_and_text(t) for h, t in old_parts if h.strip() in tables}
+    own = [(h, t) for h, t in old_parts if not _notebook_of(h) and h.strip() not in tables]
+    # "Benchmarks behind the notebooks' sizes" is this script's own when the run has its JSON.
+    own = [(h, t) for h, t in own if h not in {nh for nh, _ in new_parts}]
+    notes = "".join(text for rows, text in old_tables.values())
+    if not kept_books and not own and not notes:
+        return new
+    lines = [new_pre.rstrip("\n"), ""]
+    if kept_books:
+        names = ", ".join(_notebook_of(h) or "" for h in kept_books)
+        said = " ".join(
+            line.strip()
+            for line in old_pre.splitlines()
+            if line.startswith(("Machine:", "Conditions:", "Kept from"))
+        )
+        lines += [
+            f"Kept from the section as it was, with their targets and claims: {names}. "
+            f"It said of its run: {said or '(nothing)'}",
+            "",
+        ]
+    new_by_book = {_notebook_of(h): (h, t) for h, t in new_parts if _notebook_of(h)}
+    old_by_book = {_notebook_of(h): (h, t) for h, t in old_parts if _notebook_of(h)}
+    for book in NOTEBOOKS:
+        part = new_by_book.get(book) or (old_by_book.get(book) if book not in ran else None)
+        if part is not None:
+            lines.append(part[0].rstrip("\n"))
+            lines.append(part[1].rstrip("\n"))
+            lines.append("")
+    order = {name: i for i, name in enumerate(NOTEBOOKS)}
+    new_tables = {h.strip(): _rows_and_text(t) for h, t in new_parts if h.strip() in tables}
+    heads = {
+        "### Targets": "| notebook | target | measured | met |\n|---|---|---:|---|\n",
+        "### Claims": "| notebook | held | did not hold |\n|---|---:|---|\n",
+    }
+    for title in ("### Targets", "### Claims"):
+        old_rows, old_text = old_tables.get(title, ([], ""))
+        new_rows = new_tables.get(title, ([], ""))[0]
+        rows = [r for r in old_rows if _row_notebook(r) not in ran] + new_rows
+        rows.sort(key=lambda r: order.get(_row_notebook(r), 99))
+        if rows or old_text:
+            lines += [title, ""]
+            if rows:
+                lines.append((heads[title] + "".join(rows)).rstrip("\n"))
+            if old_text:
+                lines += ["", old_text.rstrip("\n")]
+            lines.append("")
+    for heading, text in [
+        *[(h, t) for h, t in new_parts if not _notebook_of(h) and h.strip() not in tables],
+        *own,
+    ]:
+        lines += [heading.rstrip("\n"), text.rstrip("\n"), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def section_body(markdown: str, title: str) -> str | None:
+    """The text of the section under ``title``, up to the next ``## `` heading (None: none)."""
+    lines = markdown.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(title)), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return "".join(lines[start + 1 : end])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", type=Path, help="folder of <notebook>.json files")
@@ -277,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     body += "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
     title = section_title(args.tier, args.section)
+    before = section_body(text, title)
+    if before is not None:
+        body = merge_section(before, body, {r["notebook"] for r in runs})
     args.results_md.write_text(replace_section(text, body, title))
     print(f"updated {args.results_md} from {len(runs)} notebook(s)")
     return 0

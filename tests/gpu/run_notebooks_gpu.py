@@ -20,9 +20,10 @@ saves its figures. Then:
   figures' JSON into ``$OUT/notebooks-executed.tar.gz`` (one file: the device tool brings back
   at most 8 files);
 - run ``benchmarks/update_results.py`` on the figures, writing ``$OUT/RESULTS.md`` (a copy of
-  ``benchmarks/RESULTS.md`` with the tutorials section replaced). To update the repository's
-  file, run ``benchmarks/update_results.py`` on the archive's ``results/`` folder there (it only
-  replaces its own section, so other sections edited meanwhile are kept);
+  ``benchmarks/RESULTS.md`` with this run's notebooks replaced in the tutorials section, the
+  others kept). To update the repository's file, run ``benchmarks/update_results.py`` on the
+  archive's ``results/`` folder there (it only touches its own section, so other sections
+  edited meanwhile are kept);
 - print a table: each notebook's status, time and error cells, then every target check.
 
 Exit status: 0 when every notebook ran without an error cell and every target was met; 1 when a

@@ -84,3 +84,65 @@ def test_conditions_are_written_below_the_machine(tmp_path: Path) -> None:
     text = md.read_text()
     machine = text.index("Machine:")
     assert machine < text.index("\n\nConditions: beside the suite\n\n") < text.index("### 07")
+
+
+def test_a_run_of_some_notebooks_keeps_the_others_and_the_text_it_did_not_write(
+    tmp_path: Path,
+) -> None:
+    # What happened twice: a run of 03 and 04 rewrote the section and dropped 00-02 and 05
+    # (2026-12-05, merged by hand), and a run of 00-05 dropped the explanation of notebook 01's
+    # target written under *Targets* (2026-12-02), which the notebook cites.
+    md = tmp_path / "RESULTS.md"
+    md.write_text(
+        "# Measured results\n\n## Tutorials on one H200 (`update_results.py`)\n\n"
+        "Written by `benchmarks/update_results.py` from the JSON files.\n\n"
+        "Machine: NVIDIA H200 (140 GiB). Date: 2026-12-02.\n\n"
+        "### 00-start-here (ran 15 s)\n\n| figure | value | how |\n|---|---:|---|\n"
+        "| matrix products: useful work | 665.3 TFLOP/s |  |\n\n"
+        "### 07-capstone (ran 300 s)\n\n| figure | value | how |\n|---|---:|---|\n"
+        "| 9 · shape: model TFLOP/s | 400 TFLOP/s |  |\n\n"
+        "### Targets\n\n| notebook | target | measured | met |\n|---|---|---:|---|\n"
+        "| 00-start-here | a target of 00 >= 1.00x | 2.00x | yes |\n"
+        "| 07-capstone | final step, model TFLOP/s >= 500 TFLOP/s | 400 TFLOP/s | **no** |\n\n"
+        "**The throughput target, explained.** A hand-written paragraph.\n\n"
+        "A second one.\n\n"
+        "### Benchmarks behind the notebooks' sizes\n\nA table written by hand.\n\n"
+        "## Later\n\nkeep\n"
+    )
+    folder = tmp_path / "res"
+    capstone_json(folder)  # a run of 07 alone, into the tutorials' section
+    update(folder, md)
+    text = md.read_text()
+    assert "| matrix products: useful work | 665.3 TFLOP/s |  |" in text  # 00 kept
+    assert "| 9 · shape: model TFLOP/s | 512 TFLOP/s | MFU 65% |" in text  # 07 new
+    assert "| 9 · shape: model TFLOP/s | 400 TFLOP/s |" not in text  # 07 old, gone
+    assert "Kept from the section as it was, with their targets and claims: 00-start-here." in (
+        text
+    )
+    assert "It said of its run: Machine: NVIDIA H200 (140 GiB). Date: 2026-12-02." in text
+    targets = text.split("### Targets")[1].split("###")[0]
+    assert targets.index("| 00-start-here | a target of 00") < targets.index("| 07-capstone |")
+    assert "| 07-capstone | final step, model TFLOP/s >= 500 TFLOP/s | 512 TFLOP/s | yes |" in (
+        targets
+    )
+    assert "400 TFLOP/s | **no**" not in text
+    assert "A hand-written paragraph.\n\nA second one." in targets
+    assert "### Benchmarks behind the notebooks' sizes\n\nA table written by hand." in text
+    assert text.endswith("## Later\n\nkeep\n")
+    assert text.index("### 00-start-here") < text.index("### 07-capstone")
+
+
+def test_a_run_of_every_notebook_the_section_held_replaces_it_whole(tmp_path: Path) -> None:
+    md = tmp_path / "RESULTS.md"
+    md.write_text(
+        "# Measured results\n\n## Tutorials on one H200 (x)\n\nMachine: old. Date: old.\n\n"
+        "### 07-capstone (ran 300 s)\n\n| figure | value | how |\n|---|---:|---|\n"
+        "| old row | 1 |  |\n\n### Targets\n\n| notebook | target | measured | met |\n"
+        "|---|---|---:|---|\n| 07-capstone | old | 1 | **no** |\n"
+    )
+    folder = tmp_path / "res"
+    capstone_json(folder)
+    update(folder, md)
+    text = md.read_text()
+    assert "old" not in text.split("## Tutorials on one H200")[1]
+    assert "Kept from" not in text
