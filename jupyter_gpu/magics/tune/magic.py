@@ -224,7 +224,7 @@ class TuneMagics(ShellMagics):
             why = _budget_note(fix, left, seconds, s, default_compile_s)
             if why is not None:
                 result.not_tried.append(NotTried(fix.name, why, fix.needs_gpu, reason="budget"))
-                s.progress.step()
+                s.progress.skip(fix.name, why)
                 continue
             s.progress.stage(f"trying {fix.name}")
             trial = try_fix(s, fix, seconds=seconds)

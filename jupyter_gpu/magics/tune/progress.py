@@ -59,6 +59,12 @@ class Progress:
             self.lines.append(line)
             print(line, file=sys.stdout, flush=True)  # noqa: T201  # the terminal's progress
 
+    def skip(self, label: str, why: str) -> None:
+        """A planned stage is passed without running (a fix the budget no longer holds)."""
+        self.stage(f"{label}: {why}")
+        self._began = None  # nothing ran: not a stage's time
+        self.step()
+
     def step(self) -> None:
         """The current stage is over (or a stage not begun, such as a fix left out, is passed)."""
         self._end_stage()

@@ -658,6 +658,12 @@ def test_a_spent_budget_lists_the_fixes_not_reached_and_still_suggests(shell: Sh
     assert "1 softmax(es) between two batched matmuls a step" in sdpa.text
     # The progress, as a terminal shows it (a notebook gets a bar), and everything put back.
     assert "%tune [1] measuring the step as it is" in ran.text
+    # each fix the budget left out has its line, so the count never jumps
+    lines = [line for line in ran.text.splitlines() if line.startswith("%tune [")]
+    assert len(lines) == 1 + len(spent), lines
+    last = result.not_tried[-1].name
+    assert lines[-1].startswith(f"%tune [{len(lines)}/"), lines  # the stack's stage still planned
+    assert lines[-1].endswith(f"] {last}: {spent[last]}"), lines
     assert training_bits(shell) == before
 
 

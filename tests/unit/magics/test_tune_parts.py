@@ -406,7 +406,7 @@ class _ClockBudget(Budget):
 
 def test_each_stage_s_time_is_kept_and_an_overrun_names_the_longest() -> None:
     budget = _ClockBudget(300.0)
-    progress = Progress(SimpleNamespace(), budget, quiet=True)
+    progress = Progress(SimpleNamespace(), budget, quiet=False)  # no kernel: lines
     progress.stage("measuring the step as it is")
     budget.now = 40.0
     progress.step()
@@ -414,12 +414,15 @@ def test_each_stage_s_time_is_kept_and_an_overrun_names_the_longest() -> None:
     budget.now = 41.0
     progress.stage("trying torch.compile")
     budget.now = 250.0
-    progress.stage("trying bf16 autocast")  # a new stage ends the one before it
+    progress.step()
+    progress.stage("trying bf16 autocast")
     budget.now = 300.0
     progress.step()
-    progress.step()  # a fix left out for the budget: passed, not timed
+    progress.skip("cudnn.benchmark", "not reached: 0 s of the budget left")  # not timed
     budget.now = 329.0
     progress.close()
+    assert progress.lines[-1] == "%tune [4/4] cudnn.benchmark: not reached: 0 s of the budget left"
+    assert progress.done == progress.total == 4
     assert progress.times == [
         ("measuring the step as it is", 40.0),
         ("trying torch.compile", 209.0),
