@@ -1,4 +1,4 @@
-"""The GPU notebook runner's HTML copies name no folder of the machine they ran on.
+"""The GPU notebook runner's HTML copies name no folder of the machine they ran on; its archive.
 
 The folders are this checkout and a scratch folder made here, so that no path of any one
 machine is written into the test.
@@ -6,6 +6,7 @@ machine is written into the test.
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
 from tests.helpers import ROOT, load_script
@@ -40,3 +41,28 @@ def test_only_a_path_inside_a_whole_folder_is_replaced(tmp_path: Path) -> None:
 
 def test_a_home_of_slash_stands_in_for_nothing() -> None:
     assert runner.local_paths_hidden("/usr/lib/x", {"/": "~"}) == "/usr/lib/x"
+
+
+def test_the_archive_leaves_out_a_file_too_large_to_come_back_and_names_it(
+    tmp_path: Path,
+) -> None:
+    # Notebook 05's Distributed Checkpoint (GiB) beside the executed notebooks lost a run.
+    executed, results = tmp_path / "executed", tmp_path / "results" / "full"
+    (executed / "05-dcp-checkpoint").mkdir(parents=True)
+    results.mkdir(parents=True)
+    (executed / "05-multi-gpu.ipynb").write_text("{}")
+    (executed / "05-dcp-checkpoint" / "__0_0.distcp").write_bytes(
+        b"\0" * (runner.LARGEST_PACKED + 1)
+    )
+    (results / "05-multi-gpu.json").write_text("{}")
+    archive = tmp_path / "out.tar.gz"
+    left = runner.write_archive(archive, executed, results)
+    assert left == ["executed/05-dcp-checkpoint/__0_0.distcp: 4.0 MiB"]
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        note = tar.extractfile("executed/left-out.txt")
+        assert note is not None
+        assert "05-dcp-checkpoint/__0_0.distcp: 4.0 MiB" in note.read().decode()
+    assert "executed/05-multi-gpu.ipynb" in names
+    assert "results/full/05-multi-gpu.json" in names
+    assert "executed/05-dcp-checkpoint/__0_0.distcp" not in names
