@@ -206,9 +206,11 @@ def render_benchmarks(results_dir: Path) -> list[str]:
         lines.append("")
     if pipe_path.exists():
         p = json.loads(pipe_path.read_text())
+        low, high = p.get("fixed_over_slow_interval") or (None, None)
+        span = f" ({low:.2f}-{high:.2f}x, {p['rounds']} rounds)" if low is not None else ""
         lines += [
             f"`benchmarks/input_pipeline.py` on {p['gpu']}, torch {p['torch']}, {p['date']}, "
-            f"{p['cpus']} CPUs: fixed / slow = {p['fixed_over_slow']:.2f}x (target "
+            f"{p['cpus']} CPUs: fixed / slow = {p['fixed_over_slow']:.2f}x{span} (target "
             f">= {p['target']}x).",
             "",
             "| pipeline | workers | pin_memory | images/s |",

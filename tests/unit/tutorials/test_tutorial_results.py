@@ -250,6 +250,8 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
         "date": "2026-11-30",
         "cpus": 16,
         "fixed_over_slow": 5.0,
+        "fixed_over_slow_interval": [4.1, 6.0],
+        "rounds": 12,
         "target": 2.0,
         "rows": [{"pipeline": "slow", "workers": 0, "pin_memory": False, "images_per_s": 5000.0}],
     }
@@ -262,7 +264,7 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
     assert "| notebook | bf16 | 40.0 | 409,600 | 433.8 | 9.5 | 10 |" in text
     assert "failed: RuntimeError: no kernel" in text
     assert "| reduce-overhead | 24 | 1.100 | 50 |" in text
-    assert "fixed / slow = 5.00x" in text
+    assert "fixed / slow = 5.00x (4.10-6.00x, 12 rounds)" in text
     assert "| slow | 0 | False | 5,000 |" in text
 
 
@@ -304,3 +306,24 @@ def test_a_claim_prints_what_was_measured_and_says_when_it_does_not_hold(
     text = md.read_text()
     assert "### Claims" in text
     assert "| 02-mixed-precision | 1 of 2 | TF32 makes this step faster (measured: " in text
+
+
+def test_the_input_pipeline_benchmark_times_its_pipelines_in_rounds_with_an_interval(
+    tmp_path: Path,
+) -> None:
+    # It compared medians of windows timed one pipeline after another, with no interval.
+    out = tmp_path / "input_pipeline.json"
+    script = ROOT / "benchmarks" / "input_pipeline.py"
+    args = ["--device", "cpu", "--size", "16", "--width", "4", "--batch", "16", "--workers", "1"]
+    args += ["--batches", "1", "--waves", "1", "--rounds", "3", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    low, high = figures["fixed_over_slow_interval"]
+    assert low <= figures["fixed_over_slow"] <= high
+    assert figures["rounds"] == 3
+    assert figures["met"] == (low >= figures["target"])
+    assert [r["pipeline"] for r in figures["rows"]] == ["slow", "workers", "fixed", "gpu-only"]
+    assert "3 rounds, each timing every variant once" in done.stdout
