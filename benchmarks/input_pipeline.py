@@ -26,6 +26,7 @@ Writes a JSON copy to $OUT/input_pipeline.json when OUT is set (or --json PATH).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -84,13 +85,7 @@ def variants(args: argparse.Namespace, workers: int) -> dict[str, PipelineVarian
         return PipelineVariant(lambda: step(batches, pinned), per_block, batches.started)
 
     x, y = next(iter(digits_loader(dataset, args.batch)))
-    on_device = (x.to(device), y.to(device))
-
-    def reused() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        while True:
-            yield on_device
-
-    same = reused()
+    same = itertools.repeat((x.to(device), y.to(device)))  # one batch on the device, reused
     return {
         "slow": loader(0, False),
         "workers": loader(workers, False),
@@ -143,10 +138,11 @@ def main() -> int:
             f"{r['pipeline']} | {r['workers']} | {r['pin_memory']} | {r['images_per_s']:,.0f} | "
             f"{r['against_slow'] or 'the baseline'}"
         )
-    met = "yes" if gain.low >= TARGET_FIXED_OVER_SLOW else "NO"
+    met = gain.low >= TARGET_FIXED_OVER_SLOW  # on the interval's low end, as a claim holds
     print(
         f"\nfixed against slow: {gain.describe()} (target >= {TARGET_FIXED_OVER_SLOW}x, on the "
-        f"interval's low end: {met}); fixed against the GPU-only ceiling: {ceiling.describe()}"
+        f"interval's low end: {'yes' if met else 'NO'}); fixed against the GPU-only ceiling: "
+        f"{ceiling.describe()}"
     )
     print(timed.method())
     print(f"took {time.perf_counter() - begin:.0f} s")
@@ -168,7 +164,7 @@ def main() -> int:
                     "interval_level": gain.level,
                     "rounds": gain.rounds,
                     "target": TARGET_FIXED_OVER_SLOW,
-                    "met": gain.low >= TARGET_FIXED_OVER_SLOW,
+                    "met": met,
                 },
                 indent=1,
             )

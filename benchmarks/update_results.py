@@ -242,16 +242,32 @@ def section_title(tier: str | None, name: str | None = None) -> str:
     return f"## Tutorials at the {tier} tier, emulated on one H200"
 
 
+def _section_span(lines: list[str], title: str) -> tuple[int, int] | None:
+    """The section's heading line and the line of the next ``## `` heading (None: no section)."""
+    start = next((i for i, line in enumerate(lines) if line.startswith(title)), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return start, end
+
+
+def section_body(markdown: str, title: str) -> str | None:
+    """The text of the section under ``title``, up to the next ``## `` heading (None: none)."""
+    lines = markdown.splitlines(keepends=True)
+    span = _section_span(lines, title)
+    return None if span is None else "".join(lines[span[0] + 1 : span[1]])
+
+
 def replace_section(markdown: str, body: str, title: str = SECTION) -> str:
     """Replace the text between the section's heading and the next ``## `` heading."""
     lines = markdown.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(title)), None)
-    if start is None:
+    span = _section_span(lines, title)
+    if span is None:
         return (
             markdown.rstrip("\n")
             + f"\n\n{title} (`update_results.py` from the executed notebooks)\n\n{body}"
         )
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    start, end = span
     tail = "".join(lines[end:])
     return "".join(lines[: start + 1]) + "\n" + body + ("\n" + tail if tail else "")
 
@@ -305,18 +321,23 @@ def merge_section(old: str, new: str, ran: set[str]) -> str:
     """
     old_pre, old_parts = _parts(old)
     new_pre, new_parts = _parts(new)
-    kept_books = [h for h, _ in old_parts if (n := _notebook_of(h)) and n not in ran]
+    kept = [n for h, _ in old_parts if (n := _notebook_of(h)) and n not in ran]
     tables = {"### Targets", "### Claims"}
     old_tables = {h.strip(): _rows_and_text(t) for h, t in old_parts if h.strip() in tables}
-    own = [(h, t) for h, t in old_parts if not _notebook_of(h) and h.strip() not in tables]
-    # "Benchmarks behind the notebooks' sizes" is this script's own when the run has its JSON.
-    own = [(h, t) for h, t in own if h not in {nh for nh, _ in new_parts}]
-    notes = "".join(text for rows, text in old_tables.values())
-    if not kept_books and not own and not notes:
+    # Parts of other names, unless the run writes them again ("Benchmarks behind ...": this
+    # script's own when the run has their JSON).
+    new_headings = {h for h, _ in new_parts}
+    own = [
+        (h, t)
+        for h, t in old_parts
+        if not _notebook_of(h) and h.strip() not in tables and h not in new_headings
+    ]
+    notes = "".join(text for _, text in old_tables.values())
+    if not kept and not own and not notes:
         return new
     lines = [new_pre.rstrip("\n"), ""]
-    if kept_books:
-        names = ", ".join(_notebook_of(h) or "" for h in kept_books)
+    if kept:
+        names = ", ".join(kept)
         said = " ".join(
             line.strip()
             for line in old_pre.splitlines()
@@ -359,16 +380,6 @@ def merge_section(old: str, new: str, ran: set[str]) -> str:
     ]:
         lines += [heading.rstrip("\n"), text.rstrip("\n"), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def section_body(markdown: str, title: str) -> str | None:
-    """The text of the section under ``title``, up to the next ``## `` heading (None: none)."""
-    lines = markdown.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(title)), None)
-    if start is None:
-        return None
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return "".join(lines[start + 1 : end])
 
 
 def main(argv: list[str] | None = None) -> int:

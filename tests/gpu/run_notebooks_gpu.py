@@ -283,9 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(run)
         status = "ok" if not run["failure"] else f"FAILED: {run['failure']}"
         print(f"  {run['seconds']:.0f} s, {len(run['errors'])} error cell(s); {status}", flush=True)
-        left_out = write_archive(
-            archive, workdir, results_dir
-        )  # after each: a cut run keeps its part
+        # After each notebook: a run cut short keeps what it did.
+        left_out = write_archive(archive, workdir, results_dir)
     if left_out:
         print("left out of the archive (over the largest file packed):", *left_out, sep="\n  ")
 
