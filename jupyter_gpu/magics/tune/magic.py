@@ -235,6 +235,7 @@ class TuneMagics(ShellMagics):
                 default_compile_s = fix.compile_s
             s.progress.step()
         stacked = _to_stack(s.kept, result.fixes, measured)
+        result.fixes = _mark_replaced(result.fixes, stacked, measured)
         loader = next((f for f in stacked if isinstance(f, Loader)), None)
         if len(stacked) == 1:
             only = next(f for f in result.fixes if f.name == stacked[0].name)
@@ -272,7 +273,7 @@ class TuneMagics(ShellMagics):
         args: argparse.Namespace,
     ) -> None:
         """Rank the fixes, write the code cell, the suggestions and the profile's summary."""
-        result.fixes.sort(key=lambda f: (not f.kept, f.speedup is None, -(f.speedup or 0.0)))
+        result.fixes.sort(key=lambda f: (not f.stacked, f.speedup is None, -(f.speedup or 0.0)))
         ev = s.evidence
         lines: list[str] = []
         for fix in sorted(stacked, key=lambda f: f.order):
@@ -348,6 +349,45 @@ def _to_stack(kept: Kept[Fix], fixes: list[FixResult], measured: dict[str, Fix])
     ]
     best = max(compile_modes, key=lambda f: f.speedup or 0.0) if compile_modes else None
     return [*stack, *([measured[best.name]] if best is not None else [])]
+
+
+def _rivals(fix: Fix, other: Fix) -> bool:
+    """Whether the stack takes one or the other of ``fix`` and ``other``.
+
+    Two compile modes, or an alternative and a fix it replaces (``Fix.replaces``).
+    """
+    compile_modes = fix.alternative and other.alternative and not (fix.replaces or other.replaces)
+    return compile_modes or fix.key in other.replaces or other.key in fix.replaces
+
+
+def _mark_replaced(
+    fixes: list[FixResult], stacked: list[Fix], measured: dict[str, Fix]
+) -> list[FixResult]:
+    """The fixes, each kept one the stack left out naming what it took in its place and why.
+
+    Without it the table said "kept" of a fix the code cell did not hold: on a CPU, bf16
+    autocast with channels_last measured faster (kept), but bf16 autocast alone gained more,
+    and the cell held autocast alone.
+    """
+    gains = {f.name: f.speedup or 1.0 for f in fixes}
+    names = {f.name for f in stacked}
+    marked = []
+    for result in fixes:
+        fix = measured.get(result.name)
+        if not result.kept or result.name in names or fix is None or not fix.stacks:
+            marked.append(result)
+            continue
+        rivals = tuple(f.name for f in stacked if _rivals(fix, f))
+        if not rivals:  # nothing took its place: it stays as its trial left it
+            marked.append(result)
+            continue
+        theirs = math.prod(gains[n] for n in rivals)
+        verdict = (
+            f"faster ({gains[result.name]:.3g}x), but the stack took {' with '.join(rivals)} "
+            f"in its place ({theirs:.3g}x): it holds one or the other"
+        )
+        marked.append(dataclasses.replace(result, replaced_by=rivals, verdict=verdict))
+    return marked
 
 
 def _single_stack(only: FixResult) -> StackResult:

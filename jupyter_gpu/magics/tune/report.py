@@ -80,7 +80,7 @@ def fixes_table(result: TuneResult) -> Table:
                 Cell(f"{low:.3g}-{high:.3g}x", low),
                 Cell(memory_text(fix.memory_delta_bytes), fix.memory_delta_bytes),
                 Cell(loss, fix.loss_delta),
-                "yes" if fix.kept else fix.verdict.removeprefix("not kept: "),
+                "yes" if fix.stacked else fix.verdict.removeprefix("not kept: "),
                 fix.baseline(),
             ]
         )

@@ -30,7 +30,9 @@ class FixResult:
     fixes' (CUDA; ``None`` on CPU): what it adds; ``loss_delta``: the loss after one update
     with it and the kept fixes minus the original's, from the same start (``None`` where not
     compared: ``loss_note`` says why); ``kept``: measurably faster and the loss within
-    tolerance; ``verdict`` says which.
+    tolerance; ``verdict`` says which. ``replaced_by``: kept in its trial, but the fixes the
+    stack took in its place (an alternative that gained less: another compile mode, or 16-bit
+    autocast with channels_last against each alone); ``stacked``: in the code %tune gives.
     """
 
     name: str
@@ -51,6 +53,12 @@ class FixResult:
     notes: tuple[str, ...] = ()
     error: str = ""
     on_top_of: tuple[str, ...] = ()
+    replaced_by: tuple[str, ...] = ()
+
+    @property
+    def stacked(self) -> bool:
+        """Kept, and in the stack: in the code cell and the kept fixes' figure."""
+        return self.kept and not self.replaced_by
 
     def baseline(self) -> str:
         """What it was timed against: ``the step as it is``, or ``input pipeline + TF32``."""
@@ -176,7 +184,8 @@ class TuneResult:
 
     @property
     def kept(self) -> list[FixResult]:
-        return [f for f in self.fixes if f.kept]
+        """The fixes in the stack: the code cell's (not those an alternative replaced)."""
+        return [f for f in self.fixes if f.stacked]
 
     def __repr__(self) -> str:
         best = self.fixes[0].describe() if self.fixes else "no fix tried"

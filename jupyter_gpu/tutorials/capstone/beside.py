@@ -95,7 +95,7 @@ def beside(tuned: Any, climb: Any) -> list[Beside]:
             overlap = None if b is None else max(a.low, b.low) <= min(a.high, b.high)
             under = fix.on_top_of
             on = "the start" if not under else f"the start with {' + '.join(under)}"
-            tune = f"{fix.ratio.describe()} against {on} ({'kept' if fix.kept else fix.verdict})"
+            tune = f"{fix.ratio.describe()} against {on} ({'kept' if fix.stacked else fix.verdict})"
             above = climb.rows[: climb.rows.index(row)]
             climb_under = {r.key for r in above if r.kept and r is not start}
             same = {row_key(name) for name in under} == climb_under

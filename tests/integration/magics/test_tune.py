@@ -486,8 +486,10 @@ def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell
         assert fix.code
         assert isinstance(fix.kept, bool)
     assert_greedy(result)
-    # The larger batch, on top of the kept fixes like the others, never among them.
-    assert set(larger.on_top_of) == {f.name for f in result.kept}
+    # The larger batch, on top of the fixes kept in their trials like the others, never among
+    # them (nor an alternative: autocast with channels_last never joins them).
+    joined = {f.name for f in result.fixes if f.kept and not f.name.endswith(NHWC)}
+    assert set(larger.on_top_of) == joined
     # The loss is compared with the original's, cumulative: fused, the update is the same as
     # with the kept fixes below it alone (autocast, where this CPU kept it).
     optimizer = tried["fused optimizer"]

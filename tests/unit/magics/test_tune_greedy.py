@@ -20,7 +20,7 @@ from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
 from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixes
 from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, WAVES, Loader
-from jupyter_gpu.magics.tune.magic import _budget_note, _to_stack
+from jupyter_gpu.magics.tune.magic import _budget_note, _mark_replaced, _to_stack
 from jupyter_gpu.magics.tune.precision import Autocast
 from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, TuneResult
@@ -131,6 +131,54 @@ def test_the_stack_takes_autocast_with_channels_last_where_it_beats_the_singles(
     fixes = tried(1.1, 0.9, 1.2)
     stack = _to_stack(Kept((loader, autocast, channels)), fixes, measured)
     assert stack == [loader, autocast, channels, default]
+
+
+def test_a_kept_fix_the_stack_left_out_says_what_it_took_instead() -> None:
+    """The code cell and the table agree: "kept" is what the cell holds.
+
+    On a CPU in CI, bf16 autocast with channels_last measured faster (kept in its trial) but
+    autocast alone gained more, and the table said "kept" of both while the cell held one.
+    """
+    loader, autocast, channels = _loader(), Autocast("bf16", "cpu"), ChannelsLast()
+    both, default, overhead = (
+        AutocastChannelsLast("bf16", "cpu"),
+        Compile("default"),
+        Compile("reduce-overhead"),
+    )
+    measured = {f.name: f for f in (loader, autocast, both, channels, default, overhead)}
+    fixes = [
+        _result("input pipeline", "loader", 1.9),
+        _result("bf16 autocast", "precision", 2.5),
+        _result("bf16 autocast with channels_last", "precision", 2.1),
+        _result("channels_last", "conv", 0.9, kept=False),
+        _result("torch.compile", "compile", 1.3),
+        _result("torch.compile reduce-overhead", "compile", 1.6),
+    ]
+    stack = _to_stack(Kept((loader, autocast)), fixes, measured)
+    assert stack == [loader, autocast, overhead]
+    marked = {f.name: f for f in _mark_replaced(fixes, stack, measured)}
+    loser = marked["bf16 autocast with channels_last"]
+    assert loser.kept  # faster in its trial ...
+    assert not loser.stacked  # ... but not in the cell
+    assert loser.replaced_by == ("bf16 autocast",)
+    assert loser.verdict.startswith("faster (2.1x), but the stack took bf16 autocast in its")
+    assert marked["torch.compile"].replaced_by == ("torch.compile reduce-overhead",)
+    for name in ("input pipeline", "bf16 autocast", "torch.compile reduce-overhead"):
+        assert marked[name] is next(f for f in fixes if f.name == name)  # untouched
+    assert not marked["channels_last"].replaced_by  # not kept: its verdict says so already
+    result = TuneResult("step()", "cpu", fixes=list(marked.values()))
+    assert [f.name for f in result.kept] == [f.name for f in stack]
+    column = {row[1]: row[6] for row in fixes_table(result).rows}
+    assert column["bf16 autocast"] == "yes"
+    assert column["bf16 autocast with channels_last"].startswith("faster (2.1x), but the stack")
+    assert column["channels_last"] == "slower"
+    # Beating the singles, it takes their place, and they say so.
+    fixes[2] = _result("bf16 autocast with channels_last", "precision", 2.8)
+    stack = _to_stack(Kept((loader, autocast)), fixes, measured)
+    assert stack == [loader, both, overhead]
+    marked = {f.name: f for f in _mark_replaced(fixes, stack, measured)}
+    assert marked["bf16 autocast"].replaced_by == ("bf16 autocast with channels_last",)
+    assert marked["bf16 autocast with channels_last"].stacked
 
 
 def test_the_table_says_what_each_fix_was_timed_on_top_of() -> None:
