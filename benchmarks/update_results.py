@@ -181,17 +181,21 @@ def render_benchmarks(results_dir: Path) -> list[str]:
             f"`benchmarks/gpt_step.py` on {g['gpu']}, torch {g['torch']}, {g['date']}: the "
             "tutorial GPT's training step (model FLOPs = 6 N + 12 L d T per token).",
             "",
-            "| size | config | ms/step | tokens/s | TFLOP/s | peak GiB | runs |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| size | config | ms/step | interval | tokens/s | TFLOP/s | peak GiB | runs |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in g["gpt"]:
             if "error" in r:
-                lines.append(f"| {r['size']} | {r['config']} | failed: {r['error'][:80]} | | | | |")
+                lines.append(
+                    f"| {r['size']} | {r['config']} | failed: {r['error'][:80]} | | | | | |"
+                )
                 continue
             peak = "" if r.get("peak_gib") is None else f"{r['peak_gib']:.1f}"
+            low, high = r.get("step_ms_interval") or (None, None)
+            span = f"{low:.1f}-{high:.1f}" if low is not None else ""
             lines.append(
-                f"| {r['size']} | {r['config']} | {r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | "
-                f"{r['tflops']:.1f} | {peak} | {r['runs']} |"
+                f"| {r['size']} | {r['config']} | {r['step_ms']:.1f} | {span} | "
+                f"{r['tokens_per_s']:,.0f} | {r['tflops']:.1f} | {peak} | {r['runs']} |"
             )
         if g.get("mlp"):
             lines += ["", "| launch-bound MLP | layers | ms/step | runs |", "|---|---:|---:|---:|"]
@@ -200,9 +204,20 @@ def render_benchmarks(results_dir: Path) -> list[str]:
                     depth = r.get("depth", "")
                     lines.append(f"| {r['config']} | {depth} | {r['step_ms']:.3f} | {r['runs']} |")
         if g.get("checks"):
-            lines += ["", "| size | figure | measured | target |", "|---|---|---:|---:|"]
+            lines += [
+                "",
+                "| size | figure | measured | interval | target | met |",
+                "|---|---|---:|---:|---:|---|",
+            ]
             for c in g["checks"]:
-                lines.append(f"| {c['size']} | {c['figure']} | {c['value']:.2f} | {c['target']} |")
+                # Files from before 2026-12-05 judged medians and carry no interval.
+                low, high = c.get("interval") or (None, None)
+                span = f"{low:.2f}-{high:.2f}" if low is not None else "none (medians only)"
+                met = {True: "yes", False: "**no**"}.get(c.get("met"), "not judged")
+                lines.append(
+                    f"| {c['size']} | {c['figure']} | {c['value']:.2f} | {span} | "
+                    f"{c['target']} | {met} |"
+                )
         lines.append("")
     if pipe_path.exists():
         p = json.loads(pipe_path.read_text())

@@ -236,12 +236,23 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
                 "tflops": 433.8,
                 "peak_gib": 9.5,
                 "runs": 10,
+                "step_ms_interval": [39.1, 41.2],
             },
             {"size": "notebook", "config": "bf16-cudnn", "error": "RuntimeError: no kernel"},
         ],
         "mlp": [{"config": "reduce-overhead", "depth": 24, "step_ms": 1.1, "runs": 50}],
         "checks": [
-            {"size": "notebook", "figure": "compile+bf16 TFLOP/s", "value": 460.0, "target": 450.0}
+            # Judged on its interval: the median is above the target, its low end below.
+            {
+                "size": "notebook",
+                "figure": "compile+bf16 TFLOP/s",
+                "value": 460.0,
+                "interval": [441.0, 470.0],
+                "target": 450.0,
+                "met": False,
+            },
+            # A file from before the intervals: shown as it is, not judged.
+            {"size": "notebook", "figure": "bf16 / eager fp32", "value": 7.5, "target": 2.5},
         ],
     }
     pipe = {
@@ -261,7 +272,10 @@ def test_update_results_adds_benchmark_tables(tmp_path: Path) -> None:
     run = update_results(tmp_path, md)
     assert run.returncode == 0, run.stderr
     text = md.read_text()
-    assert "| notebook | bf16 | 40.0 | 409,600 | 433.8 | 9.5 | 10 |" in text
+    assert "| notebook | bf16 | 40.0 | 39.1-41.2 | 409,600 | 433.8 | 9.5 | 10 |" in text
+    assert "| notebook | compile+bf16 TFLOP/s | 460.00 | 441.00-470.00 | 450.0 | **no** |" in text
+    old = "| notebook | bf16 / eager fp32 | 7.50 | none (medians only) | 2.5 | not judged |"
+    assert old in text
     assert "failed: RuntimeError: no kernel" in text
     assert "| reduce-overhead | 24 | 1.100 | 50 |" in text
     assert "fixed / slow = 5.00x (4.10-6.00x, 12 rounds)" in text
