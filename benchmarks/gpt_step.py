@@ -289,6 +289,8 @@ def timed_row(p: Prepared, comparison: Comparison, clocks: dict | None) -> dict:
     rates at both ends, and the loss one more step gives."""
     timing = comparison[p.name]
     low_s, high_s, _ = rounds_interval(list(timing.times_s))
+    with p.variant.entered():  # tf32's setting, as in its rounds
+        loss = float(p.step().detach())  # type: ignore[attr-defined]  # a loss tensor
     return {
         **p.row,
         "step_ms": timing.median_s * 1e3,
@@ -299,7 +301,7 @@ def timed_row(p: Prepared, comparison: Comparison, clocks: dict | None) -> dict:
         "tokens_per_s": timing.rate(p.items_per_call),
         "tflops": tflops(p.flops_per_call, timing.median_s),
         "tflops_interval": [tflops(p.flops_per_call, high_s), tflops(p.flops_per_call, low_s)],
-        "loss": float(p.step().detach()),  # type: ignore[attr-defined]  # a loss tensor
+        "loss": loss,
         **(clocks or dict.fromkeys(CLOCK_KEYS)),
     }
 
