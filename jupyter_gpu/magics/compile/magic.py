@@ -178,13 +178,13 @@ class CompileMagics(ShellMagics):
         %compile NAME --undo). torch.compile works at the first call: the report (compile time,
         graphs, graph breaks with their reason and source line, recompiles, cache hits and
         misses, bytes added to the on-disk caches) follows the cell that first calls NAME.
-        --bench "model(x)" compiles now and times eager vs compiled (median after warm-up,
-        CUDA synchronised). EXPR runs many times; afterwards NAME's model, the optimizer given
-        with --optimizer, the tensors EXPR uses, the RNG and the gradients are put back bit for
-        bit. If EXPR would change what cannot be put back (an optimizer not named, a file, an
-        object the magic cannot look into), it refuses before running: name it, or pass
-        --allow-side-effects. Never calls torch._dynamo.explain, which would reset every other
-        compiled model.
+        --bench "model(x)" compiles now and times eager vs compiled in interleaved rounds (the
+        speedup with its interval; CUDA events on a GPU). EXPR runs many times; afterwards
+        NAME's model, the optimizer given with --optimizer, the tensors EXPR uses, the RNG and
+        the gradients are put back bit for bit. If EXPR would change what cannot be put back (an
+        optimizer not named, a file, an object the magic cannot look into), it refuses before
+        running: name it, or pass --allow-side-effects. Never calls torch._dynamo.explain, which
+        would reset every other compiled model.
         """
         args = parse(CompileMagics.compile, line)
         torch = torch_module()
