@@ -249,7 +249,7 @@ def fix_rows(result: Any) -> list[str]:
             low, high = fix.interval
             rows.append(
                 f"  {fix.name:<42} {fix.speedup:6.2f}x  ({low:.2f}-{high:.2f})  {on}; "
-                f"{'kept' if fix.kept else fix.verdict}"
+                f"{'kept' if fix.stacked else fix.verdict}"
             )
         rows += [f"      {note}" for note in fix.notes]
     return rows
@@ -445,7 +445,8 @@ def summary(result: Any, wall: float) -> dict[str, Any]:
                 "speedup": f.speedup,
                 "interval": list(f.interval) if f.interval else None,
                 "on_top_of": list(f.on_top_of),
-                "kept": f.kept,
+                "kept": f.stacked,
+                "kept_in_its_trial": f.kept,
                 "verdict": f.verdict,
                 "notes": list(f.notes),
             }
