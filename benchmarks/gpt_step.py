@@ -149,7 +149,6 @@ class Prepared:
     name: str
     row: dict
     variant: Variant
-    step: Callable[[], object]
     flops_per_call: float
     items_per_call: int
 
@@ -230,7 +229,7 @@ def prepare_gpt(
         "peak_gib": peak / 2**30 if peak is not None else None,
     }
     flops = gpt_train_flops_per_token(size.config) * tokens_per_step
-    return Prepared(name, row, Variant(step, context), step, flops, tokens_per_step)
+    return Prepared(name, row, Variant(step, context), flops, tokens_per_step)
 
 
 def prepare_mlp(mode: str, depth: int, args: argparse.Namespace) -> Prepared:
@@ -256,7 +255,7 @@ def prepare_mlp(mode: str, depth: int, args: argparse.Namespace) -> Prepared:
     first_s = time_first_call(step, device=device)
     flops = mlp_train_flops_per_sample(mlp_widths(args.mlp_width, depth)) * args.mlp_batch
     row = {"config": mode, "depth": depth, "first_step_s": first_s}
-    return Prepared(mode, row, Variant(step), step, flops, args.mlp_batch)
+    return Prepared(mode, row, Variant(step), flops, args.mlp_batch)
 
 
 def compare_prepared(
@@ -290,7 +289,7 @@ def timed_row(p: Prepared, comparison: Comparison, clocks: dict | None) -> dict:
     timing = comparison[p.name]
     low_s, high_s, _ = rounds_interval(list(timing.times_s))
     with p.variant.entered():  # tf32's setting, as in its rounds
-        loss = float(p.step().detach())  # type: ignore[attr-defined]  # a loss tensor
+        loss = float(p.variant.run().detach())  # type: ignore[attr-defined]  # a loss tensor
     return {
         **p.row,
         "step_ms": timing.median_s * 1e3,
