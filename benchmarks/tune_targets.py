@@ -457,6 +457,7 @@ def summary(result: Any, wall: float) -> dict[str, Any]:
         "restored": result.restored.line if result.restored is not None else "",
         "elapsed_s": result.elapsed_s,
         "stages": [[label, seconds] for label, seconds in result.stages],
+        "estimates": dict(result.estimates),
     }
 
 
@@ -521,7 +522,9 @@ def main(argv: list[str] | None = None) -> int:
         figures[target] = summary(result, wall)
         print(f"  %tune took {wall:.0f} s (budget {args.budget})")
         for label, seconds in result.stages:
-            print(f"    {seconds:6.1f} s  {label}")
+            expected = result.estimates.get(label)
+            told = f" (estimated {expected:.1f} s)" if expected is not None else ""
+            print(f"    {seconds:6.1f} s  {label}{told}")
         print(*fix_rows(result), sep="\n")
         print(*stack_rows(result), sep="\n")
         for s in result.suggestions:

@@ -78,6 +78,17 @@ class Compile(Fix):
             return "max-autotune times GPU kernels (Triton templates against cuBLAS): needs a GPU"
         return None
 
+    def expected_compile_s(self, default_compile_s: float | None) -> float | None:
+        """About how long its compile takes (seconds; ``None``: it cannot be sized yet).
+
+        A default compile measured already sizes the others; max-autotune's is
+        ``AUTOTUNE_FACTOR`` times the default's, and unsized until that is measured.
+        """
+        measured = default_compile_s is not None and default_compile_s > MIN_COMPILE_S
+        if self.mode == "max-autotune-no-cudagraphs":
+            return AUTOTUNE_FACTOR * default_compile_s if default_compile_s is not None else None
+        return default_compile_s if measured else MIN_COMPILE_S
+
     def budget_note(
         self, left_s: float, default_compile_s: float | None, comparison_s: float = 0.0
     ) -> str | None:
@@ -98,9 +109,9 @@ class Compile(Fix):
                 f"{compile_s:.0f} s {what}{then}"
             )
         if self.mode == "max-autotune-no-cudagraphs":
-            if default_compile_s is None:
+            need = self.expected_compile_s(default_compile_s)
+            if need is None:
                 return "the default compile was not measured, so its autotuning cannot be sized"
-            need = AUTOTUNE_FACTOR * default_compile_s
             if left_s < need + comparison_s:
                 return (
                     f"not reached: {left_s:.0f} s of the budget left, under {AUTOTUNE_FACTOR}x "

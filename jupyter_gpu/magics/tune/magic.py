@@ -226,7 +226,11 @@ class TuneMagics(ShellMagics):
                 result.not_tried.append(NotTried(fix.name, why, fix.needs_gpu, reason="budget"))
                 s.progress.skip(fix.name, why)
                 continue
-            s.progress.stage(f"trying {fix.name}")
+            label = f"trying {fix.name}"
+            estimate = _trial_estimate_s(fix, seconds, s, default_compile_s)
+            if estimate is not None:
+                result.estimates[label] = estimate
+            s.progress.stage(label)
             trial = try_fix(s, fix, seconds=seconds)
             result.fixes.append(trial.result)
             measured[fix.name] = fix
@@ -297,20 +301,25 @@ class TuneMagics(ShellMagics):
         result.profile = _profile(ev, result, stacked)
 
 
-def _budget_note(
-    fix: Fix, left_s: float, seconds: float, s: TuneSession, default_compile_s: float | None
-) -> str | None:
-    """Why ``fix`` does not fit in the budget left (``None``: it does)."""
+def _estimate_s(fix: Fix, seconds: float, s: TuneSession) -> float:
+    """About how long ``fix``'s comparison takes (seconds), a compile not counted."""
     assert s.evidence is not None
     # On top of kept fixes, a round times the step with them: faster, so cheaper. But a round
     # also times two blocks at least as long as the trial's block. A kept loader's blocks hold ten
     # steps and four waves of its workers: 0.77 s on the H200's ResNet-50, so at least 18 s of
     # rounds a trial where the step's time alone gave about 2. That run took 4m 16s of its
     # 3-minute budget.
-    need = max(
+    return max(
         fix.cost_s(s.evidence, seconds, MIN_ROUNDS, step_s=s.kept.step_s),
         2 * MIN_ROUNDS * trial_block_s(s, fix),
     )
+
+
+def _budget_note(
+    fix: Fix, left_s: float, seconds: float, s: TuneSession, default_compile_s: float | None
+) -> str | None:
+    """Why ``fix`` does not fit in the budget left (``None``: it does)."""
+    need = _estimate_s(fix, seconds, s)
     if isinstance(fix, Compile):  # the compile first, then the same rounds as any fix
         return fix.budget_note(left_s, default_compile_s, comparison_s=need)
     if left_s < need:
@@ -319,6 +328,17 @@ def _budget_note(
             f"{describe_s(need)} its comparison needs"
         )
     return None
+
+
+def _trial_estimate_s(
+    fix: Fix, seconds: float, s: TuneSession, default_compile_s: float | None
+) -> float | None:
+    """What the budget expected ``fix``'s trial to take: its comparison, and a compile's time."""
+    need = _estimate_s(fix, seconds, s)
+    if not isinstance(fix, Compile):
+        return need
+    compile_s = fix.expected_compile_s(default_compile_s)
+    return None if compile_s is None else compile_s + need
 
 
 def _to_stack(kept: Kept[Fix], fixes: list[FixResult], measured: dict[str, Fix]) -> list[Fix]:

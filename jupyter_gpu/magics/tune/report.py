@@ -221,14 +221,21 @@ def over_budget_line(result: TuneResult) -> str | None:
 
     A stage is begun only where its estimate fits in what is left, and one under way is
     finished (a compile cannot be stopped halfway), so an overrun is an estimate missed; this
-    names which.
+    names which, each beside what was estimated for it.
     """
     over = result.elapsed_s - result.budget_s
     if over < 1.0 or result.budget_s <= 0:
         return None
     longest = sorted(result.stages, key=lambda stage: -stage[1])[:3]
     rest = result.elapsed_s - sum(seconds for _, seconds in result.stages)
-    named = ", ".join(f"{label} {describe_s(seconds)}" for label, seconds in longest)
+
+    def told(label: str, seconds: float) -> str:
+        expected = result.estimates.get(label)
+        if expected is None:
+            return f"{label} {describe_s(seconds)}"
+        return f"{label} {describe_s(seconds)} (estimated {describe_s(expected)})"
+
+    named = ", ".join(told(label, seconds) for label, seconds in longest)
     where = f"; the longest stages: {named}" if longest else ""
     others = f", {len(result.stages) - len(longest)} more" if len(result.stages) > 3 else ""
     between = describe_s(max(0.0, rest))

@@ -173,6 +173,9 @@ class TuneResult:
     #: Each stage's label and seconds, in the order they ran ("trying torch.compile", 96.0);
     #: the rest of ``elapsed_s`` went on the plan, putting things back and ``--apply``.
     stages: list[tuple[str, float]] = field(default_factory=list)
+    #: What the budget expected of each fix's stage before starting it (seconds, by the stage's
+    #: label: "trying torch.compile"): a stage is begun only where this fits in what is left.
+    estimates: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

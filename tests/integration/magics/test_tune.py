@@ -502,6 +502,12 @@ def test_each_cpu_fix_kind_is_tried_with_its_code_and_the_model_comes_back(shell
     assert result.restored.exact, result.restored.line
     assert result.profile.flops_per_step > 0
     assert "MFU: none" in ran.text  # no data-sheet peak for a CPU, and it says so
+    # Each fix's stage is timed, beside what the budget expected of it before starting it.
+    stages = dict(result.stages)
+    for fix in result.fixes:
+        label = f"trying {fix.name}"
+        assert stages[label] > 0
+        assert result.estimates[label] > 0
 
 
 def test_autocast_with_channels_last_is_tried_for_a_conv_net_beside_each_alone(

@@ -15,12 +15,17 @@ from jupyter_gpu.host.cpus import CpuBudget, worker_count
 from jupyter_gpu.magics.tune.autocast_nhwc import AutocastChannelsLast
 from jupyter_gpu.magics.tune.batch_size import LargerBatch
 from jupyter_gpu.magics.tune.batches import LoaderAlone
-from jupyter_gpu.magics.tune.compile import MIN_COMPILE_S, Compile
+from jupyter_gpu.magics.tune.compile import AUTOTUNE_FACTOR, MIN_COMPILE_S, Compile
 from jupyter_gpu.magics.tune.conv import ChannelsLast
 from jupyter_gpu.magics.tune.evidence import FirstSteps
 from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixes
 from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, WAVES, Loader
-from jupyter_gpu.magics.tune.magic import _budget_note, _mark_replaced, _to_stack
+from jupyter_gpu.magics.tune.magic import (
+    _budget_note,
+    _mark_replaced,
+    _to_stack,
+    _trial_estimate_s,
+)
 from jupyter_gpu.magics.tune.precision import Autocast
 from jupyter_gpu.magics.tune.report import ON_TOP, fixes_table, stack_line
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, TuneResult
@@ -301,6 +306,19 @@ def test_a_compile_is_started_only_where_its_comparison_fits_after_it() -> None:
     assert slow is not None
     assert "under the 42 s the default compile took" in slow
     assert _budget_note(overhead, 41.5 + rounds + 1.0, 2.0, session, 41.5) is None
+    # What the run records of each trial before it starts, to set beside the stage's time: the
+    # compile it expects (the 20 s floor, then the default's measured time; max-autotune's
+    # unsized until the default is measured) and its comparison.
+    assert _trial_estimate_s(compile_default, 2.0, session, None) == pytest.approx(
+        MIN_COMPILE_S + rounds
+    )
+    assert _trial_estimate_s(overhead, 2.0, session, 41.5) == pytest.approx(41.5 + rounds)
+    autotune = Compile("max-autotune-no-cudagraphs")
+    assert _trial_estimate_s(autotune, 2.0, session, None) is None
+    assert _trial_estimate_s(autotune, 2.0, session, 41.5) == pytest.approx(
+        AUTOTUNE_FACTOR * 41.5 + rounds
+    )
+    assert _trial_estimate_s(Autocast("bf16", "cpu"), 2.0, session, 41.5) == pytest.approx(rounds)
 
 
 def test_under_a_kept_loader_over_a_short_epoch_a_block_is_whole_epochs_on_both_sides() -> None:

@@ -434,6 +434,11 @@ def test_each_stage_s_time_is_kept_and_an_overrun_names_the_longest() -> None:
     assert line.startswith("Over the budget by 29 s")
     longest = "the longest stages: trying torch.compile 3m 29s, trying bf16 autocast 50 s, meas"
     assert longest in line
+    # Beside what the budget expected of each fix's stage, where it recorded an estimate.
+    told = replace(result, estimates={"trying torch.compile": 53.0})
+    line = over_budget_line(told)
+    assert line is not None
+    assert "trying torch.compile 3m 29s (estimated 53 s), trying bf16 autocast 50 s," in line
     assert "putting things back) 30 s" in line  # 329 s less the 299 s in stages
     assert over_budget_line(replace(result, elapsed_s=299.0)) is None  # within: nothing to say
 
