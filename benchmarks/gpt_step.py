@@ -275,12 +275,7 @@ def compare_prepared(
     with GpuWatch() as watch, watch.window("timed"):
         comparison = timed()
     stats = watch.stats("timed")
-    return comparison, {
-        "sm_clock_mhz_min": stats.sm_clock_mhz_min,
-        "sm_clock_mhz_max": stats.sm_clock_mhz_max,
-        "power_w_mean": stats.power_w_mean,
-        "temperature_c_max": stats.temperature_c_max,
-    }
+    return comparison, {key: getattr(stats, key) for key in CLOCK_KEYS}
 
 
 def timed_row(p: Prepared, comparison: Comparison, clocks: dict | None) -> dict:
