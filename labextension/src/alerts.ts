@@ -5,7 +5,7 @@
  * threshold, so a value wobbling around it does not repeat the alert). index.ts shows them
  * through JupyterLab's notifications. Pure: no DOM, no JupyterLab.
  */
-import { formatBytes, formatCelsius, formatPct, notebookLabel } from './format';
+import { formatBytes, formatCelsius, formatPct, processLabel } from './format';
 import { trans } from './i18n';
 import { ISample } from './types';
 
@@ -132,11 +132,7 @@ export class AlertTracker {
           if (!p.idle_holder) {
             continue;
           }
-          const who = p.notebook
-            ? notebookLabel(p.notebook)
-            : p.kernel_id
-              ? trans.__('kernel %1', p.kernel_id.slice(0, 8))
-              : trans.__('pid %1', p.pid ?? '?');
+          const who = processLabel(p, trans.__('pid %1', p.pid ?? '?'));
           const idle =
             typeof p.idle_s === 'number'
               ? trans.__(' for %1 min', Math.round(p.idle_s / 60))

@@ -6,7 +6,7 @@ import type { ConnectionStatus } from './model';
 import type { SampleBuffer } from './buffer';
 import { trans } from './i18n';
 import type { Unit } from './readings.generated';
-import { IDeviceSample, IDevicesInfo, ISample } from './types';
+import { IDeviceSample, IDevicesInfo, IGpuProcess, ISample } from './types';
 
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
@@ -141,6 +141,30 @@ export function formatClock(
 export function notebookLabel(path: string): string {
   const name = path.split('/').pop() ?? path;
   return name.replace(/\.ipynb$/, '');
+}
+
+/** The label of a row that stands for processes nobody here may or can name. */
+export function summaryLabel(p: IGpuProcess): string {
+  if (p.scope === 'unattributable') {
+    // "Not attributable from inside this container: NVML lists …" -> its first clause
+    return (p.reason ?? trans.__('Not attributable')).split(':')[0];
+  }
+  return trans.__("other users' processes");
+}
+
+/**
+ * What a process is called wherever it is shown (the card's list, the table, an alert): its
+ * notebook, else its kernel, else the summary a row of several stands for, else `other` (a
+ * process of this user that no kernel here started).
+ */
+export function processLabel(p: IGpuProcess, other: string): string {
+  if (p.notebook) {
+    return notebookLabel(p.notebook);
+  }
+  if (p.kernel_id) {
+    return trans.__('kernel %1', p.kernel_id.slice(0, 8));
+  }
+  return p.pid === null ? summaryLabel(p) : other;
 }
 
 /** One decimal under 100 (two under 1), none from 100 up: 0.51, 5.1, 12.0, 31.2, 140. */

@@ -3,7 +3,7 @@
  * (a notebook's kernel may run several processes), biggest first.
  */
 import { setHidden, setText } from './dom';
-import { formatBytes, notebookLabel, unavailableHelp } from './format';
+import { formatBytes, processLabel, unavailableHelp } from './format';
 import { trans } from './i18n';
 import { IGpuProcess } from './types';
 
@@ -15,15 +15,6 @@ interface IRow {
   title: string;
   bytes: number;
   notebook: string | null;
-}
-
-/** The label of a row that stands for processes nobody here may or can name. */
-export function summaryLabel(p: IGpuProcess): string {
-  if (p.scope === 'unattributable') {
-    // "Not attributable from inside this container: NVML lists …" -> its first clause
-    return (p.reason ?? trans.__('Not attributable')).split(':')[0];
-  }
-  return trans.__("other users' processes");
 }
 
 /** What a tooltip says about one process, or about a row that stands for several. */
@@ -62,13 +53,7 @@ export function groupProcesses(processes: readonly IGpuProcess[]): IRow[] {
           : 'other');
     let row = rows.get(key);
     if (!row) {
-      const label = p.notebook
-        ? notebookLabel(p.notebook)
-        : p.kernel_id
-          ? trans.__('kernel %1', p.kernel_id.slice(0, 8))
-          : p.pid === null
-            ? summaryLabel(p)
-            : trans.__('other processes');
+      const label = processLabel(p, trans.__('other processes'));
       row = { label, title: '', bytes: 0, notebook: p.notebook };
       rows.set(key, row);
     }

@@ -17,8 +17,7 @@
  * labelled simulated, since the simulated backend puts made-up memory on real kernels.
  */
 import { el, setHidden, setText, setTitle } from './dom';
-import { formatBytes, formatDuration, notebookLabel } from './format';
-import { summaryLabel } from './processes';
+import { formatBytes, formatDuration, processLabel } from './format';
 import { trans } from './i18n';
 import type { GpuMonitorModel } from './model';
 import { IGpuProcess, ISample } from './types';
@@ -200,13 +199,7 @@ export class ProcessTable {
         'Simulated: the simulated backend puts made-up GPU memory on this server’s kernels.'
       );
     }
-    const label = p.notebook
-      ? notebookLabel(p.notebook)
-      : p.kernel_id
-        ? trans.__('kernel %1', p.kernel_id.slice(0, 8))
-        : p.pid === null
-          ? summaryLabel(p)
-          : (p.name ?? trans.__('other process'));
+    const label = processLabel(p, p.name ?? trans.__('other process'));
     const nbCell = el('td', 'jp-gpu-proc-notebook');
     const open = this._actions.openNotebook;
     if (p.notebook && open) {

@@ -7,10 +7,11 @@ import {
   formatPct,
   noGpuMessage,
   nvmlWaitMessage,
+  processLabel,
   statusText,
   unavailableHelp
 } from '../format';
-import { IDevicesInfo } from '../types';
+import { IDevicesInfo, IGpuProcess } from '../types';
 import { makeSample } from './fakeserver';
 
 const H200 = 150754820096;
@@ -177,5 +178,40 @@ describe('cacheTrend', () => {
       sample(301, null)
     ]);
     expect(cacheTrend(buffer)).toBe('torch.compile cache: +12.0 MiB in 5 min');
+  });
+});
+
+describe('processLabel', () => {
+  const proc = (extra: Partial<IGpuProcess>): IGpuProcess => ({
+    pid: 7,
+    name: 'python',
+    used_mem_bytes: 1,
+    kernel_id: null,
+    notebook: null,
+    ...extra
+  });
+
+  it('names a process by its notebook, then its kernel, then the summary it stands for', () => {
+    const kernel = { kernel_id: '0123456789abcdef' };
+    expect(
+      processLabel(proc({ ...kernel, notebook: 'a/b/train.ipynb' }), 'x')
+    ).toBe('train');
+    expect(processLabel(proc(kernel), 'x')).toBe('kernel 01234567');
+    expect(processLabel(proc({ pid: null }), 'x')).toBe(
+      "other users' processes"
+    );
+    expect(
+      processLabel(
+        proc({
+          pid: null,
+          scope: 'unattributable',
+          reason:
+            'Not attributable from inside this container: NVML lists host pids'
+        }),
+        'x'
+      )
+    ).toBe('Not attributable from inside this container');
+    // A process of this user that no kernel here started: what the caller calls it.
+    expect(processLabel(proc({}), 'pid 7')).toBe('pid 7');
   });
 });

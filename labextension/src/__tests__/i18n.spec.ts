@@ -13,6 +13,7 @@ import { ProcessTable } from '../proctable';
 import { DEFAULT_SETTINGS } from '../settings';
 import { ISample } from '../types';
 import { FakeElement, installFakeDom, shownStrings } from './fakedom';
+import { makeSample } from './fakeserver';
 
 const fill = (text: string, args: unknown[]) =>
   text.replace(/%(\d+)/g, (_w, n) => String(args[Number(n) - 1]));
@@ -61,12 +62,9 @@ const noneStale = {
 };
 
 function sample(): ISample {
+  const base = makeSample(1, 1000, 1);
   return {
-    seq: 1,
-    ts: 1000,
-    backend: 'simulated',
-    simulated: true,
-    reason: null,
+    ...base,
     host: {
       cpu_pct: 12,
       cpu_count: 8,
@@ -115,19 +113,7 @@ function sample(): ISample {
     },
     devices: [
       {
-        index: 0,
-        uuid: 'a',
-        name: 'GPU',
-        state: 'ok',
-        error: null,
-        util_pct: 1,
-        mem_util_pct: null,
-        mem_used_bytes: 1,
-        mem_total_bytes: 10,
-        power_w: 1,
-        power_limit_w: 2,
-        temperature_c: 30,
-        sm_clock_mhz: null,
+        ...base.devices[0],
         processes: [
           {
             pid: 11,

@@ -3,6 +3,7 @@
 import { idleText, processRows, ProcessTable } from '../proctable';
 import { ISample } from '../types';
 import { FakeElement, installFakeDom } from './fakedom';
+import { makeSample } from './fakeserver';
 
 function sample(simulated = false): ISample {
   const proc = (pid: number, bytes: number, extra: object = {}) => ({
@@ -13,56 +14,17 @@ function sample(simulated = false): ISample {
     notebook: null,
     ...extra
   });
-  return {
-    seq: 1,
-    ts: 1000,
-    backend: 'simulated',
-    simulated,
-    reason: null,
-    host: null,
-    compile_cache: null,
-    devices: [
-      {
-        index: 0,
-        uuid: 'a',
-        name: 'GPU',
-        state: 'ok',
-        error: null,
-        util_pct: 1,
-        mem_util_pct: null,
-        mem_used_bytes: 1,
-        mem_total_bytes: 10,
-        power_w: 1,
-        power_limit_w: 2,
-        temperature_c: 30,
-        sm_clock_mhz: null,
-        processes: [proc(11, 1e9)]
-      },
-      {
-        index: 1,
-        uuid: 'b',
-        name: 'GPU',
-        state: 'ok',
-        error: null,
-        util_pct: 1,
-        mem_util_pct: null,
-        mem_used_bytes: 1,
-        mem_total_bytes: 10,
-        power_w: 1,
-        power_limit_w: 2,
-        temperature_c: 30,
-        sm_clock_mhz: null,
-        processes: [
-          proc(22, 5e9, {
-            kernel_id: 'k22',
-            notebook: 'a/train.ipynb',
-            idle_s: 1200,
-            idle_holder: true
-          })
-        ]
-      }
-    ]
-  };
+  const s = { ...makeSample(1, 1000), simulated };
+  s.devices[0].processes = [proc(11, 1e9)];
+  s.devices[1].processes = [
+    proc(22, 5e9, {
+      kernel_id: 'k22',
+      notebook: 'a/train.ipynb',
+      idle_s: 1200,
+      idle_holder: true
+    })
+  ];
+  return s;
 }
 
 describe('ProcessTable', () => {
