@@ -19,9 +19,11 @@ of notebook 07 alone then leaves the tutorials' section, and its figures, as the
 
 A run of some notebooks keeps what the section held of the others: their tables, and their rows
 of *Targets* and *Claims*, with a line saying which are kept and from which run. Text it did not
-write (a paragraph under *Targets*, a ``###`` part of its own) is kept too. On 2026-12-02 a
-replaced section took with it the hand-written explanation of notebook 01's target, which the
-notebook cites; on 2026-12-05 a run of 03 and 04 would have dropped 00-02 and 05.
+write (a paragraph under *Targets*, a ``###`` part of its own) is kept too; a hand-written
+paragraph above the first part is kept marked as of an earlier run (it may speak of that run:
+delete it by hand once it no longer holds). On 2026-12-02 a replaced section took with it the
+hand-written explanation of notebook 01's target, which the notebook cites; on 2026-12-05 a run
+of 03 and 04 would have dropped 00-02 and 05.
 
 Smoke-mode and CPU results are refused (they would say nothing about a GPU) unless
 ``--allow-any-mode`` is given (tests use it, writing to a scratch copy).
@@ -327,15 +329,36 @@ def _row_notebook(row: str) -> str:
     return row.strip().strip("|").split("|")[0].strip()
 
 
+#: How the paragraphs this script writes above a section's first part begin.
+_OWN_PARAGRAPHS = ("Written by ", "Machine:", "Conditions:", "Kept from the section")
+#: The mark on a hand-written paragraph kept from above an earlier run's parts.
+HAND_KEPT = "Kept, written by hand of an earlier run: "
+
+
+def _hand_paragraphs(preamble: str) -> list[str]:
+    """The paragraphs above a section's first part that this script did not write, marked once.
+
+    A paragraph in parentheses is a placeholder (``(pending)``, ``(no results found)``): left out.
+    """
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", preamble) if p.strip()]
+    return [
+        p if p.startswith(HAND_KEPT) else HAND_KEPT + p
+        for p in paragraphs
+        if not p.startswith(_OWN_PARAGRAPHS) and not (p.startswith("(") and p.endswith(")"))
+    ]
+
+
 def merge_section(old: str, new: str, ran: set[str]) -> str:
     """The section ``new`` for the notebooks in ``ran``, with what ``old`` held of the rest.
 
     Kept from ``old``: the parts of notebooks not in ``ran``, their rows of *Targets* and
     *Claims*, and text this script does not write (paragraphs among those tables, parts of
-    other names). Where nothing is kept, ``new`` as it is.
+    other names, and paragraphs above the parts, marked as of an earlier run since they may
+    speak of it). Where nothing is kept, ``new`` as it is.
     """
     old_pre, old_parts = _parts(old)
     new_pre, new_parts = _parts(new)
+    hand = _hand_paragraphs(old_pre)
     kept = [n for h, _ in old_parts if (n := _notebook_of(h)) and n not in ran]
     tables = {"### Targets", "### Claims"}
     old_tables = {h.strip(): _rows_and_text(t) for h, t in old_parts if h.strip() in tables}
@@ -348,7 +371,7 @@ def merge_section(old: str, new: str, ran: set[str]) -> str:
         if not _notebook_of(h) and h.strip() not in tables and h not in new_headings
     ]
     notes = "".join(text for _, text in old_tables.values())
-    if not kept and not own and not notes:
+    if not kept and not own and not notes and not hand:
         return new
     lines = [new_pre.rstrip("\n"), ""]
     if kept:
@@ -363,6 +386,8 @@ def merge_section(old: str, new: str, ran: set[str]) -> str:
             f"It said of its run: {said or '(nothing)'}",
             "",
         ]
+    for paragraph in hand:
+        lines += [paragraph, ""]
     new_by_book = {_notebook_of(h): (h, t) for h, t in new_parts if _notebook_of(h)}
     old_by_book = {_notebook_of(h): (h, t) for h, t in old_parts if _notebook_of(h)}
     for book in NOTEBOOKS:

@@ -146,3 +146,31 @@ def test_a_run_of_every_notebook_the_section_held_replaces_it_whole(tmp_path: Pa
     text = md.read_text()
     assert "old" not in text.split("## Tutorials on one H200")[1]
     assert "Kept from" not in text
+
+
+def test_a_hand_written_paragraph_above_the_parts_is_kept_marked_as_of_its_run(
+    tmp_path: Path,
+) -> None:
+    # The 24gb section's note on why notebook 03 failed in one run and passed in the next sat
+    # above the parts, where a re-run dropped it with the script's own paragraphs.
+    md = tmp_path / "RESULTS.md"
+    md.write_text(
+        "# Measured results\n\n## Tutorials on one H200 (x)\n\n"
+        "Written by `benchmarks/update_results.py` from the JSON files.\n\n"
+        "03 failed in run 8 with an OOM; the limit is now measured.\n\n"
+        "Machine: old. Date: old.\n\nConditions: beside another job.\n\n"
+        "### 07-capstone (ran 300 s)\n\n| figure | value | how |\n|---|---:|---|\n"
+        "| old row | 1 |  |\n"
+    )
+    folder = tmp_path / "res"
+    capstone_json(folder)
+    update(folder, md)
+    update(folder, md)  # twice: marked once, kept once
+    section = md.read_text().split("## Tutorials on one H200")[1]
+    assert section.count("03 failed in run 8") == 1
+    assert "\n\nKept, written by hand of an earlier run: 03 failed in run 8 with an OOM" in section
+    assert section.index("Machine: NVIDIA H200") < section.index("Kept, written by hand")
+    assert section.index("Kept, written by hand") < section.index("### 07-capstone")
+    assert "Machine: old" not in section
+    assert "beside another job" not in section
+    assert "old row" not in section
