@@ -101,6 +101,16 @@ def _reset_dynamo_at_exit() -> None:
         return
     with contextlib.suppress(Exception):  # the process is ending: nothing to report to
         dynamo.reset()
+    # reset() frees the compiled code of most frames, but code compiled around a graph break
+    # (or for a recompile) stays alive with the user's function until the namespace is emptied,
+    # and its cleanup then deletes names already gone. torch keeps these cleanups in
+    # CleanupManager: a weakref per compiled code object, whose callback runs them. Dropping the
+    # weakrefs drops the callbacks; the names go with the namespace, as every other name does.
+    manager = getattr(sys.modules.get("torch._dynamo.utils"), "CleanupManager", None)
+    if manager is not None:
+        with contextlib.suppress(Exception):  # torch's internals moved: leave them alone
+            manager.instance.refs.clear()
+            manager.instance.values.clear()
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
