@@ -1,4 +1,4 @@
-"""What ``%%amp``, ``%%memsummary`` and ``%%profile`` add to a cell, beyond the torch calls.
+"""What ``%%amp``, ``%%memsummary``, ``%%profile`` and ``%compile``'s reporter add to a cell.
 
 In a real IPython shell with ``%load_ext jupyter_gpu``, each magic's cell is timed against the
 same cell written by hand with the torch call the magic wraps (whole ``run_cell`` calls, output
@@ -15,6 +15,8 @@ Garbage is collected before each block, untimed (as ``--replay`` does before eac
   memory in use after the first run, the allocator trace of the cell: history on without
   stacks, ``_snapshot()``, history off; the process's resident memory on CPU). Target: under
   1 ms.
+- ``%compile``'s reporter (the pre/post-run-cell hooks its first use installs): a cell that
+  compiles nothing, with the hooks and without. Target: under 1 ms.
 - ``%%profile`` (table, timeline, GPU idle time, hints): against a bare
   ``torch.profiler.profile`` block that prints ``key_averages().table()``. Target: within 10 %.
   Also shown (no target): against the profiler block and ``key_averages()`` alone, no table.
@@ -49,6 +51,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,12 +169,48 @@ class Overhead:
     machine: str
 
 
-def measure(ip: object, magic: str, base: str, rounds: int) -> Overhead:
+def compile_reporter(ip: object) -> Callable[[bool], AbstractContextManager[object]]:
+    """Installs ``%compile``'s pre/post-run-cell reporter (on) or leaves it out (off).
+
+    The reporter is what ``%compile`` leaves in the shell after its first use: every later
+    cell pays for its hooks (dynamo's counters read before and after, its graph-break loggers
+    listened to during the cell),
+    whether or not it compiles.
+    """
+    from jupyter_gpu.magics import loaded_magics
+    from jupyter_gpu.magics.compile import CompileMagics
+    from jupyter_gpu.magics.compile.magic import CompileWatcher
+
+    magics = loaded_magics(ip, CompileMagics)  # type: ignore[arg-type]  # an InteractiveShell
+    assert isinstance(magics, CompileMagics)
+    watcher = CompileWatcher(magics)
+
+    @contextlib.contextmanager
+    def installed(on: bool) -> Iterator[None]:
+        if on:
+            watcher.start()
+        try:
+            yield
+        finally:
+            if on:
+                watcher.stop()
+
+    return installed
+
+
+def measure(
+    ip: object,
+    magic: str,
+    base: str,
+    rounds: int,
+    hooks: Callable[[bool], AbstractContextManager[object]] | None = None,
+) -> Overhead:
     """``run_cell(magic)`` against ``run_cell(base)`` in interleaved rounds (``compare``).
 
     Whole ``run_cell`` calls, output captured, timed with ``perf_counter`` (host time is what
     a magic adds: ``device="cpu"``, where CUDA events would time the GPU's stream instead);
-    the cells synchronise the GPU themselves.
+    the cells synchronise the GPU themselves. ``hooks(on)``, where given, is entered around
+    each block, untimed: ``hooks(True)`` around the magic's, ``hooks(False)`` around the base's.
     """
     from IPython.utils.capture import capture_output
 
@@ -184,18 +223,22 @@ def measure(ip: object, magic: str, base: str, rounds: int) -> Overhead:
 
         return once
 
-    @contextlib.contextmanager
-    def collected() -> Iterator[None]:
-        # Untimed, before each block: a full collection of the earlier cells' garbage (about
-        # 200 ms on a 2-core VM after a few profiles) otherwise lands on whichever cell crosses
-        # the threshold, and made the %%profile rounds' ratios run 0.3x to 3x.
-        gc.collect()
-        yield
+    def collected(on: bool) -> Callable[[], AbstractContextManager[object]]:
+        @contextlib.contextmanager
+        def block() -> Iterator[None]:
+            # Untimed, before each block: a full collection of the earlier cells' garbage
+            # (about 200 ms on a 2-core VM after a few profiles) otherwise lands on whichever
+            # cell crosses the threshold, and made the %%profile rounds' ratios run 0.3x to 3x.
+            gc.collect()
+            with hooks(on) if hooks is not None else contextlib.nullcontext():
+                yield
+
+        return block
 
     timed = compare(
         {
-            "with magic": Variant(cell(magic), collected),
-            "by hand": Variant(cell(base), collected),
+            "with magic": Variant(cell(magic), collected(True)),
+            "by hand": Variant(cell(base), collected(False)),
         },
         device="cpu",
         warmup=10,
@@ -361,6 +404,8 @@ def main() -> int:
     rows.append(("%%profile", prof, "< 10 %"))
     bare = measure(ip, f"%%profile\n{PROFILE_WORK}", PROFILE_BARE, args.rounds)
     rows.append(("%%profile vs profiler + key_averages() only", bare, "info"))
+    watched = measure(ip, WORK, WORK, args.rounds, hooks=compile_reporter(ip))
+    rows.append(("%compile's reporter, a cell that compiles nothing", watched, "< 1 ms"))
 
     print(
         f"magic overhead per cell on {device}, torch {torch.__version__}: {args.rounds} "
@@ -372,7 +417,7 @@ def main() -> int:
         f"imported torch: {torch_imported}"
     )
     print(
-        f"{'magic':44} {'with magic':>12} {'by hand':>12} {'added (interval)':>34} {'target':>8}"
+        f"{'magic':50} {'with magic':>12} {'by hand':>12} {'added (interval)':>34} {'target':>8}"
         "  met"
     )
     results: dict[str, Any] = {
@@ -394,7 +439,7 @@ def main() -> int:
             ok = target == "info" or ratio.high < 1.10
         all_ok = all_ok and ok
         print(
-            f"{name:44} {o.with_magic_s * 1e3:9.3f} ms {o.by_hand_s * 1e3:9.3f} ms {shown:>34} "
+            f"{name:50} {o.with_magic_s * 1e3:9.3f} ms {o.by_hand_s * 1e3:9.3f} ms {shown:>34} "
             f"{target:>8}  {'yes' if ok else 'NO'}"
         )
         if o.machine:
