@@ -9,7 +9,7 @@ no-GPU state). Problems are logged once when they start, not every tick.
 It reads the groups of ``readings/catalog.py`` (``read_group``). Per tick and device, the fast
 group (each call 1 to 6 us on an H200 with driver 580, except the process list): utilization,
 memory, power, enforced power limit, temperature, SM clock and the compute and graphics
-processes. The ``pcie`` group is PCIe throughput (about 21 ms per call: NVML samples a 20 ms
+processes. The ``pcie`` group is PCIe throughput (21 ms per call there: NVML samples a 20 ms
 window); ``gpm`` is SM/tensor/DRAM activity (GPM, Hopper and newer, 0.5 to 3.4 ms per GPU);
 ``nvlink`` is NVLink data throughput from NVML's field values (``nvlink.py``).
 Every read is of one device and group, so that the sampler can give each its own thread and

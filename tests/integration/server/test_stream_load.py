@@ -51,12 +51,14 @@ LAG_S = 1.0
 """The longest a sample may take from being taken to reaching the counting client: ten ticks."""
 MEMORY_BOUND_MIB = 64
 """The most the RSS may grow with the flood: 64 clients' budgets (512 KiB each, 32 MiB) and
-the handshakes of 1,000 connections. Measured here: +24 MiB (the buffers share each sample's
-frame, so the silent clients add little; the rest is the handshakes' high-water mark)."""
+the handshakes of 1,000 connections. Measured on the 2-vCPU development VM: +24 MiB (2026-12-03)
+and +23.0-23.2 MiB (2026-12-05, two runs); the buffers share each sample's frame, so the silent
+clients add little; the rest is the handshakes' high-water mark."""
 RETURNED_MIB = 32
 """How close to the baseline the RSS must come back once the clients have gone. Python keeps
-the high-water mark of the handshakes' objects (+21 MiB here, measured again after a second
-and a third flood of 1,000: no more): it is reused, not grown."""
+the high-water mark of the handshakes' objects (on the same VM, +21 MiB on 2026-12-03 and
++23.0 MiB ten seconds after the clients left on 2026-12-05; a second and a third flood of 1,000
+added 0.3 MiB together): it is reused, not grown."""
 TOKEN = "load-test-token-0123456789"
 
 
