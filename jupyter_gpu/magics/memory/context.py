@@ -6,8 +6,8 @@ inherits (``CUDA_MODULE_LOADING``, which torch sets to ``LAZY`` when unset). No 
 context's size, and this kernel's own context was made before anyone could read around it. So a
 fresh Python process (the standard library only, no torch) opens the GPU's primary context
 through the driver API, holds it, and NVML reads that process's memory, the same reading
-``%memsummary`` takes of this kernel. About a second, once per GPU: the result is kept for the
-kernel's life, a failure too (with its reason).
+``%memsummary`` takes of this kernel. It costs a process start and a context's creation, once
+per GPU: the result is kept for the kernel's life, a failure too (with its reason).
 """
 
 from __future__ import annotations

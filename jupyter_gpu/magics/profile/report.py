@@ -38,7 +38,7 @@ def _sort_value(row: OpRow, key: str, cuda: bool) -> Any:
 def _steps_text(r: ProfileResult) -> str:
     """The window every share is of (``idle.py``).
 
-    ``2 steps (8.10 ms, steps 3 to 4)``; one measured run: ``the measured run (2.32 s)``, with
+    ``2 steps (8.1 ms, steps 3 to 4)``; one measured run: ``the measured run (2.32 s)``, with
     its number after warm-up runs (``run 3``).
     """
     if r.steps > 1:

@@ -270,8 +270,8 @@ def _named_part(p: RestoredPart) -> str:
 def restored_line(r: Restored) -> str:
     """One line: what was compared after putting it back, what was not, what stays changed.
 
-    E.g. ``Restored after 1,042 runs, checked bit for bit: model, opt (and its 3 parameter(s)
-    outside model), sched (state_dict), x, x.grad, the RNG, 19 process-wide settings; the runs
+    Its format: ``Restored after N runs, checked bit for bit: model, opt (and its N parameter(s)
+    outside model), sched (state_dict), x, x.grad, the RNG, N process-wide settings; the runs
     had changed model's hooks, anomaly mode (put back); the CUDA peak counters as they were.``
     Only compared parts are named as checked; the structured list is ``r.parts``.
     """

@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from .fixes import TuneSession
 
 #: max-autotune-no-cudagraphs is tried when the budget left is this many default compiles:
-#: notebook 07's final shape took 187.3 s to its first max-autotune step against 7.1 s in the
-#: default mode on the H200 (benchmarks/RESULTS.md, 07-capstone), 26 times as long.
+#: notebook 07's final shape took 184.4 s to its first max-autotune step against 5.8 s in the
+#: default mode on the H200 at the emulated 16gb tier, about 32 times as long
+#: (benchmarks/RESULTS.md, "Capstone at the 16gb tier, emulated on one H200", 2026-12-03). The
+#: factor was set after GPU run 22 of 2026-12-02 at full size (187.3 s against 7.1 s, 26 times,
+#: in RESULTS.md as of commit 8b0e53f, which a later run replaced): 30 lies between the two.
 AUTOTUNE_FACTOR = 30
 #: The budget left below which no compile is started (seconds): the DESIGN's H200 runs took
 #: 21 s (GPT-2) to 38 s (ResNet-50) for a first compiled step.
