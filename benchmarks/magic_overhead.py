@@ -15,6 +15,8 @@ Garbage is collected before each block, untimed (as ``--replay`` does before eac
   memory in use after the first run, the allocator trace of the cell: history on without
   stacks, ``_snapshot()``, history off; the process's resident memory on CPU). Target: under
   1 ms.
+- ``%%amp`` with ten forwards in the cell, against the same by hand (no target): each further
+  forward casts the weights again under the magic's non-caching autocast.
 - ``%compile``'s reporter (the pre/post-run-cell hooks its first use installs): a cell that
   compiles nothing, with the hooks and without. Target: under 1 ms.
 - ``%%profile`` (table, timeline, GPU idle time, hints): against a bare
@@ -87,6 +89,14 @@ WORK = "y = model(x)\nsync()"
 PROFILE_WORK = "for _ in range(10):\n    step()\nsync()"
 
 AMP_BASE = "with torch.autocast(dev, dtype=torch.bfloat16):\n    y = model(x)\nsync()"
+# Ten forwards in one cell: %%amp's autocast does not cache the weights' casts (see its docs),
+# a hand-written torch.autocast does, so each further forward costs the magic a cast.
+TEN_FORWARDS = "for _ in range(10):\n    y = model(x)"
+AMP_BASE_TEN = (
+    "with torch.autocast(dev, dtype=torch.bfloat16):\n"
+    + "\n".join("    " + line for line in TEN_FORWARDS.splitlines())
+    + "\nsync()"
+)
 MEM_BASE_CUDA = (
     "_b = torch.cuda.memory_stats()\n"
     "torch.cuda.memory._record_memory_history('all', context=None, stacks='python', "
@@ -397,6 +407,8 @@ def main() -> int:
     rows = []
     amp = measure(ip, f"%%amp --dtype bf16\n{WORK}", AMP_BASE, args.rounds)
     rows.append(("%%amp", amp, "< 1 ms"))
+    amp_ten = measure(ip, f"%%amp --dtype bf16\n{TEN_FORWARDS}\nsync()", AMP_BASE_TEN, args.rounds)
+    rows.append(("%%amp, ten forwards in the cell", amp_ten, "info"))
     base = MEM_BASE_CUDA if cuda else MEM_BASE_CPU
     mem = measure(ip, f"%%memsummary\n{WORK}", base, args.rounds)
     rows.append(("%%memsummary", mem, "< 1 ms"))
@@ -417,7 +429,7 @@ def main() -> int:
         f"imported torch: {torch_imported}"
     )
     print(
-        f"{'magic':50} {'with magic':>12} {'by hand':>12} {'added (interval)':>34} {'target':>8}"
+        f"{'magic':50} {'with magic':>12} {'by hand':>12} {'added (interval)':>42} {'target':>8}"
         "  met"
     )
     results: dict[str, Any] = {
@@ -434,12 +446,19 @@ def main() -> int:
             low, high = o.added_interval_s
             shown = f"{o.added_s * 1e3:+.3f} ms ({low * 1e3:+.3f} to {high * 1e3:+.3f})"
             ok = high < 1e-3
-        else:  # a share: "< 10 %", or "info" (shown, no target)
+        elif target == "info":  # shown, no target: what it adds, and as a share
+            low, high = o.added_interval_s
+            shown = (
+                f"{o.added_s * 1e3:+.3f} ms ({low * 1e3:+.3f} to {high * 1e3:+.3f}), "
+                f"{ratio.value - 1:+.1%}"
+            )
+            ok = True
+        else:  # a share: "< 10 %"
             shown = f"{ratio.value - 1:+.1%} ({ratio.low - 1:+.1%} to {ratio.high - 1:+.1%})"
-            ok = target == "info" or ratio.high < 1.10
+            ok = ratio.high < 1.10
         all_ok = all_ok and ok
         print(
-            f"{name:50} {o.with_magic_s * 1e3:9.3f} ms {o.by_hand_s * 1e3:9.3f} ms {shown:>34} "
+            f"{name:50} {o.with_magic_s * 1e3:9.3f} ms {o.by_hand_s * 1e3:9.3f} ms {shown:>42} "
             f"{target:>8}  {'yes' if ok else 'NO'}"
         )
         if o.machine:
