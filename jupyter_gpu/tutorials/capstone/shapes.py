@@ -1,10 +1,12 @@
 """The capstone's model shapes: the one a student writes, the one that feeds the tensor cores.
 
-A student picks round decimal numbers: ``d_model`` 2000, heads of 100, a SwiGLU hidden width of
-``int(8 * d / 3)`` (5333: odd) and a vocabulary of 256 bytes plus 3 special tokens (259: odd).
-The final shape keeps the layers and the sequence length and makes every dimension a multiple of
-64 or 128: ``d_model`` 2048, heads of 128, the hidden width rounded up to a multiple of 128
-(5504), the vocabulary padded to 384 (the extra rows are never used as inputs).
+A student picks round decimal numbers: at the 80gb tier ``d_model`` 2000, heads of 100, a SwiGLU
+hidden width of ``int(8 * d / 3)`` (5333: odd) and a vocabulary of 256 bytes plus 3 special
+tokens (259: odd). The final shape keeps the layers and the sequence length and makes every
+dimension a multiple of 64 or 128: at that tier ``d_model`` 2048, heads of 128, the hidden width
+rounded up to a multiple of 128 (5504), the vocabulary padded to 384 (the extra rows are never
+used as inputs). The other tiers' widths are in :data:`FINAL_SPECS` (the student's is the final
+width rounded down to hundreds: 1000 at 16gb and 24gb, 1500 at 40gb, 200 on a CPU).
 
 The final shape is a parameter: ``JUPYTER_GPU_CAPSTONE_SHAPE=d2048-hd128-l8-t2048`` (width, head
 width, layers, sequence length; what ``benchmarks/capstone_probe.py`` prints for its winner)
@@ -206,9 +208,11 @@ class CapstoneSizes:
         student: the shape the run starts with.
         requested_batch: the batch the student asks for (halved until a step fits).
         autotune: measure max-autotune's GEMM tuning (``model.GEMM_AUTOTUNE``) as well (GPU
-            only, and only with ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=1``: its compile took 187 s of
-            the notebook's 494 on the H200 and was not faster, benchmarks/RESULTS.md, so the
-            notebook's 10 minutes leave it out unless asked).
+            only, and only with ``JUPYTER_GPU_CAPSTONE_AUTOTUNE=1``: the first step of the final
+            shape took 184.4 s with it, of a notebook that ran 366 s, and its row was not kept, on
+            one H200 at the emulated 16gb tier (benchmarks/RESULTS.md, *Capstone at the 16gb
+            tier, emulated on one H200*, 2026-12-03), so the notebook's 10 minutes leave it out
+            unless asked).
         from_env: the final shape came from ``JUPYTER_GPU_CAPSTONE_SHAPE``.
     """
 
