@@ -119,7 +119,8 @@ OPTIONS: tuple[Option, ...] = (
         600.0,
         "Seconds of history the server keeps, so a panel opened late shows the past "
         f"(1 to 86400; at most {MAX_HISTORY_SAMPLES:,} samples, i.e. history_s / interval_s; "
-        "a sample takes about 1.8 KB of memory per GPU, see benchmarks/history_memory.py).",
+        "each GPU adds about 1.8 KB to a sample's memory: benchmarks/history_memory.py, "
+        "simulated backend, 2026-12-04).",
         minimum=1.0,
         maximum=86_400.0,
         api=True,
@@ -129,8 +130,9 @@ OPTIONS: tuple[Option, ...] = (
         "slow_metrics",
         "bool",
         False,
-        "Also read PCIe throughput. NVML samples a 20 ms window for it (a call took 21 ms on "
-        "an H200, 2026-11-30), so it runs in its own thread every slow_interval_s.",
+        "Also read PCIe throughput. NVML samples a 20 ms window for it "
+        "(nvmlDeviceGetPcieThroughput's documentation; a call took 21 ms on an H200, "
+        "2026-11-30), so it runs in its own thread every slow_interval_s.",
         api=True,
         frontend=True,
     ),
@@ -161,8 +163,8 @@ OPTIONS: tuple[Option, ...] = (
         True,
         "Read SM active, SM occupancy, tensor-core active and DRAM bandwidth from NVML's GPU "
         "Performance Monitoring (Hopper and newer; older GPUs show them as 'Not Supported'). "
-        "A read (sample and metrics) took 0.5 ms per GPU idle and 3.4 ms busy on an H200, "
-        "so it runs in its own thread every gpm_interval_s.",
+        "A read (sample and metrics) took 0.5 ms per GPU idle and 3.4 ms busy on an H200 "
+        "(2026-12-01), so it runs in its own thread every gpm_interval_s.",
         api=True,
         frontend=True,
     ),
@@ -269,7 +271,8 @@ OPTIONS: tuple[Option, ...] = (
         86_400.0,
         "Seconds of long history the server keeps as min/mean/max buckets of "
         "history_bucket_s, after the full-resolution history_s (60 to 604800; 24 h by "
-        "default). Its memory is fixed: about 0.8 MB per GPU for 24 h at 10 s buckets.",
+        "default). Its memory is fixed: 138 KB per reading and GPU for 24 h at 10 s buckets, "
+        "about 1.1 MB per GPU with the fast and GPM readings (1.4 MB with NVLink's).",
         minimum=60.0,
         maximum=604_800.0,
         api=True,

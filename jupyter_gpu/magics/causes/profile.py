@@ -63,6 +63,11 @@ def _mean_kernel(c: ProfileFacts) -> float:
     return c.gpu_busy_s / c.kernel_count if c.gpu_busy_s and c.kernel_count else 0.0
 
 
+def _mean_gap(c: ProfileFacts) -> float:
+    """The GPU's idle between one queued kernel and the next, on average (measured)."""
+    return c.idle_s.get("kernels", 0.0) / max(c.kernel_count - 1, 1)
+
+
 def _loader(ev: Evidence) -> bool:
     """The DataLoader's share is the host's largest: with CUDA, while the GPU waits on it."""
     c = ev.cell
@@ -227,9 +232,10 @@ PROFILE_CAUSES: tuple[Cause, ...] = (
         "kernels",
         lambda c: (
             f"between kernels, queued back to back ({c.kernel_count:,} kernels of "
-            f"{fmt_seconds(_mean_kernel(c))} on average): each launch costs a few µs of GPU "
-            "time. Fewer, larger kernels help: torch.compile fuses them, --mode reduce-overhead "
-            "replays them as a CUDA graph."
+            f"{fmt_seconds(_mean_kernel(c))} on average, "
+            f"{fmt_seconds(_mean_gap(c))} idle from one to the next): the GPU waits that long "
+            "at every launch. Fewer, larger kernels help: torch.compile fuses them, --mode "
+            "reduce-overhead replays them as a CUDA graph."
         ),
     ),
     _idle_on(

@@ -269,8 +269,8 @@ class CompileMagics(ShellMagics):
             what=f'--bench "{args.bench}"',
             named=Named(models, optimizers, model_option="", optimizer_option="--optimizer"),
             allow_side_effects=args.allow_side_effects,
-            expected_runs="hundreds of times (warm-up, then about a second of timed runs each "
-            "for eager and compiled)",
+            expected_runs="many times (warm-up, then interleaved rounds of eager and compiled, "
+            "about a second of timed runs each)",
         )
 
     def _options(self, args: argparse.Namespace, torch: Any) -> dict[str, Any]:

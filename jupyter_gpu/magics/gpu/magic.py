@@ -89,7 +89,7 @@ class GpuMagics(ShellMagics):
 
         Each line: name, utilization, memory used of total, and this kernel's torch memory
         (only if it already uses CUDA). Says plainly why when there is no GPU. Reads NVML once
-        (about 0.1 s); never imports torch.
+        (0.13 to 0.16 s on an H200, 2026-12-01 and 02); never imports torch.
 
         ``%gpu --topology`` shows instead how the GPUs are connected, as ``nvidia-smi topo -m``
         does: NVLink or PCIe between each pair, whether P2P works, each GPU's links, and what

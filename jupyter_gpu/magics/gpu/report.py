@@ -139,8 +139,9 @@ def _meaning(topology: Any) -> str:
         )
     if all(p.over_nvlink for p in pairs):
         return (
-            "Every pair talks over NVLink: NCCL's all-reduce runs at NVLink speed (hundreds of "
-            "GB/s). With NCCL_P2P_DISABLE=1 it falls back to copies through host memory."
+            "Every pair talks over NVLink: NCCL's all-reduce runs over those links (the lines "
+            "above count them). With NCCL_P2P_DISABLE=1 it falls back to copies through host "
+            "memory."
         )
     no_p2p = [p for p in pairs if p.p2p is False]
     if no_p2p:
@@ -149,8 +150,9 @@ def _meaning(topology: Any) -> str:
             "through host memory there, so expect all-reduce at a fraction of PCIe speed."
         )
     return (
-        "The GPUs talk over PCIe: NCCL's all-reduce runs at PCIe speed (tens of GB/s at best); "
-        "pairs through the CPU (PHB, NODE, SYS) are slower than pairs under one switch."
+        "The GPUs talk over PCIe: NCCL's all-reduce runs at what the links above allow "
+        "(generation and width); pairs through the CPU (PHB, NODE, SYS) are slower than pairs "
+        "under one switch."
     )
 
 

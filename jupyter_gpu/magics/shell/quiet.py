@@ -44,9 +44,10 @@ KNOWN: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(r"TensorFloat32 tensor cores for float32 matrix multiplication available"),
         "tf32-off",
-        "TF32 is off: float32 matmuls run in full precision on this GPU, several times slower "
-        "than its tensor cores allow. %amp tf32 on turns TF32 on (about 1e-3 relative "
-        "precision, fine for training); %amp on (bf16 autocast) is faster still.",
+        "TF32 is off: float32 matmuls run in full precision on this GPU, not on the tensor "
+        "cores TF32 uses (%amp compare measures the difference on your step). %amp tf32 on "
+        "turns TF32 on (a 10-bit mantissa, as PyTorch's TF32 note says; fine for training); "
+        "%amp on (bf16 autocast) runs the matmuls in 16 bits.",
     ),
     (
         re.compile(r"Please use the new API settings to control TF32|allow_tf32.*deprecat"),

@@ -140,7 +140,7 @@ class Session(Generic[F]):
                 [t.code],
                 what=f'%tune "{t.expr}"',
                 named=named,
-                expected_runs="hundreds of times (the step as it is, then with each fix, in "
+                expected_runs="many times (the step as it is, then with each fix, in "
                 "interleaved rounds)",
             )
         except UsageError as refused:

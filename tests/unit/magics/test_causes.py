@@ -497,6 +497,10 @@ def test_profile_hints_follow_the_largest_idle_share() -> None:
         "launch_bound"
     ]
     assert kinds(cell(**IDLE, idle_s={"kernels": 7e-4})) == ["between_kernels"]
+    # The wait at each launch is the measured one: 700 µs of gaps between 10 kernels.
+    assert "10 kernels of 20 µs on average, 77.8 µs idle from one to the next" in texts(
+        cell(**IDLE, idle_s={"kernels": 7e-4})
+    )
     assert kinds(cell(**IDLE, idle_s={"copies": 7e-4})) == ["copies"]
     assert kinds(cell(**IDLE, idle_s={"other": 7e-4})) == ["other_wait"]
     assert kinds(cell(gpu_idle_fraction=0.1, idle_s={"host": 1e-4})) == []  # busy: quiet
