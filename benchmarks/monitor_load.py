@@ -7,7 +7,9 @@ for ``--seconds`` measures:
 - how fast the server still answers Jupyter's own ``GET /api/status`` (p50/p99, one request
   every 50 ms: the event loop's responsiveness for everything else the server does: kernels,
   files, the notebook UI), and, for ours, our ``GET snapshot`` in the same loop, alternated with
-  it, so both routes see the same load ("our routes cost no more than Jupyter's own");
+  it (the order swapped every pass), so both routes see the same load ("our routes cost no
+  more than Jupyter's own"): each pass's two requests are paired, and the table gives
+  snapshot's latency over status's with its 95 % interval;
 - the messages the tabs received per second, against what the monitor promises (ours: one
   sample per interval per tab; nvdashboard: one message per chart per refresh period);
 - the server process's CPU, as % of one core.
@@ -41,7 +43,6 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' helpers, from a source tree
 
+from jupyter_gpu.measure.interval import paired_ratio  # noqa: E402 (path set-up)
 from tests.helpers import (  # noqa: E402 (path set-up)
     JUPYTER_GPU_ON,
     free_port,
@@ -207,7 +209,10 @@ async def one_point(
     k = 0
     last_snapshot = b""
     while time.monotonic() - t0 < seconds:
-        route = config.routes[k % len(config.routes)]
+        # Alternate the routes, the order swapped every pass, so neither always goes first.
+        n = len(config.routes)
+        index = k % n if (k // n) % 2 == 0 else n - 1 - k % n
+        route = config.routes[index]
         k += 1
         start = time.perf_counter()
         response = await client.fetch(base + route, headers=HEADERS)
@@ -244,10 +249,15 @@ async def one_point(
     if SNAPSHOT in latency:
         row["snapshot_p50_ms"] = percentile(latency[SNAPSHOT], 0.5)
         row["snapshot_p99_ms"] = percentile(latency[SNAPSHOT], 0.99)
-        if latency[SNAPSHOT] and latency[STATUS]:
-            row["snapshot_over_status_median"] = round(
-                statistics.median(latency[SNAPSHOT]) / statistics.median(latency[STATUS]), 2
-            )
+        pairs = min(len(latency[SNAPSHOT]), len(latency[STATUS]))
+        if pairs:
+            # By the one rule: each pass's two requests paired, the ratio's 95 % interval.
+            ratio = paired_ratio(latency[STATUS][:pairs], latency[SNAPSHOT][:pairs])
+            row["snapshot_over_status"] = [
+                round(1 / ratio.value, 3),
+                round(1 / ratio.high, 3),
+                round(1 / ratio.low, 3),
+            ]
     return row
 
 
@@ -258,13 +268,17 @@ def table(rows: list[dict[str, Any]]) -> str:
 
     lines = [
         "| configuration | tabs | /api/status p50 / p99 ms | our snapshot p50 / p99 ms "
-        "| delivered / promised per s | server CPU % of a core |",
-        "|---|---|---|---|---|---|",
+        "| snapshot / status, paired (interval) | delivered / promised per s "
+        "| server CPU % of a core |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        paired = r.get("snapshot_over_status")
+        ratio = f"{paired[0]:.3g}x ({paired[1]:.3g}-{paired[2]:.3g}x)" if paired else ""
         lines.append(
             f"| {r['config']} | {r['tabs']} | {ms(r, 'status')} | {ms(r, 'snapshot')} "
-            f"| {r['delivered_per_s']} / {r['promised_per_s']} | {r['server_cpu_pct_of_core']} |"
+            f"| {ratio} | {r['delivered_per_s']} / {r['promised_per_s']} "
+            f"| {r['server_cpu_pct_of_core']} |"
         )
     return "\n".join(lines)
 
