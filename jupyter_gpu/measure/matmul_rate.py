@@ -3,9 +3,10 @@
 This is a second figure beside MFU, with its own name ("% of the matmul rate measured here"), and
 never a ceiling: a matrix product's rate depends on its shapes, on how long it has run (a GPU
 holds its boost clock for a burst and then settles to what its power limit sustains) and on the
-day. The project's H200 measured a square bf16 8192^3 product at 792.9 TFLOP/s in a 14 ms burst,
-at 659-665 TFLOP/s sustained over 2 s the same week, and the capstone's own GEMMs at 804-812
-TFLOP/s in Inductor's autotuning (DESIGN.md, issue 31). So the rate here is
+day. On the project's H200 (benchmarks/RESULTS.md, *Round 4 on one H200*, 2026-12-03, evening)
+a square bf16 8192^3 product read 777.8, 763.4 and 760.0 TFLOP/s in bursts of 10 products and
+685.9 sustained over 1.9 s, and the capstone's own 15 GEMM shapes 670.4 together, 517.7 to
+706.9 shape by shape. So the rate here is
 
 - **the step's shapes**: the products of :mod:`.gemms` (``model_gemms`` from a model's ``Linear``
   layers, or a list), each run ``count`` times as a step runs them, in their layouts;
