@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 #: factor was set after GPU run 22 of 2026-12-02 at full size (187.3 s against 7.1 s, 26 times,
 #: in RESULTS.md as of commit 8b0e53f, which a later run replaced): 30 lies between the two.
 AUTOTUNE_FACTOR = 30
-#: The budget left below which no compile is started (seconds): the DESIGN's H200 runs took
-#: 21 s (GPT-2) to 38 s (ResNet-50) for a first compiled step.
+#: The budget left below which no compile is started (seconds): on the H200 a first compiled
+#: step took 15.6 s (notebook 01's GPT, 2026-12-04) to 41.5 s (%tune's ResNet-50 target,
+#: 2026-12-05, eleventh session): benchmarks/RESULTS.md.
 MIN_COMPILE_S = 20.0
 
 
