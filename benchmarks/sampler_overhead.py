@@ -151,15 +151,14 @@ async def latencies(
     concurrency: int,
     rounds: int,
     server: psutil.Process,
-) -> tuple[dict[str, list[float]], dict[str, float], dict[str, list[float]]]:
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Latency (ms) of GET snapshot and, as a reference, of Jupyter's own GET /api/status.
 
     Rounds of ``concurrency`` requests at once (``fetch(i, path)`` for i < concurrency)
     alternate between the two routes, the order swapped every round, so both see the same
-    machine load and neither always goes first. Also returns the CPU seconds the server's
-    event loop spent during each route's rounds (the stream's writes to its 20 clients
-    included: a few ms per second, see the first table), in all and per request round by
-    round (for the paired ratio).
+    machine load and neither always goes first. Also returns, round by round, the CPU seconds
+    per request the server's event loop spent during each route's round (the stream's writes
+    to its 20 clients included: a few ms per second, see the first table).
     """
 
     async def round_of(path: str) -> list[float]:
@@ -168,17 +167,14 @@ async def latencies(
     for path in ROUTES.values():  # warm up: first connections, first requests of each handler
         await round_of(path)
     out: dict[str, list[float]] = {name: [] for name in ROUTES}
-    cpu = dict.fromkeys(ROUTES, 0.0)
     per_round: dict[str, list[float]] = {name: [] for name in ROUTES}
     for i in range(rounds):
         order = list(ROUTES.items())
         for name, path in order if i % 2 == 0 else reversed(order):
             before = cpu_s(server)
             out[name] += await round_of(path)
-            spent = cpu_s(server) - before
-            cpu[name] += spent
-            per_round[name].append(spent / concurrency)
-    return {name: sorted(values) for name, values in out.items()}, cpu, per_round
+            per_round[name].append((cpu_s(server) - before) / concurrency)
+    return {name: sorted(values) for name, values in out.items()}, per_round
 
 
 async def server_seconds(client: AsyncHTTPClient, base: str) -> dict[str, tuple[float, float]]:
@@ -223,12 +219,10 @@ async def latency_runs(
     try:
         for label, fetch in (("browser", keepalive), ("tornado", tornado)):
             before, cpu0, t0 = await server_seconds(client, base), time.process_time(), time.time()
-            lat, server_cpu, per_round = await latencies(
-                fetch, args.concurrency, args.rounds, server
-            )
+            lat, per_round = await latencies(fetch, args.concurrency, args.rounds, server)
             cpu = (time.process_time() - cpu0) / (time.time() - t0) * 100
             after = await server_seconds(client, base)
-            one, _, _ = await latencies(fetch, 1, 200, server)
+            one, _ = await latencies(fetch, 1, 200, server)
             for name in ROUTES:
                 n = after[name][0] - before[name][0]
                 inside = (after[name][1] - before[name][1]) / n * 1e3 if n else float("nan")
@@ -237,7 +231,7 @@ async def latency_runs(
                 row[f"{label}_{name}_sequential_p50_ms"] = percentile(one[name], 0.5)
                 # CPU the server spent per request: the cost, without the queueing
                 row[f"{label}_{name}_server_cpu_ms_per_request"] = round(
-                    server_cpu[name] / len(lat[name]) * 1e3, 3
+                    statistics.fmean(per_round[name]) * 1e3, 3
                 )
                 # Jupyter Server's request_time: also counts time a request waited inside the
                 # server while the event loop served the others (all 50 are read at once)

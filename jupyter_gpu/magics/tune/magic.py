@@ -221,13 +221,14 @@ class TuneMagics(ShellMagics):
         for index, fix in enumerate(to_try):
             left = s.budget.left_s() - reserve
             seconds = timing_s(s, len(to_try) - index)
-            why = _budget_note(fix, left, seconds, s, default_compile_s)
+            need = _estimate_s(fix, seconds, s)
+            why = _budget_note(fix, left, need, default_compile_s)
             if why is not None:
                 result.not_tried.append(NotTried(fix.name, why, fix.needs_gpu, reason="budget"))
                 s.progress.skip(fix.name, why)
                 continue
             label = f"trying {fix.name}"
-            estimate = _trial_estimate_s(fix, seconds, s, default_compile_s)
+            estimate = _trial_estimate_s(fix, need, default_compile_s)
             if estimate is not None:
                 result.estimates[label] = estimate
             s.progress.stage(label)
@@ -316,10 +317,12 @@ def _estimate_s(fix: Fix, seconds: float, s: TuneSession) -> float:
 
 
 def _budget_note(
-    fix: Fix, left_s: float, seconds: float, s: TuneSession, default_compile_s: float | None
+    fix: Fix, left_s: float, need: float, default_compile_s: float | None
 ) -> str | None:
-    """Why ``fix`` does not fit in the budget left (``None``: it does)."""
-    need = _estimate_s(fix, seconds, s)
+    """Why ``fix`` does not fit in the budget left (``None``: it does).
+
+    ``need``: its comparison's estimate (``_estimate_s``), computed once per fix by the caller.
+    """
     if isinstance(fix, Compile):  # the compile first, then the same rounds as any fix
         return fix.budget_note(left_s, default_compile_s, comparison_s=need)
     if left_s < need:
@@ -330,11 +333,11 @@ def _budget_note(
     return None
 
 
-def _trial_estimate_s(
-    fix: Fix, seconds: float, s: TuneSession, default_compile_s: float | None
-) -> float | None:
-    """What the budget expected ``fix``'s trial to take: its comparison, and a compile's time."""
-    need = _estimate_s(fix, seconds, s)
+def _trial_estimate_s(fix: Fix, need: float, default_compile_s: float | None) -> float | None:
+    """What the budget expected ``fix``'s trial to take: its comparison, and a compile's time.
+
+    ``need``: the comparison's estimate (``_estimate_s``), the one ``_budget_note`` checked.
+    """
     if not isinstance(fix, Compile):
         return need
     compile_s = fix.expected_compile_s(default_compile_s)

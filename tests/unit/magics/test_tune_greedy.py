@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from jupyter_gpu.magics.tune.kept import AS_IS, KEPT, Kept, base_for, first_fixe
 from jupyter_gpu.magics.tune.loader import BLOCK_BATCHES, WAVES, Loader
 from jupyter_gpu.magics.tune.magic import (
     _budget_note,
+    _estimate_s,
     _mark_replaced,
     _to_stack,
     _trial_estimate_s,
@@ -262,6 +264,11 @@ def test_under_a_kept_loader_blocks_hold_ten_steps_and_four_waves_and_a_larger_b
     assert larger.block_s(SimpleNamespace(kept=Kept())) is None
 
 
+def comparison(fix: Any, session: Any) -> float:
+    """What the budget expects ``fix``'s rounds to take, with a 2 s timing (as %tune does)."""
+    return _estimate_s(fix, 2.0, session)
+
+
 def test_the_budget_counts_the_long_blocks_a_kept_loader_asks_of_every_trial_on_top_of_it() -> None:
     # The H200's ResNet-50: the kept loader's 8 workers made a batch every 23.9 ms, so its blocks
     # last four waves (0.77 s); the step with it took 55 ms. The step's time alone put a trial at
@@ -275,13 +282,16 @@ def test_the_budget_counts_the_long_blocks_a_kept_loader_asks_of_every_trial_on_
     block = block_s_for(session, autocast)
     assert block == pytest.approx(WAVES * 8 * 0.0239)
     assert autocast.cost_s(session.evidence, 2.0, MIN_ROUNDS, step_s=0.055) < 3.0
-    note = _budget_note(autocast, 10.0, 2.0, session, None)
+    note = _budget_note(autocast, 10.0, comparison(autocast, session), None)
     assert note is not None
     assert note.startswith("not reached: 10 s of the budget left for it")
-    assert _budget_note(autocast, 2 * MIN_ROUNDS * block + 1.0, 2.0, session, None) is None
+    assert (
+        _budget_note(autocast, 2 * MIN_ROUNDS * block + 1.0, comparison(autocast, session), None)
+        is None
+    )
     # With nothing kept, the step's own time is what a trial costs: it fits in 10 s.
     alone = SimpleNamespace(kept=Kept(), evidence=SimpleNamespace(step_s=0.122))
-    assert _budget_note(autocast, 10.0, 2.0, alone, None) is None
+    assert _budget_note(autocast, 10.0, comparison(autocast, alone), None) is None
 
 
 def test_a_compile_is_started_only_where_its_comparison_fits_after_it() -> None:
@@ -295,30 +305,44 @@ def test_a_compile_is_started_only_where_its_comparison_fits_after_it() -> None:
     )
     compile_default = Compile()
     rounds = 2 * MIN_ROUNDS * block_s_for(session, compile_default)
-    note = _budget_note(compile_default, MIN_COMPILE_S + 1.0, 2.0, session, None)
+    note = _budget_note(
+        compile_default, MIN_COMPILE_S + 1.0, comparison(compile_default, session), None
+    )
     assert note is not None
     assert note.startswith("not reached: 21 s of the budget left, under the 20 s a compile needs")
     assert f"and the {rounds:.0f} s its comparison needs" in note
-    assert _budget_note(compile_default, MIN_COMPILE_S + rounds + 1.0, 2.0, session, None) is None
+    assert (
+        _budget_note(
+            compile_default,
+            MIN_COMPILE_S + rounds + 1.0,
+            comparison(compile_default, session),
+            None,
+        )
+        is None
+    )
     # A default compile measured at 41.5 s sizes the next mode's compile instead of the 20 s.
     overhead = Compile("reduce-overhead")
-    slow = _budget_note(overhead, MIN_COMPILE_S + rounds + 1.0, 2.0, session, 41.5)
+    slow = _budget_note(overhead, MIN_COMPILE_S + rounds + 1.0, comparison(overhead, session), 41.5)
     assert slow is not None
     assert "under the 42 s the default compile took" in slow
-    assert _budget_note(overhead, 41.5 + rounds + 1.0, 2.0, session, 41.5) is None
+    assert _budget_note(overhead, 41.5 + rounds + 1.0, comparison(overhead, session), 41.5) is None
     # What the run records of each trial before it starts, to set beside the stage's time: the
     # compile it expects (the 20 s floor, then the default's measured time; max-autotune's
     # unsized until the default is measured) and its comparison.
-    assert _trial_estimate_s(compile_default, 2.0, session, None) == pytest.approx(
-        MIN_COMPILE_S + rounds
+    assert _trial_estimate_s(
+        compile_default, comparison(compile_default, session), None
+    ) == pytest.approx(MIN_COMPILE_S + rounds)
+    assert _trial_estimate_s(overhead, comparison(overhead, session), 41.5) == pytest.approx(
+        41.5 + rounds
     )
-    assert _trial_estimate_s(overhead, 2.0, session, 41.5) == pytest.approx(41.5 + rounds)
     autotune = Compile("max-autotune-no-cudagraphs")
-    assert _trial_estimate_s(autotune, 2.0, session, None) is None
-    assert _trial_estimate_s(autotune, 2.0, session, 41.5) == pytest.approx(
+    assert _trial_estimate_s(autotune, comparison(autotune, session), None) is None
+    assert _trial_estimate_s(autotune, comparison(autotune, session), 41.5) == pytest.approx(
         AUTOTUNE_FACTOR * 41.5 + rounds
     )
-    assert _trial_estimate_s(Autocast("bf16", "cpu"), 2.0, session, 41.5) == pytest.approx(rounds)
+    assert _trial_estimate_s(
+        Autocast("bf16", "cpu"), comparison(Autocast("bf16", "cpu"), session), 41.5
+    ) == pytest.approx(rounds)
 
 
 def test_under_a_kept_loader_over_a_short_epoch_a_block_is_whole_epochs_on_both_sides() -> None:
