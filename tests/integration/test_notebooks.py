@@ -126,6 +126,12 @@ def _outputs_text(nb: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
+# Claims about the kernel's own state, not about speed: they hold in a smoke run as on a GPU.
+# (On one H100, 2026-12-05, 07's kernel still held its final GPT through a loop variable, and the
+# script's ranks beside it ran out of memory.)
+HOLD_IN_EVERY_RUN = {"07-capstone": ("kernel-models-released",)}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -169,6 +175,9 @@ def test_notebook_runs_in_smoke_mode(
     assert saved["machine"]["device"] == "cpu"
     assert saved["figures"], "the summary must hold measured figures"
     assert all(c["met"] is None for c in saved["checks"]), "targets apply to full-size GPU runs"
+    claims = {c["key"]: c for c in saved["claims"]}
+    for key in HOLD_IN_EVERY_RUN.get(path.stem, ()):
+        assert claims[key]["holds"], f"{key}: {claims[key]['measured']}"
     # A Distributed Checkpoint (05's: GiB at full size) is deleted once measured: a student's
     # folder keeps the notebook's small files, not the model and its optimizer state.
     assert not list(workdir.rglob(".metadata")), "a Distributed Checkpoint was left behind"

@@ -145,6 +145,84 @@ def fit_batch(
     )
 
 
+@dataclass(frozen=True)
+class GraphsRoom:
+    """Whether CUDA graphs of a step fit beside the step they are timed against (bytes).
+
+    ``mode="reduce-overhead"`` records the step into a memory pool of the graphs' own, which
+    keeps what one step allocates (its gradients and activations) for as long as the graphs
+    live. The comparison runs the step as it is beside them, up to its own measured peak
+    (``step_peak_bytes``), which already holds the weights and optimizer state
+    (``static_bytes``) and the copy of both that the measurements keep to put them back
+    (``copy_bytes``). What the step allocates is its peak less those two, so the graphs and the
+    step together need ``2 * peak - static - copy``.
+
+    A capture that runs out of memory part-way is worse than one not tried: the pool it began
+    can stay reserved until the process ends, out of ``torch.cuda.empty_cache()``'s reach
+    (described and fixed in pytorch/pytorch#190348), and a process started later on the same
+    GPU (the capstone's ``%%torchrun`` ranks) finds that memory gone. So the capstone records
+    graphs only where this room is there.
+    """
+
+    step_peak_bytes: int
+    static_bytes: int
+    copy_bytes: int
+    budget_bytes: int
+    margin: float = 0.1
+
+    @property
+    def step_bytes(self) -> int:
+        """What one step allocates: its peak less the weights, optimizer state and copy."""
+        return self.step_peak_bytes - self.static_bytes - self.copy_bytes
+
+    @property
+    def need_bytes(self) -> int:
+        """The step's peak plus the graphs' pool, which keeps one step's allocations."""
+        return self.step_peak_bytes + self.step_bytes
+
+    @property
+    def fits(self) -> bool:
+        """The need stays ``margin`` below the budget (the margin ``fit_batch`` keeps)."""
+        return self.need_bytes <= self.budget_bytes * (1.0 - self.margin)
+
+    def describe(self) -> str:
+        """The sum and the budget, in one sentence."""
+        return (
+            f"the step as it is peaks at {self.step_peak_bytes / GiB:.1f} GiB (weights and "
+            f"optimizer state {self.static_bytes / GiB:.1f} GiB, the measurements' copy of them "
+            f"{self.copy_bytes / GiB:.1f} GiB, the step's own {self.step_bytes / GiB:.1f} GiB), "
+            f"and the graphs' pool would keep another {self.step_bytes / GiB:.1f} GiB: "
+            f"{self.need_bytes / GiB:.1f} GiB against a budget of {self.budget_bytes / GiB:.1f} "
+            f"GiB less {self.margin:.0%}"
+        )
+
+
+def graphs_room(
+    *,
+    step_peak_bytes: int,
+    static_bytes: int,
+    copy_bytes: int,
+    budget_bytes: int,
+    margin: float = 0.1,
+) -> GraphsRoom:
+    """Whether CUDA graphs of a step with this measured peak fit beside it (:class:`GraphsRoom`).
+
+    Raises:
+        ValueError: a figure is negative, the peak is below the static memory and the copy, or
+            ``margin`` is not in [0, 1).
+    """
+    if min(step_peak_bytes, static_bytes, copy_bytes, budget_bytes) < 0:
+        raise ValueError("byte counts must not be negative")
+    if step_peak_bytes < static_bytes + copy_bytes:
+        raise ValueError(
+            f"the step's peak ({step_peak_bytes:,} bytes) is below the weights, optimizer state "
+            f"and their copy ({static_bytes + copy_bytes:,}): measure the peak over the step"
+        )
+    if not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be in [0, 1), not {margin}")
+    return GraphsRoom(step_peak_bytes, static_bytes, copy_bytes, budget_bytes, margin)
+
+
 def smaller_batch(batch: int, multiple: int = 1) -> int:
     """The batch to try after ``batch`` ran out of memory; 0 if there is none smaller.
 

@@ -10,6 +10,7 @@ from jupyter_gpu.tutorials.capstone.fit import (
     BatchFit,
     fit_batch,
     gradient_bytes,
+    graphs_room,
     settle_batch,
     smaller_batch,
     unusable_bytes_at,
@@ -197,3 +198,57 @@ def test_unusable_bytes_from_the_allocators_message() -> None:
     assert unusable_bytes_at(torch.OutOfMemoryError(none)) == 0
     if not torch.cuda.is_available():
         assert unusable_bytes_at(torch.OutOfMemoryError("out of memory")) is None
+
+
+def test_graphs_do_not_fit_beside_a_step_sized_to_the_memory() -> None:
+    # Notebook 07 on one H100 80GB, 2026-12-05: the FP8 step at batch 48 peaked at 51.6 GiB with
+    # 4.63 GiB of weights and optimizer state and its copy held, in a budget of 78.4 GiB. The
+    # capture ran out of memory and its pool stayed reserved: the script's ranks then did too.
+    room = graphs_room(
+        step_peak_bytes=int(51.6 * GiB),
+        static_bytes=int(4.63 * GiB),
+        copy_bytes=int(4.63 * GiB),
+        budget_bytes=int(78.4 * GiB),
+    )
+    assert room.step_bytes == pytest.approx(42.34 * GiB, rel=1e-3)
+    assert room.need_bytes == pytest.approx(93.94 * GiB, rel=1e-3)
+    assert not room.fits
+    text = room.describe()
+    for figure in ("51.6 GiB", "93.9 GiB", "78.4 GiB less 10%"):
+        assert figure in text
+
+
+def test_graphs_fit_where_two_steps_leave_the_margin() -> None:
+    def room(peak_gib: float) -> bool:
+        return graphs_room(
+            step_peak_bytes=int(peak_gib * GiB),
+            static_bytes=4 * GiB,
+            copy_bytes=4 * GiB,
+            budget_bytes=100 * GiB,
+        ).fits
+
+    # need = 2 peak - 8 GiB against 90 GiB: a peak of 49 GiB fits, 49.5 does not
+    assert room(20.0)
+    assert room(49.0)
+    assert not room(49.5)
+
+
+@pytest.mark.parametrize(
+    ("peak", "static", "copy", "budget", "margin", "says"),
+    [
+        (10, -1, 0, 100, 0.1, "negative"),
+        (5, 4, 4, 100, 0.1, "below the weights"),
+        (20, 4, 4, 100, 1.0, "margin"),
+    ],
+)
+def test_graphs_room_refuses_figures_that_are_not_a_step(
+    peak: int, static: int, copy: int, budget: int, margin: float, says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        graphs_room(
+            step_peak_bytes=peak * GiB,
+            static_bytes=static * GiB,
+            copy_bytes=copy * GiB,
+            budget_bytes=budget * GiB,
+            margin=margin,
+        )
