@@ -2,8 +2,9 @@
 
 Reads the ``<notebook>.json`` files that the notebooks save (``jupyter_gpu.tutorials.results``)
 when ``JUPYTER_GPU_RESULTS_DIR`` is set, and replaces the body of the section
-``## Tutorials on one H200 ...`` with: the machine, the date, each notebook's figures, and the
-target checks. Nothing is typed in by hand; run it after the notebooks ran at full size:
+``## Tutorials on one H200 ...`` (or the GPU the runs had: ``on one H100``) with: the machine,
+the date, each notebook's figures, and the target checks. Nothing is typed in by hand; run it
+after the notebooks ran at full size:
 
     python benchmarks/update_results.py RESULTS_DIR [--results-md benchmarks/RESULTS.md]
 
@@ -44,6 +45,12 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 from jupyter_gpu.tutorials.results import Check, format_value  # noqa: E402 (after the path set-up)
 
 SECTION = "## Tutorials on one H200"
+#: The GPU a section is titled with when the runs name none (tests' CPU runs).
+DEFAULT_GPU = "H200"
+#: The GPU whose full-size run's executed copies benchmarks/h200-notebooks/ holds.
+COPIES_GPU = "H200"
+#: Words of a GPU's name that are its memory or form factor, not its model.
+_NOT_THE_MODEL = re.compile(r"^(NVIDIA|Tesla|\d+GB|HBM\d*e?|PCIe|SXM\d*|NVL)$", re.IGNORECASE)
 NOTEBOOKS = (
     "00-start-here",
     "01-torch-compile",
@@ -242,21 +249,33 @@ def render_benchmarks(results_dir: Path) -> list[str]:
     return lines
 
 
-def section_title(tier: str | None, name: str | None = None) -> str:
+def gpu_short_name(runs: list[dict[str, Any]]) -> str:
+    """The GPU the runs ran on, as a section's title names it: "NVIDIA H100 80GB HBM3" is H100.
+
+    A section holds one GPU's figures: on 2026-12-05 the first H100 run would have been merged
+    into the H200's section, machine line and all, had the title not named its GPU.
+
+    Raises:
+        ValueError: the runs name more than one GPU.
+    """
+    names = {r["machine"].get("gpu_name") for r in runs} - {None, ""}
+    if len(names) > 1:
+        raise ValueError(f"one section, one GPU: these runs name {sorted(names)}")
+    if not names:
+        return DEFAULT_GPU
+    words = re.split(r"[\s-]+", names.pop().strip())
+    return " ".join(w for w in words if not _NOT_THE_MODEL.match(w)) or DEFAULT_GPU
+
+
+def section_title(tier: str | None, name: str | None = None, gpu: str = DEFAULT_GPU) -> str:
     """The heading of the section: full size, or a tier emulated on the same GPU.
 
     ``name`` (e.g. ``Capstone``) heads a section of its own instead of the tutorials' one, so
-    that a run of one notebook leaves the other notebooks' figures where they are.
+    that a run of one notebook leaves the other notebooks' figures where they are. ``gpu``
+    (:func:`gpu_short_name`) is the GPU the runs had.
     """
-    if name:
-        return (
-            f"## {name} on one H200"
-            if not tier
-            else f"## {name} at the {tier} tier, emulated on one H200"
-        )
-    if not tier:
-        return SECTION
-    return f"## Tutorials at the {tier} tier, emulated on one H200"
+    where = f"on one {gpu}" if not tier else f"at the {tier} tier, emulated on one {gpu}"
+    return f"## {name or 'Tutorials'} {where}"
 
 
 def _section_span(lines: list[str], title: str) -> tuple[int, int] | None:
@@ -445,13 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     if wrong and not args.allow_any_mode:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
-    body = render(runs, args.tier, copies=not args.section)
+    gpu = gpu_short_name(runs)
+    body = render(runs, args.tier, copies=not args.section and gpu == COPIES_GPU)
     if args.conditions:
         machine_end = body.index("\n\n", body.index("Machine:"))
         body = f"{body[:machine_end]}\n\nConditions: {args.conditions}{body[machine_end:]}"
     body += "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
-    title = section_title(args.tier, args.section)
+    title = section_title(args.tier, args.section, gpu)
     before = section_body(text, title)
     if before is not None:
         body = merge_section(before, body, {r["notebook"] for r in runs})

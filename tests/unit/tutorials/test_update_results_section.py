@@ -5,16 +5,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmarks" / "update_results.py"
 
 
-def capstone_json(folder: Path, tier: dict | None = None) -> None:
+def capstone_json(folder: Path, tier: dict | None = None, gpu_name: str = "NVIDIA H200") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     machine = {
         "mode": "gpu",
         "device": "cuda",
-        "gpu_name": "NVIDIA H200",
+        "gpu_name": gpu_name,
         "gpu_memory_bytes": 150_000_000_000,
         "gpu_count": 1,
         "torch_version": "2.11.0",
@@ -174,3 +176,33 @@ def test_a_hand_written_paragraph_above_the_parts_is_kept_marked_as_of_its_run(
     assert "Machine: old" not in section
     assert "beside another job" not in section
     assert "old row" not in section
+
+
+def test_a_run_on_another_gpu_gets_a_section_of_its_own(tmp_path: Path) -> None:
+    # 2026-12-05: the first H100 run would have replaced the H200's machine line and figures.
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Measured results\n\n## Capstone on one H200 (x)\n\nthe H200's run\n")
+    capstone_json(tmp_path / "h100", gpu_name="NVIDIA H100 80GB HBM3")
+    update(tmp_path / "h100", md, "--section", "Capstone")
+    text = md.read_text()
+    assert "## Capstone on one H200 (x)\n\nthe H200's run\n" in text
+    h100 = text.split("## Capstone on one H100")[1]
+    assert "NVIDIA H100 80GB HBM3 (" in h100
+    assert "h200-notebooks" not in h100  # that folder holds the H200's executed copies
+
+
+def test_the_section_names_the_gpu_not_its_memory_or_form() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from update_results import gpu_short_name
+
+    def named(*names: str | None) -> str:
+        return gpu_short_name([{"machine": {"gpu_name": n}} for n in names])
+
+    assert named("NVIDIA H100 80GB HBM3") == "H100"
+    assert named("NVIDIA H200", "NVIDIA H200") == "H200"
+    assert named("NVIDIA A100-SXM4-80GB") == "A100"
+    assert named("Tesla T4") == "T4"
+    assert named("NVIDIA GeForce RTX 4090") == "GeForce RTX 4090"
+    assert named(None) == "H200"  # a CPU run (tests only): the tutorials' own section
+    with pytest.raises(ValueError, match="one GPU"):
+        named("NVIDIA H100 80GB HBM3", "NVIDIA H200")
