@@ -26,7 +26,6 @@ import argparse
 import gc
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +59,13 @@ def failed_capture(room_bytes: int, first_bytes: int) -> None:
         del graph
 
 
-def measure(name: str, run: Callable[[int, int], None], room: int, first: int) -> dict[str, Any]:
+def measure(room_bytes: int, first_bytes: int) -> dict[str, Any]:
+    """What torch still reserves after a failed capture and its clean-up, against before it."""
     before = _settle()
-    filler = _fill_until(room)
+    filler = _fill_until(room_bytes)
     error = ""
     try:
-        run(room, first)
+        failed_capture(room_bytes, first_bytes)
     except torch.OutOfMemoryError as err:
         error = str(err).splitlines()[0][:160]
     except RuntimeError as err:  # a capture that fails can raise a plain RuntimeError too
@@ -73,7 +73,6 @@ def measure(name: str, run: Callable[[int, int], None], room: int, first: int) -
     del filler
     after = _settle()
     return {
-        "part": name,
         "error": error or "none: the capture did not fail (raise --first or lower --room)",
         "reserved_before_bytes": before,
         "reserved_after_bytes": after,
@@ -91,19 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("needs CUDA: run it on the GPU machine", file=sys.stderr)
         return 2
-    room, first = int(args.room * GiB), int(args.first * GiB)
-    rows = [measure("torch.cuda.graph", failed_capture, room, first)]
+    row = measure(int(args.room * GiB), int(args.first * GiB))
+    before, after = row["reserved_before_bytes"] / GiB, row["reserved_after_bytes"] / GiB
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    for row in rows:
-        before, after = row["reserved_before_bytes"] / GiB, row["reserved_after_bytes"] / GiB
-        print(
-            f"{row['part']}: failed with {row['error']}; reserved {before:.2f} -> {after:.2f} GiB "
-            "after the clean-up "
-            f"({row['allocated_after_bytes'] / GiB:.2f} GiB allocated): "
-            f"{row['kept_bytes'] / GiB:.2f} GiB kept"
-        )
+    print(
+        f"torch.cuda.graph: failed with {row['error']}; reserved {before:.2f} -> {after:.2f} GiB "
+        f"after the clean-up ({row['allocated_after_bytes'] / GiB:.2f} GiB allocated): "
+        f"{row['kept_bytes'] / GiB:.2f} GiB kept"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"torch": torch.__version__, **row}, indent=1))
     return 0
 
 

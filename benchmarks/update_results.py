@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 from jupyter_gpu.tutorials.results import Check, format_value  # noqa: E402 (after the path set-up)
 
-SECTION = "## Tutorials on one H200"
 #: The GPU a section is titled with when the runs name none (tests' CPU runs).
 DEFAULT_GPU = "H200"
+SECTION = f"## Tutorials on one {DEFAULT_GPU}"
 #: The GPU whose full-size run's executed copies benchmarks/h200-notebooks/ holds.
 COPIES_GPU = "H200"
 #: Words of a GPU's name that are its memory or form factor, not its model.

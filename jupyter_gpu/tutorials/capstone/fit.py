@@ -170,6 +170,24 @@ class GraphsRoom:
     budget_bytes: int
     margin: float = 0.1
 
+    def __post_init__(self) -> None:
+        """Refuse figures that are not a measured step's.
+
+        Raises:
+            ValueError: a figure is negative, the peak is below the static memory and the copy,
+                or ``margin`` is not in [0, 1).
+        """
+        if min(self.step_peak_bytes, self.static_bytes, self.copy_bytes, self.budget_bytes) < 0:
+            raise ValueError("byte counts must not be negative")
+        if self.step_peak_bytes < self.static_bytes + self.copy_bytes:
+            raise ValueError(
+                f"the step's peak ({self.step_peak_bytes:,} bytes) is below the weights, "
+                f"optimizer state and their copy ({self.static_bytes + self.copy_bytes:,}): "
+                "measure the peak over the step"
+            )
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), not {self.margin}")
+
     @property
     def step_bytes(self) -> int:
         """What one step allocates: its peak less the weights, optimizer state and copy."""
@@ -195,32 +213,6 @@ class GraphsRoom:
             f"{self.need_bytes / GiB:.1f} GiB against a budget of {self.budget_bytes / GiB:.1f} "
             f"GiB less {self.margin:.0%}"
         )
-
-
-def graphs_room(
-    *,
-    step_peak_bytes: int,
-    static_bytes: int,
-    copy_bytes: int,
-    budget_bytes: int,
-    margin: float = 0.1,
-) -> GraphsRoom:
-    """Whether CUDA graphs of a step with this measured peak fit beside it (:class:`GraphsRoom`).
-
-    Raises:
-        ValueError: a figure is negative, the peak is below the static memory and the copy, or
-            ``margin`` is not in [0, 1).
-    """
-    if min(step_peak_bytes, static_bytes, copy_bytes, budget_bytes) < 0:
-        raise ValueError("byte counts must not be negative")
-    if step_peak_bytes < static_bytes + copy_bytes:
-        raise ValueError(
-            f"the step's peak ({step_peak_bytes:,} bytes) is below the weights, optimizer state "
-            f"and their copy ({static_bytes + copy_bytes:,}): measure the peak over the step"
-        )
-    if not 0.0 <= margin < 1.0:
-        raise ValueError(f"margin must be in [0, 1), not {margin}")
-    return GraphsRoom(step_peak_bytes, static_bytes, copy_bytes, budget_bytes, margin)
 
 
 def smaller_batch(batch: int, multiple: int = 1) -> int:

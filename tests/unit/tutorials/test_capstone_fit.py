@@ -8,9 +8,9 @@ import torch
 
 from jupyter_gpu.tutorials.capstone.fit import (
     BatchFit,
+    GraphsRoom,
     fit_batch,
     gradient_bytes,
-    graphs_room,
     settle_batch,
     smaller_batch,
     unusable_bytes_at,
@@ -204,7 +204,7 @@ def test_graphs_do_not_fit_beside_a_step_sized_to_the_memory() -> None:
     # Notebook 07 on one H100 80GB, 2026-12-05: the FP8 step at batch 48 peaked at 51.6 GiB with
     # 4.63 GiB of weights and optimizer state and its copy held, in a budget of 78.4 GiB. The
     # capture ran out of memory and its pool stayed reserved: the script's ranks then did too.
-    room = graphs_room(
+    room = GraphsRoom(
         step_peak_bytes=int(51.6 * GiB),
         static_bytes=int(4.63 * GiB),
         copy_bytes=int(4.63 * GiB),
@@ -220,7 +220,7 @@ def test_graphs_do_not_fit_beside_a_step_sized_to_the_memory() -> None:
 
 def test_graphs_fit_where_two_steps_leave_the_margin() -> None:
     def room(peak_gib: float) -> bool:
-        return graphs_room(
+        return GraphsRoom(
             step_peak_bytes=int(peak_gib * GiB),
             static_bytes=4 * GiB,
             copy_bytes=4 * GiB,
@@ -245,7 +245,7 @@ def test_graphs_room_refuses_figures_that_are_not_a_step(
     peak: int, static: int, copy: int, budget: int, margin: float, says: str
 ) -> None:
     with pytest.raises(ValueError, match=says):
-        graphs_room(
+        GraphsRoom(
             step_peak_bytes=peak * GiB,
             static_bytes=static * GiB,
             copy_bytes=copy * GiB,
