@@ -2,7 +2,7 @@
 
 Runs ``benchmarks/monitor_load.py`` (ours at 1 Hz and 10 Hz, nvdashboard 0.15 at its 100 ms
 refresh; 0, 1, 5 and 20 tabs; ``MONITOR_LOAD_SECONDS`` per point, 10 by default: about 4
-minutes) and checks what DESIGN.md asks of ours: with 20 tabs at 10 Hz every sample reaches
+minutes) and checks what this test asserts of ours: with 20 tabs at 10 Hz every sample reaches
 every tab, Jupyter's own ``/api/status`` stays within a few ms of idle, and our ``snapshot``
 costs no more than ``/api/status`` under the same load. nvdashboard's figures are the
 comparison (it needs the ``jupyterlab_nvdashboard`` wheel; without it only ours runs). Writes
