@@ -7,7 +7,8 @@ pipeline, :mod:`.fit` sizes a batch from measured memory, :mod:`.steps` times a 
 against the one before it (interleaved rounds, a gain with its interval), :mod:`.variants` the
 contexts that undo one fix for the row before, :mod:`.float8` switches the blocks to torchao's
 FP8 training and back, :mod:`.climb` keeps the table, chart and claims of the climb,
-:mod:`.exercise` the second model and its check, and :mod:`.train_script` is the same training
+:mod:`.exercise` the second model and its check, :mod:`.held` says what the kernel still holds
+of the GPU before the script's ranks start, and :mod:`.train_script` is the same training
 as a plain PyTorch script (``torchrun``-ready). ``benchmarks/capstone_probe.py`` measures the
 candidate final shapes with the same pieces.
 """

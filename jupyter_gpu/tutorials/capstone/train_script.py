@@ -13,13 +13,17 @@ steps); a shape whose dimensions are multiples of 128. Under ``torchrun`` each r
 own batches and DDP averages the gradients. Rank 0 prints tokens/s and model TFLOP/s per GPU
 (model FLOPs: bf16-equivalent, the same count with FP8).
 
-Only the model, the text and the data pipeline come from ``jupyter_gpu.tutorials.capstone``
-(the same classes the notebook trains); the rest is PyTorch.
+A ``--batch`` that does not fit beside what else holds the GPU (the notebook's kernel that
+launched the ranks) steps down by an eighth until a step fits on every rank, and rank 0 says so.
+
+Only the model, the text, the data pipeline and that step-down come from
+``jupyter_gpu.tutorials.capstone`` (the same code the notebook runs); the rest is PyTorch.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +35,7 @@ import torch.distributed as dist
 
 from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, worker_loader
+from jupyter_gpu.tutorials.capstone.fit import release_cache, settle_batch
 from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, CapstoneGPT, compile_options
 from jupyter_gpu.tutorials.capstone.shapes import ModelShape, final_shape_from_spec
 from jupyter_gpu.tutorials.corpus import load_corpus
@@ -162,6 +167,11 @@ def batches(
     return endless(worker_loader(dataset, batch, workers=count, pin_memory=device.type == "cuda"))
 
 
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device``; off for ``None`` (fp32)."""
+    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
 def make_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -176,13 +186,10 @@ def make_step(
     Returns the loss as a tensor: reading it (``.item()``) would make the CPU wait for the GPU.
     """
 
-    def autocast() -> AbstractContextManager[Any]:
-        return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
-
     def step() -> torch.Tensor:
         x, y = next(data)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast():
+        with autocast(device, dtype):
             loss = model(x, y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -192,6 +199,63 @@ def make_step(
         return out
 
     return step
+
+
+def all_ranks(ok: bool, device: torch.device) -> bool:
+    """Whether ``ok`` holds on every rank (itself without a process group): one all-reduce."""
+    if not dist.is_initialized():
+        return ok
+    flag = torch.tensor([int(ok)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def fitting_batch(
+    net: torch.nn.Module,
+    batch: int,
+    sample: tuple[torch.Tensor, torch.Tensor],
+    *,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    rank: int,
+    held_bytes: int = 0,
+) -> int:
+    """The first batch from ``batch`` down whose forward and backward fit on every rank.
+
+    The GPU may hold more than this script's work: the notebook that launched the ranks keeps its
+    CUDA context and what its allocator could not give back (24.01 GiB on one H200, 2026-12-05,
+    where batch 90 then ran out of memory). Each try runs one forward and backward of the first
+    ``sample``'s sequences, with ``held_bytes`` allocated beside them (the optimizer state the
+    first update creates, which every later step holds), without the update and, under DDP,
+    without the all-reduce (``no_sync``), so that a rank that runs out of memory leaves no other
+    waiting in a collective. Then the ranks agree, and a batch that did not fit on one of them
+    steps down by an eighth (``settle_batch``; rank 0 prints the line).
+    """
+    x_all, y_all = (t.to(device) for t in sample)
+    no_sync = getattr(net, "no_sync", contextlib.nullcontext)  # DDP's, else nothing to hold back
+
+    def try_batch(size: int) -> None:
+        failure, held, loss = "", None, None
+        try:
+            held = torch.empty(held_bytes, dtype=torch.uint8, device=device)
+            with no_sync():
+                with autocast(device, dtype):
+                    loss = net(x_all[:size], y_all[:size])
+                loss.backward()
+        except torch.OutOfMemoryError as error:
+            failure = str(error)  # the text only: the error's frames hold the step's tensors
+        del held, loss  # before the cache is released below
+        net.zero_grad(set_to_none=True)
+        if all_ranks(not failure, device):
+            return
+        release_cache()
+        raise torch.OutOfMemoryError(failure or f"batch {size} ran out of memory on another rank")
+
+    def say(line: str) -> None:
+        if rank == 0:
+            print(f"rank 0: {line}", flush=True)  # noqa: T201 (a script reports)
+
+    return settle_batch(batch, try_batch, say=say)[0]
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,8 +281,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     text = corpus_text(args.corpus_bytes)
     data = batches(shape, args.batch, device=device, rank=rank, workers=args.workers, text=text)
+    start = time.perf_counter()  # the warm-up's time includes the fitting (the first compile)
+    moments = 2 * sum(p.numel() * p.element_size() for p in model.parameters())  # AdamW's two
+    batch = fitting_batch(
+        net, args.batch, next(data), device=device, dtype=dtype, rank=rank, held_bytes=moments
+    )
+    if batch != args.batch:  # the loader's workers make batches of the size that fits
+        data = batches(shape, batch, device=device, rank=rank, workers=args.workers, text=text)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # the peak below is the training steps' own
     step = make_step(net, optimizer, data, device=device, dtype=dtype, scaler=scaler)
-    start = time.perf_counter()
     for _ in range(args.warmup):
         step()
     if device.type == "cuda":
@@ -235,10 +307,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    tokens_per_gpu = args.steps * args.batch * shape.seq_len / seconds
+    tokens_per_gpu = args.steps * batch * shape.seq_len / seconds
     figures = {
         "shape": shape.spec(),
-        "batch": args.batch,
+        "batch": batch,
+        "requested_batch": args.batch,
         "world_size": world,
         "dtype": str(dtype).removeprefix("torch.") if dtype else "fp32",
         "float8": args.float8,
@@ -252,7 +325,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
     if rank == 0:
         print(  # noqa: T201 (a script reports)
-            f"{world} rank(s), {shape.spec()}, batch {args.batch} per rank: "
+            f"{world} rank(s), {shape.spec()}, batch {batch} per rank"
+            + ("" if batch == args.batch else f" ({args.batch} did not fit)")
+            + f": "
             f"{figures['tokens_per_s']:,.0f} tokens/s, {figures['tflops_per_gpu']:.1f} "
             f"model TFLOP/s per GPU (after {args.warmup} warm-up step(s), {warmup_s:.1f} s)",
             flush=True,

@@ -5,6 +5,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel
 
 from jupyter_gpu.tutorials.capstone import train_script
 from jupyter_gpu.tutorials.flops import MODEL_FLOPS_CONVENTION
@@ -123,3 +127,90 @@ def test_probe_dry_run_on_cpu(probe: ModuleType, tmp_path: Path) -> None:
         report["conclusions"][1]
         == "notebook 07 at this shape: JUPYTER_GPU_CAPSTONE_SHAPE=d128-hd64-l2-t64"
     )
+
+
+class _Fits(torch.nn.Module):
+    """A model whose step runs out of memory above ``limit`` sequences, as a GPU would."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.weight = torch.nn.Parameter(torch.ones(3))
+        self.sizes: list[int] = []
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.sizes.append(len(x))
+        loss = (self.weight.sum() * x.float().mean()) + y.float().mean() * 0
+        if len(x) > self.limit:
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 3.78 GiB. 9.51 GiB is reserved by "
+                "PyTorch but unallocated."
+            )
+        return loss
+
+
+def test_the_script_steps_its_batch_down_until_a_step_fits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    net = _Fits(limit=70)
+    sample = (torch.zeros(90, 4, dtype=torch.long), torch.zeros(90, 4, dtype=torch.long))
+    batch = train_script.fitting_batch(
+        net, 90, sample, device=torch.device("cpu"), dtype=None, rank=0
+    )
+    assert batch == 70  # an eighth less each time: 90, 79, 70
+    assert net.sizes == [90, 79, 70]
+    out = capsys.readouterr().out
+    assert "rank 0: batch 90 ran out of memory" in out
+    assert "9.51 GiB it could not use" in out
+    assert net.weight.grad is None  # the tries leave no gradient for the first real step
+
+
+def test_each_try_holds_the_optimizer_state_the_first_update_will_create(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    held: list[int] = []
+    empty = torch.empty
+
+    def recording_empty(*size: int, **kwargs: object) -> torch.Tensor:
+        if kwargs.get("dtype") is torch.uint8:
+            held.append(size[0])
+        return empty(*size, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(torch, "empty", recording_empty)
+    sample = (torch.zeros(16, 4, dtype=torch.long), torch.zeros(16, 4, dtype=torch.long))
+    train_script.fitting_batch(
+        _Fits(limit=12), 16, sample, device=torch.device("cpu"), dtype=None, rank=0, held_bytes=24
+    )
+    assert held == [24, 24, 24, 24]  # every try: batches 16, 14 and 13 ran out, 12 fit
+
+
+def test_only_rank_0_says_it(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = (torch.zeros(16, 4, dtype=torch.long), torch.zeros(16, 4, dtype=torch.long))
+    train_script.fitting_batch(
+        _Fits(limit=12), 16, sample, device=torch.device("cpu"), dtype=None, rank=1
+    )
+    assert capsys.readouterr().out == ""
+
+
+def test_under_ddp_the_tries_skip_the_all_reduce_and_the_ranks_agree(tmp_path: Path) -> None:
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        inner = _Fits(limit=40)
+        net = DistributedDataParallel(inner)
+        reduced: list[int] = []
+
+        def hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+            reduced.append(1)
+            return allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+        net.register_comm_hook(None, hook)
+        sample = (torch.zeros(48, 4, dtype=torch.long), torch.zeros(48, 4, dtype=torch.long))
+        batch = train_script.fitting_batch(
+            net, 48, sample, device=torch.device("cpu"), dtype=None, rank=0
+        )
+        assert (batch, inner.sizes) == (37, [48, 42, 37])
+        assert reduced == []  # no_sync: a rank that ran out of memory leaves none waiting
+        assert inner.weight.grad is None
+    finally:
+        dist.destroy_process_group()

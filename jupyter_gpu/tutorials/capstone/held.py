@@ -1,0 +1,120 @@
+"""What this process still holds of the GPU's memory after ``empty_cache()``, and why.
+
+Notebook 07 hands the GPU to its script's ranks at the end, and the ranks need nearly all of it.
+On one H200 (2026-12-05, sixteenth session) the kernel still reserved 24.01 GiB after
+``torch.cuda.empty_cache()``, of which 1.61 GiB were allocated, and the rank beside it ran out
+of memory. ``empty_cache()`` frees only the segments that are entirely inactive (torch's
+``torch.cuda.memory._snapshot`` docstring says so): a live tensor keeps its whole segment, which
+can be far larger than the tensor (the allocator splits a large freed segment for a smaller
+request), and a private pool (CUDA graphs) keeps its segments until the pool is released. This
+module reads the allocator's snapshot and the live tensors, so that a kernel that keeps memory
+says which of the two keeps it, and which tensors.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+GiB = 2**30
+#: ``segment_pool_id`` of the allocator's own pool; any other id is a private pool (CUDA graphs).
+DEFAULT_POOL = (0, 0)
+
+
+@dataclass(frozen=True)
+class HeldMemory:
+    """What the caching allocator still reserves, split by what keeps it.
+
+    Attributes:
+        reserved_bytes: every segment the allocator holds.
+        allocated_bytes: the live blocks in them.
+        pinned_bytes: segments of the allocator's own pool that hold a live block:
+            ``empty_cache()`` cannot free them, however little of them is in use.
+        pinned_segments: how many such segments.
+        pool_bytes: segments of private pools (CUDA graphs), kept until the pool is released.
+        largest_tensors: the largest live CUDA tensors Python can reach, described, with bytes.
+    """
+
+    reserved_bytes: int
+    allocated_bytes: int
+    pinned_bytes: int
+    pinned_segments: int
+    pool_bytes: int
+    largest_tensors: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        """One sentence: how much is kept, and by what."""
+        text = (
+            f"{self.reserved_bytes / GiB:.2f} GiB reserved, {self.allocated_bytes / GiB:.2f} GiB "
+            f"of it in live tensors; {self.pinned_bytes / GiB:.2f} GiB in {self.pinned_segments} "
+            f"segment(s) that a live tensor keeps, {self.pool_bytes / GiB:.2f} GiB in private "
+            "pools (CUDA graphs)"
+        )
+        if self.largest_tensors:
+            largest = ", ".join(
+                f"{name} {size / GiB:.2f} GiB" for name, size in self.largest_tensors
+            )
+            text += f"; the largest tensors Python reaches: {largest}"
+        elif self.allocated_bytes:
+            text += (
+                "; Python reaches none of the live tensors (an autograd graph or C++ keeps them)"
+            )
+        return text
+
+
+def segments_held(segments: Iterable[Mapping[str, Any]]) -> tuple[int, int, int]:
+    """``(pinned_bytes, pinned_segments, pool_bytes)`` of a ``torch.cuda.memory_snapshot()``."""
+    pinned_bytes = pinned_segments = pool_bytes = 0
+    for segment in segments:
+        size = int(segment["total_size"])
+        if tuple(segment.get("segment_pool_id", DEFAULT_POOL)) != DEFAULT_POOL:
+            pool_bytes += size
+        elif int(segment["active_size"]) > 0:
+            pinned_bytes += size
+            pinned_segments += 1
+    return pinned_bytes, pinned_segments, pool_bytes
+
+
+def largest_cuda_tensors(count: int = 3) -> tuple[tuple[str, int], ...]:
+    """The ``count`` largest CUDA tensors the garbage collector tracks, by their storage's bytes.
+
+    Only tensors with a Python object are seen: what an autograd graph saved, or C++ keeps, is not.
+    """
+    sizes: dict[int, tuple[str, int]] = {}  # one entry per storage: views share theirs
+    for obj in gc.get_objects():
+        # type(), not isinstance(): isinstance reads __class__, which some objects torch keeps
+        # answer with a deprecation warning (see models_alive).
+        if not issubclass(type(obj), torch.Tensor) or not obj.is_cuda:
+            continue
+        try:
+            storage = obj.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # a tensor subclass without one storage
+            continue
+        if storage.device.type != "cuda":  # a FakeTensor says cuda; its storage is on meta
+            continue
+        name = f"{type(obj).__name__}{tuple(obj.shape)} {str(obj.dtype).removeprefix('torch.')}"
+        sizes.setdefault(storage.data_ptr(), (name, storage.nbytes()))
+    return tuple(sorted(sizes.values(), key=lambda item: -item[1])[:count])
+
+
+def held_memory() -> HeldMemory | None:
+    """What the allocator of the current device still reserves, and what keeps it; None on a CPU."""
+    if not torch.cuda.is_available():
+        return None
+    device = torch.cuda.current_device()
+    snapshot = torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+    pinned_bytes, pinned_segments, pool_bytes = segments_held(
+        s for s in snapshot if s.get("device", device) == device
+    )
+    return HeldMemory(
+        reserved_bytes=int(torch.cuda.memory_reserved()),
+        allocated_bytes=int(torch.cuda.memory_allocated()),
+        pinned_bytes=pinned_bytes,
+        pinned_segments=pinned_segments,
+        pool_bytes=pool_bytes,
+        largest_tensors=largest_cuda_tensors(),
+    )

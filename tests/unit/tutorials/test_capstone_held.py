@@ -1,0 +1,57 @@
+"""What notebook 07's kernel still holds before the script's ranks start, and what keeps it."""
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from jupyter_gpu.tutorials.capstone.held import (
+    GiB,
+    HeldMemory,
+    held_memory,
+    largest_cuda_tensors,
+    segments_held,
+)
+
+
+def _segment(total: int, active: int, pool: tuple[int, int] = (0, 0)) -> dict[str, object]:
+    return {"total_size": total, "active_size": active, "segment_pool_id": pool, "device": 0}
+
+
+def test_a_live_block_keeps_its_whole_segment_and_a_private_pool_keeps_everything() -> None:
+    segments = [
+        _segment(4 * GiB, 64 * 2**20),  # a small live tensor in a large freed segment
+        _segment(2 * GiB, 0),  # wholly free: empty_cache() gives it back
+        _segment(GiB, GiB),
+        _segment(3 * GiB, 0, pool=(1, 7)),  # a CUDA graph's pool, in use or not
+    ]
+    assert segments_held(segments) == (5 * GiB, 2, 3 * GiB)
+
+
+def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
+    held = HeldMemory(
+        reserved_bytes=24 * GiB,
+        allocated_bytes=GiB + GiB // 2,
+        pinned_bytes=21 * GiB,
+        pinned_segments=40,
+        pool_bytes=0,
+        largest_tensors=(("Parameter(2048, 5504) float32", 2**30 // 23),),
+    )
+    text = held.describe()
+    assert text.startswith("24.00 GiB reserved, 1.50 GiB of it in live tensors")
+    assert "21.00 GiB in 40 segment(s) that a live tensor keeps" in text
+    assert "Parameter(2048, 5504) float32" in text
+    unseen = HeldMemory(GiB, GiB, GiB, 1, 0)
+    assert "Python reaches none of the live tensors" in unseen.describe()
+
+
+def test_fake_and_cpu_tensors_are_not_counted() -> None:
+    kept = torch.ones(1024)  # a CPU tensor: not the GPU's
+    with FakeTensorMode():
+        fake = torch.empty(4096, 4096, device="cuda")  # says cuda; its storage is on meta
+    assert fake.is_cuda
+    assert not any("4096" in name for name, _size in largest_cuda_tensors(10))
+    assert kept.numel() == 1024
+
+
+def test_no_reading_without_cuda() -> None:
+    if not torch.cuda.is_available():
+        assert held_memory() is None
