@@ -14,11 +14,13 @@ says which of the two keeps it, and which tensors.
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 GiB = 2**30
 #: ``segment_pool_id`` of the allocator's own pool; any other id is a private pool (CUDA graphs).
@@ -66,6 +68,34 @@ class HeldMemory:
         return text
 
 
+def weights_alive() -> Counter[str]:
+    """The modules this process still holds that own weights, by class, after a collection.
+
+    A notebook lets go of a model by rebinding every name that reaches it. One it forgot keeps
+    the weights on the GPU: a loop variable kept 07's final GPT on one H100 (2026-12-05), and
+    its FP8 swap (``Float8Swap``, a global) keeps every block's ``nn.Linear`` after the GPT is
+    gone, 1.51 GiB of fp32 weights at the final shape: most likely the 1.61 GiB of live tensors
+    the H200's kernel still held that day, which a count of the GPTs alone did not see. Counting
+    the modules that own parameters, whatever holds them, does not depend on remembering names.
+    """
+    gc.collect()
+    # type(), not isinstance(): isinstance reads __class__, which some objects torch keeps
+    # (torch.distributed.reduce_op) answer with a deprecation warning.
+    return Counter(
+        type(obj).__name__
+        for obj in gc.get_objects()
+        if issubclass(type(obj), nn.Module)
+        and next(obj.parameters(recurse=False), None) is not None
+    )
+
+
+def describe_weights(alive: Counter[str]) -> str:
+    """``32 Linear, 16 RMSNorm`` (most first), or ``no module with weights``."""
+    return ", ".join(f"{count} {name}" for name, count in alive.most_common()) or (
+        "no module with weights"
+    )
+
+
 def segments_held(segments: Iterable[Mapping[str, Any]]) -> tuple[int, int, int]:
     """``(pinned_bytes, pinned_segments, pool_bytes)`` of a ``torch.cuda.memory_snapshot()``."""
     pinned_bytes = pinned_segments = pool_bytes = 0
@@ -87,7 +117,7 @@ def largest_cuda_tensors(count: int = 3) -> tuple[tuple[str, int], ...]:
     sizes: dict[int, tuple[str, int]] = {}  # one entry per storage: views share theirs
     for obj in gc.get_objects():
         # type(), not isinstance(): isinstance reads __class__, which some objects torch keeps
-        # answer with a deprecation warning (see models_alive).
+        # answer with a deprecation warning (see weights_alive).
         if not issubclass(type(obj), torch.Tensor) or not obj.is_cuda:
             continue
         try:

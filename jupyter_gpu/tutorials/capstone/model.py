@@ -21,7 +21,6 @@ cuts the compile time of a deep model to about that of one block.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -281,17 +280,3 @@ class CapstoneGPT(nn.Module):
         return logits_or_loss(self.lm_head(self.ln_f(x)), targets)
 
     n_params = GPT.n_params  # trainable parameters, the tied embedding counted once
-
-
-def models_alive() -> int:
-    """How many :class:`CapstoneGPT` this process still holds, after a garbage collection.
-
-    A notebook lets go of a model by rebinding every name that reaches it; one it forgot (a
-    loop variable, a list it put the model in) keeps the weights on the GPU, and the allocator
-    cannot give back what a live tensor holds. Counting the objects is the check that does not
-    depend on remembering the names.
-    """
-    gc.collect()
-    # type(), not isinstance(): isinstance reads __class__, which some objects torch keeps
-    # (torch.distributed.reduce_op) answer with a deprecation warning.
-    return sum(1 for obj in gc.get_objects() if issubclass(type(obj), CapstoneGPT))

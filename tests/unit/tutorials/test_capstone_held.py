@@ -1,15 +1,21 @@
 """What notebook 07's kernel still holds before the script's ranks start, and what keeps it."""
 
+from collections import Counter
+
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from jupyter_gpu.tutorials.capstone.held import (
     GiB,
     HeldMemory,
+    describe_weights,
     held_memory,
     largest_cuda_tensors,
     segments_held,
+    weights_alive,
 )
+from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
+from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
 
 
 def _segment(total: int, active: int, pool: tuple[int, int] = (0, 0)) -> dict[str, object]:
@@ -55,3 +61,28 @@ def test_fake_and_cpu_tensors_are_not_counted() -> None:
 def test_no_reading_without_cuda() -> None:
     if not torch.cuda.is_available():
         assert held_memory() is None
+
+
+class _Swap:
+    """Holds some of a model's modules, as 07's Float8Swap holds the blocks' Linear layers."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.pairs = [m for m in model.modules() if type(m) is torch.nn.Linear]
+
+
+def test_weights_alive_sees_modules_a_forgotten_holder_keeps_after_the_model_is_gone() -> None:
+    before = weights_alive()
+    model = CapstoneGPT(final_shape_from_spec("d64-hd16-l2-t32"))
+    for net in (model,):  # a loop variable outlives the loop: 07 kept its GPT so on an H100
+        net.train()
+    model = None
+    assert weights_alive() - before, "the loop variable keeps every module"
+    swap = _Swap(net)
+    net = None
+    kept = weights_alive() - before
+    assert set(kept) == {"Linear"}
+    assert kept["Linear"] == len(swap.pairs)
+    swap = None
+    assert not weights_alive() - before
+    assert describe_weights(Counter()) == "no module with weights"
+    assert describe_weights(Counter({"Linear": 8, "RMSNorm": 2})) == "8 Linear, 2 RMSNorm"

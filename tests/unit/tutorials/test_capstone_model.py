@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from jupyter_gpu.tutorials.capstone.model import CapstoneGPT, models_alive
+from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec, student_shape
 
 SHAPE = student_shape(final_shape_from_spec("d128-hd64-l2-t64"))  # d 100, heads of 50
@@ -48,15 +48,3 @@ def test_regional_compilation_reuses_one_graph_and_checkpointing_keeps_gradients
     model.uncompile_blocks()
     assert not model.blocks_compiled
     torch._dynamo.reset()
-
-
-def test_models_alive_counts_a_model_a_forgotten_name_still_holds() -> None:
-    shape = final_shape_from_spec("d64-hd16-l2-t32")
-    before = models_alive()
-    model = CapstoneGPT(shape)
-    for net in (model,):  # a loop variable outlives the loop: notebook 07 kept its GPT so
-        net.train()
-    model = None
-    assert models_alive() == before + 1
-    net = None
-    assert models_alive() == before
