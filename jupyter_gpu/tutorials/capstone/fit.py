@@ -157,10 +157,11 @@ class GraphsRoom:
     (``copy_bytes``). What the step allocates is its peak less those two, so the graphs and the
     step together need ``2 * peak - static - copy``.
 
-    A capture that runs out of memory part-way is worse than one not tried: the pool it began
-    can stay reserved until the process ends, out of ``torch.cuda.empty_cache()``'s reach
-    (described and fixed in pytorch/pytorch#190348), and a process started later on the same
-    GPU (the capstone's ``%%torchrun`` ranks) finds that memory gone. So the capstone records
+    A capture that cannot fit fails only after the blocks were compiled again for it, and in
+    torch builds without pytorch/pytorch#190348's fix it can keep its pool reserved until the
+    process ends, where a process started later on the same GPU (the capstone's ``%%torchrun``
+    ranks) finds that memory gone; torch 2.11.0+cu130 kept none
+    (``benchmarks/cudagraph_oom_leak.py`` on one H200, 2026-12-05). So the capstone records
     graphs only where this room is there.
     """
 

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, worker_loader
-from jupyter_gpu.tutorials.capstone.fit import release_cache, settle_batch
+from jupyter_gpu.tutorials.capstone.fit import gradient_bytes, release_cache, settle_batch
 from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, CapstoneGPT, compile_options
 from jupyter_gpu.tutorials.capstone.shapes import ModelShape, final_shape_from_spec
 from jupyter_gpu.tutorials.corpus import load_corpus
@@ -282,7 +282,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     text = corpus_text(args.corpus_bytes)
     data = batches(shape, args.batch, device=device, rank=rank, workers=args.workers, text=text)
     start = time.perf_counter()  # the warm-up's time includes the fitting (the first compile)
-    moments = 2 * sum(p.numel() * p.element_size() for p in model.parameters())  # AdamW's two
+    moments = 2 * gradient_bytes(model.parameters())  # AdamW's two, each a gradient's size
     batch = fitting_batch(
         net, args.batch, next(data), device=device, dtype=dtype, rank=rank, held_bytes=moments
     )
@@ -324,10 +324,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
     }
     if rank == 0:
+        stepped_down = "" if batch == args.batch else f" ({args.batch} did not fit)"
         print(  # noqa: T201 (a script reports)
-            f"{world} rank(s), {shape.spec()}, batch {batch} per rank"
-            + ("" if batch == args.batch else f" ({args.batch} did not fit)")
-            + f": "
+            f"{world} rank(s), {shape.spec()}, batch {batch} per rank{stepped_down}: "
             f"{figures['tokens_per_s']:,.0f} tokens/s, {figures['tflops_per_gpu']:.1f} "
             f"model TFLOP/s per GPU (after {args.warmup} warm-up step(s), {warmup_s:.1f} s)",
             flush=True,

@@ -1,8 +1,6 @@
 """The capstone's plain PyTorch script, and benchmarks/capstone_probe.py, on a CPU."""
 
-import gc
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -192,22 +190,6 @@ def test_only_rank_0_says_it(capsys: pytest.CaptureFixture[str]) -> None:
         _Fits(limit=12), 16, sample, device=torch.device("cpu"), dtype=None, rank=1
     )
     assert capsys.readouterr().out == ""
-
-
-@pytest.fixture
-def one_rank(tmp_path: Path) -> Iterator[None]:
-    """A gloo process group of one rank, destroyed after the test's DDP modules are gone.
-
-    Destroying it while a DDP module still holds it leaves the module's Reducer to destroy it
-    later, and gloo's destructor then waits forever on its threads (CI hung there 15 minutes).
-    """
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        gc.collect()  # a DDP module in a reference cycle goes first
-        dist.destroy_process_group()
 
 
 @pytest.mark.usefixtures("one_rank")

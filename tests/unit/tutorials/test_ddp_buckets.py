@@ -7,9 +7,7 @@ mixed the two (one H100, 2026-12-05: 79 all-reduces, not 4 x 26); 05's ``accumul
 from the second iteration on, as this test does.
 """
 
-from collections.abc import Iterator
 from contextlib import nullcontext
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,16 +17,6 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 MICRO = 4
-
-
-@pytest.fixture
-def one_rank(tmp_path: Path) -> Iterator[None]:
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _counted_ddp() -> tuple[DistributedDataParallel, dict[str, int]]:
