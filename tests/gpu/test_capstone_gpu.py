@@ -327,3 +327,33 @@ def test_cuda_graphs_on_regionally_compiled_blocks_train(figures: dict[str, Any]
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < losses[0]
     torch._dynamo.reset()
+
+
+def test_a_blas_workspace_keeps_a_freed_segment_until_released(figures: dict[str, Any]) -> None:
+    """A cuBLAS workspace carved out of a large freed segment keeps it from ``empty_cache()``.
+
+    What notebook 07's kernel showed on one H100 (0.06 GiB live, 10.04 GiB kept); without
+    ``release_blas_workspaces`` the segment stays, and this test fails.
+    """
+    import torch
+
+    from jupyter_gpu.tutorials.capstone.held import held_memory, release_blas_workspaces
+
+    assert release_blas_workspaces()  # start with none: every matmul below makes a new one
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    big = torch.empty(2**30, dtype=torch.uint8, device="cuda")
+    del big  # one 1 GiB segment, cached and free
+    a = torch.randn(256, 256, device="cuda")
+    (a @ a).sum().item()  # the workspace comes out of the free segment
+    del a
+    torch.cuda.empty_cache()
+    held = held_memory()
+    assert held is not None
+    kept = torch.cuda.memory_reserved() - before
+    figures["blas_workspace_kept_bytes"] = kept
+    figures["blas_workspace_blocks"] = list(held.pinning_blocks)
+    assert kept >= 2**30, f"the workspace did not keep the segment: {held.describe()}"
+    assert release_blas_workspaces()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() - before < 2**30, held_memory()

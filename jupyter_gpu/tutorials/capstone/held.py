@@ -9,6 +9,16 @@ can be far larger than the tensor (the allocator splits a large freed segment fo
 request), and a private pool (CUDA graphs) keeps its segments until the pool is released. This
 module reads the allocator's snapshot and the live tensors, so that a kernel that keeps memory
 says which of the two keeps it, and which tensors.
+
+On one H100 (2026-12-05, seventeenth session), with the models gone, 0.06 GiB of live tensors that
+Python does not reach kept 10.04 GiB in 4 segments. torch keeps one cuBLAS and one cuBLASLt
+workspace per handle and stream, taken from the caching allocator and held for the process's life
+(``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``cublas_handle_stream_to_workspace``, 32 MiB each
+on Hopper), and each thread has its own handle (the backward pass runs on autograd's device
+thread): workspaces carved out of large freed segments, and so the likeliest keepers.
+:func:`release_blas_workspaces` lets go of them as torch's own CUDA graph trees do
+(``torch._inductor.cudagraph_trees``), and :class:`HeldMemory` names the live blocks that keep
+segments, so that a run says whether they were the workspaces' size.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import torch
 from torch import nn
 
 GiB = 2**30
+MiB = 2**20
 #: ``segment_pool_id`` of the allocator's own pool; any other id is a private pool (CUDA graphs).
 DEFAULT_POOL = (0, 0)
 
@@ -39,6 +50,7 @@ class HeldMemory:
         pinned_segments: how many such segments.
         pool_bytes: segments of private pools (CUDA graphs), kept until the pool is released.
         largest_tensors: the largest live CUDA tensors Python can reach, described, with bytes.
+        pinning_blocks: the sizes of the live blocks in the pinned segments, largest first.
     """
 
     reserved_bytes: int
@@ -47,6 +59,7 @@ class HeldMemory:
     pinned_segments: int
     pool_bytes: int
     largest_tensors: tuple[tuple[str, int], ...] = ()
+    pinning_blocks: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """One sentence: how much is kept, and by what."""
@@ -56,6 +69,8 @@ class HeldMemory:
             f"segment(s) that a live tensor keeps, {self.pool_bytes / GiB:.2f} GiB in private "
             "pools (CUDA graphs)"
         )
+        if self.pinning_blocks:
+            text += f", kept by live blocks of {describe_sizes(self.pinning_blocks)}"
         if self.largest_tensors:
             largest = ", ".join(
                 f"{name} {size / GiB:.2f} GiB" for name, size in self.largest_tensors
@@ -96,9 +111,27 @@ def describe_weights(alive: Counter[str]) -> str:
     )
 
 
-def segments_held(segments: Iterable[Mapping[str, Any]]) -> tuple[int, int, int]:
-    """``(pinned_bytes, pinned_segments, pool_bytes)`` of a ``torch.cuda.memory_snapshot()``."""
+def describe_sizes(sizes: Iterable[int]) -> str:
+    """``2 x 32 MiB, 1 x 1.5 MiB``: block sizes grouped, largest first."""
+    counts = Counter(sizes)
+    largest_first = sorted(counts, reverse=True)
+    return ", ".join(f"{counts[size]} x {size / MiB:g} MiB" for size in largest_first)
+
+
+@dataclass(frozen=True)
+class SegmentsHeld:
+    """What a ``torch.cuda.memory_snapshot()`` says keeps segments from ``empty_cache()``."""
+
+    pinned_bytes: int
+    pinned_segments: int
+    pool_bytes: int
+    pinning_blocks: tuple[int, ...]
+
+
+def segments_held(segments: Iterable[Mapping[str, Any]]) -> SegmentsHeld:
+    """The pinned segments and private pools of a snapshot, and the live blocks that pin."""
     pinned_bytes = pinned_segments = pool_bytes = 0
+    pinning: list[int] = []
     for segment in segments:
         size = int(segment["total_size"])
         if tuple(segment.get("segment_pool_id", DEFAULT_POOL)) != DEFAULT_POOL:
@@ -106,7 +139,28 @@ def segments_held(segments: Iterable[Mapping[str, Any]]) -> tuple[int, int, int]
         elif int(segment["active_size"]) > 0:
             pinned_bytes += size
             pinned_segments += 1
-    return pinned_bytes, pinned_segments, pool_bytes
+            pinning += [
+                int(block["size"])
+                for block in segment.get("blocks", ())
+                if str(block.get("state", "")).startswith("active")
+            ]
+    return SegmentsHeld(pinned_bytes, pinned_segments, pool_bytes, tuple(sorted(pinning)[::-1]))
+
+
+def release_blas_workspaces() -> bool:
+    """Let go of the cuBLAS and cuBLASLt workspaces torch keeps; False where this torch cannot.
+
+    torch makes a new one at the next matrix multiply on each handle and stream, from memory that
+    is free then; letting go of them is what torch's CUDA graph trees do before a capture
+    (``torch._inductor.cudagraph_trees``). ``torch._C._cuda_clearCublasWorkspaces`` is private and
+    only in CUDA builds, hence the check.
+    """
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None or not torch.cuda.is_available():
+        return False
+    torch.cuda.synchronize()  # no kernel still using a workspace
+    clear()
+    return True
 
 
 def largest_cuda_tensors(count: int = 3) -> tuple[tuple[str, int], ...]:
@@ -137,14 +191,13 @@ def held_memory() -> HeldMemory | None:
         return None
     device = torch.cuda.current_device()
     snapshot = torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]  # torch leaves it untyped
-    pinned_bytes, pinned_segments, pool_bytes = segments_held(
-        s for s in snapshot if s.get("device", device) == device
-    )
+    held = segments_held(s for s in snapshot if s.get("device", device) == device)
     return HeldMemory(
         reserved_bytes=int(torch.cuda.memory_reserved()),
         allocated_bytes=int(torch.cuda.memory_allocated()),
-        pinned_bytes=pinned_bytes,
-        pinned_segments=pinned_segments,
-        pool_bytes=pool_bytes,
+        pinned_bytes=held.pinned_bytes,
+        pinned_segments=held.pinned_segments,
+        pool_bytes=held.pool_bytes,
         largest_tensors=largest_cuda_tensors(),
+        pinning_blocks=held.pinning_blocks,
     )

@@ -8,9 +8,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from jupyter_gpu.tutorials.capstone.held import (
     GiB,
     HeldMemory,
+    MiB,
+    describe_sizes,
     describe_weights,
     held_memory,
     largest_cuda_tensors,
+    release_blas_workspaces,
     segments_held,
     weights_alive,
 )
@@ -18,18 +21,30 @@ from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
 
 
-def _segment(total: int, active: int, pool: tuple[int, int] = (0, 0)) -> dict[str, object]:
-    return {"total_size": total, "active_size": active, "segment_pool_id": pool, "device": 0}
+def _segment(total: int, *live: int, pool: tuple[int, int] = (0, 0)) -> dict[str, object]:
+    blocks = [{"size": size, "state": "active_allocated"} for size in live]
+    blocks.append({"size": total - sum(live), "state": "inactive"})
+    return {
+        "total_size": total,
+        "active_size": sum(live),
+        "segment_pool_id": pool,
+        "device": 0,
+        "blocks": blocks,
+    }
 
 
 def test_a_live_block_keeps_its_whole_segment_and_a_private_pool_keeps_everything() -> None:
+    workspace = 32 * MiB
     segments = [
-        _segment(4 * GiB, 64 * 2**20),  # a small live tensor in a large freed segment
-        _segment(2 * GiB, 0),  # wholly free: empty_cache() gives it back
+        _segment(4 * GiB, workspace, workspace),  # two small live blocks in a large freed segment
+        _segment(2 * GiB),  # wholly free: empty_cache() gives it back
         _segment(GiB, GiB),
-        _segment(3 * GiB, 0, pool=(1, 7)),  # a CUDA graph's pool, in use or not
+        _segment(3 * GiB, pool=(1, 7)),  # a CUDA graph's pool, in use or not
     ]
-    assert segments_held(segments) == (5 * GiB, 2, 3 * GiB)
+    held = segments_held(segments)
+    assert (held.pinned_bytes, held.pinned_segments, held.pool_bytes) == (5 * GiB, 2, 3 * GiB)
+    assert held.pinning_blocks == (GiB, workspace, workspace)
+    assert describe_sizes(held.pinning_blocks) == "1 x 1024 MiB, 2 x 32 MiB"
 
 
 def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
@@ -45,7 +60,8 @@ def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
     assert text.startswith("24.00 GiB reserved, 1.50 GiB of it in live tensors")
     assert "21.00 GiB in 40 segment(s) that a live tensor keeps" in text
     assert "Parameter(2048, 5504) float32" in text
-    unseen = HeldMemory(GiB, GiB, GiB, 1, 0)
+    unseen = HeldMemory(GiB, GiB, GiB, 1, 0, pinning_blocks=(32 * MiB, 32 * MiB))
+    assert "kept by live blocks of 2 x 32 MiB" in unseen.describe()
     assert "Python reaches none of the live tensors" in unseen.describe()
 
 
@@ -61,6 +77,7 @@ def test_fake_and_cpu_tensors_are_not_counted() -> None:
 def test_no_reading_without_cuda() -> None:
     if not torch.cuda.is_available():
         assert held_memory() is None
+        assert release_blas_workspaces() is False
 
 
 class _Swap:
