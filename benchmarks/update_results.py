@@ -267,6 +267,28 @@ def gpu_short_name(runs: list[dict[str, Any]]) -> str:
     return " ".join(w for w in words if not _NOT_THE_MODEL.match(w)) or DEFAULT_GPU
 
 
+def emulated_tier(runs: list[dict[str, Any]], given: str | None = None) -> str | None:
+    """The tier the runs emulated (None: full size on their GPU), from their own JSON.
+
+    ``--tier`` was once the only source: on 2026-12-05 (seventeenth session) a 16gb run of 07 on
+    an H100, written without it, went under *Capstone on one H100* as if at full size, its
+    machine line saying "tier 16gb". ``given`` (``--tier``) must agree with the runs.
+
+    Raises:
+        ValueError: the runs emulated different tiers, or not the one given.
+    """
+    tiers = {
+        (r.get("tier") or {}).get("tier") if (r.get("tier") or {}).get("emulated") else None
+        for r in runs
+    }
+    if len(tiers) > 1:
+        raise ValueError(f"one section, one tier: these runs emulated {sorted(map(str, tiers))}")
+    tier = tiers.pop()
+    if given is not None and given != tier and any(r.get("tier") for r in runs):
+        raise ValueError(f"--tier {given}, but the runs emulated {tier or 'no tier'}")
+    return given if tier is None else tier
+
+
 def section_title(tier: str | None, name: str | None = None, gpu: str = DEFAULT_GPU) -> str:
     """The heading of the section: full size, or a tier emulated on the same GPU.
 
@@ -446,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results_dir", type=Path, help="folder of <notebook>.json files")
     parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--allow-any-mode", action="store_true", help="accept smoke and CPU runs")
-    parser.add_argument("--tier", help="the tier the notebooks emulated (JUPYTER_GPU_TIER)")
+    parser.add_argument(
+        "--tier",
+        help="the tier the notebooks emulated (JUPYTER_GPU_TIER); read from the runs when omitted",
+    )
     parser.add_argument(
         "--section",
         help="write a section of this name (e.g. Capstone) instead of the tutorials' section",
@@ -464,14 +489,18 @@ def main(argv: list[str] | None = None) -> int:
     if wrong and not args.allow_any_mode:
         print(f"refusing: {', '.join(wrong)} did not run at full size on a GPU", file=sys.stderr)
         return 2
-    gpu = gpu_short_name(runs)
-    body = render(runs, args.tier, copies=not args.section and gpu == COPIES_GPU)
+    try:
+        gpu, tier = gpu_short_name(runs), emulated_tier(runs, args.tier)
+    except ValueError as error:
+        print(f"refusing: {error}", file=sys.stderr)
+        return 2
+    body = render(runs, tier, copies=not args.section and gpu == COPIES_GPU)
     if args.conditions:
         machine_end = body.index("\n\n", body.index("Machine:"))
         body = f"{body[:machine_end]}\n\nConditions: {args.conditions}{body[machine_end:]}"
     body += "\n".join(render_benchmarks(args.results_dir))
     text = args.results_md.read_text() if args.results_md.exists() else "# Measured results\n"
-    title = section_title(args.tier, args.section, gpu)
+    title = section_title(tier, args.section, gpu)
     before = section_body(text, title)
     if before is not None:
         body = merge_section(before, body, {r["notebook"] for r in runs})

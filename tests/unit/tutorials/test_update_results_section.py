@@ -206,3 +206,22 @@ def test_the_section_names_the_gpu_not_its_memory_or_form() -> None:
     assert named(None) == "H200"  # a CPU run (tests only): the tutorials' own section
     with pytest.raises(ValueError, match="one GPU"):
         named("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+
+
+def test_the_tier_comes_from_the_runs_and_a_contrary_one_is_refused(tmp_path: Path) -> None:
+    # 2026-12-05: a 16gb run of 07 on an H100, written without --tier, went under the full-size
+    # section's title.
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Measured results\n")
+    capstone_json(tmp_path / "16gb", {"tier": "16gb", "bf16": False, "emulated": True})
+    update(tmp_path / "16gb", md, "--section", "Capstone")
+    text = md.read_text()
+    assert "## Capstone at the 16gb tier, emulated on one H200" in text
+    assert "## Capstone on one H200" not in text
+    full = {"tier": "80gb", "bf16": True, "emulated": False}  # picked from the GPU: full size
+    capstone_json(tmp_path / "full", full)
+    command = [sys.executable, str(SCRIPT), str(tmp_path / "full"), "--results-md", str(md)]
+    done = subprocess.run([*command, "--tier", "16gb"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "--tier 16gb, but the runs emulated no tier" in done.stderr
+    assert md.read_text() == text  # refused: nothing written
