@@ -17,7 +17,9 @@ Checks what CPU runs cannot (figures go to ``$JUPYTER_GPU_OUT/capstone_gpu.json`
 - FP8 (torchao float8, tensorwise) against bf16 on compiled blocks, side by side on one model,
   and the loss curves from the same weights within the notebook's 2 % (skipped without torchao or
   an FP8 GPU); the compiled foreach AdamW sharing the fused one's state; CUDA graphs
-  (``reduce-overhead``) on regionally compiled blocks training with ``cudagraph_mark_step_begin``.
+  (``reduce-overhead``) on regionally compiled blocks training with ``cudagraph_mark_step_begin``;
+- a cuBLAS workspace keeps the freed segment it was carved from until released (notebook 07's
+  kernel before its script).
 """
 
 from __future__ import annotations
