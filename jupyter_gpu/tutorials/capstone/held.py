@@ -15,7 +15,9 @@ Python does not reach kept 10.04 GiB in 4 segments. torch keeps one cuBLAS and o
 workspace per handle and stream, taken from the caching allocator and held for the process's life
 (``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``cublas_handle_stream_to_workspace``, 32 MiB each
 on Hopper), and each thread has its own handle (the backward pass runs on autograd's device
-thread): workspaces carved out of large freed segments, and so the likeliest keepers.
+thread): workspaces carved out of large freed segments, and so the likeliest keepers. On that
+H100 a 32 MiB workspace kept a freed 1 GiB segment until released
+(``tests/gpu/test_capstone_gpu.py``).
 :func:`release_blas_workspaces` lets go of them as torch's own CUDA graph trees do
 (``torch._inductor.cudagraph_trees``), and :class:`HeldMemory` names the live blocks that keep
 segments, so that a run says whether they were the workspaces' size.
