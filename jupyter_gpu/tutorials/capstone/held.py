@@ -13,8 +13,8 @@ says which of the two keeps it, and which tensors.
 On one H100 (2026-12-05, seventeenth session), with the models gone, 0.06 GiB of live tensors that
 Python does not reach kept 10.04 GiB in 4 segments. torch keeps one cuBLAS and one cuBLASLt
 workspace per handle and stream, taken from the caching allocator and held for the process's life
-(``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``cublas_handle_stream_to_workspace``, 32 MiB each
-on Hopper), and each thread has its own handle (the backward pass runs on autograd's device
+(``aten/src/ATen/cuda/CublasHandlePool.cpp``: ``cublas_handle_stream_to_workspace``; cuBLAS's is
+32 MiB on Hopper), and each thread has its own handle (the backward pass runs on autograd's device
 thread): workspaces carved out of large freed segments, and so the likeliest keepers. On that
 H100 a 32 MiB workspace kept a freed 1 GiB segment until released
 (``tests/gpu/test_capstone_gpu.py``).
