@@ -13,7 +13,9 @@ import { newNotebook, openLab, runCell } from './lab';
 // (with a fixed 20 ms read the loader set the step's pace on CI and hid it). Both fixes help.
 // An epoch is 16 batches: on top of a kept loader whose epoch is short, %tune times blocks of
 // whole epochs, and 64 batches (1.7 s of steps on CI's two busy cores) left the fused optimizer
-// "not reached" in the 40 s budget.
+// "not reached" in the 40 s budget. With 16 it was not reached once more (2026-12-05, CI's load
+// average 7, the input pipeline's trial taking the budget): the budget is 60 s, and the report is
+// asked to account for the fused optimizer, in the table or under "not tried" with its reason.
 const SETUP = `%load_ext jupyter_gpu
 import time
 import torch
@@ -67,7 +69,7 @@ loader.dataset.read_s = max(0.005, sorted(update_s)[2] / 2)  # half the median u
 batches = iter(loader)`;
 
 const TUNE =
-  '%tune "train_step()" --model model --optimizer opt --batches batches --skip compile,threads --budget 40s';
+  '%tune "train_step()" --model model --optimizer opt --batches batches --skip compile,threads --budget 60s';
 
 test("%tune's report in a notebook: the bar names the fix being tried, then the table, the code and the waterfall", async ({
   page
@@ -92,7 +94,12 @@ test("%tune's report in a notebook: the bar names the fix being tried, then the 
   await expect(stage).toHaveCount(0, { timeout: 30000 });
   const table = cell.locator('.jp-OutputArea-output table').first();
   await expect(table).toContainText('input pipeline');
-  await expect(table).toContainText('fused optimizer');
+  const tried = await table.locator('td', { hasText: /^fused optimizer$/ }).count();
+  if (tried === 0) {
+    await expect(cell.locator('.jp-OutputArea-output')).toContainText([
+      /fused optimizer: not reached: .* of the budget left/
+    ]);
+  }
   // Which fixes this machine kept is its figures' to say (on CI's two busy cores the input
   // pipeline once came out unmeasurable beside a kept fused optimizer; tests/integration's
   // %tune tests check the figures, and skip, saying why, on a busy machine): the report shows
