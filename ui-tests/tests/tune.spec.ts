@@ -94,7 +94,9 @@ test("%tune's report in a notebook: the bar names the fix being tried, then the 
   await expect(stage).toHaveCount(0, { timeout: 30000 });
   const table = cell.locator('.jp-OutputArea-output table').first();
   await expect(table).toContainText('input pipeline');
-  const tried = await table.locator('td', { hasText: /^fused optimizer$/ }).count();
+  const tried = await table
+    .locator('td', { hasText: /^fused optimizer$/ })
+    .count();
   if (tried === 0) {
     await expect(cell.locator('.jp-OutputArea-output')).toContainText([
       /fused optimizer: not reached: .* of the budget left/
