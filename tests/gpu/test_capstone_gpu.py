@@ -354,7 +354,7 @@ def test_a_blas_workspace_keeps_a_freed_segment_until_released(figures: dict[str
     assert held is not None
     kept = torch.cuda.memory_reserved() - before
     figures["blas_workspace_kept_bytes"] = kept
-    figures["blas_workspace_blocks"] = list(held.pinning_blocks)
+    figures["blas_workspace_blocks"] = list(held.segments.pinning_blocks)
     assert kept >= 2**30, f"the workspace did not keep the segment: {held.describe()}"
     assert release_blas_workspaces()
     torch.cuda.empty_cache()

@@ -41,38 +41,50 @@ DEFAULT_POOL = (0, 0)
 
 
 @dataclass(frozen=True)
+class SegmentsHeld:
+    """What a ``torch.cuda.memory_snapshot()`` says keeps segments from ``empty_cache()``.
+
+    Attributes:
+        pinned_bytes: segments of the allocator's own pool that hold a live block:
+            ``empty_cache()`` cannot free them, however little of them is in use.
+        pinned_segments: how many such segments.
+        pool_bytes: segments of private pools (CUDA graphs), kept until the pool is released.
+        pinning_blocks: the sizes of the live blocks in the pinned segments, largest first.
+    """
+
+    pinned_bytes: int
+    pinned_segments: int
+    pool_bytes: int
+    pinning_blocks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class HeldMemory:
     """What the caching allocator still reserves, split by what keeps it.
 
     Attributes:
         reserved_bytes: every segment the allocator holds.
         allocated_bytes: the live blocks in them.
-        pinned_bytes: segments of the allocator's own pool that hold a live block:
-            ``empty_cache()`` cannot free them, however little of them is in use.
-        pinned_segments: how many such segments.
-        pool_bytes: segments of private pools (CUDA graphs), kept until the pool is released.
+        segments: what keeps segments from ``empty_cache()`` (:func:`segments_held`).
         largest_tensors: the largest live CUDA tensors Python can reach, described, with bytes.
-        pinning_blocks: the sizes of the live blocks in the pinned segments, largest first.
     """
 
     reserved_bytes: int
     allocated_bytes: int
-    pinned_bytes: int
-    pinned_segments: int
-    pool_bytes: int
+    segments: SegmentsHeld
     largest_tensors: tuple[tuple[str, int], ...] = ()
-    pinning_blocks: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """One sentence: how much is kept, and by what."""
+        held = self.segments
         text = (
             f"{self.reserved_bytes / GiB:.2f} GiB reserved, {self.allocated_bytes / GiB:.2f} GiB "
-            f"of it in live tensors; {self.pinned_bytes / GiB:.2f} GiB in {self.pinned_segments} "
-            f"segment(s) that a live tensor keeps, {self.pool_bytes / GiB:.2f} GiB in private "
+            f"of it in live tensors; {held.pinned_bytes / GiB:.2f} GiB in {held.pinned_segments} "
+            f"segment(s) that a live tensor keeps, {held.pool_bytes / GiB:.2f} GiB in private "
             "pools (CUDA graphs)"
         )
-        if self.pinning_blocks:
-            text += f", kept by live blocks of {describe_sizes(self.pinning_blocks)}"
+        if held.pinning_blocks:
+            text += f", kept by live blocks of {describe_sizes(held.pinning_blocks)}"
         if self.largest_tensors:
             largest = ", ".join(
                 f"{name} {size / GiB:.2f} GiB" for name, size in self.largest_tensors
@@ -118,16 +130,6 @@ def describe_sizes(sizes: Iterable[int]) -> str:
     counts = Counter(sizes)
     largest_first = sorted(counts, reverse=True)
     return ", ".join(f"{counts[size]} x {size / MiB:g} MiB" for size in largest_first)
-
-
-@dataclass(frozen=True)
-class SegmentsHeld:
-    """What a ``torch.cuda.memory_snapshot()`` says keeps segments from ``empty_cache()``."""
-
-    pinned_bytes: int
-    pinned_segments: int
-    pool_bytes: int
-    pinning_blocks: tuple[int, ...]
 
 
 def segments_held(segments: Iterable[Mapping[str, Any]]) -> SegmentsHeld:
@@ -193,13 +195,9 @@ def held_memory() -> HeldMemory | None:
         return None
     device = torch.cuda.current_device()
     snapshot = torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]  # torch leaves it untyped
-    held = segments_held(s for s in snapshot if s.get("device", device) == device)
     return HeldMemory(
         reserved_bytes=int(torch.cuda.memory_reserved()),
         allocated_bytes=int(torch.cuda.memory_allocated()),
-        pinned_bytes=held.pinned_bytes,
-        pinned_segments=held.pinned_segments,
-        pool_bytes=held.pool_bytes,
+        segments=segments_held(s for s in snapshot if s.get("device", device) == device),
         largest_tensors=largest_cuda_tensors(),
-        pinning_blocks=held.pinning_blocks,
     )

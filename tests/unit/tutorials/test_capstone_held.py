@@ -9,6 +9,7 @@ from jupyter_gpu.tutorials.capstone.held import (
     GiB,
     HeldMemory,
     MiB,
+    SegmentsHeld,
     describe_sizes,
     describe_weights,
     held_memory,
@@ -51,16 +52,14 @@ def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
     held = HeldMemory(
         reserved_bytes=24 * GiB,
         allocated_bytes=GiB + GiB // 2,
-        pinned_bytes=21 * GiB,
-        pinned_segments=40,
-        pool_bytes=0,
+        segments=SegmentsHeld(pinned_bytes=21 * GiB, pinned_segments=40, pool_bytes=0),
         largest_tensors=(("Parameter(2048, 5504) float32", 2**30 // 23),),
     )
     text = held.describe()
     assert text.startswith("24.00 GiB reserved, 1.50 GiB of it in live tensors")
     assert "21.00 GiB in 40 segment(s) that a live tensor keeps" in text
     assert "Parameter(2048, 5504) float32" in text
-    unseen = HeldMemory(GiB, GiB, GiB, 1, 0, pinning_blocks=(32 * MiB, 32 * MiB))
+    unseen = HeldMemory(GiB, GiB, SegmentsHeld(GiB, 1, 0, pinning_blocks=(32 * MiB, 32 * MiB)))
     assert "kept by live blocks of 2 x 32 MiB" in unseen.describe()
     assert "Python reaches none of the live tensors" in unseen.describe()
 
