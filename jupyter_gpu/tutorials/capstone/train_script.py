@@ -26,7 +26,7 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.tutorials.capstone.data import NoisyWindows, endless, worker_loader
-from jupyter_gpu.tutorials.capstone.fit import gradient_bytes, release_cache, settle_batch
+from jupyter_gpu.tutorials.capstone.fit import release_cache, settle_batch
 from jupyter_gpu.tutorials.capstone.model import GEMM_AUTOTUNE, CapstoneGPT, compile_options
 from jupyter_gpu.tutorials.capstone.shapes import ModelShape, final_shape_from_spec
 from jupyter_gpu.tutorials.corpus import load_corpus
@@ -218,15 +218,17 @@ def fitting_batch(
     device: torch.device,
     dtype: torch.dtype | None,
     rank: int,
-    held_bytes: int = 0,
+    moments_of: Sequence[torch.Tensor] = (),
 ) -> int:
     """The first batch from ``batch`` down whose forward and backward fit on every rank.
 
     The GPU may hold more than this script's work: the notebook that launched the ranks keeps its
     CUDA context and what its allocator could not give back (24.01 GiB on one H200, 2026-12-05,
     where batch 90 then ran out of memory). Each try runs one forward and backward of the first
-    ``sample``'s sequences, with ``held_bytes`` allocated beside them (the optimizer state the
-    first update creates, which every later step holds), without the update and, under DDP,
+    ``sample``'s sequences beside two tensors the size of each of ``moments_of`` (AdamW's two
+    moments, the optimizer state the first update creates and every later step holds), made one
+    per parameter as the optimizer makes them, so that the allocator's blocks are the steps' own
+    rather than one block of the same bytes; without the update and, under DDP,
     without the all-reduce (``no_sync``), so that a rank that runs out of memory leaves no other
     waiting in a collective. Then the ranks agree, and a batch that did not fit on one of them
     steps down by an eighth (``settle_batch``; rank 0 prints the line).
@@ -237,7 +239,7 @@ def fitting_batch(
     def try_batch(size: int) -> None:
         failure, held, loss = "", None, None
         try:
-            held = torch.empty(held_bytes, dtype=torch.uint8, device=device)
+            held = [torch.empty_like(p) for p in moments_of for _moment in range(2)]
             with no_sync():
                 with autocast(device, dtype):
                     loss = net(x_all[:size], y_all[:size])
@@ -282,9 +284,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     text = corpus_text(args.corpus_bytes)
     data = batches(shape, args.batch, device=device, rank=rank, workers=args.workers, text=text)
     start = time.perf_counter()  # the warm-up's time includes the fitting (the first compile)
-    moments = 2 * gradient_bytes(model.parameters())  # AdamW's two, each a gradient's size
+    trained = [p for p in model.parameters() if p.requires_grad]  # those AdamW keeps moments of
     batch = fitting_batch(
-        net, args.batch, next(data), device=device, dtype=dtype, rank=rank, held_bytes=moments
+        net, args.batch, next(data), device=device, dtype=dtype, rank=rank, moments_of=trained
     )
     if batch != args.batch:  # the loader's workers make batches of the size that fits
         data = batches(shape, batch, device=device, rank=rank, workers=args.workers, text=text)

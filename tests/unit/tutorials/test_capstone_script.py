@@ -168,20 +168,28 @@ def test_the_script_steps_its_batch_down_until_a_step_fits(
 def test_each_try_holds_the_optimizer_state_the_first_update_will_create(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    held: list[int] = []
-    empty = torch.empty
+    held: list[tuple[int, ...]] = []
+    empty_like = torch.empty_like
 
-    def recording_empty(*size: int, **kwargs: object) -> torch.Tensor:
-        if kwargs.get("dtype") is torch.uint8:
-            held.append(size[0])
-        return empty(*size, **kwargs)  # type: ignore[call-overload, no-any-return]
+    def recording_empty_like(t: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        held.append(tuple(t.shape))
+        return empty_like(t, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(torch, "empty", recording_empty)
+    monkeypatch.setattr(torch, "empty_like", recording_empty_like)
+    params = [torch.zeros(3, 5), torch.zeros(7)]
     sample = (torch.zeros(16, 4, dtype=torch.long), torch.zeros(16, 4, dtype=torch.long))
     train_script.fitting_batch(
-        _Fits(limit=12), 16, sample, device=torch.device("cpu"), dtype=None, rank=0, held_bytes=24
+        _Fits(limit=12),
+        16,
+        sample,
+        device=torch.device("cpu"),
+        dtype=None,
+        rank=0,
+        moments_of=params,
     )
-    assert held == [24, 24, 24, 24]  # every try: batches 16, 14 and 13 ran out, 12 fit
+    # Every try (batches 16, 14 and 13 ran out, 12 fit) holds AdamW's two moments of each
+    # parameter, one tensor each as the optimizer makes them: not one block of their bytes.
+    assert held == [(3, 5), (3, 5), (7,), (7,)] * 4
 
 
 def test_only_rank_0_says_it(capsys: pytest.CaptureFixture[str]) -> None:
