@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from jupyter_gpu.magics.output.render import fmt_bytes
+
 GiB = 2**30
 MiB = 2**20
 #: ``segment_pool_id`` of the allocator's own pool; any other id is a private pool (CUDA graphs).
@@ -126,10 +128,10 @@ def describe_weights(alive: Counter[str]) -> str:
 
 
 def describe_sizes(sizes: Iterable[int]) -> str:
-    """``2 x 32 MiB, 1 x 1.5 MiB``: block sizes grouped, largest first."""
+    """``2 x 32.0 MiB, 4 x 512 B``: block sizes grouped, largest first, each in its own unit."""
     counts = Counter(sizes)
     largest_first = sorted(counts, reverse=True)
-    return ", ".join(f"{counts[size]} x {size / MiB:g} MiB" for size in largest_first)
+    return ", ".join(f"{counts[size]} x {fmt_bytes(size)}" for size in largest_first)
 
 
 def segments_held(segments: Iterable[Mapping[str, Any]]) -> SegmentsHeld:

@@ -45,7 +45,9 @@ def test_a_live_block_keeps_its_whole_segment_and_a_private_pool_keeps_everythin
     held = segments_held(segments)
     assert (held.pinned_bytes, held.pinned_segments, held.pool_bytes) == (5 * GiB, 2, 3 * GiB)
     assert held.pinning_blocks == (GiB, workspace, workspace)
-    assert describe_sizes(held.pinning_blocks) == "1 x 1024 MiB, 2 x 32 MiB"
+    assert describe_sizes(held.pinning_blocks) == "1 x 1.0 GiB, 2 x 32.0 MiB"
+    # what the 16gb tier left on an H100 (2026-12-05, eighteenth session): bytes, not MiB
+    assert describe_sizes([512] * 4) == "4 x 512 B"
 
 
 def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
@@ -60,7 +62,7 @@ def test_the_sentence_names_both_keepers_and_the_tensors() -> None:
     assert "21.00 GiB in 40 segment(s) that a live tensor keeps" in text
     assert "Parameter(2048, 5504) float32" in text
     unseen = HeldMemory(GiB, GiB, SegmentsHeld(GiB, 1, 0, pinning_blocks=(32 * MiB, 32 * MiB)))
-    assert "kept by live blocks of 2 x 32 MiB" in unseen.describe()
+    assert "kept by live blocks of 2 x 32.0 MiB" in unseen.describe()
     assert "Python reaches none of the live tensors" in unseen.describe()
 
 
