@@ -389,6 +389,37 @@ def _hand_paragraphs(preamble: str) -> list[str]:
     ]
 
 
+#: How the paragraph that says where kept notebooks were measured begins, and where its run's
+#: own words begin.
+KEPT = "Kept from the section as it was, with their targets and claims:"
+SAID = "It said of its run:"
+_KEPT_PARAGRAPH = re.compile(rf"^{re.escape(KEPT)} (.*?)\. {re.escape(SAID)} (.*)$", re.DOTALL)
+
+
+def _kept_runs(old_pre: str, kept: list[str]) -> list[tuple[list[str], str]]:
+    """Each earlier run the ``kept`` notebooks come from: its notebooks, in ``kept``'s order, and
+    the words that describe it.
+
+    The old section's own run (its *Machine* and *Conditions* lines) measured the notebooks that
+    no *Kept from* paragraph names; a *Kept from* paragraph carries over with the notebooks of
+    its run that are still kept, so each run is described once, with no run nested in another.
+    """
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", old_pre) if p.strip()]
+    earlier: list[tuple[set[str], str]] = []
+    for paragraph in paragraphs:
+        if match := _KEPT_PARAGRAPH.match(paragraph):
+            names = {n.strip() for n in match.group(1).split(",")}
+            earlier.append((names, " ".join(match.group(2).split())))
+    named = set().union(*(names for names, _ in earlier))
+    own_words = " ".join(
+        line.strip()
+        for line in old_pre.splitlines()
+        if line.startswith(("Machine:", "Conditions:"))
+    )
+    runs = [({n for n in kept if n not in named}, own_words), *earlier]
+    return [([n for n in kept if n in names], said) for names, said in runs if names & set(kept)]
+
+
 def merge_section(old: str, new: str, ran: set[str]) -> str:
     """The section ``new`` for the notebooks in ``ran``, with what ``old`` held of the rest.
 
@@ -415,18 +446,8 @@ def merge_section(old: str, new: str, ran: set[str]) -> str:
     if not kept and not own and not notes and not hand:
         return new
     lines = [new_pre.rstrip("\n"), ""]
-    if kept:
-        names = ", ".join(kept)
-        said = " ".join(
-            line.strip()
-            for line in old_pre.splitlines()
-            if line.startswith(("Machine:", "Conditions:", "Kept from"))
-        )
-        lines += [
-            f"Kept from the section as it was, with their targets and claims: {names}. "
-            f"It said of its run: {said or '(nothing)'}",
-            "",
-        ]
+    for names, said in _kept_runs(old_pre, kept):
+        lines += [f"{KEPT} {', '.join(names)}. {SAID} {said or '(nothing)'}", ""]
     for paragraph in hand:
         lines += [paragraph, ""]
     new_by_book = {_notebook_of(h): (h, t) for h, t in new_parts if _notebook_of(h)}

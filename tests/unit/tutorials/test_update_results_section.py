@@ -134,6 +134,41 @@ def test_a_run_of_some_notebooks_keeps_the_others_and_the_text_it_did_not_write(
     assert text.index("### 00-start-here") < text.index("### 07-capstone")
 
 
+def test_each_earlier_run_of_a_kept_notebook_is_described_once_not_nested(
+    tmp_path: Path,
+) -> None:
+    # What a run of 01 and 02 on an H100 wrote (2026-12-05, eighteenth session): the paragraph
+    # for the kept 03 quoted the whole preamble, its own *Kept from* paragraph included, so it
+    # named the seventeenth session's run of 01 and 02 as well, which the new run replaced.
+    md = tmp_path / "RESULTS.md"
+    part = "\n\n| figure | value | how |\n|---|---:|---|\n| a figure | 1 |  |\n\n"
+    md.write_text(
+        "# Measured results\n\n## Tutorials on one H200 (x)\n\n"
+        "Machine: NVIDIA H200. Date: B.\n\nConditions: run B.\n\n"
+        "Kept from the section as it was, with their targets and claims: 00-start-here, "
+        "03-gpu-memory. It said of its run: Machine: NVIDIA H200. Date: A. Conditions: run A.\n\n"
+        f"### 00-start-here (ran 1 s){part}### 03-gpu-memory (ran 1 s){part}"
+        f"### 05-multi-gpu (ran 1 s){part}### 07-capstone (ran 1 s){part}"
+    )
+    folder = tmp_path / "res"
+    capstone_json(folder)  # 07 again: 05 kept from run B, 00 and 03 from run A
+    update(folder, md)
+    text = md.read_text()
+    assert text.count("Kept from the section as it was") == 2
+    assert (
+        "Kept from the section as it was, with their targets and claims: 05-multi-gpu. "
+        "It said of its run: Machine: NVIDIA H200. Date: B. Conditions: run B.\n"
+    ) in text
+    assert (
+        "Kept from the section as it was, with their targets and claims: 00-start-here, "
+        "03-gpu-memory. It said of its run: Machine: NVIDIA H200. Date: A. Conditions: run A.\n"
+    ) in text
+    update(folder, md)  # once more: the same two runs, nothing nested
+    again = md.read_text()
+    assert again.count("Kept from the section as it was") == 2
+    assert again.count("Conditions: run A.") == again.count("Conditions: run B.") == 1
+
+
 def test_a_run_of_every_notebook_the_section_held_replaces_it_whole(tmp_path: Path) -> None:
     md = tmp_path / "RESULTS.md"
     md.write_text(
