@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -192,6 +193,22 @@ def alloc_conf(existing: str | None, expandable: bool) -> str:
     return ",".join([*kept, f"expandable_segments:{expandable}"])
 
 
+def allocator_env(environ: Mapping[str, str], expandable: bool) -> dict[str, str]:
+    """The allocator variables for a child of ``environ`` with ``expandable_segments`` set.
+
+    torch reads its allocator options from ``PYTORCH_CUDA_ALLOC_CONF`` or the device-neutral
+    ``PYTORCH_ALLOC_CONF``, and its versions differ in which one wins when both are set (c10's
+    ``AllocatorConfig.cpp`` has read them in either order). So the child gets the options under
+    the CUDA name, and under the neutral name too where ``environ`` sets it (a child inherits it
+    and, in a torch that reads it first, would ignore the other): both names then say the same
+    thing. The options kept are the neutral name's where both are set, else the one set.
+    """
+    existing = environ.get(NEW_ALLOC_CONF_ENV) or environ.get(ALLOC_CONF_ENV)
+    value = alloc_conf(existing, expandable)
+    names = [ALLOC_CONF_ENV, *([NEW_ALLOC_CONF_ENV] if NEW_ALLOC_CONF_ENV in environ else [])]
+    return dict.fromkeys(names, value)
+
+
 def in_fresh_process(
     expandable: bool, pieces: int, fraction: float | None = None, timeout_s: float = 300
 ) -> FreshReading:
@@ -203,9 +220,7 @@ def in_fresh_process(
     Raises:
         RuntimeError: the child failed (its last lines of output are the message).
     """
-    env = dict(os.environ)
-    existing = env.pop(NEW_ALLOC_CONF_ENV, None) or env.get(ALLOC_CONF_ENV)
-    env[ALLOC_CONF_ENV] = alloc_conf(existing, expandable)
+    env = {**os.environ, **allocator_env(os.environ, expandable)}
     command = [sys.executable, "-m", __name__, "--pieces", str(pieces)]
     if fraction is not None:
         command += ["--fraction", repr(fraction)]

@@ -9,6 +9,7 @@ from jupyter_gpu.tutorials.fragmentation import (
     FragmentationReading,
     GrowthReading,
     alloc_conf,
+    allocator_env,
     fresh_reading,
     hole_stats,
 )
@@ -113,6 +114,38 @@ def test_the_fresh_process_keeps_the_other_allocator_options(
     existing: str | None, on: bool, expected: str
 ) -> None:
     assert alloc_conf(existing, on) == expected
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+        (
+            {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"},
+            {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,expandable_segments:True"},
+        ),
+        # A kernel that sets the neutral name: a torch that reads it first would ignore the CUDA
+        # name, so the child gets both, saying the same thing.
+        (
+            {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"},
+            {
+                "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,expandable_segments:True",
+                "PYTORCH_ALLOC_CONF": "max_split_size_mb:64,expandable_segments:True",
+            },
+        ),
+        (
+            {"PYTORCH_ALLOC_CONF": "expandable_segments:False", "PYTORCH_CUDA_ALLOC_CONF": "x:1"},
+            {
+                "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+                "PYTORCH_ALLOC_CONF": "expandable_segments:True",
+            },
+        ),
+    ],
+)
+def test_a_child_reads_the_same_allocator_options_under_either_name(
+    environ: dict[str, str], expected: dict[str, str]
+) -> None:
+    assert allocator_env(environ, expandable=True) == expected
 
 
 def test_interleaved_timing_alternates_the_order_round_by_round() -> None:
