@@ -17,8 +17,8 @@ workspace per handle and stream, taken from the caching allocator and held for t
 32 MiB on Hopper), and each thread has its own handle (the backward pass runs on autograd's device
 thread): workspaces carved out of large freed segments, and so the likeliest keepers. On that
 H100 a 32 MiB workspace kept a freed 1 GiB segment until released
-(``tests/gpu/test_capstone_gpu.py``), and on the next session's H100 notebook 07, releasing
-them before ``empty_cache()``, left its kernel holding 0.00 GiB when the ranks started.
+(``tests/gpu/test_capstone_gpu.py``); in notebook 07 on an H100 (the eighteenth session),
+releasing them before ``empty_cache()`` left the kernel holding 0.00 GiB when the ranks started.
 :func:`release_blas_workspaces` lets go of them as torch's own CUDA graph trees do
 (``torch._inductor.cudagraph_trees``), and :class:`HeldMemory` names the live blocks that keep
 segments, so that a run says whether they were the workspaces' size.
