@@ -38,7 +38,6 @@ from torch import nn
 from jupyter_gpu.magics.output.render import fmt_bytes
 
 GiB = 2**30
-MiB = 2**20
 #: ``segment_pool_id`` of the allocator's own pool; any other id is a private pool (CUDA graphs).
 DEFAULT_POOL = (0, 0)
 

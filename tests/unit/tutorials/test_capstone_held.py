@@ -8,7 +8,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from jupyter_gpu.tutorials.capstone.held import (
     GiB,
     HeldMemory,
-    MiB,
     SegmentsHeld,
     describe_sizes,
     describe_weights,
@@ -20,6 +19,8 @@ from jupyter_gpu.tutorials.capstone.held import (
 )
 from jupyter_gpu.tutorials.capstone.model import CapstoneGPT
 from jupyter_gpu.tutorials.capstone.shapes import final_shape_from_spec
+
+MiB = 2**20
 
 
 def _segment(total: int, *live: int, pool: tuple[int, int] = (0, 0)) -> dict[str, object]:
