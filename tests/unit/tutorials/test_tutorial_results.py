@@ -341,3 +341,26 @@ def test_the_input_pipeline_benchmark_times_its_pipelines_in_rounds_with_an_inte
     assert figures["met"] == (low >= figures["target"])
     assert [r["pipeline"] for r in figures["rows"]] == ["slow", "workers", "fixed", "gpu-only"]
     assert "3 rounds, each timing every variant once" in done.stdout
+
+
+def test_the_gpu_augmentation_benchmark_splits_the_pipeline_and_keeps_each_round(
+    tmp_path: Path,
+) -> None:
+    # Its per-round times are what showed a stall that comes and goes (2026-12-05, one H100).
+    out = tmp_path / "gpu_augmentation.json"
+    script = ROOT / "benchmarks" / "gpu_augmentation.py"
+    args = ["--device", "cpu", "--size", "16", "--width", "4", "--batch", "16", "--steps", "1"]
+    args += ["--rounds", "3", "--threads", "1", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert figures["intra_op_threads"] == 1
+    assert figures["compile_pool"] is False
+    rows = figures["rows"]
+    assert len(rows) == 5
+    assert rows[0]["against_alone"] is None  # the baseline
+    assert all(r["against_alone"] and "3 rounds" in r["against_alone"] for r in rows[1:])
+    assert all(len(r["rounds_step_ms"]) == 3 for r in rows)
+    assert "compiles in this process" in done.stdout
