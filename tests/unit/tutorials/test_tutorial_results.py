@@ -322,18 +322,23 @@ def test_a_claim_prints_what_was_measured_and_says_when_it_does_not_hold(
     assert "| 02-mixed-precision | 1 of 2 | TF32 makes this step faster (measured: " in text
 
 
+def run_benchmark(script: str, *args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/<script>`` on the CPU in 3 rounds, its JSON to ``out``; it must succeed."""
+    command = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--rounds", "3"]
+    done = subprocess.run(
+        [*command, "--json", str(out)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_the_input_pipeline_benchmark_times_its_pipelines_in_rounds_with_an_interval(
     tmp_path: Path,
 ) -> None:
     # It compared medians of windows timed one pipeline after another, with no interval.
     out = tmp_path / "input_pipeline.json"
-    script = ROOT / "benchmarks" / "input_pipeline.py"
     args = ["--device", "cpu", "--size", "16", "--width", "4", "--batch", "16", "--workers", "1"]
-    args += ["--batches", "1", "--waves", "1", "--rounds", "3", "--json", str(out)]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_benchmark("input_pipeline.py", *args, "--batches", "1", "--waves", "1", out=out)
     figures = json.loads(out.read_text())
     low, high = figures["fixed_over_slow_interval"]
     assert low <= figures["fixed_over_slow"] <= high
@@ -348,13 +353,8 @@ def test_the_gpu_augmentation_benchmark_splits_the_pipeline_and_keeps_each_round
 ) -> None:
     # Its per-round times are what showed a stall that comes and goes (2026-12-05, one H100).
     out = tmp_path / "gpu_augmentation.json"
-    script = ROOT / "benchmarks" / "gpu_augmentation.py"
     args = ["--device", "cpu", "--size", "16", "--width", "4", "--batch", "16", "--steps", "1"]
-    args += ["--rounds", "3", "--threads", "1", "--json", str(out)]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_benchmark("gpu_augmentation.py", *args, "--threads", "1", out=out)
     figures = json.loads(out.read_text())
     assert figures["intra_op_threads"] == 1
     assert figures["compile_pool"] is False
