@@ -324,10 +324,9 @@ def test_a_claim_prints_what_was_measured_and_says_when_it_does_not_hold(
 
 def run_benchmark(script: str, *args: str, out: Path) -> subprocess.CompletedProcess[str]:
     """Run ``benchmarks/<script>`` on the CPU in 3 rounds, its JSON to ``out``; it must succeed."""
-    command = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--rounds", "3"]
-    done = subprocess.run(
-        [*command, "--json", str(out)], capture_output=True, text=True, check=False
-    )
+    script_path = str(ROOT / "benchmarks" / script)
+    command = [sys.executable, script_path, *args, "--rounds", "3", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     return done
 
