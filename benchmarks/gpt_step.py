@@ -26,7 +26,8 @@ own: the allocator's peak in its first step above what was allocated before its 
     python benchmarks/gpt_step.py --sizes notebook,gpt2-1024x12 --rounds 20
     python benchmarks/gpt_step.py --device cpu --sizes tiny --rounds 8 --skip-mlp  # a CPU dry run
 
-Writes a JSON copy of the table to $OUT/gpt_step.json when OUT is set (or --json PATH).
+Writes a JSON copy of the table to $JUPYTER_GPU_OUT (else $OUT)/gpt_step.json when set (or --json
+PATH).
 """
 
 from __future__ import annotations
@@ -601,7 +602,9 @@ def main() -> int:
     parser.add_argument("--mlp-depths", default="24,9", help="comma list of MLP depths")
     parser.add_argument("--mlp-batch", type=int, default=32)
     parser.add_argument(
-        "--json", type=Path, help="where to write the JSON (default $OUT/gpt_step.json)"
+        "--json",
+        type=Path,
+        help="where to write the JSON (default: gpt_step.json in $JUPYTER_GPU_OUT, else $OUT)",
     )
     args = parser.parse_args()
 
@@ -627,10 +630,10 @@ def main() -> int:
     print_tables(rows, mlp, checks, args.rounds)
     print(f"\ntook {time.perf_counter() - start:.0f} s")
 
-    out = args.json or (
-        Path(os.environ["OUT"]) / "gpt_step.json" if os.environ.get("OUT") else None
-    )
+    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
+    out = args.json or (Path(folder) / "gpt_step.json" if folder else None)
     if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
             json.dumps(
                 {

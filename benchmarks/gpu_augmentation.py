@@ -32,7 +32,8 @@ intra-op threads.
     python benchmarks/gpu_augmentation.py --device cpu --size 32 --batch 32 --width 8 \\
         --steps 2 --rounds 2                                    # dry run
 
-Writes a JSON copy to $OUT/gpu_augmentation.json when OUT is set (or --json PATH).
+Writes a JSON copy to $JUPYTER_GPU_OUT (else $OUT)/gpu_augmentation.json when set (or --json
+PATH).
 """
 
 from __future__ import annotations
@@ -196,10 +197,10 @@ def main() -> int:
     )
     print(timed.method())
     print(f"took {time.perf_counter() - begin:.0f} s")
-    out = args.json or (
-        Path(os.environ["OUT"]) / "gpu_augmentation.json" if os.environ.get("OUT") else None
-    )
+    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
+    out = args.json or (Path(folder) / "gpu_augmentation.json" if folder else None)
     if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
             json.dumps(
                 {

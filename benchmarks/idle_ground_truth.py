@@ -23,7 +23,7 @@ points is HTA's figure and ours computed on HTA's window from the same events
 
 Exit status 0 when every case is within 3 points of the truth and, with HTA, every HTA figure
 within 2 points of ours on its window; 1 otherwise; 2 without CUDA. The log, the table as JSON
-and the traces go to ``$JUPYTER_GPU_OUT`` when it is set.
+and the traces go to ``$JUPYTER_GPU_OUT`` (else ``$OUT``, else this folder).
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: this benchmark measures a GPU's idle time")
         return 2
-    out = Path(os.environ.get("JUPYTER_GPU_OUT") or ".").resolve()
+    out = Path(os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT") or ".").resolve()
     out.mkdir(parents=True, exist_ok=True)
     ip = open_shell()
     start = time.perf_counter()

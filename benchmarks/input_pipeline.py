@@ -20,7 +20,7 @@ Target on one H200: fixed >= 2x slow, met only where the ratio's interval's low 
     python benchmarks/input_pipeline.py            # on a GPU (not yet timed there in rounds)
     python benchmarks/input_pipeline.py --device cpu --batches 2 --waves 1 --rounds 3  # dry run
 
-Writes a JSON copy to $OUT/input_pipeline.json when OUT is set (or --json PATH).
+Writes a JSON copy to $JUPYTER_GPU_OUT (else $OUT)/input_pipeline.json when set (or --json PATH).
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ def main() -> int:
     )
     print(timed.method())
     print(f"took {time.perf_counter() - begin:.0f} s")
-    out = args.json or (
-        Path(os.environ["OUT"]) / "input_pipeline.json" if os.environ.get("OUT") else None
-    )
+    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
+    out = args.json or (Path(folder) / "input_pipeline.json" if folder else None)
     if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
             json.dumps(
                 {

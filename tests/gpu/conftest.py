@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.gpu.magic_shell import Shell, magic_shell
+from tests.gpu.outputs import write_json
 
 # Each test file's cells and figures so far, by the name its outputs take (see _out_name).
 _LOGS: dict[str, list[str]] = {}
@@ -62,7 +60,4 @@ def figures(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     name = _out_name(request)
     kept = _FIGURES.setdefault(name, {})
     yield kept
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"{name}.json").write_text(json.dumps(kept, indent=1, default=str) + "\n")
+    write_json(f"{name}.json", kept, indent=1)

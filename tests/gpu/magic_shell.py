@@ -9,11 +9,11 @@ would have printed.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+
+from tests.gpu.outputs import write_text
 
 RAW_WARNING = re.compile(r"UserWarning|FutureWarning|^W\d{4} |\[W\d{4}|Warning: ", re.MULTILINE)
 
@@ -107,10 +107,7 @@ def magic_shell(log: list[str], log_name: str) -> Iterator[Shell]:
         ip.reset(new_session=False)  # the next test (and test_magics_gpu) get the GPU back
         gc.collect()
         torch.cuda.empty_cache()
-        out = os.environ.get("JUPYTER_GPU_OUT")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            Path(out, log_name).write_text("\n".join(log))
+        write_text(log_name, "\n".join(log))
         assert not logs.lines, f"torch printed raw warnings: {logs.lines[:5]}"
 
 

@@ -16,7 +16,6 @@ files, bytes, refusal, and the shapes of the names (hashes masked), to refine
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -31,6 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from jupyter_gpu.compile_cache import clear_cache, refusal, scan_dir  # noqa: E402 (path set-up)
+from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 
@@ -93,10 +93,7 @@ def test_triton_caches_are_recognised_and_cleared(tmp_path: Path) -> None:
                 "refusal": reason,
                 "shapes": _shapes(path),
             }
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "compile_cache_gpu.json").write_text(json.dumps(seen, indent=2))
+    write_json("compile_cache_gpu.json", seen)
     refused = {name: s["refusal"] for name, s in seen.items() if s["refusal"] is not None}
     assert not refused, f"torch's own caches were refused: {refused}"
     split = runs["split"][1]

@@ -10,7 +10,6 @@ by the child's pid in NVML's process list.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.gpm import GPM_FIELDS  # noqa: E402 (as above)
+from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 
@@ -58,11 +58,7 @@ else:
 
 
 def _write_results() -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        path = Path(out) / "gpm_memory_gpu.json"
-        path.write_text(json.dumps(RESULTS, indent=2), encoding="utf-8")
+    write_json("gpm_memory_gpu.json", RESULTS)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ skipped and said so.) The table goes to ``$JUPYTER_GPU_OUT/idle_ground_truth_gpu
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.gpu.outputs import out_dir  # noqa: E402 (after the path set-up)
 from tests.helpers import load_script  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu
@@ -37,7 +37,7 @@ def test_idle_share_matches_the_ground_truth_and_hta(tmp_path: Path) -> None:
 
     bench = load_script(ROOT / "benchmarks" / "idle_ground_truth.py")
     with_hta = importlib.util.find_spec("hta") is not None
-    out = Path(os.environ.get("JUPYTER_GPU_OUT") or tmp_path)
+    out = out_dir() or tmp_path
     InteractiveShell.clear_instance()
     ip = bench.open_shell()
     try:

@@ -29,9 +29,8 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -43,6 +42,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
+
+from tests.gpu.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 
@@ -371,7 +372,7 @@ def run_all() -> Session:
         )
 
     with s.stage("%%profile"):
-        trace = Path(os.environ.get("OUT") or "/tmp") / "magics_gpu_trace.json"
+        trace = (out_dir() or Path(tempfile.gettempdir())) / "magics_gpu_trace.json"
         r = s.run(f"%%profile -o --trace {trace}\nfor _ in range(3):\n    train_step()")
         prof = r.result
         kernels = [
@@ -465,23 +466,20 @@ def report(s: Session) -> bool:
     print(f"total {total:.1f} s")
     passed = all(c.ok is not False for c in s.checks)
     print("ALL PASSED" if passed else "SOME CHECKS FAILED")
-    out = os.environ.get("OUT")
-    if out:
+    if out_dir() is not None:
         import torch
 
-        Path(out, "magics_gpu.log").write_text("\n".join(s.log))
-        Path(out, "magics_gpu.json").write_text(
-            json.dumps(
-                {
-                    "device": torch.cuda.get_device_name(),
-                    "torch": torch.__version__,
-                    "checks": [c.__dict__ for c in s.checks],
-                    "stage_s": s.timings,
-                    "total_s": total,
-                    "passed": passed,
-                },
-                indent=2,
-            )
+        write_text("magics_gpu.log", "\n".join(s.log))
+        write_json(
+            "magics_gpu.json",
+            {
+                "device": torch.cuda.get_device_name(),
+                "torch": torch.__version__,
+                "checks": [c.__dict__ for c in s.checks],
+                "stage_s": s.timings,
+                "total_s": total,
+                "passed": passed,
+            },
         )
     return passed
 

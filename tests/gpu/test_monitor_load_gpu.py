@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.outputs import out_dir
 from tests.helpers import ROOT, repo_env
 
 pytestmark = pytest.mark.gpu
@@ -28,8 +29,7 @@ pytestmark = pytest.mark.gpu
 def test_ours_against_nvdashboard_under_tabs(tmp_path: Path) -> None:
     have_nvd = importlib.util.find_spec("jupyterlab_nvdashboard") is not None
     configs = "ours-1hz,ours-10hz" + (",nvdashboard" if have_nvd else "")
-    out = Path(os.environ.get("JUPYTER_GPU_OUT", tmp_path))
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir() or tmp_path
     argv = [
         sys.executable,
         str(ROOT / "benchmarks" / "monitor_load.py"),

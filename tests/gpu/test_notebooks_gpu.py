@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.outputs import out_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tests" / "gpu" / "run_notebooks_gpu.py"
 NOTEBOOKS = {"full": "00,01,02,03,04,06,07", "16gb": "00,01,02,03,04,07", "24gb": "00,01,02,03,04"}
@@ -36,8 +38,7 @@ NOTEBOOKS = {"full": "00,01,02,03,04,06,07", "16gb": "00,01,02,03,04,07", "24gb"
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("case", ["full", "16gb", "24gb"])
 def test_notebooks_at_tier(case: str, tmp_path: Path) -> None:
-    out = Path(os.environ.get("JUPYTER_GPU_OUT") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir() or tmp_path
     summary_path = out / f"notebooks-{case}.json"
     command = [sys.executable, str(RUNNER), "--out", str(out), "--summary", str(summary_path)]
     if case != "full":

@@ -16,7 +16,6 @@ the links of the lone GPU are down or not supported), and the sampler agrees.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ if str(ROOT) not in sys.path:
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (path set-up)
 from jupyter_gpu.nvml.nvlink import ALL_LINKS, FIELDS, NO_NVLINK  # noqa: E402 (as above)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (as above)
+from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 WINDOW_S = 0.5
@@ -124,10 +124,7 @@ def test_nvlink_throughput_reads_or_says_why_not() -> None:
     finally:
         sampler.stop(timeout=2)
 
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "nvlink_gpu.json").write_text(json.dumps(results, indent=2))
+    write_json("nvlink_gpu.json", results)
     print(json.dumps(results, indent=2))
 
     for index, reading in readings.items():

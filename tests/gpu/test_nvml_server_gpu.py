@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (as above)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
+from tests.gpu.outputs import out_dir, write_json  # noqa: E402 (after the path set-up)
 from tests.helpers import (  # noqa: E402 (as above)
     FAST_SAMPLING,
     fetch_json,
@@ -59,11 +59,6 @@ while time.time() < end:
     y = x @ x
     torch.cuda.synchronize()
 """
-
-
-def out_dir() -> Path | None:
-    out = os.environ.get("OUT")
-    return Path(out) if out else None
 
 
 # ---------------------------------------------------------------- helpers
@@ -402,10 +397,7 @@ def main() -> int:
         attempt("server", lambda: check_server_snapshot(Path(tmp)))
     RESULTS["failures"] = failures
     print_table()
-    out = out_dir()
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "nvml_server_gpu.json").write_text(json.dumps(RESULTS, indent=2, default=str))
+    write_json("nvml_server_gpu.json", RESULTS)
     print("\nFAILED:\n- " + "\n- ".join(failures) if failures else "\nall GPU checks passed")
     return 1 if failures else 0
 

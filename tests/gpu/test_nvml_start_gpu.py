@@ -13,7 +13,6 @@ sample's state) to ``$JUPYTER_GPU_OUT`` when set.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,15 +27,13 @@ if str(ROOT) not in sys.path:
 from jupyter_gpu.nvml.topology import gpu_count, read_topology  # noqa: E402 (path set-up)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (as above)
 from jupyter_gpu.sampling.sampler import OPEN_WAIT_S  # noqa: E402 (as above)
+from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 
 
 def _write(name: str, results: dict[str, Any]) -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / name).write_text(json.dumps(results, indent=2))
+    write_json(name, results)
     print(json.dumps(results, indent=2))
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.gpu.outputs import out_dir
 from tests.helpers import FAST_SAMPLING, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
@@ -49,13 +49,6 @@ KERNEL_CODE = (
     "import os, torch; x = torch.ones(256, 1024, 1024, device='cuda'); torch.cuda.synchronize(); "
     "print(os.getpid())"
 )
-
-
-def out_dir(tmp: Path) -> Path:
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    path = Path(out) if out else tmp
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 http_json = functools.partial(fetch_json, token=TOKEN)
@@ -112,7 +105,7 @@ def test_kernel_attribution_inside_a_pid_namespace(tmp_path: Path) -> None:
     why = unshare_works()
     if why:
         pytest.skip(why)
-    out = out_dir(tmp_path)
+    out = out_dir() or tmp_path
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:  # on the way out: the server, the job, the results
         stack.callback(

@@ -11,7 +11,6 @@ its stale limit, none is stale, ``stop(timeout=1)`` keeps to it and leaves no th
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ if str(ROOT) not in sys.path:
 from jupyter_gpu.nvml.topology import read_topology  # noqa: E402 (path set-up)
 from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once  # noqa: E402 (as above)
 from jupyter_gpu.sampling.freshness import StaleAfter  # noqa: E402 (as above)
+from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 
@@ -43,10 +43,7 @@ LIMITS = StaleAfter.two_intervals(
 
 
 def _write(results: dict[str, Any]) -> None:
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "readings_gpu.json").write_text(json.dumps(results, indent=2))
+    write_json("readings_gpu.json", results)
     print(json.dumps(results, indent=2))
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from tests.gpu.outputs import out_dir, write_json
 from tests.helpers import FAST_SAMPLING, ROOT, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu
@@ -36,15 +37,6 @@ pytestmark = pytest.mark.gpu
 TOKEN = "jupyter-gpu-torchrun-check"
 FIGURES: dict[str, Any] = {}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def out_dir() -> Path | None:
-    out = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if not out:
-        return None
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def gpu_count() -> int:
@@ -57,9 +49,7 @@ def gpu_count() -> int:
 def _save_figures() -> Iterator[None]:
     """Whatever the checks measured, whether they passed or not, once they are done."""
     yield
-    out = out_dir()
-    if out is not None:
-        (out / "torchrun_gpu.json").write_text(json.dumps(FIGURES, indent=1, default=str))
+    write_json("torchrun_gpu.json", FIGURES, indent=1)
 
 
 @pytest.fixture

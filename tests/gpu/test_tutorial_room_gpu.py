@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.outputs import write_json
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 GiB = 2**30
@@ -139,7 +141,4 @@ def test_expandable_segments_in_fresh_processes() -> None:
 def write_figures() -> Iterator[None]:
     yield
     print(json.dumps(FIGURES, indent=1))
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "tutorial_room_gpu.json").write_text(json.dumps(FIGURES, indent=1))
+    write_json("tutorial_room_gpu.json", FIGURES, indent=1)

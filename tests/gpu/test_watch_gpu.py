@@ -10,11 +10,10 @@ that cell, and show the GPU busy. Writes ``watch_gpu.json`` to ``$JUPYTER_GPU_OU
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
+from tests.gpu.outputs import write_json
 from tests.helpers import repo_env
 from tests.watch_notebook import run_watch_notebook
 
@@ -40,10 +39,7 @@ torch.cuda.synchronize()
 
 def test_watch_updates_while_training_runs() -> None:
     figures = run_watch_notebook(TRAIN, backend="nvml", interval_s=0.2, env=repo_env())
-    out = os.environ.get("JUPYTER_GPU_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "watch_gpu.json").write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    write_json("watch_gpu.json", figures)
     print(json.dumps({k: v for k, v in figures.items() if k not in ("html", "stored_html")}))
     assert figures["widget_views"] == 1
     during = figures["after"] - figures["before"]
