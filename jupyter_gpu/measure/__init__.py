@@ -21,7 +21,7 @@ jupyter_gpu`` must stay fast, and a process that never initialised CUDA is not m
 from __future__ import annotations
 
 from .compare import Comparison, Variant, compare
-from .interval import Ratio, paired_ratio
+from .interval import Ratio, fmt_ratio, paired_ratio
 from .machine import MachineNotes
 from .timing import (
     Timing,
@@ -40,6 +40,7 @@ __all__ = [
     "Timing",
     "Variant",
     "compare",
+    "fmt_ratio",
     "fmt_seconds",
     "paired_ratio",
     "synchronize",

@@ -30,6 +30,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from .digits import three_digits
+
 LEVEL = 0.95
 """The confidence the intervals are asked for."""
 BATCHES = 12
@@ -96,7 +98,7 @@ class Ratio:
 
     def span(self) -> str:
         """``1.29-1.37x``: the interval, as speedups."""
-        return f"{_x(self.low)}-{_x(self.high)}x"
+        return f"{fmt_ratio(self.low)}-{fmt_ratio(self.high)}x"
 
     def how_sure(self) -> str:
         """``95 % interval, 12 rounds``."""
@@ -112,17 +114,19 @@ class Ratio:
         if not self.measurable:
             return f"no measurable difference ({self.span()}; {sure})"
         if self.faster:
-            return f"{_x(self.value)}x faster ({self.span()}; {sure})"
-        return (
-            f"{_x(1 / self.value)}x slower ({_x(1 / self.high)}-{_x(1 / self.low)}x slower; {sure})"
-        )
+            return f"{fmt_ratio(self.value)}x faster ({self.span()}; {sure})"
+        slower = f"{fmt_ratio(1 / self.high)}-{fmt_ratio(1 / self.low)}x slower"
+        return f"{fmt_ratio(1 / self.value)}x slower ({slower}; {sure})"
 
 
-def _x(value: float) -> str:
-    """A ratio with 3 significant digits (``1.33``, ``12.4``, ``0.971``)."""
-    if value >= 100:
+def fmt_ratio(value: float) -> str:
+    """A ratio with 3 significant digits, zeros kept (``digits.py``): ``1.30``, ``0.200``.
+
+    From 10 on, one decimal (``12.4``), from 100 none.
+    """
+    if value >= 99.95:
         return f"{value:.0f}"
-    return f"{value:.3g}" if value < 10 else f"{value:.1f}"
+    return three_digits(value) if value < 9.995 else f"{value:.1f}"
 
 
 def stretch_medians(values: list[float], batches: int = BATCHES) -> list[float]:

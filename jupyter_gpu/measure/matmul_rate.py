@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compare import Variant, compare
+from .digits import three_digits
 from .gemms import GemmShape, step_flops
 from .interval import LEVEL, rounds_interval
 from .machine import GpuProbe, MachineNotes
@@ -113,8 +114,11 @@ class MatmulRate:
 
 
 def _tflops_text(tflops: float) -> str:
-    """``612.3``, or three significant digits below 10 (a CPU's ``0.0206``)."""
-    return f"{tflops:.1f}" if tflops >= 10 else f"{tflops:.3g}"
+    """``612.3``, or three significant digits below 10: a CPU's ``0.0206``, or ``0.0200``.
+
+    The zeros are kept so that an interval's ends read alike.
+    """
+    return f"{tflops:.1f}" if tflops >= 9.995 else three_digits(tflops)
 
 
 _TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}

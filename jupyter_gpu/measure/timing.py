@@ -15,22 +15,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .digits import three_digits
+
 
 def fmt_seconds(s: float | None) -> str:
-    """A duration with the unit that reads best and three significant digits.
+    """A duration with the unit that reads best and three significant digits, zeros kept.
 
-    ``2e-5`` reads ``20 µs``, ``0.0123`` ``12.3 ms``, ``2.0`` ``2.00 s``; ``None`` or NaN
-    reads ``n/a``.
+    ``2e-5`` reads ``20.0 µs``, ``0.0123`` ``12.3 ms``, ``0.0012`` ``1.20 ms``, ``2.0``
+    ``2.00 s``; ``None`` or NaN reads ``n/a``. The zeros are kept so that an interval's ends
+    read alike (``1.15 ms-1.20 ms``, not ``1.15 ms-1.2 ms``).
     """
     if s is None or math.isnan(s):
         return "n/a"
-    if s >= 100:
+    if s >= 99.95:
         return f"{s:.0f} s"
-    if s >= 1:
+    if s >= 0.9995:  # what rounds to 1.00 s reads so, not 1000 ms
         return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
+    if s >= 0.9995e-3:
+        return f"{three_digits(s * 1e3)} ms"
+    return f"{three_digits(s * 1e6)} µs"
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:

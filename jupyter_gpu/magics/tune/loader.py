@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.host.cpus import WorkerCount, worker_count
 from jupyter_gpu.magics.output.render import fmt_pct
-from jupyter_gpu.measure import Comparison, Timing, Variant, fmt_seconds
+from jupyter_gpu.measure import Comparison, Timing, Variant, fmt_ratio, fmt_seconds
 from jupyter_gpu.measure.interval import rounds_interval
 
 from .batches import STEADY_BATCHES, LoaderAlone, rebuilt, shut_down, time_loader, worker_settings
@@ -223,7 +223,7 @@ class Loader(Fix):
         if drawing is not None and drawing.times_s:
             line += (
                 f"; drawing from it, a step took {fmt_seconds(drawing.median_s)}, "
-                f"{drawing.median_s / fixed.median_s:.3g}x the step on one fixed batch"
+                f"{fmt_ratio(drawing.median_s / fixed.median_s)}x the step on one fixed batch"
             )
         return line + (
             ". The next gain is in the loader: more workers where the CPUs allow, less work an item"

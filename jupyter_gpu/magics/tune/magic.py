@@ -27,7 +27,7 @@ from jupyter_gpu.magics.shell.args import (
     parse,
 )
 from jupyter_gpu.magics.shell.lazy_torch import torch_module
-from jupyter_gpu.measure import Timing
+from jupyter_gpu.measure import Timing, fmt_ratio
 
 from . import mfu
 from .baseline import measure_baseline
@@ -406,8 +406,9 @@ def _mark_replaced(
             continue
         theirs = math.prod(gains[n] for n in rivals)
         verdict = (
-            f"faster ({gains[result.name]:.3g}x), but the stack took {' with '.join(rivals)} "
-            f"in its place ({theirs:.3g}x): it holds one or the other"
+            f"faster ({fmt_ratio(gains[result.name])}x), but the stack took "
+            f"{' with '.join(rivals)} in its place ({fmt_ratio(theirs)}x): it holds one or the "
+            "other"
         )
         marked.append(dataclasses.replace(result, replaced_by=rivals, verdict=verdict))
     return marked

@@ -21,7 +21,8 @@ from jupyter_gpu.magics.output.render import (
     publish_figure,
 )
 from jupyter_gpu.magics.shell.lazy_torch import describe_device
-from jupyter_gpu.measure import fmt_seconds
+from jupyter_gpu.measure import fmt_ratio, fmt_seconds
+from jupyter_gpu.measure.digits import three_digits
 
 from . import mfu
 from .budget import describe_s
@@ -76,8 +77,8 @@ def fixes_table(result: TuneResult) -> Table:
             [
                 str(rank),
                 fix.name,
-                Cell(f"{fix.speedup:.3g}x", fix.speedup),
-                Cell(f"{low:.3g}-{high:.3g}x", low),
+                Cell(f"{fmt_ratio(fix.speedup)}x", fix.speedup),
+                Cell(f"{fmt_ratio(low)}-{fmt_ratio(high)}x", low),
                 Cell(memory_text(fix.memory_delta_bytes), fix.memory_delta_bytes),
                 Cell(loss, fix.loss_delta),
                 "yes" if fix.stacked else fix.verdict.removeprefix("not kept: "),
@@ -125,7 +126,7 @@ def stack_line(stack: StackResult, p: StepProfile | None) -> str:
     else:
         head = (
             f"the kept fixes together ({names}), against the step as it is: "
-            f"{stack.ratio.describe()}, beside {stack.product:.3g}x, the product of their "
+            f"{stack.ratio.describe()}, beside {fmt_ratio(stack.product)}x, the product of their "
             "speedups, each timed on top of the ones kept before it"
         )
     both = mfu.before_after(p.mfu_before, p.mfu_after) if p is not None else None
@@ -143,20 +144,21 @@ def waterfall(result: TuneResult) -> tuple[dict[str, Any], str] | None:
     by_name = {f.name: f for f in result.fixes}
     kept = [by_name[n] for n in stack.names if n in by_name and by_name[n].speedup]
     base_ms = p.step_s * 1e3
-    x, y, measure, text = ["as it is"], [base_ms], ["absolute"], [f"{base_ms:.3g} ms"]
+    x, y, measure, text = ["as it is"], [base_ms], ["absolute"], [f"{three_digits(base_ms)} ms"]
     now = base_ms
     for fix in kept:
-        after = now / (fix.speedup or 1.0)
+        speedup = fix.speedup or 1.0  # kept holds only fixes with a speedup
+        after = now / speedup
         x.append(fix.name)
         y.append(after - now)
         measure.append("relative")
-        text.append(f"{fix.speedup:.3g}x")
+        text.append(f"{fmt_ratio(speedup)}x")
         now = after
     together = base_ms / stack.ratio.value
     x.append("together (measured)")
     y.append(together)
     measure.append("absolute")
-    text.append(f"{together:.3g} ms, {stack.ratio.value:.3g}x")
+    text.append(f"{three_digits(together)} ms, {fmt_ratio(stack.ratio.value)}x")
     figure = {
         "data": [
             {
@@ -340,5 +342,5 @@ def show_report(result: TuneResult) -> None:
             figure,
             svg,
             f"waterfall: {fmt_seconds(result.profile.step_s if result.profile else None)} a step "
-            f"as it was, {stack.ratio.value:.3g}x faster with the kept fixes together",
+            f"as it was, {fmt_ratio(stack.ratio.value)}x faster with the kept fixes together",
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_gpu.magics.replay.runs import Restored
-from jupyter_gpu.measure import Ratio, fmt_seconds
+from jupyter_gpu.measure import Ratio, fmt_ratio, fmt_seconds
 
 #: Whose figure a fix's speedup is, unless the fix says otherwise.
 DEFAULT_SOURCE = "the step with the fix against the step as it is"
@@ -192,7 +192,7 @@ class TuneResult:
 
     def __repr__(self) -> str:
         best = self.fixes[0].describe() if self.fixes else "no fix tried"
-        stack = f", together {self.speedup:.3g}x" if self.speedup is not None else ""
+        stack = f", together {fmt_ratio(self.speedup)}x" if self.speedup is not None else ""
         return (
             f"<TuneResult: {len(self.fixes)} fixes tried, {len(self.kept)} kept{stack}; best: "
             f"{best}>"

@@ -259,8 +259,8 @@ def test_gpu_busy_a_small_part_of_the_call_is_launch_bound_with_the_figures() ->
     ev = bench(cuda_profile(3 * US), eager_s=38 * US, compiled_s=117 * US)
     assert kinds(ev) == ["launch_bound"]
     text = texts(ev)
-    assert "busy 3 µs of the 117 µs a compiled call takes" in text
-    assert "eager 38 µs" in text
+    assert "busy 3.00 µs of the 117 µs a compiled call takes" in text
+    assert "eager 38.0 µs" in text
     assert "TF32" not in text
     ev = bench(cuda_profile(110 * US, kernels=40), eager_s=120 * US, compiled_s=117 * US)
     assert "launch_bound" not in kinds(ev)  # busy enough: quiet
@@ -319,9 +319,9 @@ def test_no_cause_found_says_so_with_the_figures() -> None:
     ev = bench(cuda_profile(90 * US, kernels=4), eager_s=100 * US, compiled_s=117 * US)
     assert kinds(ev) == ["none"]
     text = texts(ev)
-    assert text.startswith("no cause found: the GPU was busy 90 µs of the 117 µs")
+    assert text.startswith("no cause found: the GPU was busy 90.0 µs of the 117 µs")
     no_profile = C.Evidence("bench", eager_s=4 * US, compiled_s=26 * US)
-    assert "eager 4 µs, compiled 26 µs a call" in texts(no_profile)
+    assert "eager 4.00 µs, compiled 26.0 µs a call" in texts(no_profile)
 
 
 # ---------------------------------------------------------------------- what the compile recorded
@@ -404,7 +404,7 @@ def test_amp_launch_bound_and_few_matmuls() -> None:
     assert "launch_bound" in found
     assert "few_matmuls" in found
     text = texts(ev)
-    assert "In bf16 the GPU was busy 380 µs of the 2.2 ms a step takes" in text
+    assert "In bf16 the GPU was busy 380 µs of the 2.20 ms a step takes" in text
     assert "10% of the GPU's busy time in fp32" in text
     busy = amp(cuda_profile(2e-3, matmul=small_mm), cuda_profile(2e-3), (2.1e-3, 2.1e-3))
     assert "launch_bound" not in kinds(busy)
@@ -458,7 +458,7 @@ def test_amp_no_cause_found_gives_the_figures() -> None:
         cuda_profile(1e-3, matmul=FP32_MM), cuda_profile(1e-3, matmul=BF16_MM), (1e-3, 0.98e-3)
     )
     assert kinds(ev) == ["none"]
-    assert texts(ev).startswith("no cause found: bf16 980 µs against fp32 1 ms a step")
+    assert texts(ev).startswith("no cause found: bf16 980 µs against fp32 1.00 ms a step")
 
 
 # ---------------------------------------------------------------------- %%profile
@@ -498,7 +498,7 @@ def test_profile_hints_follow_the_largest_idle_share() -> None:
     ]
     assert kinds(cell(**IDLE, idle_s={"kernels": 7e-4})) == ["between_kernels"]
     # The wait at each launch is the measured one: 700 µs of gaps between 10 kernels.
-    assert "10 kernels of 20 µs on average, 77.8 µs idle from one to the next" in texts(
+    assert "10 kernels of 20.0 µs on average, 77.8 µs idle from one to the next" in texts(
         cell(**IDLE, idle_s={"kernels": 7e-4})
     )
     assert kinds(cell(**IDLE, idle_s={"copies": 7e-4})) == ["copies"]
@@ -549,7 +549,7 @@ def test_profile_hints_on_syncs_matmuls_no_kernel_and_cpu() -> None:
     assert kinds(cell(kernel_count=0, gpu_busy_s=0.0)) == ["no_kernel"]
     many = {"syncs": 12, "syncs_text": "12 device sync(s)"}
     assert kinds(cell(**many, sync_blocked_s=5e-4)) == ["syncs"]
-    assert "blocked in syncs for 500 µs of the 1 ms measured (50%)" in texts(
+    assert "blocked in syncs for 500 µs of the 1.00 ms measured (50%)" in texts(
         cell(**many, sync_blocked_s=5e-4)
     )
     assert kinds(cell(**many, sync_blocked_s=1e-5)) == []  # counted, but hardly blocked

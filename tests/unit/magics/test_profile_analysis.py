@@ -184,6 +184,6 @@ def test_by_gpu_time_the_table_lists_kernels_not_the_ops_that_launched_them() ->
     table = text.split("\nGPU idle", 1)[0]
     assert "aten::step" not in table  # ops are in --sort self_cpu's table
     assert "waiting on the host 61%" in text
-    assert "GPU idle 53% of the measured run (1 ms) (5 kernels)" in text
+    assert "GPU idle 53% of the measured run (1.00 ms) (5 kernels)" in text
     assert "5 device sync(s)" in text
-    assert "blocked in them 38 µs of 1 ms" in text
+    assert "blocked in them 38.0 µs of 1.00 ms" in text

@@ -23,7 +23,9 @@ def test_fmt_bytes(n: int | None, text: str) -> None:
 def test_fmt_signed_bytes_and_seconds() -> None:
     assert _render.fmt_signed_bytes(2048) == "+2.0 KiB"
     assert _render.fmt_signed_bytes(-2048) == "-2.0 KiB"
-    assert fmt_seconds(2.5e-6) == "2.5 µs"
+    assert fmt_seconds(2.5e-6) == "2.50 µs"  # zeros kept: an interval's ends read alike
+    assert fmt_seconds(117e-6) == "117 µs"  # no bare point ("117.")
+    assert fmt_seconds(0.99996) == "1.00 s"  # not "1e+03 ms"
     assert fmt_seconds(0.0123) == "12.3 ms"
     assert fmt_seconds(21.4) == "21.40 s"
     assert _render.fmt_pct(0.724) == "72%"

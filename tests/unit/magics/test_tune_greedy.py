@@ -168,7 +168,7 @@ def test_a_kept_fix_the_stack_left_out_says_what_it_took_instead() -> None:
     assert loser.kept  # faster in its trial ...
     assert not loser.stacked  # ... but not in the cell
     assert loser.replaced_by == ("bf16 autocast",)
-    assert loser.verdict.startswith("faster (2.1x), but the stack took bf16 autocast in its")
+    assert loser.verdict.startswith("faster (2.10x), but the stack took bf16 autocast in its")
     assert marked["torch.compile"].replaced_by == ("torch.compile reduce-overhead",)
     for name in ("input pipeline", "bf16 autocast", "torch.compile reduce-overhead"):
         assert marked[name] is next(f for f in fixes if f.name == name)  # untouched
@@ -177,7 +177,7 @@ def test_a_kept_fix_the_stack_left_out_says_what_it_took_instead() -> None:
     assert [f.name for f in result.kept] == [f.name for f in stack]
     column = {row[1]: row[6] for row in fixes_table(result).rows}
     assert column["bf16 autocast"] == "yes"
-    assert column["bf16 autocast with channels_last"].startswith("faster (2.1x), but the stack")
+    assert column["bf16 autocast with channels_last"].startswith("faster (2.10x), but the stack")
     assert column["channels_last"] == "slower"
     # Beating the singles, it takes their place, and they say so.
     fixes[2] = _result("bf16 autocast with channels_last", "precision", 2.8)
@@ -211,7 +211,7 @@ def test_the_table_says_what_each_fix_was_timed_on_top_of() -> None:
         1.9 * 1.2 * 1.3,
     )
     line = stack_line(stack, None)
-    assert "against the step as it is: 3x faster" in line
+    assert "against the step as it is: 3.00x faster" in line
     assert "beside 2.96x, the product of their speedups, each timed on top of the ones kept" in line
 
 
@@ -226,7 +226,7 @@ def test_the_new_loader_limits_the_step_only_where_the_figures_of_the_run_say_so
     line = loader.limit_note(fixed, drawing)
     assert line is not None
     assert line.startswith("the new loader now limits the step: alone (no step), with 3 worker(s)")
-    assert "it made a batch every 30 ms" in line
+    assert "it made a batch every 30.0 ms" in line
     assert "on one fixed batch (no loading): 10.1 ms" in line  # the median of the rounds
     assert "drawing from it, a step took 31.3 ms" in line
     # The loader alone faster than the step with the kept fixes: nothing to say.

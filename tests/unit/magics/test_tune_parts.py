@@ -350,7 +350,7 @@ def test_the_suggestions_name_the_syncs_lines_and_the_batch_memory_allows() -> N
         "batch 32 (from 16), per sample", "batch", 1.4, (1.3, 1.5), gib, None, False, "", "", ratio
     )
     (batch,) = [s for s in suggestions(ev, None, "bs", {}, tried) if s.name == "a larger batch"]
-    assert "tried (batch 32 (from 16), per sample): 1.4x faster" in batch.text
+    assert "tried (batch 32 (from 16), per sample): 1.40x faster" in batch.text
     assert "Raise bs" in batch.text
     assert batch.where == "bs"
 

@@ -52,13 +52,13 @@ def test_a_paired_ratio_reads_faster_slower_or_no_difference() -> None:
     ratio = paired_ratio(base, fast, variant="compiled", baseline="eager")
     assert ratio.value == pytest.approx(1.5)
     assert ratio.faster
-    assert ratio.describe().startswith("1.5x faster (1.5-1.5x; 99 % interval, 8 rounds)")
+    assert ratio.describe().startswith("1.50x faster (1.50-1.50x; 99 % interval, 8 rounds)")
     slow = paired_ratio(base, [b * 1.25 for b in base])
     assert slow.slower
     assert slow.describe().startswith("1.25x slower")
     same = Ratio(1.01, 0.97, 1.04, 12, 0.961)
     assert not same.measurable
-    assert same.describe() == "no measurable difference (0.97-1.04x; 96 % interval, 12 rounds)"
+    assert same.describe() == "no measurable difference (0.970-1.04x; 96 % interval, 12 rounds)"
 
 
 def test_bad_input_is_refused() -> None:

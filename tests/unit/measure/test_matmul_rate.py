@@ -65,7 +65,7 @@ def test_only_a_second_or_more_is_called_sustained() -> None:
     rate = measure_matmul_rate([square_gemm(8, "fp32")], device="cpu", seconds=0.01, watch=False)
     burst = replace(rate, timed_s=0.014)
     assert not burst.sustained
-    assert "a burst of 14 ms, under the 1 s a sustained rate needs" in burst.describe()
+    assert "a burst of 14.0 ms, under the 1 s a sustained rate needs" in burst.describe()
     sustained = replace(rate, timed_s=2.0)
     assert sustained.sustained
     assert "sustained over 2.00 s (perf_counter)" in sustained.describe()

@@ -49,13 +49,13 @@ def test_verdicts_come_from_the_interval_not_from_medians() -> None:
     fast = climb.add(row("fast", 0.5, 0.5, 0.51, gain_=gain(2.0, 1.9, 2.1)))
     same = climb.add(row("same", 0.5, 0.5, 0.5, gain_=gain(1.01, 0.97, 1.04)))
     assert climb.verdict(climb["start"]) == "the starting point"
-    assert climb.verdict(fast).startswith("2x faster (1.9-2.1x; 99 % interval, 8 rounds)")
-    assert climb.verdict(same).startswith("no measurable difference (0.97-1.04x")
+    assert climb.verdict(fast).startswith("2.00x faster (1.90-2.10x; 99 % interval, 8 rounds)")
+    assert climb.verdict(same).startswith("no measurable difference (0.970-1.04x")
     assert climb.speedup(fast) == pytest.approx(2.0)
     # 2 model TFLOP/s over the H200 SXM's dense bf16 peak: 1,979 TFLOP/s with sparsity, halved
     assert climb.mfu(fast).fraction == pytest.approx(2.0 / 989.5)
     assert climb.of_matmul_rate(fast) is None  # not measured yet
-    assert "2.00x (1.9-2.1x)" in str(climb)
+    assert "2.00x (1.90-2.10x)" in str(climb)
     with pytest.raises(ValueError, match="already"):
         climb.add(row("fast", 1.0))
     with pytest.raises(KeyError):

@@ -156,7 +156,7 @@ def test_pinning_says_what_it_bought_hid_and_cost_without_a_share_of_the_step() 
     assert "4.00 MiB" in bought
     assert "GB/s" in bought
     assert "700 µs in x.to(device) per pageable batch" in hidden
-    assert "20 µs per pinned batch" in hidden
+    assert "20.0 µs per pinned batch" in hidden
     assert "thread of its own, beside the step, not inside it" in cost
     assert "busy 56% of the time" in cost
     assert "falls behind only above 100 %" in cost

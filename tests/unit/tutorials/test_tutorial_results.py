@@ -190,7 +190,7 @@ def test_timing() -> None:
     assert timing.runs == 5
     assert timing.rate(10) > 0
     assert "median of 5 runs after 2 warm-up" in timing.describe()
-    assert format_seconds(2e-5) == "20 µs"
+    assert format_seconds(2e-5) == "20.0 µs"
     assert format_seconds(0.0123) == "12.3 ms"
     with pytest.raises(ValueError, match="runs"):
         time_calls(lambda: None, runs=0, warmup=0, device="cpu")
