@@ -107,7 +107,7 @@ class Ratio:
     def describe(self) -> str:
         """A phrase for a report, e.g. ``1.33x faster (1.29-1.37x; 95 % interval, 12 rounds)``.
 
-        ``no measurable difference (0.97-1.04x; ...)`` when the interval holds 1.0; a slower
+        ``no measurable difference (0.970-1.04x; ...)`` when the interval holds 1.0; a slower
         variant reads ``1.25x slower (1.21-1.30x slower; ...)``.
         """
         sure = self.how_sure()

@@ -19,7 +19,7 @@ from jupyter_gpu.magics.output.render import (
     show_note,
 )
 from jupyter_gpu.magics.shell.lazy_torch import describe_device
-from jupyter_gpu.measure import Ratio, fmt_seconds
+from jupyter_gpu.measure import Ratio, fmt_ratio, fmt_seconds
 
 from .results import AmpComparison, AmpStatus
 
@@ -120,14 +120,14 @@ def comparison_table(comparison: AmpComparison) -> Table:
 
 
 def _versus(mode: str, ratio: Ratio | None) -> Cell:
-    """The "vs fp32" cell: ``1.32x (1.28-1.36x)``, or ``no difference (0.97-1.04x)``."""
+    """The "vs fp32" cell: ``1.32x (1.28-1.36x)``, or ``no difference (0.970-1.04x)``."""
     if mode == "fp32":
         return Cell("1x (baseline)", 1.0)
     if ratio is None:
         return Cell("n/a", None)
     if not ratio.measurable:
         return Cell(f"no difference ({ratio.span()})", ratio.value)
-    return Cell(f"{ratio.value:.2f}x ({ratio.span()})", ratio.value)
+    return Cell(f"{fmt_ratio(ratio.value)}x ({ratio.span()})", ratio.value)
 
 
 def comparison_notes(comparison: AmpComparison) -> list[str]:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jupyter_gpu.measure import Ratio
+from jupyter_gpu.measure import Ratio, fmt_ratio
 from jupyter_gpu.measure.matmul_rate import NAME as MATMUL_RATE_NAME
 from jupyter_gpu.measure.matmul_rate import MatmulRate
 from jupyter_gpu.measure.peaks import Mfu, PeakLookup, mfu, peak_for
@@ -368,7 +368,7 @@ class Climb:
     def _cells(self, row: ClimbRow) -> list[str]:
         peak = row.figures.peak_bytes
         share = self.of_matmul_rate(row)
-        gain = "" if row.gain is None else f"{row.gain.value:.2f}x ({row.gain.span()})"
+        gain = "" if row.gain is None else f"{fmt_ratio(row.gain.value)}x ({row.gain.span()})"
         busy = row.busy_tflops
         return [
             row.label + ("" if row.kept else " (not kept)"),
