@@ -210,15 +210,15 @@ class Loader(Fix):
         new = self.alone[1]
         if new.short or new.batches == 0:
             return None
-        low, high, _level = rounds_interval(list(fixed.times_s))
+        low, high, level = rounds_interval(list(fixed.times_s))
         if new.per_batch_s <= high:
             return None
         line = (
             f"the new loader now limits the step: alone (no step), with {self.workers} "
             f"worker(s), it made a batch every {fmt_seconds(new.per_batch_s)}, more slowly than "
             f"a step with the kept fixes took on one fixed batch (no loading): "
-            f"{fmt_seconds(fixed.median_s)} ({fmt_seconds(low)}-{fmt_seconds(high)}, 95 % "
-            "interval)"
+            f"{fmt_seconds(fixed.median_s)} ({fmt_seconds(low)}-{fmt_seconds(high)}, "
+            f"{level * 100:.0f} % interval)"
         )
         if drawing is not None and drawing.times_s:
             line += (

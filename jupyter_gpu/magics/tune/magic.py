@@ -468,9 +468,11 @@ def _profile(ev: Any, result: TuneResult, stacked: list[Fix]) -> StepProfile:
         after = mfu.mfu(
             flops / step_after if flops else None, ev.gpu_name, _dtype_after(ev, stacked)
         )
+    low, high, level = ev.step_interval()
     return StepProfile(
         step_s=ev.step_s,
-        step_interval_s=ev.step_interval(),
+        step_interval_s=(low, high),
+        step_interval_level=level,
         rounds=ev.step.runs,
         steps_profiled=a.steps if a is not None else 0,
         gpu_idle_fraction=ev.gpu_idle,

@@ -14,6 +14,7 @@ from typing import Any
 
 from jupyter_gpu.magics.replay.runs import Restored
 from jupyter_gpu.measure import Ratio, fmt_ratio, fmt_seconds
+from jupyter_gpu.measure.interval import LEVEL
 
 #: Whose figure a fix's speedup is, unless the fix says otherwise.
 DEFAULT_SOURCE = "the step with the fix against the step as it is"
@@ -142,12 +143,14 @@ class StepProfile:
     mfu_before: Any = None
     mfu_after: Any = None
     analysis: Any = field(default=None, repr=False)
+    #: The level ``step_interval_s`` reached (95 % asked: ``jupyter_gpu.measure.interval``).
+    step_interval_level: float = LEVEL
 
     def describe(self) -> str:
         low, high = self.step_interval_s
         return (
-            f"{fmt_seconds(self.step_s)} a step ({fmt_seconds(low)}-{fmt_seconds(high)}, 95 % "
-            f"interval, {self.rounds} rounds)"
+            f"{fmt_seconds(self.step_s)} a step ({fmt_seconds(low)}-{fmt_seconds(high)}, "
+            f"{self.step_interval_level * 100:.0f} % interval, {self.rounds} rounds)"
         )
 
 

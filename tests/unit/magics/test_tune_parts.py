@@ -38,7 +38,12 @@ from jupyter_gpu.magics.tune.optimizer import FusedOptimizer, rebuild
 from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
 from jupyter_gpu.magics.tune.progress import Progress
-from jupyter_gpu.magics.tune.report import over_budget_line, stack_line, waterfall
+from jupyter_gpu.magics.tune.report import (
+    fixes_table,
+    over_budget_line,
+    stack_line,
+    waterfall,
+)
 from jupyter_gpu.magics.tune.results import FixResult, StackResult, StepProfile, TuneResult
 from jupyter_gpu.magics.tune.suggest import attention_patterns, softmax_lines, suggestions
 from jupyter_gpu.magics.tune.target import Target, loader_in
@@ -276,6 +281,36 @@ def test_the_waterfall_goes_in_the_order_kept_and_ends_on_the_stack_as_measured(
     assert trace["y"][-1] == pytest.approx(50.0)  # measured, not the product's 36.8 ms
     assert trace["decreasing"]["marker"]["color"] == "#2ca02c"  # a shorter step: green
     assert svg.startswith("<svg")
+
+
+def test_the_report_gives_the_level_its_rounds_reached_not_the_one_asked() -> None:
+    # 95 % is asked; 12 stretches of rounds reach 96 %, and five rounds reach only 94 %.
+    profile = StepProfile(
+        0.1,
+        (0.09, 0.11),
+        5,
+        5,
+        None,
+        "",
+        0.0,
+        0,
+        0.0,
+        {},
+        [],
+        None,
+        None,
+        None,
+        "",
+        step_interval_level=0.9375,
+    )
+    assert profile.describe() == "100 ms a step (90.0 ms-110 ms, 94 % interval, 5 rounds)"
+    ratio = Ratio(1.7, 1.6, 1.8, 12, 0.961)
+    fix = FixResult("bf16 autocast", "precision", 1.7, (1.6, 1.8), None, 0.0, True, "", "kept")
+    result = TuneResult("step()", "cpu", fixes=[replace(fix, ratio=ratio)])
+    table = fixes_table(result)
+    assert table.headers[3] == "96 % interval"
+    assert table.rows[0][2].text == "1.70x"
+    assert table.rows[0][3].text == "1.60-1.80x"
 
 
 def test_a_loader_with_workers_starts_each_turn_with_its_first_batch_drawn() -> None:
