@@ -5,7 +5,8 @@
   :func:`union_length` (a GPU's busy time from its kernels' intervals);
 - :mod:`.compare`: the one way to compare variants (interleaved rounds, CUDA events, a ratio
   with its interval, the machine's steadiness);
-- :mod:`.interval`: the ratio and its order-statistic interval;
+- :mod:`.interval`: the ratio and its order-statistic interval, and the ratio's format;
+- :mod:`.digits`: three significant digits that read alike at both ends of an interval;
 - :mod:`.machine`: whether the machine stayed steady while it was timed;
 - :mod:`.peaks`: NVIDIA's data-sheet dense peaks per GPU and dtype, and MFU by its definition;
 - :mod:`.gemms`: a training step's matrix products, from a model's ``Linear`` layers;
