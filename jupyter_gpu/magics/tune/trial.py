@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.output.render import fmt_bytes
-from jupyter_gpu.measure import Comparison, Ratio, Variant, compare, fmt_ratio
+from jupyter_gpu.measure import Comparison, Ratio, Variant, compare
 
 from .evidence import FirstSteps
 from .kept import AS_IS, base_for, first_fixes
@@ -190,8 +190,8 @@ def try_fix(s: TuneSession, fix: Fix, *, seconds: float) -> Trial:
     notes = [*notes, *fix.beside_notes(comparison)]
     samples = fix.samples_per_call(s)
     if samples != 1.0:
-        per_call = f"per call (a step): {ratio.describe()}; per sample: x{fmt_ratio(samples)}"
-        notes = [*notes, per_call]
+        # x2, not x2.00: a batch's factor, not a measured ratio
+        notes = [*notes, f"per call (a step): {ratio.describe()}; per sample: x{samples:.3g}"]
         ratio = per_sample(ratio, samples)
     if fix.compares_loss:
         delta, within, loss_note = loss_check(s.base_first, first)
