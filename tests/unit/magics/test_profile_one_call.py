@@ -66,9 +66,11 @@ def test_an_interrupted_call_does_not_hide_the_convolutions(one_thread: None) ->
     step = Step({0: 1.0})
     least = profile_one_call(step, within_s=3.0)
     assert step.calls > 1
-    # About 0.6 on a quiet machine; well above the share below which %tune tries no fix, on a
-    # busy one, where every call can lose its core for a moment.
-    assert conv_share(least) > 5 * SMALL_SHARE
+    # About 0.6 on a quiet machine; on a busy one every call can lose its core for a moment, and
+    # CI's two cores, under the suite and the browser tests, once read 0.21 (2026-12-05). What
+    # matters is that %tune still sees the convolutions: twice the share below which it tries no
+    # fix. Without profile_one_call this reads the first call's share, under SMALL_SHARE.
+    assert conv_share(least) > 2 * SMALL_SHARE
 
 
 def test_a_long_step_is_profiled_once() -> None:
