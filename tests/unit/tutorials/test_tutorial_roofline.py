@@ -58,6 +58,7 @@ def test_measure_points_times_every_workload_in_rounds() -> None:
     assert [p.name for p in points] == [w.name for w in workloads]
     for point in points:
         assert point.rounds == 6
+        assert point.level == pytest.approx(1 - 2 / 2**6)  # what 6 rounds reach, not 95 %
         assert 0 < point.low_s <= point.seconds <= point.high_s
         low, high = point.bytes_per_s_interval()
         assert low <= point.bytes_per_s <= high
