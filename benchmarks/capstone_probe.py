@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import json
 import os
 import sys
 import tempfile
@@ -57,6 +56,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a source tree without installing the package
+
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 
 # Wider blocks make larger matrix products and leave less of the step to elementwise work;
 # longer sequences give attention (counted whole) a larger share; heads of 64 against 128.
@@ -147,17 +148,6 @@ def cpu_count() -> int:
 @functools.cache
 def text() -> bytes:
     return corpus_text(CORPUS_BYTES)
-
-
-def json_path() -> Path | None:
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    return Path(folder) / "capstone_probe.json" if folder else None
-
-
-def write_json(path: Path | None, report: dict[str, Any]) -> None:
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=1, default=str) + "\n")
 
 
 def free(device: str) -> None:
@@ -575,7 +565,6 @@ def main(argv: list[str] | None = None) -> int:
     set_tf32(False)  # strict fp32 for the student's start; the final configuration is 16-bit
     dtype = sixteen_bit(device)
     dtype_name = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[dtype]
-    out_path = args.json or json_path()
     report: dict[str, Any] = {
         "gpu": gpu,
         "torch": torch.__version__,
@@ -604,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"item": label} | row
         report["rows"].append(row)
         print(row_line(row), flush=True)
-        write_json(out_path, report)
+        write_json("capstone_probe.json", report, indent=1, path=args.json)
         return row
 
     size, seconds = (8192, 2.0) if device == "cuda" else (256, 0.2)
@@ -637,8 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     report["conclusions"] = conclusions(report, scale)
     print("\n".join(report["conclusions"]))
     report["elapsed_s"] = time.perf_counter() - start
-    write_json(out_path, report)
-    print(f"took {report['elapsed_s']:.0f} s" + (f"; wrote {out_path}" if out_path else ""))
+    out = write_json("capstone_probe.json", report, indent=1, path=args.json)
+    print(f"took {report['elapsed_s']:.0f} s" + (f"; wrote {out}" if out else ""))
     return 0 if candidates else 1
 
 

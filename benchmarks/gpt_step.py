@@ -36,8 +36,6 @@ import argparse
 import contextlib
 import functools
 import gc
-import json
-import os
 import sys
 import time
 import traceback
@@ -50,6 +48,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.measure import Comparison, Variant, compare, time_first_call  # noqa: E402 (as above)
 from jupyter_gpu.measure.interval import rounds_interval  # noqa: E402 (as above)
 from jupyter_gpu.tutorials.corpus import load_corpus, random_batch  # noqa: E402 (as above)
@@ -630,25 +629,22 @@ def main() -> int:
     print_tables(rows, mlp, checks, args.rounds)
     print(f"\ntook {time.perf_counter() - start:.0f} s")
 
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    out = args.json or (Path(folder) / "gpt_step.json" if folder else None)
+    out = write_json(
+        "gpt_step.json",
+        {
+            "gpu": gpu,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "date": time.strftime("%Y-%m-%d"),
+            "rounds": args.rounds,
+            "gpt": rows,
+            "mlp": mlp,
+            "checks": checks,
+        },
+        indent=1,
+        path=args.json,
+    )
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            json.dumps(
-                {
-                    "gpu": gpu,
-                    "torch": torch.__version__,
-                    "cuda": torch.version.cuda,
-                    "date": time.strftime("%Y-%m-%d"),
-                    "rounds": args.rounds,
-                    "gpt": rows,
-                    "mlp": mlp,
-                    "checks": checks,
-                },
-                indent=1,
-            )
-        )
         print(f"wrote {out}")
     return 0
 

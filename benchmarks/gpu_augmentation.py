@@ -39,8 +39,6 @@ PATH).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +50,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 import torch  # noqa: E402 (after the path set-up above)
 import torch.nn.functional as F  # noqa: E402 (as above)
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.tutorials.digits import DigitsCNN, load_digits_splits  # noqa: E402 (as above)
 from jupyter_gpu.tutorials.pipeline import RawDigitBatches, augment_on_device  # noqa: E402
 from jupyter_gpu.tutorials.pipeline_timing import (  # noqa: E402 (as above)
@@ -197,26 +196,23 @@ def main() -> int:
     )
     print(timed.method())
     print(f"took {time.perf_counter() - begin:.0f} s")
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    out = args.json or (Path(folder) / "gpu_augmentation.json" if folder else None)
+    out = write_json(
+        "gpu_augmentation.json",
+        {
+            "gpu": gpu,
+            "torch": torch.__version__,
+            "intra_op_threads": torch.get_num_threads(),
+            "compile_pool": args.compile_pool,
+            "date": time.strftime("%Y-%m-%d"),
+            "args": vars(args) | {"json": None},
+            "rows": rows,
+            "interval_level": eager.level,
+            "rounds": eager.rounds,
+        },
+        indent=1,
+        path=args.json,
+    )
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            json.dumps(
-                {
-                    "gpu": gpu,
-                    "torch": torch.__version__,
-                    "intra_op_threads": torch.get_num_threads(),
-                    "compile_pool": args.compile_pool,
-                    "date": time.strftime("%Y-%m-%d"),
-                    "args": vars(args) | {"json": None},
-                    "rows": rows,
-                    "interval_level": eager.level,
-                    "rounds": eager.rounds,
-                },
-                indent=1,
-            )
-        )
         print(f"wrote {out}")
     return 0
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import statistics
 import sys
 import time
@@ -43,6 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.outputs import out_dir  # noqa: E402 (after the path set-up)
 
 KERNEL_S = 2e-3
 TARGETS = (0.25, 0.5, 0.75)
@@ -265,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: this benchmark measures a GPU's idle time")
         return 2
-    out = Path(os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT") or ".").resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = (out_dir() or Path()).resolve()
     ip = open_shell()
     start = time.perf_counter()
     cases = measure(ip, torch, out, steps_list=STEPS, targets=TARGETS, with_hta=not args.no_hta)

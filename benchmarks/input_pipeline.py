@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 import time
@@ -39,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.tutorials.digits import (  # noqa: E402 (as above)
     AugmentedDigits,
     DigitsCNN,
@@ -146,29 +146,26 @@ def main() -> int:
     )
     print(timed.method())
     print(f"took {time.perf_counter() - begin:.0f} s")
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    out = args.json or (Path(folder) / "input_pipeline.json" if folder else None)
+    out = write_json(
+        "input_pipeline.json",
+        {
+            "gpu": gpu,
+            "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d"),
+            "cpus": cpus,
+            "args": vars(args) | {"json": None},
+            "rows": rows,
+            "fixed_over_slow": gain.value,
+            "fixed_over_slow_interval": [gain.low, gain.high],
+            "interval_level": gain.level,
+            "rounds": gain.rounds,
+            "target": TARGET_FIXED_OVER_SLOW,
+            "met": met,
+        },
+        indent=1,
+        path=args.json,
+    )
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            json.dumps(
-                {
-                    "gpu": gpu,
-                    "torch": torch.__version__,
-                    "date": time.strftime("%Y-%m-%d"),
-                    "cpus": cpus,
-                    "args": vars(args) | {"json": None},
-                    "rows": rows,
-                    "fixed_over_slow": gain.value,
-                    "fixed_over_slow_interval": [gain.low, gain.high],
-                    "interval_level": gain.level,
-                    "rounds": gain.rounds,
-                    "target": TARGET_FIXED_OVER_SLOW,
-                    "met": met,
-                },
-                indent=1,
-            )
-        )
         print(f"wrote {out}")
     return 0
 

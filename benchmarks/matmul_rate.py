@@ -28,8 +28,6 @@ Each rate is also printed as a share of the data-sheet peak. Writes ``matmul_rat
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -40,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.magics.probes.precision import Tf32Settings, set_tf32  # noqa: E402
 from jupyter_gpu.measure import time_back_to_back  # noqa: E402
 from jupyter_gpu.measure.gemms import square_gemm  # noqa: E402
@@ -170,11 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     for gemm, tflops in zip(model.gemms, model.gemm_tflops, strict=True):
         print(f"  {tflops:8.1f} TFLOP/s  {gemm.describe()}")
     print(f"  median shape: {statistics.median(model.gemm_tflops):.1f} TFLOP/s")
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if folder:
-        path = Path(folder) / "matmul_rate.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    path = write_json("matmul_rate.json", report, indent=1)
+    if path:
         print(f"wrote {path}")
     return 0
 

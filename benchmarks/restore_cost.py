@@ -24,8 +24,6 @@ Writes ``restore_cost.json`` to ``$JUPYTER_GPU_OUT`` (else ``$OUT``) when set.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -38,6 +36,7 @@ sys.path.insert(0, str(ROOT))  # run from a source tree without installing the p
 
 import torch  # noqa: E402 (after the path set-up above)
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.magics.replay.reach import Named, reach  # noqa: E402
 from jupyter_gpu.magics.replay.state import SavedState  # noqa: E402
 
@@ -200,9 +199,7 @@ def main() -> None:
         print(f"  put back: {', '.join(r['parts'])}; {r['settings']} process-wide settings")
         if r["mismatched"]:
             print(f"  differ: {', '.join(r['mismatched'])}")
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if folder:
-        Path(folder, "restore_cost.json").write_text(json.dumps(rows, indent=2))
+    write_json("restore_cost.json", rows)
     if not all(r["exact"] for r in rows):
         raise SystemExit("a saved state did not come back exactly (see 'differ')")
 

@@ -54,7 +54,6 @@ import argparse
 import gc
 import json
 import math
-import os
 import re
 import sys
 import time
@@ -64,6 +63,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a source tree without installing the package
+
+from benchmarks.outputs import out_dir  # noqa: E402 (after the path set-up)
 
 CAPSTONE_CELL = """
 import torch
@@ -189,15 +190,6 @@ SMOKE = {
     "gpt2": {"context": 64, "layers": 2, "heads": 2, "width": 64, "batch": 4},
     "resnet": {"count": 64, "size": 72, "crop": 64, "batch": 8},
 }
-
-
-def out_dir() -> Path | None:
-    folder = os.environ.get("JUPYTER_GPU_OUT") or os.environ.get("OUT")
-    if not folder:
-        return None
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def shell_with_extension() -> Any:

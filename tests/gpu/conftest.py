@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.outputs import write_json
 from tests.gpu.magic_shell import Shell, magic_shell
-from tests.gpu.outputs import write_json
 
 # Each test file's cells and figures so far, by the name its outputs take (see _out_name).
 _LOGS: dict[str, list[str]] = {}

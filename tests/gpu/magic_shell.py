@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tests.gpu.outputs import write_text
+from benchmarks.outputs import write_text
 
 RAW_WARNING = re.compile(r"UserWarning|FutureWarning|^W\d{4} |\[W\d{4}|Warning: ", re.MULTILINE)
 

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.compile_cache import clear_cache, refusal, scan_dir  # noqa: E402 (path set-up)
-from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 

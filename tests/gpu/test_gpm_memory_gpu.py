@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.gpm import GPM_FIELDS  # noqa: E402 (as above)
-from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.outputs import out_dir  # noqa: E402 (after the path set-up)
+from benchmarks.outputs import out_dir  # noqa: E402 (after the path set-up)
 from tests.helpers import load_script  # noqa: E402  # after the path is set
 
 pytestmark = pytest.mark.gpu

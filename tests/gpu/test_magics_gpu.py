@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from tests.gpu.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
+from benchmarks.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu.outputs import out_dir
+from benchmarks.outputs import out_dir
 from tests.helpers import ROOT, repo_env
 
 pytestmark = pytest.mark.gpu

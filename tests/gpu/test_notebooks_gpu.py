@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu.outputs import out_dir
+from benchmarks.outputs import out_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tests" / "gpu" / "run_notebooks_gpu.py"

@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.outputs import out_dir, write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.backend import NvmlBackend  # noqa: E402 (as above)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (after the path set-up)
-from tests.gpu.outputs import out_dir, write_json  # noqa: E402 (after the path set-up)
 from tests.helpers import (  # noqa: E402 (as above)
     FAST_SAMPLING,
     fetch_json,

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.topology import gpu_count, read_topology  # noqa: E402 (path set-up)
 from jupyter_gpu.sampling import Sampler, SamplerOptions  # noqa: E402 (as above)
 from jupyter_gpu.sampling.sampler import OPEN_WAIT_S  # noqa: E402 (as above)
-from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 

@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.gpu.outputs import out_dir
+from benchmarks.outputs import out_dir
 from tests.helpers import FAST_SAMPLING, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu

@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.outputs import write_json  # noqa: E402 (after the path set-up)
 from jupyter_gpu.nvml.topology import read_topology  # noqa: E402 (path set-up)
 from jupyter_gpu.sampling import Sampler, SamplerOptions, read_once  # noqa: E402 (as above)
 from jupyter_gpu.sampling.freshness import StaleAfter  # noqa: E402 (as above)
-from tests.gpu.outputs import write_json  # noqa: E402 (after the path set-up)
 
 pytestmark = pytest.mark.gpu
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.outputs import out_dir, write_json
+from benchmarks.outputs import out_dir, write_json
 from tests.helpers import FAST_SAMPLING, ROOT, fetch_json, running_server, wait_for
 
 pytestmark = pytest.mark.gpu

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu.outputs import write_json
+from benchmarks.outputs import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.gpu.outputs import write_json
+from benchmarks.outputs import write_json
 from tests.helpers import repo_env
 from tests.watch_notebook import run_watch_notebook
 
