@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_gpu.magics.output.figure_theme import follow_theme
+from jupyter_gpu.measure.digits import three_digits
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
@@ -110,10 +111,14 @@ def bar_chart(
 
 
 def format_number(value: float) -> str:
-    """Three significant digits, thousands separated: ``1,571``, ``58.2``, ``0.0123``."""
-    if abs(value) >= 1000:
+    """Three significant digits, thousands separated: ``1,571``, ``58.2``, ``0.0123``, ``4.80``.
+
+    Trailing zeros stay (``three_digits``) so that an interval's ends and a bar's neighbours read
+    alike: ``4.80-4.85 GB/s``, not ``4.8-4.85``.
+    """
+    if abs(value) >= 999.5:
         return f"{value:,.0f}"
-    return f"{value:.3g}"
+    return three_digits(value)
 
 
 def _layout(title: str, x_label: str, y_label: str) -> dict[str, Any]:

@@ -69,6 +69,8 @@ def test_numbers_and_labels_in_charts() -> None:
     assert format_number(1571.2) == "1,571"
     assert format_number(58.24) == "58.2"
     assert format_number(0.01234) == "0.0123"
+    # An interval's ends keep their zeros (4.80-4.85, not 4.8-4.85), and 999.6 rounds to 1,000
+    assert [format_number(v) for v in (4.8, 4.85, 999.6)] == ["4.80", "4.85", "1,000"]
     chart = bar_chart({"data already on the device and more words": 3.0}, title="t", unit="x")
     svg = chart._repr_mimebundle_()["text/html"]
     assert svg.count("<tspan") == 2  # a long label wraps onto two lines
