@@ -174,8 +174,14 @@ def run_notebook(path: Path, workdir: Path, timeout: int, deadline: float | None
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
+    # coalesce_streams: the executed copy keeps a progress bar's last state, as JupyterLab shows
+    # it, not every "\r" update it sent (off by default in nbclient).
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+        coalesce_streams=True,
     )
     start = time.perf_counter()
     failure = None

@@ -151,8 +151,14 @@ def test_notebook_runs_in_smoke_mode(
     # The kernel's compile cache goes to the scratch folder, not the user's /tmp cache.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     nb = nbformat.read(path, as_version=4)
+    # coalesce_streams: the executed copy keeps a progress bar's last state, as JupyterLab shows
+    # it, not every "\r" update it sent (off by default in nbclient).
     client = NotebookClient(
-        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        nb,
+        timeout=180,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+        coalesce_streams=True,
     )
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError, with the cell's traceback, on any error
