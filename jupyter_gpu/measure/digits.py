@@ -13,7 +13,16 @@ def three_digits(value: float) -> str:
 
     Values below 0.0001 keep ``.3g``'s exponent (``1.23e-05``): no figure here is that small.
     """
-    text = f"{value:#.3g}"
+    return significant(value, 3)
+
+
+def significant(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, trailing zeros kept.
+
+    ``significant(638, 4)`` is ``638.0``, beside ``702.3``; a value with more integer digits keeps
+    them all (``12345``).
+    """
+    text = f"{value:#.{digits}g}"
     if "e" not in text:
         return text.removesuffix(".")
-    return f"{value:.0f}" if abs(value) >= 1 else f"{value:.3g}"
+    return f"{value:.0f}" if abs(value) >= 1 else f"{value:.{digits}g}"

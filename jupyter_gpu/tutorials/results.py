@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_gpu.measure import Ratio
+from jupyter_gpu.measure.digits import significant
 
 from .claims import Claim
 from .sizing import Machine
@@ -39,16 +40,27 @@ _FORMATS = {
 }
 
 
-def format_value(value: float, unit: str) -> str:
-    """A figure with the digits its unit deserves, e.g. ``1.27x``, ``412,345 tokens/s``."""
+def format_value(value: float, unit: str, *, in_interval: bool = False) -> str:
+    """A figure with the digits its unit deserves, e.g. ``1.27x``, ``412,345 tokens/s``.
+
+    ``in_interval``: the figure stands beside its interval's ends, and all three keep their
+    trailing zeros (``680.0 TFLOP/s (638.0-702.3``, not ``680 TFLOP/s (638-702.3``).
+    """
     if math.isnan(value):
         return "n/a"
-    text = format(value, _FORMATS.get(unit, ".4g"))
+    text = _number(value, unit, in_interval=in_interval)
     if unit == "x":
         return f"{text}x"
     if unit == "%":
         return f"{text}%"
     return f"{text} {unit}" if unit else text
+
+
+def _number(value: float, unit: str, *, in_interval: bool = False) -> str:
+    spec = _FORMATS.get(unit, ".4g")
+    if in_interval and spec == ".4g":  # .4g drops trailing zeros; the fixed formats keep theirs
+        return significant(value, 4)
+    return format(value, spec)
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,11 @@ class Check:
 
     def measured(self) -> str:
         """``0.84x (0.63-1.10x)``: the value, and its interval where it has one."""
-        text = format_value(self.value, self.unit)
         if self.low is None or self.high is None:
-            return text
-        low = format(self.low, _FORMATS.get(self.unit, ".4g"))
-        return f"{text} ({low}-{format_value(self.high, self.unit)})"
+            return format_value(self.value, self.unit)
+        text = format_value(self.value, self.unit, in_interval=True)
+        low = _number(self.low, self.unit, in_interval=True)
+        return f"{text} ({low}-{format_value(self.high, self.unit, in_interval=True)})"
 
     def verdict(self) -> str:
         """``met``, ``NOT met`` or why it does not apply."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_gpu.measure import Ratio, fmt_ratio
-from jupyter_gpu.measure.digits import three_digits
+from jupyter_gpu.measure.digits import significant, three_digits
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,13 @@ from jupyter_gpu.measure.digits import three_digits
 )
 def test_three_digits_keep_their_zeros(value: float, text: str) -> None:
     assert three_digits(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(638.0, "638.0"), (702.34, "702.3"), (12345.0, "12345"), (9999.7, "10000")]
+)
+def test_four_significant_digits_keep_their_zeros(value: float, text: str) -> None:
+    assert significant(value, 4) == text
 
 
 def test_an_intervals_ends_read_alike() -> None:

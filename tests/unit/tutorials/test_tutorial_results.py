@@ -48,6 +48,7 @@ def test_format_value() -> None:
     assert format_value(412345.6, "tokens/s") == "412,346 tokens/s"
     assert format_value(72.4, "%") == "72%"
     assert format_value(float("nan"), "s") == "n/a"
+    assert format_value(48, "") == "48"  # a count keeps no decimals
 
 
 def test_checks_apply_only_to_full_size_runs_on_the_named_gpu() -> None:
@@ -76,6 +77,11 @@ def test_a_ratio_meets_its_target_only_where_its_interval_does() -> None:
     plain = results.check("plain", "a figure without rounds", 0.84, 0.8)
     assert plain.met is True  # a lone figure is judged on itself, as before
     assert plain.measured() == "0.84x"
+    # A rate and its interval keep their zeros: 680.0 (638.0-702.3), not 680 (638-702.3); its
+    # target, alone, reads 650
+    rate = results.check("rate", "GEMMs", Ratio(680.0, 638.0, 702.3, 8, 0.99), 650, "TFLOP/s")
+    assert rate.measured() == "680.0 TFLOP/s (638.0-702.3 TFLOP/s)"
+    assert "680.0 TFLOP/s (638.0-702.3 TFLOP/s) >= 650 TFLOP/s" in str(results)
 
 
 def test_add_rejects_duplicates_and_non_numbers() -> None:
