@@ -307,15 +307,38 @@ export class Connection {
     }
   }
 
-  /** Fetch what the server has after our newest sample (all of it when we have none). */
+  /**
+   * Fetch what the server has after our newest sample (all of it when we have none), or from
+   * the oldest gap no answer has filled yet.
+   */
   private async _fillFromHistory(): Promise<void> {
-    const since = this._state.buffer.lastTs ?? undefined;
-    const epoch = this._scheduler.epoch;
-    const history = await this._transport.history(since);
-    if (epoch === this._scheduler.epoch) {
-      this._sink.ingest(history.samples, true);
-      this._noteNvmlAnswered(history.samples[history.samples.length - 1]);
+    const samples = await this._historyFromHole(true);
+    if (samples) {
+      this._noteNvmlAnswered(samples[samples.length - 1]);
     }
+  }
+
+  /**
+   * `GET history` from the oldest point data may be missing after, into the model (`now`:
+   * shown at once). `null` when the connection stopped meanwhile: the answer is dropped and
+   * the hole stays noted, so the next fill asks from it (a backfill's answer that came after
+   * the tab was hidden once left a hole for good).
+   */
+  private async _historyFromHole(now: boolean): Promise<ISample[] | null> {
+    const last = this._state.buffer.lastTs;
+    const hole = this._holeSince;
+    const since = hole === null || (last !== null && last < hole) ? last : hole;
+    const holesNoted = this._holesNoted;
+    const epoch = this._scheduler.epoch;
+    const history = await this._transport.history(since ?? undefined);
+    if (epoch !== this._scheduler.epoch) {
+      return null;
+    }
+    this._sink.ingest(history.samples, now);
+    if (this._holesNoted === holesNoted) {
+      this._holeSince = null; // a hole seen meanwhile may be newer than this answer
+    }
+    return history.samples;
   }
 
   /**
@@ -351,35 +374,34 @@ export class Connection {
         void this._reloadInfo();
       } else if (sample.seq > lastSeq + 1) {
         // Samples were missed (between the history fill and the socket, say): fetch them.
-        void this._backfill(lastTs);
+        this._holeSince = Math.min(this._holeSince ?? lastTs, lastTs);
+        this._holesNoted++;
+        void this._backfill();
       }
     }
     this._sink.ingest([sample], false);
     this._noteNvmlAnswered(sample);
   }
 
-  private async _backfill(since: number): Promise<void> {
+  private async _backfill(): Promise<void> {
     if (this._backfilling) {
-      // One is in flight, and the server may have answered it before this gap's samples
-      // existed: ask again once it is done, from the older of the two points.
-      this._backfillAgain = Math.min(this._backfillAgain ?? since, since);
+      // One is in flight, and the server may have answered it before this hole's samples
+      // existed: ask again once it is done.
+      this._backfillAgain = true;
       return;
     }
     this._backfilling = true;
     const epoch = this._scheduler.epoch;
     try {
-      const history = await this._transport.history(since);
-      if (epoch === this._scheduler.epoch) {
-        this._sink.ingest(history.samples, false);
-      }
+      await this._historyFromHole(false);
     } catch {
-      // The next reconnect fills the gap; a failed backfill only leaves a gap in the chart.
+      // The hole stays noted: the next backfill or reconnect asks from it.
     } finally {
       this._backfilling = false;
       const again = this._backfillAgain;
-      this._backfillAgain = null;
-      if (again !== null && epoch === this._scheduler.epoch) {
-        void this._backfill(again);
+      this._backfillAgain = false;
+      if (again && epoch === this._scheduler.epoch) {
+        void this._backfill();
       }
     }
   }
@@ -406,8 +428,12 @@ export class Connection {
   private _mode: TransportMode;
   private _watchdogMs: number;
   private _backfilling = false;
-  /** A gap seen while a backfill was in flight: where the next one starts. */
-  private _backfillAgain: number | null = null;
+  /** A hole seen while a backfill was in flight: ask again when it is done. */
+  private _backfillAgain = false;
+  /** Where samples may be missing after (Unix s): the oldest hole no answer has filled yet. */
+  private _holeSince: number | null = null;
+  /** Holes seen so far: an answer clears `_holeSince` only if none was seen while it came. */
+  private _holesNoted = 0;
   private _reloading = false;
   /** While the server refuses the stream: when to ask again (ms since the epoch). */
   private _refusedUntil = 0;

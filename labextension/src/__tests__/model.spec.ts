@@ -131,6 +131,28 @@ describe('GpuMonitorModel', () => {
     expectContiguous(model, server);
   });
 
+  it('fills a gap whose backfill was on its way when the panel was hidden', async () => {
+    // CI, 2026-12-06 (ui-tests, "pauses when hidden"): hidden just after going live, the
+    // panel kept a hole of three samples for good. The backfill's answer came after the hide
+    // and was dropped, and the fill on showing again started after the streamed sample.
+    model = newModel(server);
+    model.setVisible('panel', true);
+    await advance(20);
+    server.historyDelayMs = 500;
+    server.silentSockets = true; // kept in the history, never sent on the socket
+    server.tick(3);
+    server.silentSockets = false;
+    server.tick(); // seq jumps by 4: a backfill is asked for
+    await advance(100);
+    model.setVisible('panel', false); // before its answer arrives
+    await advance(1000);
+    model.setVisible('panel', true);
+    await advance(1000);
+    expect(model.status).toBe('live');
+    expect(model.buffer.length).toBe(server.history_.length);
+    expectContiguous(model, server);
+  });
+
   it('backs off while the server is down, then catches up', async () => {
     model = newModel(server);
     model.setVisible('panel', true);
