@@ -90,6 +90,10 @@ class MatmulRate:
         """``tflops`` as a fraction of this rate (0.88 for 88 %)."""
         return tflops / self.tflops
 
+    def interval_text(self) -> str:
+        """``679.4-688.5``: the interval's ends, with the digits of :func:`tflops_text`."""
+        return f"{tflops_text(self.low_tflops)}-{tflops_text(self.high_tflops)}"
+
     def describe(self) -> str:
         """One sentence: the rate, its interval, how long and on what it ran."""
         shapes = (
@@ -105,15 +109,14 @@ class MatmulRate:
             "sustained rate needs"
         )
         notes = "" if self.machine.steady else " Not steady: " + "; ".join(self.machine.notes)
-        low, high = _tflops_text(self.low_tflops), _tflops_text(self.high_tflops)
         return (
-            f"{NAME}: {_tflops_text(self.tflops)} TFLOP/s ({low}-{high}, "
+            f"{NAME}: {tflops_text(self.tflops)} TFLOP/s ({self.interval_text()}, "
             f"{self.level * 100:.0f} % interval over {self.rounds} rounds) on {shapes} in "
             f"{', '.join(self.dtypes)}, {how_long} ({self.clock}), {self.device_name}.{notes}"
         )
 
 
-def _tflops_text(tflops: float) -> str:
+def tflops_text(tflops: float) -> str:
     """``612.3``, or three significant digits below 10: a CPU's ``0.0206``, or ``0.0200``.
 
     The zeros are kept so that an interval's ends read alike.

@@ -71,6 +71,15 @@ def test_only_a_second_or_more_is_called_sustained() -> None:
     assert "sustained over 2.00 s (perf_counter)" in sustained.describe()
 
 
+def test_an_interval_s_ends_keep_their_zeros_and_read_alike() -> None:
+    rate = measure_matmul_rate([square_gemm(8, "fp32")], device="cpu", seconds=0.01, watch=False)
+    on_a_gpu = replace(rate, tflops=683.4, low_tflops=680.0, high_tflops=688.52)
+    assert on_a_gpu.interval_text() == "680.0-688.5"  # not .4g's "680-688.5"
+    assert "683.4 TFLOP/s (680.0-688.5, " in on_a_gpu.describe()
+    on_a_cpu = replace(rate, tflops=0.0206, low_tflops=0.02, high_tflops=0.0213)
+    assert on_a_cpu.interval_text() == "0.0200-0.0213"
+
+
 def test_the_products_are_computed_in_the_layouts_listed() -> None:
     # A wrong view would raise in torch.mm (sizes) or time a different product.
     gemms = (
