@@ -29,6 +29,7 @@ intra-op threads.
 
     python benchmarks/gpu_augmentation.py                       # on a GPU
     python benchmarks/gpu_augmentation.py --compile-pool        # the stall
+    python benchmarks/gpu_augmentation.py --profiled-first      # after a profile, as in 04
     python benchmarks/gpu_augmentation.py --device cpu --size 32 --batch 32 --width 8 \\
         --steps 2 --rounds 2                                    # dry run
 
@@ -39,6 +40,7 @@ PATH).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -117,6 +119,27 @@ def build(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
     }
 
 
+def profile_first(step: Callable[[], None], device: str) -> int:
+    """Five steps under torch.profiler, as notebook 04 profiles before its section 5.
+
+    Kineto leaves CUPTI attached to the process after a profile unless ``TEARDOWN_CUPTI=1``
+    (``jupyter_gpu.tutorials.cupti_probe``'s docstring); the timing then shows what that costs
+    a step that launches many small kernels, where the probe's step (the model alone) hides it.
+    Returns how many events the profile recorded.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(5):
+            step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return len(prof.events())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -135,6 +158,12 @@ def main() -> int:
         action="store_true",
         help="let torch.compile start its pool of compile workers beside the timing",
     )
+    parser.add_argument(
+        "--profiled-first",
+        action="store_true",
+        help="profile a few steps of the pipeline (torch.profiler, CPU and CUDA, as %%%%profile "
+        "does) before anything is timed; with TEARDOWN_CUPTI=1 set, Kineto detaches CUPTI after",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.threads is not None:
@@ -145,15 +174,22 @@ def main() -> int:
         inductor_config.compile_threads = 1
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "none (CPU)"
     compiles = "with Inductor's worker pool" if args.compile_pool else "in this process"
+    profiled = (
+        f"profiled first (TEARDOWN_CUPTI={os.environ.get('TEARDOWN_CUPTI', 'unset')})"
+        if args.profiled_first
+        else "never profiled before the timing"
+    )
     print(
         f"GPU: {gpu}; torch {torch.__version__}; images {args.size}px, batch {args.batch}, "
         f"CNN width {args.width}; {torch.get_num_threads()} intra-op threads; compiles "
-        f"{compiles}; "
-        f"{time.strftime('%Y-%m-%d %H:%M')}",
+        f"{compiles}; {profiled}; {time.strftime('%Y-%m-%d %H:%M')}",
         flush=True,
     )
     begin = time.perf_counter()
     steps = build(args)
+    if args.profiled_first:
+        events = profile_first(steps[PIPELINE], args.device)
+        print(f"profiled 5 steps of the notebook's pipeline first: {events:,} events", flush=True)
     for step in steps.values():  # the compile and every first call, before anything is timed
         for _ in range(3):
             step()
@@ -203,6 +239,8 @@ def main() -> int:
             "torch": torch.__version__,
             "intra_op_threads": torch.get_num_threads(),
             "compile_pool": args.compile_pool,
+            "profiled_first": args.profiled_first,
+            "teardown_cupti": os.environ.get("TEARDOWN_CUPTI"),
             "date": time.strftime("%Y-%m-%d"),
             "args": vars(args) | {"json": None},
             "rows": rows,

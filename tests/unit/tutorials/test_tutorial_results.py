@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -359,10 +360,17 @@ def test_the_gpu_augmentation_benchmark_splits_the_pipeline_and_keeps_each_round
     # Its per-round times are what showed a stall that comes and goes (2026-12-05, one H100).
     out = tmp_path / "gpu_augmentation.json"
     args = ["--device", "cpu", "--size", "16", "--width", "4", "--batch", "16", "--steps", "1"]
-    done = run_benchmark("gpu_augmentation.py", *args, "--threads", "1", out=out)
+    done = run_benchmark(
+        "gpu_augmentation.py", *args, "--threads", "1", "--profiled-first", out=out
+    )
     figures = json.loads(out.read_text())
     assert figures["intra_op_threads"] == 1
     assert figures["compile_pool"] is False
+    assert figures["profiled_first"] is True
+    assert "profiled first (TEARDOWN_CUPTI=" in done.stdout
+    assert re.search(
+        r"profiled 5 steps of the notebook's pipeline first: [1-9][\d,]* events", done.stdout
+    )
     rows = figures["rows"]
     assert len(rows) == 5
     assert rows[0]["against_alone"] is None  # the baseline
