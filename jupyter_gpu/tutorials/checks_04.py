@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jupyter_gpu.measure import Comparison, Ratio
+from jupyter_gpu.measure import Comparison, Ratio, fmt_seconds
 
 from .exercises import Feedback, check
 
@@ -61,7 +61,8 @@ def check_top_kernel(averages: Iterable[Any], name: object, gpu: bool) -> Feedba
     what = "kernel" if gpu else "op"
     seconds = getattr(top, field) / 1e6
     if name == top.key:
-        return check(True, f"{top.key!r} is the {what} with the most {field} ({seconds:.4g} s)", "")
+        spent = fmt_seconds(seconds)
+        return check(True, f"{top.key!r} is the {what} with the most {field} ({spent})", "")
     named = [e for e in entries if e.key == name]
     if not isinstance(name, str) or not named:
         hint = f"{name!r} is not an entry of prof.key_averages(): copy its key (a string)"

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from jupyter_gpu.measure import Comparison, Timing
+from jupyter_gpu.measure import Comparison, Timing, fmt_seconds
 from jupyter_gpu.tutorials.checks_04 import (
     best_worker_count,
     check_top_kernel,
@@ -50,7 +50,11 @@ def test_cpu_top_op_is_accepted_and_the_annotation_at_the_top_is_not(
     assert "user annotation" in wrong.message
     top = top_kernel(cpu_profile, gpu=False)
     assert top.key.startswith("aten::")
-    assert check_top_kernel(cpu_profile, top.key, gpu=False)
+    right = check_top_kernel(cpu_profile, top.key, gpu=False)
+    assert right
+    # its time in the units a person reads (fmt_seconds), not "(0.001282 s)"
+    spent = fmt_seconds(top.self_cpu_time_total / 1e6)
+    assert right.message.endswith(f"self_cpu_time_total ({spent})"), right.message
     assert not check_top_kernel(cpu_profile, None, gpu=False)
     other = next(e.key for e in cpu_profile if e.key.startswith("aten::") and e.key != top.key)
     assert "not the one with the most" in check_top_kernel(cpu_profile, other, gpu=False).message
