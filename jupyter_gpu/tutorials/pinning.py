@@ -155,8 +155,9 @@ def explain_pinning(f: PinningFigures) -> list[str]:
     gained_s = f.plain_step_s - f.pinned_step_s
     saved = fmt_seconds(f.most_saved_s)
     if not f.ratio.measurable:
+        # describe() already says "no measurable difference": say only what bounds it
         verdict = (
-            f"no measurable difference. The most pinning could take off a step here is {saved} "
+            f"the most pinning could take off a step here is {saved} "
             f"({f.most_saved_s / f.plain_step_s:.1%} of one)"
         )
     elif f.ratio.faster and gained_s <= f.most_saved_s:

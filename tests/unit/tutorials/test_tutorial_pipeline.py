@@ -162,7 +162,7 @@ def test_pinning_says_what_it_bought_hid_and_cost_without_a_share_of_the_step() 
     assert "falls behind only above 100 %" in cost
     assert "% of a step" not in cost
     assert "of one)" in verdict
-    assert "no measurable difference" in verdict
+    assert verdict.count("no measurable difference") == 1  # the H100's "...: no measurable ..."
     assert "680 µs" in verdict  # the larger saving: the training thread's shorter wait
 
 
