@@ -25,7 +25,11 @@ compile threads set to 1 (0 children), or torch's intra-op threads set to 1 (1 c
 under torch 2.11, against 17), there was no such stall. Which CPU work the pool's start slows is not
 measured. So by default the compile here runs in this process (``compile_threads = 1``);
 ``--compile-pool`` keeps Inductor's pool, to show the stall, and ``--threads`` sets torch's
-intra-op threads.
+intra-op threads. On 2026-12-06 (an H100) the default form stalled in no round, the pipeline 1.07x
+slower (1.06-1.07x) than the model alone, and ``--compile-pool`` stalled as before.
+``--profiled-first`` times it all after a profile (notebook 04's kernel has profiled by its
+section 5): on a busier H100 it matched the plain run, 1.12x against 1.13x, with intervals too
+wide to rule a cost out.
 
     python benchmarks/gpu_augmentation.py                       # on a GPU
     python benchmarks/gpu_augmentation.py --compile-pool        # the stall
