@@ -12,7 +12,8 @@ clients all leave for a moment so the server is measured quiet: once after warm-
 ring buffer full: ``history_capacity`` ticks, plus a minute), and at the end. Pass/fail:
 
 - RSS grew less than ``--max-rss-growth-mb`` (5 MB) between the two quiet measurements;
-- the same number of threads and open file descriptors in both;
+- no more threads or open file descriptors in the second than in the first (each the fewest of
+  five readings over a second: a /proc file being read or a thread finishing is not a leak);
 - no error or traceback in the server's log (``[E`` or ``Traceback``);
 - every client got samples in order (``seq`` only goes up) and no REST request failed.
 
@@ -174,6 +175,24 @@ def measure(proc: psutil.Process) -> dict[str, Any]:
         }
 
 
+async def measure_quiet(proc: psutil.Process, readings: int = 5) -> dict[str, Any]:
+    """``measure``, with the fewest threads and open files of ``readings`` 0.2 s apart.
+
+    The sampler opens /proc files each tick and a finished thread takes a moment to go: one
+    reading can catch either, more so on a loaded machine (the clean-clone CI's soak failed on its
+    open files twice). A leak stays in every reading, so the fewest is the count.
+    """
+    points = [measure(proc)]
+    for _ in range(readings - 1):
+        await asyncio.sleep(0.2)
+        points.append(measure(proc))
+    return {
+        **points[-1],
+        "threads": min(p["threads"] for p in points),
+        "fds": min(p["fds"] for p in points),
+    }
+
+
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     root = tempfile.mkdtemp(prefix="jupyter-gpu-soak-")
@@ -224,7 +243,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 raise RuntimeError("the server exited:\n" + log_path.read_text()[-4000:])
             if baseline is None and s.counters.latest_seq >= warmup:
                 await s.quiet()
-                baseline = {"ticks": s.counters.latest_seq, **measure(proc)}
+                baseline = {"ticks": s.counters.latest_seq, **await measure_quiet(proc)}
                 print(json.dumps({"quiet_baseline": baseline}), flush=True)
                 s.resume()
             if time.monotonic() >= next_report:
@@ -239,14 +258,13 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 next_report += args.sample_every
             await asyncio.sleep(0.2)
         await s.quiet()
-        end = {"ticks": s.counters.latest_seq, **measure(proc)}
+        end = {"ticks": s.counters.latest_seq, **await measure_quiet(proc)}
         # The sockets of clients that just left close on the server's loop a moment later: beside
         # the full test suite that took past the first reading (fds_flat failed once, one over).
         # A leak stays; a socket still closing does not, so wait up to 5 s for it to go.
         settle = time.monotonic() + 5
-        while baseline is not None and end["fds"] != baseline["fds"] and time.monotonic() < settle:
-            await asyncio.sleep(0.2)
-            end = {"ticks": s.counters.latest_seq, **measure(proc)}
+        while baseline is not None and end["fds"] > baseline["fds"] and time.monotonic() < settle:
+            end = {"ticks": s.counters.latest_seq, **await measure_quiet(proc)}
         print(json.dumps({"quiet_end": end}), flush=True)
         elapsed = time.monotonic() - start
     finally:
@@ -270,8 +288,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     rss_growth = round(end["rss_mb"] - baseline["rss_mb"], 2)
     checks = {
         "rss_growth_mb_below": rss_growth < args.max_rss_growth_mb,
-        "threads_flat": end["threads"] == baseline["threads"],
-        "fds_flat": end["fds"] == baseline["fds"],
+        # no more at the end than after warm-up: a leak only adds
+        "threads_flat": end["threads"] <= baseline["threads"],
+        "fds_flat": end["fds"] <= baseline["fds"],
         "no_error_logged": not errors,
         "samples_in_order": s.counters.out_of_order == 0,
         "no_request_failed": not s.counters.rest_failures,
