@@ -72,6 +72,8 @@ PIPELINE = "the notebook's pipeline (host side + augmentation)"
 COMPILED = "the notebook's pipeline, augmentation compiled"
 
 Batches = Iterator[tuple[torch.Tensor, torch.Tensor]]
+#: Steps of the pipeline --profiled-first profiles before anything is timed.
+PROFILED_STEPS = 5
 
 
 def build(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
@@ -124,7 +126,7 @@ def build(args: argparse.Namespace) -> dict[str, Callable[[], None]]:
 
 
 def profile_first(step: Callable[[], None], device: str) -> int:
-    """Five steps under torch.profiler, as notebook 04 profiles before its section 5.
+    """``PROFILED_STEPS`` steps under torch.profiler, as notebook 04 profiles before its section 5.
 
     Kineto leaves CUPTI attached to the process after a profile unless ``TEARDOWN_CUPTI=1``
     (``jupyter_gpu.tutorials.cupti_probe``'s docstring); the timing then shows what that costs
@@ -137,7 +139,7 @@ def profile_first(step: Callable[[], None], device: str) -> int:
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        for _ in range(5):
+        for _ in range(PROFILED_STEPS):
             step()
         if device == "cuda":
             torch.cuda.synchronize()
@@ -193,7 +195,10 @@ def main() -> int:
     steps = build(args)
     if args.profiled_first:
         events = profile_first(steps[PIPELINE], args.device)
-        print(f"profiled 5 steps of the notebook's pipeline first: {events:,} events", flush=True)
+        print(
+            f"profiled {PROFILED_STEPS} steps of the notebook's pipeline first: {events:,} events",
+            flush=True,
+        )
     for step in steps.values():  # the compile and every first call, before anything is timed
         for _ in range(3):
             step()

@@ -92,7 +92,7 @@ class MatmulRate:
 
     def interval_text(self) -> str:
         """``679.4-688.5``: the interval's ends, with the digits of :func:`tflops_text`."""
-        return f"{tflops_text(self.low_tflops)}-{tflops_text(self.high_tflops)}"
+        return tflops_span(self.low_tflops, self.high_tflops)
 
     def describe(self) -> str:
         """One sentence: the rate, its interval, how long and on what it ran."""
@@ -114,6 +114,11 @@ class MatmulRate:
             f"{self.level * 100:.0f} % interval over {self.rounds} rounds) on {shapes} in "
             f"{', '.join(self.dtypes)}, {how_long} ({self.clock}), {self.device_name}.{notes}"
         )
+
+
+def tflops_span(low: float, high: float) -> str:
+    """``679.4-688.5``: an interval of rates (TFLOP/s), both ends in :func:`tflops_text`."""
+    return f"{tflops_text(low)}-{tflops_text(high)}"
 
 
 def tflops_text(tflops: float) -> str:
