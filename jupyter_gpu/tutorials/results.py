@@ -19,6 +19,7 @@ from typing import Any
 
 from jupyter_gpu.measure import Ratio
 from jupyter_gpu.measure.digits import significant
+from jupyter_gpu.measure.matmul_rate import tflops_text
 
 from .claims import Claim
 from .sizing import Machine
@@ -31,7 +32,6 @@ _FORMATS = {
     "tokens/s": ",.0f",
     "images/s": ",.0f",
     "x": ".2f",
-    "TFLOP/s": ".4g",
     "GiB": ".2f",
     "MiB": ".1f",
     "ms": ".2f",
@@ -57,10 +57,18 @@ def format_value(value: float, unit: str, *, in_interval: bool = False) -> str:
 
 
 def _number(value: float, unit: str, *, in_interval: bool = False) -> str:
-    spec = _FORMATS.get(unit, ".4g")
-    if in_interval and spec == ".4g":  # .4g drops trailing zeros; the fixed formats keep theirs
-        return significant(value, 4)
-    return format(value, spec)
+    if unit == "TFLOP/s":  # as the notebooks print rates: 707.9, and 0.000141 for tiny kernels
+        return tflops_text(value)
+    spec = _FORMATS.get(unit)
+    if spec is not None:
+        return format(value, spec)
+    # Any other unit (µs, GB/s, FLOP/byte, a count): three significant digits, as the notebooks
+    # print such figures (7.24 µs, not 7.242). Beside an interval's ends all three keep their
+    # trailing zeros so that they read alike; alone, a count reads 48, not 48.0.
+    text = significant(value, 3)
+    if in_interval or "." not in text or "e" in text:
+        return text
+    return text.rstrip("0").removesuffix(".")
 
 
 @dataclass(frozen=True)

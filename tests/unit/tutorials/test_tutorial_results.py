@@ -50,6 +50,13 @@ def test_format_value() -> None:
     assert format_value(72.4, "%") == "72%"
     assert format_value(float("nan"), "s") == "n/a"
     assert format_value(48, "") == "48"  # a count keeps no decimals
+    # Rates as the notebooks print them (00's tiny kernels: not 0.0001414), and three digits for
+    # a unit without its own format (00's launch time: not 7.242 µs).
+    assert format_value(707.91, "TFLOP/s") == "707.9 TFLOP/s"
+    assert format_value(0.0001414, "TFLOP/s") == "0.000141 TFLOP/s"
+    assert format_value(7.242, "µs") == "7.24 µs"
+    assert format_value(0.5, "KiB") == "0.5 KiB"
+    assert format_value(0.5, "KiB", in_interval=True) == "0.500 KiB"
 
 
 def test_checks_apply_only_to_full_size_runs_on_the_named_gpu() -> None:
@@ -82,7 +89,7 @@ def test_a_ratio_meets_its_target_only_where_its_interval_does() -> None:
     # target, alone, reads 650
     rate = results.check("rate", "GEMMs", Ratio(680.0, 638.0, 702.3, 8, 0.99), 650, "TFLOP/s")
     assert rate.measured() == "680.0 TFLOP/s (638.0-702.3 TFLOP/s)"
-    assert "680.0 TFLOP/s (638.0-702.3 TFLOP/s) >= 650 TFLOP/s" in str(results)
+    assert "680.0 TFLOP/s (638.0-702.3 TFLOP/s) >= 650.0 TFLOP/s" in str(results)
 
 
 def test_add_rejects_duplicates_and_non_numbers() -> None:

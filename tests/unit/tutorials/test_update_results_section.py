@@ -74,8 +74,11 @@ def test_a_named_section_leaves_the_tutorials_alone(tmp_path: Path) -> None:
     assert text.count("## Capstone on one H200") == 1
     assert text.count("## Capstone at the 16gb tier, emulated on one H200") == 1
     full = text[text.index("## Capstone on one H200") : text.index("## Capstone at the 16gb")]
-    assert "| 9 · shape: model TFLOP/s | 512 TFLOP/s | MFU 65% |" in full
-    assert "| 07-capstone | final step, model TFLOP/s >= 500 TFLOP/s | 512 TFLOP/s | yes |" in full
+    assert "| 9 · shape: model TFLOP/s | 512.0 TFLOP/s | MFU 65% |" in full
+    target_row = (
+        "| 07-capstone | final step, model TFLOP/s >= 500.0 TFLOP/s | 512.0 TFLOP/s | yes |"
+    )
+    assert target_row in full
     assert "h200-notebooks/" not in full  # the HTML copies are the tutorials' run's
 
 
@@ -116,7 +119,7 @@ def test_a_run_of_some_notebooks_keeps_the_others_and_the_text_it_did_not_write(
     update(folder, md)
     text = md.read_text()
     assert "| matrix products: useful work | 665.3 TFLOP/s |  |" in text  # 00 kept
-    assert "| 9 · shape: model TFLOP/s | 512 TFLOP/s | MFU 65% |" in text  # 07 new
+    assert "| 9 · shape: model TFLOP/s | 512.0 TFLOP/s | MFU 65% |" in text  # 07 new
     assert "| 9 · shape: model TFLOP/s | 400 TFLOP/s |" not in text  # 07 old, gone
     assert "Kept from the section as it was, with their targets and claims: 00-start-here." in (
         text
@@ -124,7 +127,7 @@ def test_a_run_of_some_notebooks_keeps_the_others_and_the_text_it_did_not_write(
     assert "It said of its run: Machine: NVIDIA H200 (140 GiB). Date: 2026-12-02." in text
     targets = text.split("### Targets")[1].split("###")[0]
     assert targets.index("| 00-start-here | a target of 00") < targets.index("| 07-capstone |")
-    assert "| 07-capstone | final step, model TFLOP/s >= 500 TFLOP/s | 512 TFLOP/s | yes |" in (
+    assert "| 07-capstone | final step, model TFLOP/s >= 500.0 TFLOP/s | 512.0 TFLOP/s | yes |" in (
         targets
     )
     assert "400 TFLOP/s | **no**" not in text
