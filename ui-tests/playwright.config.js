@@ -38,6 +38,9 @@ function server(port, base, args) {
     url: `http://127.0.0.1:${port}${base}api`,
     reuseExistingServer: false,
     timeout: 120000,
+    // SIGTERM, not Playwright's default SIGKILL: Jupyter exits cleanly, and the config's atexit
+    // hooks remove the server's scratch folders (a killed server left them in /tmp).
+    gracefulShutdown: { signal: 'SIGTERM', timeout: 5000 },
     stdout: 'ignore',
     stderr: process.env.UI_TESTS_SERVER_LOGS ? 'pipe' : 'ignore'
   };
