@@ -142,6 +142,9 @@ def launch(
         _BOOTSTRAP,
         str(os.getpid()),
         *torchrun_args(spec),
+        # torch's agent makes a log folder for every run (/tmp/torchelastic_*, never removed)
+        # unless told where: inside the run folder, it goes where the run folder goes.
+        f"--log-dir={run_dir / 'elastic'}",
         str(run_dir / "main.py"),
     ]
     output = RankOutput(run_dir, spec.world_size, write, color=spec.color)

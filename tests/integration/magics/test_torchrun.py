@@ -102,6 +102,18 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     assert not descendants()
 
 
+def test_a_finished_run_leaves_nothing_in_the_temporary_folder(
+    shell: Shell, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun and its ranks read TMPDIR afresh (this process's tempfile has cached its folder):
+    # torch's agent made a torchelastic_* log folder there for every run, and left it.
+    ranks_tmp = in_tmp / "ranks-tmp"
+    ranks_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(ranks_tmp))
+    shell.ok("%%torchrun -n 2\nprint('ran', rank)\n")
+    assert not list(ranks_tmp.iterdir())
+
+
 def test_after_the_kernel_imported_torch_and_ran_a_step(shell: Shell, in_tmp: Path) -> None:
     shell.ok(
         "model = torch.nn.Linear(4, 1)\n"
