@@ -203,8 +203,11 @@ def check_step(step: Step | None, exercise: CapExercise) -> Feedback:
     capped = device == "cuda"
     if capped:  # a real cap: a step that does not fit runs out of memory, as it would on the GPU
         from .session import current_plan
-        from .tiers import restore_limit
+        from .tiers import allocator_fraction, restore_limit
 
+        # The cap this process had, put back after: a plan made only now (a process that never
+        # called begin()) would be made under the step's cap, and keep it.
+        cap_before = allocator_fraction(torch.cuda.current_device())
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
         slack = 64 * 2**20  # room for the allocator's rounding; the peak is judged exactly
         # reserved, not allocated: holes in segments that hold live tensors count against a cap
@@ -225,7 +228,10 @@ def check_step(step: Step | None, exercise: CapExercise) -> Feedback:
         )
     finally:
         if capped:
-            restore_limit(current_plan())
+            if cap_before is None:  # a torch that cannot say: the plan's cap
+                restore_limit(current_plan())
+            else:
+                torch.cuda.set_per_process_memory_fraction(cap_before)
         if checkpointing is not None:
             setattr(model, "checkpointing", checkpointing)  # noqa: B010  # any module's flag
     budget = exercise.budget_bytes

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .cpus import limit_compile_threads
 from .results import Results
 from .sizing import Machine, describe_machine
-from .tiers import GpuMemory, GpuPlan, TierName, apply_plan, plan_for
+from .tiers import GpuMemory, GpuPlan, TierName, allocator_fraction, apply_plan, plan_for
 
 if TYPE_CHECKING:
     import torch
@@ -60,8 +60,8 @@ def gpu_memory(device: int) -> GpuMemory:
     import torch
 
     free, total = torch.cuda.mem_get_info(device)
-    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # not in older torch
-    fraction = float(getter(device)) if getter is not None else 1.0
+    fraction = allocator_fraction(device)
+    fraction = 1.0 if fraction is None else fraction
     return GpuMemory(int(total), int(free), fraction, int(torch.cuda.memory_reserved(device)))
 
 

@@ -269,6 +269,17 @@ def apply_plan(plan: GpuPlan, device: int = 0) -> None:
     torch.cuda.set_per_process_memory_fraction(plan.fraction, device)
 
 
+def allocator_fraction(device: int = 0) -> float | None:
+    """The allocator's per-process cap on GPU ``device`` now, however it was set.
+
+    ``None`` in a torch without ``torch.cuda.get_per_process_memory_fraction``. Imports torch.
+    """
+    import torch
+
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    return float(getter(device)) if getter is not None else None
+
+
 def restore_limit(plan: GpuPlan | None, device: int = 0) -> None:
     """Put the allocator cap back to the plan's (after a demo that lowered it). Imports torch."""
     import torch

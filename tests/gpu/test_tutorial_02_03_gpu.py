@@ -44,6 +44,7 @@ def test_checkpointing_check_under_a_real_cap(figures: dict[str, Any]) -> None:
     from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
     from tests.tutorial_answers_02_03 import batch_loss, flag_only, micro_batches, my_step_solution
 
+    cap_before = torch.cuda.get_per_process_memory_fraction(0)
     torch.manual_seed(0)
     model = GPT(GPTConfig(context=512, n_layer=6, n_head=8, d_model=512)).cuda()
     x = torch.randint(0, 256, (16, 512), device="cuda")
@@ -57,6 +58,9 @@ def test_checkpointing_check_under_a_real_cap(figures: dict[str, Any]) -> None:
     micro = check_step(micro_batches, exercise)
     assert not micro
     figures["checkpointing"] = {"solution": solved.message, "micro_batches": micro.message}
+    # Each check capped the allocator and put back the cap it found (this process made no plan
+    # before: one made under the cap kept it, and the next test ran out of memory at 1.77 GiB).
+    assert torch.cuda.get_per_process_memory_fraction(0) == cap_before
 
 
 def test_expandable_segments_on_both_patterns(figures: dict[str, Any]) -> None:

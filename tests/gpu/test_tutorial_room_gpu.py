@@ -1,5 +1,6 @@
-"""On a real GPU: the tutorials' tier comes from the memory this process may use, and notebook
-03's expandable_segments comparison, in fresh processes.
+"""On a real GPU: the tutorials' tier comes from the memory this process may use.
+
+(Notebook 03's expandable_segments comparison is ``test_tutorial_02_03_gpu.py``'s.)
 
     python3 -m pytest -m gpu tests/gpu/test_tutorial_room_gpu.py -x -q
 
@@ -121,20 +122,6 @@ def test_a_per_process_cap_sets_the_tier() -> None:
     if by_env["fraction"] == 1.0:
         pytest.skip("this torch does not read per_process_memory_fraction from the environment")
     assert by_env["tier"] == capped["tier"]
-
-
-def test_expandable_segments_in_fresh_processes() -> None:
-    sys.path.insert(0, str(ROOT))
-    from jupyter_gpu.tutorials.fragmentation import in_fresh_process
-
-    os.environ["PYTHONPATH"] = env()["PYTHONPATH"]
-    fresh = {on: in_fresh_process(on, pieces=300) for on in (False, True)}
-    FIGURES["expandable_segments"] = {
-        str(on): {**r.__dict__, "unusable_bytes": r.unusable_bytes} for on, r in fresh.items()
-    }
-    assert fresh[False].inactive_split_bytes > 0, "the pattern fragments the default allocator"
-    assert fresh[True].expandable is not False, "the child asked for expandable segments"
-    assert fresh[True].unusable_bytes < fresh[False].unusable_bytes
 
 
 @pytest.fixture(scope="module", autouse=True)

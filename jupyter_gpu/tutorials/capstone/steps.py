@@ -255,7 +255,7 @@ def measure_training(
 
 
 def format_matmul_rate(
-    dtype: str, *, device: str, size: int = 8192, seconds: float = 1.0
+    dtype: str, *, device: str, size: int = 8192, seconds: float = 2.0
 ) -> MatmulRate:
     """The sustained rate of a square ``size``-cubed product in ``dtype`` (fp32, tf32, bf16, fp16).
 
