@@ -46,7 +46,7 @@ def free_port() -> int:
 
 
 def wait_for(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     what: str | Callable[[], str] = "the condition was not met",
     *,
     timeout_s: float = 10.0,
@@ -104,7 +104,7 @@ def wait_until_execd(procs: Sequence[subprocess.Popen[Any]], *, timeout_s: float
 
 
 async def wait_for_async(
-    check: Callable[[], Awaitable[T]],
+    check: Callable[[], Awaitable[T | None]],
     what: str | Callable[[], str] = "the condition was not met",
     *,
     timeout_s: float = 30.0,

@@ -45,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -96,11 +97,12 @@ def local_paths_hidden(text: str, places: Mapping[str, str]) -> str:
         if not folder:  # a home of "/" (some containers) would stand in for every slash
             continue
         pattern = r"(?<![\w.-])" + re.escape(folder) + r"(?=/)"
-        text = re.sub(pattern, lambda _match, stand_in=places[place]: stand_in, text)
+        # Backslashes escaped: re.sub reads none of the stand-in as a group reference.
+        text = re.sub(pattern, places[place].replace("\\", "\\\\"), text)
     return text
 
 
-def to_html(nb: object, path: Path, places: Mapping[str, str]) -> bool:
+def to_html(nb: Any, path: Path, places: Mapping[str, str]) -> bool:
     """Write ``nb`` as HTML beside ``path`` if nbconvert is available; True if written.
 
     ``places``: the local folders to hide in it, as ``local_paths_hidden`` takes them.

@@ -156,7 +156,7 @@ def test_fp16_scaler_syncs_only_with_the_foreach_optimizer(
             counted.append(1)
         return real(self)
 
-    torch.Tensor.item = counting  # type: ignore[method-assign]  # count GradScaler's reads
+    torch.Tensor.item = counting  # type: ignore[method-assign, assignment]  # count GradScaler's reads
     try:
         step()
     finally:
@@ -343,7 +343,7 @@ def test_cuda_graphs_on_regionally_compiled_blocks_train(figures: dict[str, Any]
     plain = _bf16_step(model, optimizer)
 
     def step() -> None:
-        torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]  # untyped in torch
+        torch.compiler.cudagraph_mark_step_begin()
         plain()
 
     for _ in range(6):

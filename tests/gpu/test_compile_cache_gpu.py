@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -80,7 +80,9 @@ def test_triton_caches_are_recognised_and_cleared(tmp_path: Path) -> None:
     for variant, (proc, dirs) in runs.items():
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"{variant}: the compile failed:\n{err[-3000:]}"
-        caches = [("inductor", dirs["inductor"], True)]
+        caches: list[tuple[Literal["inductor", "triton"], Path, bool]] = [
+            ("inductor", dirs["inductor"], True)
+        ]
         if "triton" in dirs:
             caches.append(("triton", dirs["triton"], True))
         caches += [("inductor", p, False) for p in dirs["tmpdir"].glob("torchinductor_*")]

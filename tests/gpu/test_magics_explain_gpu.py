@@ -119,7 +119,7 @@ def test_sync_debug_mode_is_never_on_while_the_profiler_records(
     real = torch.cuda.set_sync_debug_mode
 
     def spy(mode: object) -> None:
-        seen.append((mode, torch.autograd._profiler_enabled()))
+        seen.append((mode, torch.autograd._profiler_enabled()))  # type: ignore[attr-defined]
         real(mode)  # type: ignore[arg-type]  # whatever the magic passes, torch checks
 
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", spy)

@@ -173,7 +173,7 @@ class Session:
         error = result.error_before_exec or result.error_in_exec
         if error is not None and not allow_error:
             raise RuntimeError(f"cell failed: {source[:80]!r}: {error!r}")
-        result.text = text  # type: ignore[attr-defined]  # kept with the result for the checks
+        result.text = text  # kept with the result for the checks
         return result
 
     def check(self, name: str, figure: str, ok: bool | None) -> None:
@@ -342,13 +342,13 @@ def run_all() -> Session:
             # logits (64x256x8192 bf16, from the %%amp stage) is the largest tensor a name holds
             summary.allocated_bytes == now and "logits" in names,
         )
-        gap = (
+        nvml_gap = (
             (summary.nvml_used_bytes - summary.reserved_bytes) if summary.nvml_used_bytes else None
         )
         s.check(
             "%memsummary: NVML's view of this process",
-            f"NVML {summary.nvml_used_bytes / GIB:.2f} GiB, gap {gap / GIB:.2f} GiB"
-            if gap is not None
+            f"NVML {summary.nvml_used_bytes / GIB:.2f} GiB, gap {nvml_gap / GIB:.2f} GiB"
+            if nvml_gap is not None
             else f"n/a ({summary.nvml_reason})",
             None,
         )

@@ -127,7 +127,7 @@ def nvml_pids() -> set[int]:
 
     backend = NvmlBackend()
     try:
-        return {p.pid for d in backend.read() for p in d.processes}
+        return {p.pid for d in backend.read() for p in d.processes if p.pid is not None}
     finally:
         backend.close()
 
@@ -183,6 +183,7 @@ def test_ranks_are_the_notebooks_in_snapshot_and_an_interrupt_leaves_no_gpu_proc
             timeout_s=30,
             poll_s=0.5,
         )
+        assert rows is not None
         assert all(r["notebook"] == "torchrun-check.ipynb" for r in rows), rows
         FIGURES["attributed_ranks"] = rows
 

@@ -28,14 +28,14 @@ pytestmark = pytest.mark.gpu
 def test_top_kernel_check_on_a_real_cuda_profile(figures: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
-    from torch.autograd import DeviceType
+    from torch.autograd import DeviceType  # type: ignore[attr-defined]  # not in __all__
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     from jupyter_gpu.tutorials.checks_04 import check_top_kernel, top_kernel
     from jupyter_gpu.tutorials.digits import DigitsCNN
 
     torch.manual_seed(0)
-    model = DigitsCNN(32).cuda().to(memory_format=torch.channels_last)
+    model = DigitsCNN(32).cuda().to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stub lacks it
     opt = torch.optim.AdamW(model.parameters(), fused=True)
     x = torch.randn(256, 1, 64, 64).pin_memory()
     y = torch.randint(0, 10, (256,)).pin_memory()
