@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,10 @@ class ExerciseNotSolvedError(AssertionError):
     """An exercise's check cell failed: the message says what to look at."""
 
 
-def require(feedback: Feedback) -> Feedback:
+FeedbackT = TypeVar("FeedbackT", bound=Feedback)
+
+
+def require(feedback: FeedbackT) -> FeedbackT:
     """Return ``feedback`` if it passed; otherwise show it and raise.
 
     A check cell ends with ``require(...)``, so a wrong or missing answer stops "Run all" there
