@@ -185,13 +185,18 @@ class CompileLogs:
         return kernel_names(list(self.code))
 
 
-def compile_with_logs(device: str, *, width: int = 256, batch: int = 64) -> CompileLogs:
+def compile_with_logs(
+    device: str, *, width: int = 256, batch: int = 64, parent: str | None = None
+) -> CompileLogs:
     """Compile the probe once in a fresh process with ``TORCH_LOGS`` and ``TORCH_TRACE`` set.
+
+    The trace and the generated code stay in a new folder (under ``parent``, default the
+    temporary folder) for the reader to open with ``tlparse``: it is theirs to remove.
 
     Raises:
         RuntimeError: the child failed (its stderr's end is in the message).
     """
-    folder = Path(tempfile.mkdtemp(prefix="jupyter-gpu-torch-trace-"))
+    folder = Path(tempfile.mkdtemp(prefix="jupyter-gpu-torch-trace-", dir=parent))
     trace_dir, cache_dir = folder / "trace", folder / "inductor-cache"
     env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}
     env |= {

@@ -22,6 +22,7 @@ Figures go to ``$JUPYTER_GPU_OUT/tutorial_lessons_gpu.json`` (or ``$OUT``) when 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,10 +142,10 @@ def test_a_reduce_overhead_step_replays_two_graphs_and_launches_the_rest(
     assert launches.kernels > launches.kernel_launches  # the graphs' kernels ran too
 
 
-def test_output_code_and_torch_trace_on_a_gpu(figures: dict[str, Any]) -> None:
+def test_output_code_and_torch_trace_on_a_gpu(figures: dict[str, Any], tmp_path: Path) -> None:
     from jupyter_gpu.tutorials.compile_logs import compile_with_logs, first_kernel
 
-    logs = compile_with_logs("cuda")
+    logs = compile_with_logs("cuda", parent=str(tmp_path))
     figures["output_code"] = {
         "kernels": logs.kernels,
         "seconds": logs.seconds,

@@ -122,8 +122,8 @@ def test_a_missing_trace_folder_is_empty(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_one_real_compile_logs_its_code_and_traces_it() -> None:
-    logs = compile_with_logs("cpu", width=32, batch=8)
+def test_one_real_compile_logs_its_code_and_traces_it(tmp_path: Path) -> None:
+    logs = compile_with_logs("cpu", width=32, batch=8, parent=str(tmp_path))
     assert logs.kernels, "Inductor generates at least the GELU's C++ kernel"
     assert all(k.startswith("cpp_") for k in logs.kernels)
     assert first_kernel(list(logs.code))[0].startswith(logs.kernels[0])
@@ -132,4 +132,4 @@ def test_one_real_compile_logs_its_code_and_traces_it() -> None:
     kinds = dict(logs.trace.kinds)
     assert kinds.get("dynamo_start") == 1
     assert kinds.get("inductor_output_code") == 1
-    assert Path(logs.folder).is_dir()
+    assert Path(logs.folder).parent == tmp_path
