@@ -58,8 +58,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' helpers, from a source tree
 
-from jupyter_gpu.measure.digits import three_digits  # noqa: E402 (path set-up)
-from jupyter_gpu.measure.interval import paired_ratio  # noqa: E402 (path set-up)
+from jupyter_gpu.measure.interval import fmt_ratio, paired_ratio  # noqa: E402 (path set-up)
 from tests.helpers import (  # noqa: E402 (path set-up)
     JUPYTER_GPU_ON,
     free_port,
@@ -275,8 +274,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         paired = r.get("snapshot_over_status")
-        low_high = "-".join(three_digits(v) for v in paired[1:]) if paired else ""
-        ratio = f"{three_digits(paired[0])}x ({low_high}x)" if paired else ""
+        ratio = (
+            f"{fmt_ratio(paired[0])}x ({fmt_ratio(paired[1])}-{fmt_ratio(paired[2])}x)"
+            if paired
+            else ""
+        )
         lines.append(
             f"| {r['config']} | {r['tabs']} | {ms(r, 'status')} | {ms(r, 'snapshot')} "
             f"| {ratio} | {r['delivered_per_s']} / {r['promised_per_s']} "

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_gpu.measure import Ratio
-from jupyter_gpu.measure.digits import significant
 from jupyter_gpu.measure.matmul_rate import tflops_text
 
 from .claims import Claim
+from .plots import format_number
 from .sizing import Machine
 from .tiers import GpuPlan
 
@@ -62,13 +62,11 @@ def _number(value: float, unit: str, *, in_interval: bool = False) -> str:
     spec = _FORMATS.get(unit)
     if spec is not None:
         return format(value, spec)
-    # Any other unit (µs, GB/s, FLOP/byte, a count): three significant digits, as the notebooks
-    # print such figures (7.24 µs, not 7.242). Beside an interval's ends all three keep their
-    # trailing zeros so that they read alike; alone, a count reads 48, not 48.0.
-    text = significant(value, 3)
-    if in_interval or "." not in text or "e" in text:
-        return text
-    return text.rstrip("0").removesuffix(".")
+    if float(value).is_integer() and not in_interval:  # a count: 48, not 48.0
+        return f"{value:,.0f}"
+    # Any other unit (µs, GB/s, FLOP/byte): as the notebooks print such figures (7.24 µs, not
+    # 7.242; 3,010 GB/s).
+    return format_number(value)
 
 
 @dataclass(frozen=True)

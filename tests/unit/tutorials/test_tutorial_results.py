@@ -55,8 +55,7 @@ def test_format_value() -> None:
     assert format_value(707.91, "TFLOP/s") == "707.9 TFLOP/s"
     assert format_value(0.0001414, "TFLOP/s") == "0.000141 TFLOP/s"
     assert format_value(7.242, "µs") == "7.24 µs"
-    assert format_value(0.5, "KiB") == "0.5 KiB"
-    assert format_value(0.5, "KiB", in_interval=True) == "0.500 KiB"
+    assert format_value(3010.4, "GB/s") == "3,010 GB/s"
 
 
 def test_checks_apply_only_to_full_size_runs_on_the_named_gpu() -> None:
