@@ -5,13 +5,22 @@ library, tears CUPTI down when a profile ends only when ``TEARDOWN_CUPTI=1`` is 
 (``cuptiTearDown_()`` in Kineto's ``CuptiActivityApi.cpp``); otherwise CUPTI stays attached to
 the process, and pytorch/pytorch#144455 reports later steps running slower for it. Whether a
 process has profiled is a state of that process, so the comparison needs several processes: one
-child per variant (never profiled; profiled once; profiled once with ``TEARDOWN_CUPTI=1``),
-each training notebook 04's CNN on one batch that stays on its device.
+child per variant (never profiled; profiled once; profiled once with ``TEARDOWN_CUPTI=1``).
+
+Each child times one or both of notebook 04's steps (:data:`STEPS`): its CNN on one batch that
+stays on the device ("model"), and the same CNN fed by section 5's pipeline ("pipeline": raw
+digit batches indexed and pinned on the CPU, copied with ``non_blocking=True``, augmented on the
+device by ``augment_on_device``), which launches more kernels a step and keeps the CPU busier.
+The step the GPU bounds hides a cost per launch that the pipeline's step shows.
 
 The children are timed as the one timing method times variants (``jupyter_gpu.measure``): in
-rounds, each round one block of steps per child, the order reversed every other round, so a
-drift of the machine falls on every variant alike; ratios are the medians of the round-paired
-ratios, with their interval. Only one child runs at a time: the others wait for their turn.
+rounds, each round one block of steps per child and step, the order reversed every other round,
+so a drift of the machine falls on every variant alike; ratios are the medians of the
+round-paired ratios, with their interval. Only one child runs at a time: the others wait for
+their turn. A child asked to quit that has not exited within :data:`QUIT_TIMEOUT_S` is killed,
+and the result names it: ``benchmarks/gpu_augmentation.py``, profiled with ``TEARDOWN_CUPTI=1``,
+twice did not exit by itself on an H100 under torch 2.11, where this probe's children did
+(``benchmarks/RESULTS.md``, 2026-12-06).
 
 Run as ``python -m jupyter_gpu.tutorials.cupti_probe child ...`` (what :func:`measure` starts).
 """
@@ -30,12 +39,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from jupyter_gpu.measure import Comparison, Timing
+from jupyter_gpu.measure import Comparison, Ratio, Timing
 
 #: Lines of the children's protocol start with this (torch may print other lines).
 MARK = "CUPTI_PROBE "
 #: How long a child may take to start (torch, CUDA, warm-up, profile) or to time a block.
 REPLY_TIMEOUT_S = 300.0
+#: How long a child asked to quit may take to exit before it is killed.
+QUIT_TIMEOUT_S = 15.0
+#: The steps a child can time, by the name the protocol uses, with the label results carry.
+STEPS: dict[str, str] = {
+    "model": "model alone",
+    "pipeline": "raw batches + augmentation on the device",
+}
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,34 @@ class ProbeSize:
     profile_steps: int = 5
 
 
+def probe_key(variant: str, step: str) -> str:
+    """A child's step's name in :attr:`ProbeResult.timings`: ``"profiled once: model alone"``."""
+    return f"{variant}: {STEPS[step]}"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The children's times, and which children had to be killed when asked to quit."""
+
+    #: Per-step times of each (variant, step), keyed by :func:`probe_key`; the first is the
+    #: baseline of ``timings.ratio(name)``.
+    timings: Comparison
+    #: The variants, in the order given (the first is the one the others are read against).
+    variants: tuple[str, ...]
+    #: The steps each child timed (names from :data:`STEPS`).
+    steps: tuple[str, ...]
+    #: Variants whose child did not exit within :data:`QUIT_TIMEOUT_S` of being asked to.
+    killed: tuple[str, ...]
+
+    def ratio(self, variant: str, step: str, *, against: tuple[str, str]) -> Ratio:
+        """How many times longer ``against`` (variant, step) took than (``variant``, ``step``)."""
+        return self.timings.ratio(probe_key(variant, step), baseline=probe_key(*against))
+
+    def step_s(self, variant: str, step: str) -> float:
+        """The median seconds of one step of ``step`` in ``variant``'s child."""
+        return self.timings[probe_key(variant, step)].median_s
+
+
 class ProbeError(RuntimeError):
     """A child did not start, failed, or did not answer in time (the message says which)."""
 
@@ -73,7 +117,9 @@ class ProbeError(RuntimeError):
 class _Child:
     """One child process and a thread that reads its protocol lines."""
 
-    def __init__(self, name: str, variant: ProbeVariant, size: ProbeSize) -> None:
+    def __init__(
+        self, name: str, variant: ProbeVariant, size: ProbeSize, steps: Sequence[str]
+    ) -> None:
         self.name = name
         args = [
             sys.executable,
@@ -86,6 +132,7 @@ class _Child:
             f"--width={size.width}",
             f"--steps={size.steps_per_block}",
             f"--profile-steps={size.profile_steps if variant.profiled else 0}",
+            f"--timed={','.join(steps)}",
         ]
         self.proc = subprocess.Popen(  # noqa: S603  # our own module, this interpreter
             args,
@@ -135,14 +182,18 @@ class _Child:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.send("quit")
-                self.proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+    def stop(self) -> bool:
+        """Ask the child to quit; kill it if it has not exited in time. True if it was killed."""
+        if self.proc.poll() is not None:
+            return False
+        try:
+            self.send("quit")
+            self.proc.wait(timeout=QUIT_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+            return True
+        return False
 
 
 def measure(
@@ -150,44 +201,46 @@ def measure(
     *,
     rounds: int,
     variants: Mapping[str, ProbeVariant] | None = None,
-) -> Comparison:
-    """Time each variant's child in ``rounds`` interleaved rounds; per-step times.
-
-    The first variant is the baseline of ``result.ratio(name)``.
+    steps: Sequence[str] = ("model",),
+) -> ProbeResult:
+    """Time ``steps`` in each variant's child in ``rounds`` interleaved rounds; per-step times.
 
     Raises:
         ProbeError: a child failed to start or to answer (its last error lines are quoted).
-        ValueError: ``rounds`` < 1 or no variants.
+        ValueError: ``rounds`` < 1, no variants, or a step not in :data:`STEPS`.
     """
     chosen = dict(variants if variants is not None else VARIANTS)
     if rounds < 1 or not chosen:
         raise ValueError(f"need rounds >= 1 and a variant, got {rounds=}, {len(chosen)} variants")
-    children = {name: _Child(name, variant, size) for name, variant in chosen.items()}
+    unknown = [step for step in steps if step not in STEPS]
+    if unknown or not steps:
+        raise ValueError(f"steps must be some of {sorted(STEPS)}, not {list(steps)}")
+    children = {name: _Child(name, variant, size, steps) for name, variant in chosen.items()}
+    order = [(name, step) for name in children for step in steps]
+    times: dict[tuple[str, str], list[float]] = {pair: [] for pair in order}
     try:
         for child in children.values():
             child.reply()  # ready: warmed up, and profiled if it was to be
-        times: dict[str, list[float]] = {name: [] for name in children}
-        order = list(children)
         for done in range(rounds):
-            for name in order if done % 2 == 0 else reversed(order):
-                children[name].send("block")
-                times[name].append(float(children[name].reply()["step_s"]))
+            for name, step in order if done % 2 == 0 else reversed(order):
+                children[name].send(f"block {step}")
+                times[name, step].append(float(children[name].reply()["step_s"]))
     finally:
-        for child in children.values():
-            child.stop()
+        killed = [name for name, child in children.items() if child.stop()]
     timings = {
-        name: Timing(tuple(values), warmup=1, calls_per_run=size.steps_per_block)
-        for name, values in times.items()
+        probe_key(name, step): Timing(tuple(values), warmup=1, calls_per_run=size.steps_per_block)
+        for (name, step), values in times.items()
     }
     clock = "perf_counter around a synchronised block, in each child process"
-    return Comparison(timings, next(iter(timings)), rounds, clock)
+    comparison = Comparison(timings, next(iter(timings)), rounds, clock)
+    return ProbeResult(comparison, tuple(children), tuple(steps), tuple(killed))
 
 
 # ---------------------------------------------------------------------------- the child
 
 
 def _child(argv: Sequence[str]) -> None:
-    """A child: build the step, warm up, profile if asked, then time blocks on request."""
+    """A child: build the steps, warm up, profile if asked, then time blocks on request."""
     parser = argparse.ArgumentParser(prog="cupti_probe child")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--size", type=int, default=32)
@@ -195,13 +248,16 @@ def _child(argv: Sequence[str]) -> None:
     parser.add_argument("--width", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile-steps", type=int, default=0)
+    parser.add_argument("--timed", default="model", help="comma-separated names from STEPS")
     args = parser.parse_args(argv)
+    timed = args.timed.split(",")
 
     import torch
     import torch.nn.functional as F
 
     from jupyter_gpu.measure import synchronize
-    from jupyter_gpu.tutorials.digits import DigitsCNN
+    from jupyter_gpu.tutorials.digits import DigitsCNN, load_digits_splits
+    from jupyter_gpu.tutorials.pipeline import RawDigitBatches, augment_on_device
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -211,37 +267,53 @@ def _child(argv: Sequence[str]) -> None:
     model: Any = DigitsCNN(args.width).to(device)
     model.to(memory_format=torch.channels_last)  # torch's stubs omit memory_format
     optimizer = torch.optim.AdamW(model.parameters(), fused=cuda)
-    x = torch.randn(args.batch, 1, args.size, args.size, device=device)
-    x = x.to(memory_format=torch.channels_last)
-    y = torch.randint(0, 10, (args.batch,), device=device)
     amp = cuda and torch.cuda.is_bf16_supported()
+    reused_x = torch.randn(args.batch, 1, args.size, args.size, device=device)
+    reused_y = torch.randint(0, 10, (args.batch,), device=device)
+    # Notebook 04's section 5: raw batches, pinned on a GPU, copied without blocking, augmented.
+    raw = (
+        RawDigitBatches(load_digits_splits()[0], args.batch, pin=cuda)
+        if "pipeline" in timed
+        else None
+    )
 
-    def step() -> None:
+    def train(x: Any, y: Any) -> None:
+        x = x.to(memory_format=torch.channels_last)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             loss: Any = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(5):
-        step()
+    def pipeline_step() -> None:
+        assert raw is not None
+        x, y = next(raw)
+        x, y = x.to(device, non_blocking=cuda), y.to(device, non_blocking=cuda)
+        train(augment_on_device(x, args.size), y)
+
+    steps = {"model": lambda: train(reused_x, reused_y), "pipeline": pipeline_step}
+    for name in timed:
+        for _ in range(5):
+            steps[name]()
     if args.profile_steps:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with profile(activities=activities):
-            for _ in range(args.profile_steps):
-                step()
+            for name in timed:
+                for _ in range(args.profile_steps):
+                    steps[name]()
             synchronize(device)
     synchronize(device)
     _say({"ready": True})
     for line in sys.stdin:
-        if line.strip() != "block":
+        command, _, name = line.strip().partition(" ")
+        if command != "block" or name not in steps:
             break
         synchronize(device)
         start = time.perf_counter()
         for _ in range(args.steps):
-            step()
+            steps[name]()
         synchronize(device)
         _say({"step_s": (time.perf_counter() - start) / args.steps})
 

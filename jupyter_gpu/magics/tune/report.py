@@ -7,6 +7,7 @@ mimetype, drawn without a CDN; a small SVG as its HTML fallback), as the other m
 from __future__ import annotations
 
 import html
+import os
 from typing import Any
 
 from jupyter_gpu.magics.output.render import (
@@ -42,6 +43,15 @@ METHOD = (
     "with the kept fixes' (the memory it adds). The compile modes are each timed on top of the "
     "kept others, none on top of another; a larger batch is never kept. The kept fixes together "
     "are timed against the step as it is."
+)
+#: Under the method, on a GPU after %tune's profile of the step (docs/magics.md, "What a profile
+#: leaves in the kernel", has what an attached CUPTI measured on two steps).
+AFTER_PROFILE = (
+    "On this GPU every fix was timed after %tune's profile of the step, and Kineto (the "
+    "profiler's library) keeps CUPTI attached to the kernel's process after a profile unless "
+    "TEARDOWN_CUPTI=1 is set: that costs the CPU time on each kernel launch, so a fix that "
+    "launches fewer kernels can gain more here than in a process that never profiled (see "
+    "'What a profile leaves in the kernel' in jupyter-gpu's docs/magics.md)."
 )
 #: The line under the table.
 ON_TOP = (
@@ -252,6 +262,15 @@ def over_budget_line(result: TuneResult) -> str | None:
     )
 
 
+def method_lines(result: TuneResult) -> list[str]:
+    """How the speedups were measured; on a GPU, that the trials came after a profile."""
+    lines = [METHOD]
+    torn_down = os.environ.get("TEARDOWN_CUPTI") == "1"  # Kineto's own test: the value "1"
+    if result.device == "cuda" and result.profile is not None and not torn_down:
+        lines.append(AFTER_PROFILE)
+    return lines
+
+
 def show_report(result: TuneResult) -> None:
     """Display the whole report (text and HTML), then the waterfall."""
     text: list[str] = []
@@ -334,8 +353,9 @@ def show_report(result: TuneResult) -> None:
     if result.restored is not None:
         text.append(result.restored.line)
         parts.append(html_note(result.restored.line))
-    text.append(METHOD)
-    parts.append(html_note(METHOD))
+    for line in method_lines(result):
+        text.append(line)
+        parts.append(html_note(line))
     publish("\n".join(text), html_block(parts))
     drawn = waterfall(result)
     if drawn is not None:

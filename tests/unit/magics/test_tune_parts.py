@@ -39,7 +39,10 @@ from jupyter_gpu.magics.tune.plan import selection
 from jupyter_gpu.magics.tune.precision import Autocast, Tf32
 from jupyter_gpu.magics.tune.progress import Progress
 from jupyter_gpu.magics.tune.report import (
+    AFTER_PROFILE,
+    METHOD,
     fixes_table,
+    method_lines,
     over_budget_line,
     stack_line,
     waterfall,
@@ -631,3 +634,19 @@ def test_the_new_loaders_code_says_whether_the_quota_or_the_cap_set_its_workers(
     assert (
         "# workers: 3 = the 4 CPUs this kernel may use, less one for the training process" in quota
     )
+
+
+def test_on_a_gpu_the_method_says_the_fixes_were_timed_after_a_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    profile = StepProfile(
+        0.1, (0.09, 0.11), 12, 5, None, "", 0.0, 0, 0.0, {}, [], None, None, None, ""
+    )
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    on_gpu = TuneResult("step()", "cuda", profile=profile)
+    assert method_lines(on_gpu) == [METHOD, AFTER_PROFILE]
+    # No profile, a CPU (no CUPTI), or CUPTI torn down after the profile: nothing to say.
+    assert method_lines(TuneResult("step()", "cuda")) == [METHOD]
+    assert method_lines(TuneResult("step()", "cpu", profile=profile)) == [METHOD]
+    monkeypatch.setenv("TEARDOWN_CUPTI", "1")
+    assert method_lines(on_gpu) == [METHOD]

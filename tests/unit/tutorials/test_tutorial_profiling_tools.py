@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from jupyter_gpu.tutorials.cupti_probe import ProbeError, ProbeSize, ProbeVariant, measure
+from jupyter_gpu.tutorials import cupti_probe
+from jupyter_gpu.tutorials.cupti_probe import (
+    ProbeError,
+    ProbeSize,
+    ProbeVariant,
+    measure,
+    probe_key,
+)
 from jupyter_gpu.tutorials.nsight import (
     find_nsys,
     parse_nvtx_sum,
@@ -100,14 +109,54 @@ def test_processes_that_profiled_and_did_not_are_timed_in_rounds() -> None:
         "never profiled": ProbeVariant(profiled=False),
         "profiled once": ProbeVariant(profiled=True),
     }
-    result = measure(size, rounds=2, variants=variants)
-    assert list(result) == ["never profiled", "profiled once"]
-    assert result.baseline == "never profiled"
-    assert result["profiled once"].runs == 2
-    assert all(t > 0 for t in result["never profiled"].times_s)
-    assert result.ratio("profiled once").rounds == 2
+    result = measure(size, rounds=2, variants=variants, steps=("model", "pipeline"))
+    assert result.variants == ("never profiled", "profiled once")
+    assert result.steps == ("model", "pipeline")
+    assert result.killed == ()
+    assert list(result.timings) == [
+        "never profiled: model alone",
+        "never profiled: raw batches + augmentation on the device",
+        "profiled once: model alone",
+        "profiled once: raw batches + augmentation on the device",
+    ]
+    assert result.timings.baseline == probe_key("never profiled", "model")
+    assert result.timings[probe_key("profiled once", "pipeline")].runs == 2
+    assert all(t > 0 for t in result.timings[probe_key("never profiled", "model")].times_s)
+    # Read against the same step in another process, or another step in the same process.
+    across = result.ratio("profiled once", "pipeline", against=("never profiled", "pipeline"))
+    within = result.ratio("never profiled", "pipeline", against=("never profiled", "model"))
+    assert across.rounds == within.rounds == 2
+    assert within.baseline == probe_key("never profiled", "model")
+    assert result.step_s("never profiled", "model") == pytest.approx(
+        result.timings[probe_key("never profiled", "model")].median_s
+    )
     with pytest.raises(ValueError, match="rounds"):
         measure(size, rounds=0, variants=variants)
+    with pytest.raises(ValueError, match="steps must be some of"):
+        measure(size, rounds=1, variants=variants, steps=("model", "no-such-step"))
+
+
+@pytest.mark.slow
+def test_a_child_that_does_not_exit_when_asked_is_killed_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real child that hangs at exit: Python runs sitecustomize at start-up, and this one
+    # registers a sleep for the interpreter's exit (as a profiled process once hung there).
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, time\natexit.register(time.sleep, 60)\n"
+    )
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
+    monkeypatch.setattr(cupti_probe, "QUIT_TIMEOUT_S", 2.0)
+    size = ProbeSize("cpu", size=16, batch=8, width=4, steps_per_block=1)
+    variants = {
+        "never profiled": ProbeVariant(profiled=False),
+        "hangs at exit": ProbeVariant(profiled=False, env={"PYTHONPATH": path}),
+    }
+    started = time.monotonic()
+    result = measure(size, rounds=1, variants=variants)
+    assert result.killed == ("hangs at exit",)
+    assert time.monotonic() - started < 50  # stopped, not waited for
+    assert result.timings[probe_key("hangs at exit", "model")].runs == 1
 
 
 @pytest.mark.slow
