@@ -72,7 +72,7 @@ VARIANTS: dict[str, ProbeVariant] = {
 
 @dataclass(frozen=True)
 class ProbeSize:
-    """The step each child times: notebook 04's CNN (``width``) on one ``batch`` of images."""
+    """The steps' sizes: notebook 04's CNN (``width``), ``batch`` images of ``size`` px."""
 
     device: str
     size: int
