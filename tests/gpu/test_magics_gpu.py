@@ -20,7 +20,7 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 - ``%memsummary``: allocated equals ``torch.cuda.memory_allocated()``; after a real CUDA OOM,
   ``--free`` frees the failed call's activations.
 - ``%%profile``: GPU kernels in the table, its rows equal to torch's ``key_averages()``, GPU
-  idle fraction; the launch-bound hint on a tiny MLP.
+  idle fraction; the launch-bound hint on a tiny MLP; the note that CUPTI stays attached, once.
 - ``%compile --bench``: compiled faster than eager (GPT forward, default mode; tiny MLP,
   reduce-overhead), graph break reported with the user's line.
 - ``%gpu``: one line per GPU with this kernel's torch memory.
@@ -397,6 +397,12 @@ def run_all() -> Session:
             and not differ
             and all(r.name != own for r in prof.rows),
         )
+        attached = "keeps CUPTI attached"
+        s.check(
+            "%%profile: the process's first GPU profile says CUPTI stays attached",
+            "said" if attached in r.text else "not said",
+            attached in r.text,
+        )
         s.check(
             "%%profile: GPU idle fraction (GPT step)",
             pct(prof.gpu_idle_fraction),
@@ -412,6 +418,11 @@ def run_all() -> Session:
             "%%profile: hint on a launch-bound MLP",
             f"idle {pct(tiny.gpu_idle_fraction)}: {(tiny.hints or ['-'])[0][:50]}",
             any("Launch-bound" in h or "idle" in h for h in tiny.hints),
+        )
+        s.check(
+            "%%profile: a second GPU profile does not say it again",
+            "said again" if attached in r.text else "not said",
+            attached not in r.text,
         )
 
     with s.stage("%compile"):

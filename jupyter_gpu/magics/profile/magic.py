@@ -33,6 +33,7 @@ from jupyter_gpu.magics.shell.lazy_torch import torch_module
 from jupyter_gpu.measure import synchronize
 
 from .analysis import analyse, hints
+from .cupti import after_profile_note
 from .loaders import find_loaders, loader_fix
 from .report import show_profile
 from .results import ProfileResult
@@ -288,6 +289,9 @@ class ProfileMagics(ShellMagics):
         )
         if not args.quiet:
             show_profile(result, analysis, cuda=cuda, args=args)
+            after = after_profile_note(cuda=cuda)
+            if after is not None:
+                show_note(after, warn=True)
         if trace_problem is not None:  # said even with -q: it stands for an error not raised
             show_note(
                 f"--trace {args.trace}: the trace was not written ({trace_problem}).", warn=True

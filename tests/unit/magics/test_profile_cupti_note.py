@@ -1,0 +1,33 @@
+"""%%profile says once a process what a GPU profile leaves behind (CUPTI attached)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_gpu.magics.profile import cupti
+from jupyter_gpu.magics.profile.cupti import AFTER_PROFILE_NOTE, after_profile_note
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cupti, "_said_in", set())
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+
+
+def test_the_first_gpu_profile_of_a_process_says_it_and_no_later_one() -> None:
+    assert after_profile_note(cuda=True) == AFTER_PROFILE_NOTE
+    assert after_profile_note(cuda=True) is None
+    assert "TEARDOWN_CUPTI=1" in AFTER_PROFILE_NOTE
+
+
+def test_a_cpu_profile_says_nothing_and_leaves_the_note_for_a_gpu_one() -> None:
+    assert after_profile_note(cuda=False) is None  # a CPU profile uses no CUPTI
+    assert after_profile_note(cuda=True) == AFTER_PROFILE_NOTE
+
+
+@pytest.mark.parametrize(("value", "said"), [("1", False), ("0", True), ("yes", True)])
+def test_only_teardown_cupti_1_tears_it_down(
+    monkeypatch: pytest.MonkeyPatch, value: str, said: bool
+) -> None:
+    monkeypatch.setenv("TEARDOWN_CUPTI", value)  # Kineto tests for the value "1" only
+    assert (after_profile_note(cuda=True) is not None) is said
