@@ -49,7 +49,7 @@ METHOD = (
 AFTER_PROFILE = (
     "On this GPU every fix was timed after %tune's profile of the step, and Kineto (the "
     "profiler's library) keeps CUPTI attached to the kernel's process after a profile unless "
-    "TEARDOWN_CUPTI=1 is set: that costs the CPU time on each kernel launch, so a fix that "
+    "TEARDOWN_CUPTI=1 is set: that costs CPU time on each kernel launch, so a fix that "
     "launches fewer kernels can gain more here than in a process that never profiled (see "
     "'What a profile leaves in the kernel' in jupyter-gpu's docs/magics.md)."
 )
