@@ -25,9 +25,14 @@ AFTER_PROFILE_NOTE = (
 _said_in: set[int] = set()
 
 
+def cupti_torn_down() -> bool:
+    """Whether Kineto tears CUPTI down when a profile ends here (it tests for the value "1")."""
+    return os.environ.get("TEARDOWN_CUPTI") == "1"
+
+
 def after_profile_note(*, cuda: bool) -> str | None:
     """The note, the first time a GPU profile ends in this process without a teardown."""
-    if not cuda or os.getpid() in _said_in or os.environ.get("TEARDOWN_CUPTI") == "1":
+    if not cuda or os.getpid() in _said_in or cupti_torn_down():
         return None
     _said_in.add(os.getpid())
     return AFTER_PROFILE_NOTE

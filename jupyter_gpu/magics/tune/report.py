@@ -7,7 +7,6 @@ mimetype, drawn without a CDN; a small SVG as its HTML fallback), as the other m
 from __future__ import annotations
 
 import html
-import os
 from typing import Any
 
 from jupyter_gpu.magics.output.render import (
@@ -21,6 +20,7 @@ from jupyter_gpu.magics.output.render import (
     publish,
     publish_figure,
 )
+from jupyter_gpu.magics.profile.cupti import cupti_torn_down
 from jupyter_gpu.magics.shell.lazy_torch import describe_device
 from jupyter_gpu.measure import fmt_ratio, fmt_seconds
 from jupyter_gpu.measure.digits import three_digits
@@ -265,8 +265,7 @@ def over_budget_line(result: TuneResult) -> str | None:
 def method_lines(result: TuneResult) -> list[str]:
     """How the speedups were measured; on a GPU, that the trials came after a profile."""
     lines = [METHOD]
-    torn_down = os.environ.get("TEARDOWN_CUPTI") == "1"  # Kineto's own test: the value "1"
-    if result.device == "cuda" and result.profile is not None and not torn_down:
+    if result.device == "cuda" and result.profile is not None and not cupti_torn_down():
         lines.append(AFTER_PROFILE)
     return lines
 
