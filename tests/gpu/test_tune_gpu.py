@@ -134,6 +134,9 @@ def test_precision_the_optimizer_a_larger_batch_compile_on_top_and_the_suggestio
     # MFU against the data-sheet peak of the dtype the matmuls run in (the H200 is in it).
     assert result.profile.flops_per_step > 0
     assert result.profile.mfu_before.fraction is not None, ran.text
+    # The trials came after %tune's profile, in a kernel that did not set TEARDOWN_CUPTI: the
+    # method says CUPTI stayed attached (docs/magics.md, "What a profile leaves in the kernel").
+    assert "keeps CUPTI attached" in ran.text, ran.text
     # The suggestions: the attention's line in Block.forward, the sync's line in the cell.
     names = {s.name: s for s in result.suggestions}
     assert "torch.softmax(scores" in names["scaled_dot_product_attention"].where
