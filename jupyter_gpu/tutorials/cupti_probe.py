@@ -14,12 +14,18 @@ device by ``augment_on_device``), which launches more kernels a step and keeps t
 The step the GPU bounds hides a cost per launch that the pipeline's step shows.
 
 The children are timed as the one timing method times variants (``jupyter_gpu.measure``): in
-rounds, each round one block of steps per child and step, the order reversed every other round,
-so a drift of the machine falls on every variant alike; ratios are the medians of the
-round-paired ratios, with their interval. Only one child runs at a time: the others wait for
-their turn. A child asked to quit that has not exited within :data:`QUIT_TIMEOUT_S` is killed,
-and the result names it: ``benchmarks/gpu_augmentation.py``, profiled with ``TEARDOWN_CUPTI=1``,
-twice did not exit by itself on an H100 under torch 2.11, where this probe's children did
+rounds, each round one block of steps per child and step, the order reversed every other round, so
+a drift of the machine falls on every variant alike; ratios are the medians of the round-paired
+ratios, with their interval. Only one child runs at a time: the others wait for their turn. That
+interval is of the rounds, within each process; two processes can also differ by themselves (on a
+2-core CPU, three children of one variant timed the same steps up to 1.45x apart; on one H100 a
+child's model alone ran 1.25x slower than its sibling's). So a profile's cost is read with the
+model alone as a control in each process (:meth:`ProbeResult.within_process`), as well as step
+against step across processes. Every child runs the same steps before it is timed, profiled or not.
+
+A child asked to quit that has not exited within :data:`QUIT_TIMEOUT_S` is killed, and the result
+names it: ``benchmarks/gpu_augmentation.py``, profiled with ``TEARDOWN_CUPTI=1``, twice did not
+exit by itself on an H100 under torch 2.11, where this probe's children did
 (``benchmarks/RESULTS.md``, 2026-12-06).
 
 Run as ``python -m jupyter_gpu.tutorials.cupti_probe child ...`` (what :func:`measure` starts).
@@ -28,6 +34,7 @@ Run as ``python -m jupyter_gpu.tutorials.cupti_probe child ...`` (what :func:`me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -39,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from jupyter_gpu.measure import Comparison, Ratio, Timing
+from jupyter_gpu.measure import Comparison, Ratio, Timing, paired_ratio
 
 #: Lines of the children's protocol start with this (torch may print other lines).
 MARK = "CUPTI_PROBE "
@@ -109,6 +116,31 @@ class ProbeResult:
         """The median seconds of one step of ``step`` in ``variant``'s child."""
         return self.timings[probe_key(variant, step)].median_s
 
+    def within_process(
+        self, variant: str, *, against: str, step: str = "pipeline", control: str = "model"
+    ) -> Ratio:
+        """``step`` as a multiple of ``control`` in ``variant``'s child, against ``against``'s.
+
+        Two processes of one variant can differ by themselves: on a 2-core CPU, three children
+        that never profiled timed the same steps up to 1.45x apart, both steps alike. Each
+        round's time of ``step`` is divided by the same round's time of ``control`` in the same
+        child, which cancels what a child does to every step; the two children's quotients are
+        then paired round by round, as any two variants are.
+        """
+
+        def quotients(name: str) -> list[float]:
+            timed = self.timings[probe_key(name, step)].times_s
+            controls = self.timings[probe_key(name, control)].times_s
+            return [t / c for t, c in zip(timed, controls, strict=True)]
+
+        return paired_ratio(
+            quotients(against),
+            quotients(variant),
+            level=self.timings.level,
+            variant=f"{variant}: {STEPS[step]} / {STEPS[control]}",
+            baseline=f"{against}: {STEPS[step]} / {STEPS[control]}",
+        )
+
 
 class ProbeError(RuntimeError):
     """A child did not start, failed, or did not answer in time (the message says which)."""
@@ -131,7 +163,8 @@ class _Child:
             f"--batch={size.batch}",
             f"--width={size.width}",
             f"--steps={size.steps_per_block}",
-            f"--profile-steps={size.profile_steps if variant.profiled else 0}",
+            f"--profile-steps={size.profile_steps}",
+            *(["--profile"] if variant.profiled else []),
             f"--timed={','.join(steps)}",
         ]
         self.proc = subprocess.Popen(  # noqa: S603  # our own module, this interpreter
@@ -248,6 +281,7 @@ def _child(argv: Sequence[str]) -> None:
     parser.add_argument("--width", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile-steps", type=int, default=0)
+    parser.add_argument("--profile", action="store_true", help="run --profile-steps profiled")
     parser.add_argument("--timed", default="model", help="comma-separated names from STEPS")
     args = parser.parse_args(argv)
     timed = args.timed.split(",")
@@ -295,15 +329,19 @@ def _child(argv: Sequence[str]) -> None:
     for name in timed:
         for _ in range(5):
             steps[name]()
-    if args.profile_steps:
+    # Every child runs the same steps before it is timed, under the profiler or not, so that
+    # the children differ in the profile alone.
+    recording: Any = contextlib.nullcontext()
+    if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=activities):
-            for name in timed:
-                for _ in range(args.profile_steps):
-                    steps[name]()
-            synchronize(device)
+        recording = profile(activities=activities)
+    with recording:
+        for name in timed:
+            for _ in range(args.profile_steps):
+                steps[name]()
+        synchronize(device)
     synchronize(device)
     _say({"ready": True})
     for line in sys.stdin:

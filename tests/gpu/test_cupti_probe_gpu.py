@@ -39,6 +39,12 @@ def test_a_profile_s_cost_on_the_notebooks_two_steps(figures: dict[str, Any]) ->
         for variant in (ONCE, TEARDOWN)
         for step in ("model", "pipeline")
     }
+    # The same cost with the model alone as the control in each process (two processes can
+    # differ by themselves: on one H100 a profiled child ran the model alone 1.25x slower).
+    figures["within_process_against_never_profiled"] = {
+        variant: probe.within_process(variant, against=NEVER).describe()
+        for variant in (ONCE, TEARDOWN)
+    }
     figures["killed"] = list(probe.killed)
     assert len(probe.timings) == 6
     assert all(min(probe.timings[k].times_s) > 0 for k in probe.timings)

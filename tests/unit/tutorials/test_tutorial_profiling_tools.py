@@ -11,9 +11,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from jupyter_gpu.measure import Comparison, Timing
 from jupyter_gpu.tutorials import cupti_probe
 from jupyter_gpu.tutorials.cupti_probe import (
     ProbeError,
+    ProbeResult,
     ProbeSize,
     ProbeVariant,
     measure,
@@ -102,6 +104,43 @@ def test_the_nsys_command_and_its_failures_come_back_as_values(tmp_path: Path) -
     assert found is None or Path(found).name == "nsys"
 
 
+def _probe(times_ms: dict[tuple[str, str], list[float]]) -> ProbeResult:
+    timings = {
+        probe_key(variant, step): Timing(tuple(t / 1e3 for t in ms), warmup=1)
+        for (variant, step), ms in times_ms.items()
+    }
+    comparison = Comparison(timings, next(iter(timings)), 8, "by hand")
+    return ProbeResult(comparison, ("never profiled", "profiled once"), ("model", "pipeline"), ())
+
+
+def test_a_profile_s_cost_is_read_against_the_model_alone_in_the_same_process() -> None:
+    # Eight rounds with a little noise; the profiled child runs every step 1.4x slower, as a
+    # process can by itself, and its pipeline 1.2x slower again only in the second case.
+    noise = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99]
+    for extra, expected in ((1.0, None), (1.2, 1.2)):
+        result = _probe(
+            {
+                ("never profiled", "model"): [2.8 * n for n in noise],
+                ("never profiled", "pipeline"): [3.0 * n for n in reversed(noise)],
+                ("profiled once", "model"): [1.4 * 2.8 * n for n in noise[1:] + noise[:1]],
+                ("profiled once", "pipeline"): [1.4 * extra * 3.0 * n for n in noise[::-1]],
+            }
+        )
+        across = result.ratio("profiled once", "pipeline", against=("never profiled", "pipeline"))
+        assert across.slower  # step against step, the process's own pace counts as a cost
+        within = result.within_process("profiled once", against="never profiled")
+        if expected is None:
+            assert within.low <= 1 <= within.high, within.describe()  # no measurable difference
+        else:
+            assert within.slower, within.describe()
+            assert 1 / within.value == pytest.approx(expected, rel=0.05)
+        assert within.rounds == 8
+        assert (
+            within.variant
+            == "profiled once: raw batches + augmentation on the device / model alone"
+        )
+
+
 @pytest.mark.slow
 def test_processes_that_profiled_and_did_not_are_timed_in_rounds() -> None:
     size = ProbeSize("cpu", size=16, batch=8, width=4, steps_per_block=2, profile_steps=2)
@@ -126,6 +165,12 @@ def test_processes_that_profiled_and_did_not_are_timed_in_rounds() -> None:
     across = result.ratio("profiled once", "pipeline", against=("never profiled", "pipeline"))
     within = result.ratio("never profiled", "pipeline", against=("never profiled", "model"))
     assert across.rounds == within.rounds == 2
+    controlled = result.within_process("profiled once", against="never profiled")
+    assert controlled.rounds == 2
+    assert (
+        controlled.baseline
+        == "never profiled: raw batches + augmentation on the device / model alone"
+    )
     assert within.baseline == probe_key("never profiled", "model")
     assert result.step_s("never profiled", "model") == pytest.approx(
         result.timings[probe_key("never profiled", "model")].median_s
