@@ -341,8 +341,7 @@ def _child(argv: Sequence[str]) -> None:
         for name in timed:
             for _ in range(args.profile_steps):
                 steps[name]()
-        synchronize(device)
-    synchronize(device)
+        synchronize(device)  # inside the profile, so that it records the last kernels
     _say({"ready": True})
     for line in sys.stdin:
         command, _, name = line.strip().partition(" ")
