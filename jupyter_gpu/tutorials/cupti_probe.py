@@ -215,18 +215,28 @@ class _Child:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
 
-    def stop(self) -> bool:
-        """Ask the child to quit; kill it if it has not exited in time. True if it was killed."""
-        if self.proc.poll() is not None:
-            return False
-        try:
+    def ask_to_quit(self) -> None:
+        """Tell the child to quit (it may have exited already)."""
+        with contextlib.suppress(OSError):  # its stdin is closed: it has gone
             self.send("quit")
-            self.proc.wait(timeout=QUIT_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
+
+    def stop(self, deadline: float) -> bool:
+        """Kill the child if it has not exited by ``deadline`` (monotonic). True if killed."""
+        try:
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
             return True
         return False
+
+
+def _stop_all(children: Mapping[str, _Child]) -> list[str]:
+    """Ask every child to quit at once, give them :data:`QUIT_TIMEOUT_S` together; the killed."""
+    for child in children.values():
+        child.ask_to_quit()
+    deadline = time.monotonic() + QUIT_TIMEOUT_S
+    return [name for name, child in children.items() if child.stop(deadline)]
 
 
 def measure(
@@ -259,7 +269,7 @@ def measure(
                 children[name].send(f"block {step}")
                 times[name, step].append(float(children[name].reply()["step_s"]))
     finally:
-        killed = [name for name, child in children.items() if child.stop()]
+        killed = _stop_all(children)
     timings = {
         probe_key(name, step): Timing(tuple(values), warmup=1, calls_per_run=size.steps_per_block)
         for (name, step), values in times.items()

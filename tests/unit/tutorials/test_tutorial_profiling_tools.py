@@ -191,7 +191,9 @@ def test_a_child_that_does_not_exit_when_asked_is_killed_and_named(
         "import atexit, time\natexit.register(time.sleep, 60)\n"
     )
     path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
-    monkeypatch.setattr(cupti_probe, "QUIT_TIMEOUT_S", 2.0)
+    # Time enough for a torch process to exit on two busy cores (2 s was not, once in CI),
+    # well short of the hang; every child gets the same window, at once.
+    monkeypatch.setattr(cupti_probe, "QUIT_TIMEOUT_S", 10.0)
     size = ProbeSize("cpu", size=16, batch=8, width=4, steps_per_block=1)
     variants = {
         "never profiled": ProbeVariant(profiled=False),
