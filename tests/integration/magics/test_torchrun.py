@@ -61,30 +61,42 @@ def descendants() -> list[psutil.Process]:
 
 
 def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in_tmp: Path) -> None:
-    go = in_tmp / "go"
+    go, bar_seen = in_tmp / "go", in_tmp / "bar-seen"
     seen_while_running = threading.Event()
+    # The bar's first draw opens the bottom line; each later one is "\r" + prefix + bar over it.
+    bar_opened = re.compile(r"\x1b\[\d+m\[rank 0\]\x1b\[0m\s+0%\|")
+    bar_redrawn = re.compile(r"\r\x1b\[\d+m\[rank 0\]\x1b\[0m\s+\d+%\|")
 
-    def release_when_first_line_shows() -> None:
-        # Streaming: rank 0 waits for this file, which is only written once its first line
-        # reached the cell's output while the ranks still ran.
-        wait_for(
-            lambda: "first line" in getattr(sys.stdout, "getvalue", str)(),
-            "rank 0's first line never reached the output",
-            timeout_s=120,
-            poll_s=0.05,
-        )
+    def release_when_shown() -> None:
+        # Streaming: rank 0 waits for each file, which is only written once what it printed
+        # reached the cell's output while the ranks still ran: its first line, then its bar's
+        # first draw. (On a loaded machine the whole bar came in one read, shown as its last
+        # line alone, as a terminal would show it: no redraw to see.)
+        def shown() -> str:
+            return str(getattr(sys.stdout, "getvalue", str)())
+
+        wait_for(lambda: "first line" in shown(), "rank 0's first line never reached the output",
+                 timeout_s=120, poll_s=0.05)  # fmt: skip
         seen_while_running.set()
         go.touch()
+        wait_for(lambda: bar_opened.search(shown()), "rank 0's bar never showed while it ran",
+                 timeout_s=120, poll_s=0.05)  # fmt: skip
+        bar_seen.touch()
 
-    threading.Thread(target=release_when_first_line_shows, daemon=True).start()
+    threading.Thread(target=release_when_shown, daemon=True).start()
     ran = shell.ok(
         f"%%torchrun -n 2\n"
         f"import os, sys, time\n"
         f"from tqdm import tqdm\n"
+        f"def wait_for(path):\n"
+        f"    end = time.monotonic() + 120\n"
+        f"    while rank == 0 and not os.path.exists(path) and time.monotonic() < end:\n"
+        f"        time.sleep(0.05)\n"
         f"print(f'first line from rank {{rank}} of {{world_size}} on {{device}}')\n"
-        f"while rank == 0 and not os.path.exists({str(go)!r}):\n"
-        f"    time.sleep(0.05)\n"
-        f"for _ in tqdm(range(4), disable=rank != 0, mininterval=0, ncols=60):\n"
+        f"wait_for({str(go)!r})\n"
+        f"bar = tqdm(range(4), disable=rank != 0, mininterval=0, ncols=60)\n"
+        f"wait_for({str(bar_seen)!r})\n"
+        f"for _ in bar:\n"
         f"    time.sleep(0.05)\n"
         f"print('done', rank, file=sys.stderr)\n"
     )
@@ -95,8 +107,8 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     assert "[rank 1] first line from rank 1 of 2 on cpu" in shown
     assert "[rank 0] done 0" in shown
     assert "[rank 1] done 1" in shown
-    # tqdm redraws its line: each update is "\r" + prefix + bar, and the final line stays.
-    assert re.search(r"\r\x1b\[\d+m\[rank 0\]\x1b\[0m\s+\d+%\|", out), out
+    assert bar_seen.exists(), out
+    assert bar_redrawn.search(out), out  # the open line was drawn over, not left behind
     assert re.search(r"^\[rank 0\] 100%\|.*\| 4/4", shown, re.M), shown
     assert "%%torchrun: 2 ranks finished" in shown
     assert not descendants()
