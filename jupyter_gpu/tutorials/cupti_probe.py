@@ -232,7 +232,10 @@ class _Child:
 
 
 def _stop_all(children: Mapping[str, _Child]) -> list[str]:
-    """Ask every child to quit at once, give them :data:`QUIT_TIMEOUT_S` together; the killed."""
+    """Ask every child to quit at once and give them :data:`QUIT_TIMEOUT_S` together.
+
+    Returns the names of the children that had to be killed.
+    """
     for child in children.values():
         child.ask_to_quit()
     deadline = time.monotonic() + QUIT_TIMEOUT_S
