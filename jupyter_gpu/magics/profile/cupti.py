@@ -16,9 +16,10 @@ import os
 AFTER_PROFILE_NOTE = (
     "Note: after a GPU profile, Kineto (torch's profiler library) keeps CUPTI attached to this "
     "kernel's process unless TEARDOWN_CUPTI=1 is set, and each later kernel launch pays for it: "
-    "on an H100 a training step of 134 launches ran 1.15x slower in a process that had profiled "
-    "than in one that never had, and a step the GPU kept busy 1.01x slower (jupyter-gpu's "
-    "docs/magics.md). Time in a fresh kernel for figures you compare. (Said once a kernel.)"
+    "on an H100 a training step of 134 launches ran 1.15x slower (1.06-1.18x) in a process that "
+    "had profiled than in one that never had, and a step the GPU kept busy 1.01x slower "
+    "(1.00-1.07x); two processes can also differ by themselves (jupyter-gpu's docs/magics.md). "
+    "Time in a fresh kernel for figures you compare. (Said once a kernel.)"
 )
 
 #: The processes that said it (a forked child has not: its own launches pay as well).

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from jupyter_gpu.magics.profile import cupti
@@ -31,3 +34,15 @@ def test_only_teardown_cupti_1_tears_it_down(
 ) -> None:
     monkeypatch.setenv("TEARDOWN_CUPTI", value)  # Kineto tests for the value "1" only
     assert (after_profile_note(cuda=True) is not None) is said
+
+
+def test_the_notes_figures_are_the_ones_docs_magics_keeps() -> None:
+    # The note quotes measured ratios with their intervals: each must stand in the docs' table
+    # it cites, so that a figure changed there cannot leave an old one in the magic's output.
+    docs = (Path(__file__).parents[3] / "docs" / "magics.md").read_text()
+    section = docs[docs.index("### What a profile leaves in the kernel") :]
+    section = section[: section.index("\n### ", 1)]
+    figures = re.findall(r"(\d+\.\d+x) slower \((\d+\.\d+-\d+\.\d+x)\)", AFTER_PROFILE_NOTE)
+    assert len(figures) == 2
+    for ratio, interval in figures:
+        assert f"{ratio} slower ({interval})" in section
