@@ -73,6 +73,10 @@ left() { echo $((limit - (SECONDS - start))); }
 
 if [ -f .whl/install.py ]; then
   python3 .whl/install.py >"$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+  # install.py installs with --no-compile; pip install compiles bytecode, and with it any
+  # SyntaxWarning of a package's source (torchao 0.x's quant_api.py), where no one sees it. Do the
+  # same here, or the first notebook to import the package shows the warning in its executed copy.
+  python3 -m compileall -q -j 0 /tmp/site >>"$work/install.log" 2>&1
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PATH=/tmp/site/bin:$PATH
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 JUPYTER_GPU_OUT=$work/figures
