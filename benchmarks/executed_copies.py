@@ -1,17 +1,18 @@
-"""Which executed copies in ``benchmarks/h200-notebooks/`` ran the code their notebook has now.
+"""Which executed copies in ``benchmarks/*-notebooks/`` ran the code their notebook has now.
 
     python benchmarks/executed_copies.py
-    python benchmarks/executed_copies.py --copies DIR --notebooks DIR
+    python benchmarks/executed_copies.py --copies DIR [--copies DIR...] --notebooks DIR
 
 A teacher shows a copy when the room's GPUs are too slow (``docs/teaching.md``, *Executed
 copies*), and a copy is only as current as the run it came from. This compares each copy's code
 cells with its notebook's, cell by cell, by the cell ids nbconvert writes into the HTML
-(``id="cell-id=..."``), and prints one row a notebook: the code cells that are the same, changed,
-not in the copy, and only in the copy. A copy is *current* when every code cell is the same.
+(``id="cell-id=..."``), and prints one row a notebook and folder (the folder names the GPU that
+ran its copies): the code cells that are the same, changed, not in the copy, and only in the
+copy. A copy is *current* when every code cell is the same.
 
 It reads code cells only: a current copy may still predate a change to a markdown cell or to
 ``jupyter_gpu``'s own code, which the HTML does not record. Exit status 0 when every notebook has
-a current copy, 1 otherwise.
+a current copy in one of the folders, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -98,23 +99,36 @@ def _verdict(result: CopyCheck) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
-    parser.add_argument("--copies", type=Path, default=ROOT / "benchmarks" / "h200-notebooks")
+    parser.add_argument(
+        "--copies",
+        type=Path,
+        action="append",
+        help="a folder of executed copies (repeatable; default: every benchmarks/*-notebooks/)",
+    )
     args = parser.parse_args(argv)
-    rows = []
-    for notebook in sorted(args.notebooks.glob("*.ipynb")):
-        copy = args.copies / f"{notebook.stem}.html"
-        if not copy.exists():
-            print(f"{notebook.stem:20s} no copy")
-            rows.append(False)
-            continue
-        result = check(notebook, copy)
-        total = len(result.same) + len(result.changed) + len(result.not_in_copy)
-        print(
-            f"{notebook.stem:20s} {len(result.same):3d} of {total:3d} code cells the same: "
-            f"{_verdict(result)}"
-        )
-        rows.append(result.current)
-    return 0 if rows and all(rows) else 1
+    folders = args.copies or sorted((ROOT / "benchmarks").glob("*-notebooks"))
+    notebooks = sorted(args.notebooks.glob("*.ipynb"))
+    current: set[str] = set()
+    for folder in folders:
+        print(f"{folder.name}/")
+        for notebook in notebooks:
+            copy = folder / f"{notebook.stem}.html"
+            if not copy.exists():
+                print(f"  {notebook.stem:20s} no copy")
+                continue
+            result = check(notebook, copy)
+            total = len(result.same) + len(result.changed) + len(result.not_in_copy)
+            print(
+                f"  {notebook.stem:20s} {len(result.same):3d} of {total:3d} code cells the same: "
+                f"{_verdict(result)}"
+            )
+            if result.current:
+                current.add(notebook.stem)
+    missing = [n.stem for n in notebooks if n.stem not in current]
+    print(
+        f"no current copy: {', '.join(missing)}" if missing else "every notebook has a current copy"
+    )
+    return 1 if missing or not notebooks else 0
 
 
 if __name__ == "__main__":

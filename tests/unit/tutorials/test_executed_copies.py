@@ -80,4 +80,6 @@ def test_the_command_exits_0_only_when_every_copy_is_current(
         (ROOT / "notebooks" / "01-torch-compile.ipynb").read_bytes()
     )
     assert copies.main(["--notebooks", str(notebooks), "--copies", folder]) == 1
-    assert "01-torch-compile     no copy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  01-torch-compile     no copy" in out
+    assert out.endswith("no current copy: 01-torch-compile\n")
