@@ -35,6 +35,10 @@ _CODE_CELL = re.compile(
     re.S,
 )
 _TAG = re.compile(r"<[^>]+>")
+# The machine line every notebook's first cell prints (``tutorials/sizing.py``, ``Machine``):
+# "GPU: NVIDIA H100 80GB HBM3 (79 GiB); torch 2.11.0+cu130, CUDA 13.0", at the start of a line of
+# an output's <pre>. Searched in the HTML as it is: stripping every tag of a page takes ~0.5 s.
+_GPU_LINE = re.compile(r"(?:^|<pre>)GPU: ([^<\n]+?) \([\d.,]+ GiB\); torch ", re.M)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class CopyCheck:
     """One notebook against its executed copy: code cell ids by what became of them."""
 
     notebook: str
+    #: The GPU the copy ran on, from its machine line (None: no such line).
+    gpu: str | None
     same: list[str]
     changed: list[str]
     not_in_copy: list[str]
@@ -60,6 +66,12 @@ def copy_code_cells(page: str) -> dict[str, str]:
     }
 
 
+def copy_gpu(page: str) -> str | None:
+    """The GPU an executed copy ran on, as its notebook's machine line names it."""
+    found = _GPU_LINE.search(page)
+    return html.unescape(found.group(1)) if found else None
+
+
 def notebook_code_cells(path: Path) -> dict[str, str]:
     """The code cells of a notebook file, by cell id."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -71,9 +83,11 @@ def notebook_code_cells(path: Path) -> dict[str, str]:
 def check(notebook: Path, copy: Path) -> CopyCheck:
     """Compare ``notebook``'s code cells with those of its HTML ``copy``."""
     now = notebook_code_cells(notebook)
-    ran = copy_code_cells(copy.read_text(encoding="utf-8"))
+    page = copy.read_text(encoding="utf-8")
+    ran = copy_code_cells(page)
     return CopyCheck(
         notebook=notebook.stem,
+        gpu=copy_gpu(page),
         same=[i for i in now if i in ran and ran[i] == now[i]],
         changed=[i for i in now if i in ran and ran[i] != now[i]],
         not_in_copy=[i for i in now if i not in ran],
@@ -119,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             result = check(notebook, copy)
             total = len(result.same) + len(result.changed) + len(result.not_in_copy)
             print(
-                f"  {notebook.stem:20s} {len(result.same):3d} of {total:3d} code cells the same: "
-                f"{_verdict(result)}"
+                f"  {notebook.stem:20s} on {result.gpu or 'no GPU line'}: {len(result.same)} "
+                f"of {total} code cells the same: {_verdict(result)}"
             )
             if result.current:
                 current.add(notebook.stem)

@@ -83,3 +83,31 @@ def test_the_command_exits_0_only_when_every_copy_is_current(
     out = capsys.readouterr().out
     assert "  01-torch-compile     no copy" in out
     assert out.endswith("no current copy: 01-torch-compile\n")
+
+
+def test_the_gpu_is_read_from_the_machine_line_and_a_copy_without_one_has_none(
+    copy_of_00: Path,
+) -> None:
+    line = "GPU: NVIDIA H100 80GB HBM3 (79 GiB); torch 2.11.0+cu130, CUDA 13.0"
+    assert copies.copy_gpu(f"<pre>{line}\nfull sizes\n</pre>") == "NVIDIA H100 80GB HBM3"
+    assert copies.copy_gpu(f"<pre>full sizes\n{line}\n</pre>") == "NVIDIA H100 80GB HBM3"
+    escaped = "<pre>GPU: R&amp;D board (16 GiB); torch 2.11.0</pre>"
+    assert copies.copy_gpu(escaped) == "R&D board"
+    assert copies.copy_gpu(f"<pre>print('{line}')</pre>") is None  # code, not the line
+    # an unexecuted notebook printed nothing; its code names no GPU either
+    assert copies.copy_gpu(copy_of_00.read_text()) is None
+
+
+@pytest.mark.parametrize(
+    "folder", sorted((ROOT / "benchmarks").glob("*-notebooks")), ids=lambda p: p.name
+)
+def test_each_committed_copy_ran_on_the_gpu_its_folder_names(folder: Path) -> None:
+    # h100-notebooks/ holds an H100's copies: a copy filed under another GPU's folder would show
+    # a room that GPU's figures under the wrong name.
+    gpu = folder.name.removesuffix("-notebooks").upper()
+    pages = sorted(folder.glob("*.html"))
+    assert pages
+    for page in pages:
+        ran_on = copies.copy_gpu(page.read_text(encoding="utf-8"))
+        assert ran_on is not None, page.name
+        assert gpu in ran_on.upper().split(), (page.name, ran_on)
