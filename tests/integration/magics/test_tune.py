@@ -193,6 +193,13 @@ def test_a_starved_step_gets_its_input_pipeline_first_and_everything_back(files:
     assert loader_state(shell) == loader_before
     assert result.restored.exact, result.restored.line
     assert re.search(r"%tune \[2/\d+\] trying input pipeline", ran.text)  # the progress lines
+    loader_fix = next((f for f in result.fixes if f.name == "input pipeline"), None)
+    assert loader_fix is not None, ran.text
+    if not (loader_fix.kept and (loader_fix.speedup or 0.0) >= 1.5):
+        # Before the ranking: a loader fix the run could not measure is ranked after the kept
+        # ones (the clean-clone CI of 2026-12-06, twenty-seventh session: 1.29x, 0.730-1.53x,
+        # "other processes kept 1.9 of this process's 2 CPUs busy", fused optimizer first).
+        unless_busy(result, ran.text, f"the input pipeline read {loader_fix.describe()}")
     top = result.fixes[0]
     assert top.name == "input pipeline", ran.text
     assert top.on_top_of == ()  # tried first: against the step as it is
@@ -203,8 +210,6 @@ def test_a_starved_step_gets_its_input_pipeline_first_and_everything_back(files:
     # Ranked best first: kept fixes by speedup, then the others.
     keys = [(not f.kept, -(f.speedup or 0.0)) for f in result.fixes if f.speedup is not None]
     assert keys == sorted(keys)
-    if not (top.kept and top.speedup >= 1.5):
-        unless_busy(result, ran.text, f"the input pipeline read {top.describe()}")
     assert top.kept
     assert top.speedup >= 1.5, ran.text
     assert top.interval[0] > 1.0
