@@ -34,6 +34,7 @@ from jupyter_gpu.tutorials.seeding import (
     repeats,
     reseed_held_generator,
 )
+from tests.helpers import ROOT, load_script
 
 
 def _loader(**options: object) -> DataLoader[object]:
@@ -211,3 +212,30 @@ def test_a_child_that_fails_is_reported_with_its_error() -> None:
     size = ProbeSize("no-such-device", size=16, batch=8, width=4, steps_per_block=1)
     with pytest.raises(ProbeError, match="never profiled: exited"):
         measure(size, rounds=1, variants={"never profiled": ProbeVariant(profiled=False)})
+
+
+def test_the_rounds_script_splits_each_child_s_quotient_by_the_round_s_direction() -> None:
+    # The probe reverses its order every other round: in reversed rounds a child's pipeline is
+    # the first block after its siblings ran. Here that block pays 50 % more, as a pause would
+    # make it; the script must show the split that the median of all rounds hides.
+    rounds_script = load_script(ROOT / "benchmarks" / "cupti_probe_rounds.py")
+    model = [3.0] * 8
+    pipeline = [3.3 if r % 2 == 0 else 4.95 for r in range(8)]
+    probe = _probe(
+        {
+            ("never profiled", "model"): model,
+            ("never profiled", "pipeline"): pipeline,
+            ("profiled once", "model"): model,
+            ("profiled once", "pipeline"): [3.3] * 8,
+        }
+    )
+    split = rounds_script.quotients_by_direction(probe, "never profiled")
+    assert split["forward"] == pytest.approx([1.1] * 4)
+    assert split["reversed"] == pytest.approx([1.65] * 4)
+    steady = rounds_script.quotients_by_direction(probe, "profiled once")
+    assert steady["forward"] == pytest.approx(steady["reversed"])
+    table = rounds_script.rounds_table(probe)
+    assert table[:2] == ["  child 1: never profiled", "  child 2: profiled once"]
+    assert table[3].split() == ["1", "forward", "3.00", "3.30", "3.00", "3.30"]
+    assert table[4].split() == ["2", "reversed", "3.00", "4.95", "3.00", "3.30"]
+    assert len(table) == 3 + 8
