@@ -86,14 +86,20 @@ def main() -> int:
         default="notebook",
         help="notebook 04's three children, or three that never profile",
     )
+    parser.add_argument(
+        "--compiled", action="store_true", help="the augmentation compiled, as 04 runs it on a GPU"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    size = ProbeSize(args.device, args.size, args.batch, args.width, args.steps)
+    size = ProbeSize(
+        args.device, args.size, args.batch, args.width, args.steps, compiled=args.compiled
+    )
     variants = VARIANTS if args.variants == "notebook" else NEVER
     print(
         f"{args.device}; {args.size} px, batch {args.batch}, width {args.width}; "
-        f"{args.rounds} rounds of {args.steps} steps a block; children: {', '.join(variants)}; "
+        f"{args.rounds} rounds of {args.steps} steps a block; augmentation "
+        f"{'compiled' if args.compiled else 'eager'}; children: {', '.join(variants)}; "
         f"{time.strftime('%Y-%m-%d %H:%M')}"
     )
     start = time.perf_counter()

@@ -10,8 +10,9 @@ child per variant (never profiled; profiled once; profiled once with ``TEARDOWN_
 Each child times one or both of notebook 04's steps (:data:`STEPS`): its CNN on one batch that
 stays on the device ("model"), and the same CNN fed by section 5's pipeline ("pipeline": raw
 digit batches indexed and pinned on the CPU, copied with ``non_blocking=True``, augmented on the
-device by ``augment_on_device``), which launches more kernels a step and keeps the CPU busier.
-The step the GPU bounds hides a cost per launch that the pipeline's step shows.
+device by ``augment_on_device``; compiled with ``torch.compile`` when :attr:`ProbeSize.compiled`
+is set, as the notebook runs it on a GPU), which launches more kernels a step and keeps the CPU
+busier. The step the GPU bounds hides a cost per launch that the pipeline's step shows.
 
 The children are timed as the one timing method times variants (``jupyter_gpu.measure``): in
 rounds, each round one block of steps per child and step, the order reversed every other round, so
@@ -87,6 +88,9 @@ class ProbeSize:
     width: int
     steps_per_block: int
     profile_steps: int = 5
+    #: The pipeline's augmentation compiled (``torch.compile``, in the child's own process: no
+    #: pool of compile workers starts beside the timing), before the child's warm-up ends.
+    compiled: bool = False
 
 
 def probe_key(variant: str, step: str) -> str:
@@ -165,6 +169,7 @@ class _Child:
             f"--steps={size.steps_per_block}",
             f"--profile-steps={size.profile_steps}",
             *(["--profile"] if variant.profiled else []),
+            *(["--compile"] if size.compiled else []),
             f"--timed={','.join(steps)}",
         ]
         self.proc = subprocess.Popen(  # noqa: S603  # our own module, this interpreter
@@ -296,6 +301,7 @@ def _child(argv: Sequence[str]) -> None:
     parser.add_argument("--profile-steps", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="run --profile-steps profiled")
     parser.add_argument("--timed", default="model", help="comma-separated names from STEPS")
+    parser.add_argument("--compile", action="store_true", help="compile the augmentation")
     args = parser.parse_args(argv)
     timed = args.timed.split(",")
 
@@ -332,11 +338,24 @@ def _child(argv: Sequence[str]) -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    def augment_eager(x: Any) -> Any:
+        return augment_on_device(x, args.size)
+
+    augment: Any = augment_eager
+    if args.compile:
+        from torch._inductor import config as inductor_config
+
+        # In this process: Inductor's pool of compile workers, starting beside a timing, slowed
+        # every step that prepared a batch on the CPU (benchmarks/gpu_augmentation.py). The
+        # compile itself happens in the warm-up below.
+        inductor_config.compile_threads = 1
+        augment = torch.compile(augment_eager)
+
     def pipeline_step() -> None:
         assert raw is not None
         x, y = next(raw)
         x, y = x.to(device, non_blocking=cuda), y.to(device, non_blocking=cuda)
-        train(augment_on_device(x, args.size), y)
+        train(augment(x), y)
 
     steps = {"model": lambda: train(reused_x, reused_y), "pipeline": pipeline_step}
     for name in timed:
