@@ -12,10 +12,15 @@ pipeline-over-model quotient in forward and in reversed rounds. If the spread fo
 it is the cost of a child's first block after a pause; if it follows the round, the machine moved.
 
 ``--variants never`` starts three children that never profile: any difference among them is the
-processes' own, with no profile involved.
+processes' own, with no profile involved. ``--rotate K`` moves the first K children to the end:
+the probe starts its children in order and times them in that order (reversed every other
+round), so a child that reads slower in every position it is given is slow by its variant, and
+one that reads slower only where it is put first is slow by its place (on 2026-12-06, in three
+runs on one H100, the first child read the largest ratio each time).
 
     python benchmarks/cupti_probe_rounds.py                       # on a GPU, notebook 04's sizes
     python benchmarks/cupti_probe_rounds.py --variants never
+    python benchmarks/cupti_probe_rounds.py --rotate 1          # never profiled started last
     python benchmarks/cupti_probe_rounds.py --device cpu --size 32 --batch 32 --width 8 \\
         --steps 2 --rounds 2                                     # dry run
 
@@ -46,6 +51,13 @@ from jupyter_gpu.tutorials.cupti_probe import (  # noqa: E402 (as above)
 
 #: Three children that never profile: what processes differ by themselves.
 NEVER = {f"never profiled ({n})": ProbeVariant(profiled=False) for n in "abc"}
+
+
+def rotated(variants: dict[str, ProbeVariant], k: int) -> dict[str, ProbeVariant]:
+    """``variants`` with its first ``k`` (modulo their number) moved to the end, in order."""
+    names = list(variants)
+    k %= len(names)
+    return {name: variants[name] for name in names[k:] + names[:k]}
 
 
 def rounds_table(result: ProbeResult) -> list[str]:
@@ -89,13 +101,16 @@ def main() -> int:
     parser.add_argument(
         "--compiled", action="store_true", help="the augmentation compiled, as 04 runs it on a GPU"
     )
+    parser.add_argument(
+        "--rotate", type=int, default=0, help="move the first K children to the end of the order"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
     size = ProbeSize(
         args.device, args.size, args.batch, args.width, args.steps, compiled=args.compiled
     )
-    variants = VARIANTS if args.variants == "notebook" else NEVER
+    variants = rotated(dict(VARIANTS if args.variants == "notebook" else NEVER), args.rotate)
     print(
         f"{args.device}; {args.size} px, batch {args.batch}, width {args.width}; "
         f"{args.rounds} rounds of {args.steps} steps a block; augmentation "

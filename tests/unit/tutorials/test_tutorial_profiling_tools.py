@@ -239,3 +239,12 @@ def test_the_rounds_script_splits_each_child_s_quotient_by_the_round_s_direction
     assert table[3].split() == ["1", "forward", "3.00", "3.30", "3.00", "3.30"]
     assert table[4].split() == ["2", "reversed", "3.00", "4.95", "3.00", "3.30"]
     assert len(table) == 3 + 8
+
+
+def test_the_rounds_script_rotates_which_child_starts_first() -> None:
+    rounds_script = load_script(ROOT / "benchmarks" / "cupti_probe_rounds.py")
+    names = list(cupti_probe.VARIANTS)
+    assert list(rounds_script.rotated(dict(cupti_probe.VARIANTS), 0)) == names
+    assert list(rounds_script.rotated(dict(cupti_probe.VARIANTS), 1)) == names[1:] + names[:1]
+    assert list(rounds_script.rotated(dict(cupti_probe.VARIANTS), 4)) == names[1:] + names[:1]
+    assert rounds_script.rotated(dict(cupti_probe.VARIANTS), 2)[names[0]].profiled is False
