@@ -214,6 +214,18 @@ def test_a_child_that_fails_is_reported_with_its_error() -> None:
         measure(size, rounds=1, variants={"never profiled": ProbeVariant(profiled=False)})
 
 
+def test_a_compiled_probe_asks_its_children_to_compile_the_augmentation() -> None:
+    # Notebook 04 compiles the augmentation on a GPU; its children must time the same step.
+    for compiled in (False, True):
+        size = ProbeSize("cpu", size=16, batch=8, width=4, steps_per_block=1, compiled=compiled)
+        child = cupti_probe._Child("never profiled", ProbeVariant(profiled=False), size, ["model"])
+        child.proc.kill()
+        child.proc.wait()
+        args = child.proc.args
+        assert isinstance(args, list)
+        assert ("--compile" in args) is compiled
+
+
 def test_the_rounds_script_splits_each_child_s_quotient_by_the_round_s_direction() -> None:
     # The probe reverses its order every other round: in reversed rounds a child's pipeline is
     # the first block after its siblings ran. Here that block pays 50 % more, as a pause would
