@@ -62,10 +62,9 @@ def rotated(variants: dict[str, ProbeVariant], k: int) -> dict[str, ProbeVariant
 
 def rounds_table(result: ProbeResult) -> list[str]:
     """A legend of the children, then one line per round: its direction and each block, in ms."""
-    short = {"model": "model", "pipeline": "pipeline"}
     lines = [f"  child {n + 1}: {v}" for n, v in enumerate(result.variants)]
     keys = [(n, v, s) for n, v in enumerate(result.variants) for s in result.steps]
-    lines.append("round  order     " + "".join(f"{f'{n + 1} {short[s]}':>12s}" for n, _, s in keys))
+    lines.append("round  order     " + "".join(f"{f'{n + 1} {s}':>12s}" for n, _, s in keys))
     times = {(v, s): result.timings[probe_key(v, s)].times_s for _, v, s in keys}
     for r in range(result.timings.rounds):
         direction = "forward " if r % 2 == 0 else "reversed"
@@ -122,7 +121,7 @@ def main() -> int:
     print(f"took {time.perf_counter() - start:.0f} s; step times in ms:")
     print("\n".join(rounds_table(result)))
     print("\npipeline / model alone, each child's own rounds:")
-    figures: dict[str, object] = {"args": vars(args) | {"json": None}, "children": {}}
+    children: dict[str, dict[str, object]] = {}
     for variant in result.variants:
         split = quotients_by_direction(result, variant)
         within = result.ratio(variant, "pipeline", against=(variant, "model"))
@@ -132,11 +131,12 @@ def main() -> int:
             f"{medians.get('forward', float('nan')):.2f}, reversed "
             f"{medians.get('reversed', float('nan')):.2f}"
         )
-        figures["children"][variant] = {  # type: ignore[index]
+        children[variant] = {
             step: list(result.timings[probe_key(variant, step)].times_s) for step in result.steps
         } | {"within": within.describe(), "by_direction": split}
     if result.killed:
         print(f"killed after asked to quit: {', '.join(result.killed)}")
+    figures = {"args": vars(args) | {"json": None}, "children": children}
     write_json("cupti_probe_rounds.json", figures, path=args.json)
     return 0
 
