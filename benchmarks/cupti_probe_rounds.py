@@ -16,11 +16,15 @@ processes' own, with no profile involved. ``--rotate K`` moves the first K child
 the probe starts its children in order and times them in that order (reversed every other
 round), so a child that reads slower in every position it is given is slow by its variant, and
 one that reads slower only where it is put first is slow by its place (on 2026-12-06, in three
-runs on one H100, the first child read the largest ratio each time).
+runs on one H100, the first child read the largest ratio each time). ``--start reversed`` starts
+the children last to first and still times them in the given order: a first child that reads
+slowest either way is slow by its place in the rounds, one that moves with the start order is
+slow by being started first.
 
     python benchmarks/cupti_probe_rounds.py                       # on a GPU, notebook 04's sizes
     python benchmarks/cupti_probe_rounds.py --variants never
     python benchmarks/cupti_probe_rounds.py --rotate 1          # never profiled started last
+    python benchmarks/cupti_probe_rounds.py --variants never --start reversed
     python benchmarks/cupti_probe_rounds.py --device cpu --size 32 --batch 32 --width 8 \\
         --steps 2 --rounds 2                                     # dry run
 
@@ -103,6 +107,12 @@ def main() -> int:
     parser.add_argument(
         "--rotate", type=int, default=0, help="move the first K children to the end of the order"
     )
+    parser.add_argument(
+        "--start",
+        choices=("given", "reversed"),
+        default="given",
+        help="start the children in the order they are timed, or last to first",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -110,14 +120,22 @@ def main() -> int:
         args.device, args.size, args.batch, args.width, args.steps, compiled=args.compiled
     )
     variants = rotated(dict(VARIANTS if args.variants == "notebook" else NEVER), args.rotate)
+    start_order = list(variants)[:: -1 if args.start == "reversed" else 1]
     print(
         f"{args.device}; {args.size} px, batch {args.batch}, width {args.width}; "
         f"{args.rounds} rounds of {args.steps} steps a block; augmentation "
-        f"{'compiled' if args.compiled else 'eager'}; children: {', '.join(variants)}; "
+        f"{'compiled' if args.compiled else 'eager'}; children: {', '.join(variants)}, started "
+        f"{'last to first' if args.start == 'reversed' else 'in that order'}; "
         f"{time.strftime('%Y-%m-%d %H:%M')}"
     )
     start = time.perf_counter()
-    result = measure(size, rounds=args.rounds, variants=variants, steps=("model", "pipeline"))
+    result = measure(
+        size,
+        rounds=args.rounds,
+        variants=variants,
+        steps=("model", "pipeline"),
+        start_order=start_order,
+    )
     print(f"took {time.perf_counter() - start:.0f} s; step times in ms:")
     print("\n".join(rounds_table(result)))
     print("\npipeline / model alone, each child's own rounds:")

@@ -253,12 +253,17 @@ def measure(
     rounds: int,
     variants: Mapping[str, ProbeVariant] | None = None,
     steps: Sequence[str] = ("model",),
+    start_order: Sequence[str] | None = None,
 ) -> ProbeResult:
     """Time ``steps`` in each variant's child in ``rounds`` interleaved rounds; per-step times.
 
+    The children are started in ``start_order`` (default: the variants' order) and timed in the
+    variants' order, so that a child's place in the rounds can be told from its place at start.
+
     Raises:
         ProbeError: a child failed to start or to answer (its last error lines are quoted).
-        ValueError: ``rounds`` < 1, no variants, or a step not in :data:`STEPS`.
+        ValueError: ``rounds`` < 1, no variants, a step not in :data:`STEPS`, or a
+            ``start_order`` that is not the variants' names.
     """
     chosen = dict(variants if variants is not None else VARIANTS)
     if rounds < 1 or not chosen:
@@ -266,7 +271,11 @@ def measure(
     unknown = [step for step in steps if step not in STEPS]
     if unknown or not steps:
         raise ValueError(f"steps must be some of {sorted(STEPS)}, not {list(steps)}")
-    children = {name: _Child(name, variant, size, steps) for name, variant in chosen.items()}
+    started = list(start_order) if start_order is not None else list(chosen)
+    if sorted(started) != sorted(chosen):
+        raise ValueError(f"start_order must name each variant once: {started} for {list(chosen)}")
+    by_start = {name: _Child(name, chosen[name], size, steps) for name in started}
+    children = {name: by_start[name] for name in chosen}
     order = [(name, step) for name in children for step in steps]
     times: dict[tuple[str, str], list[float]] = {pair: [] for pair in order}
     try:
