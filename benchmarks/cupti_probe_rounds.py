@@ -17,10 +17,10 @@ the probe starts its children in order and times them in that order (reversed ev
 round), so a child that reads slower in every position it is given is slow by its variant, and
 one that reads slower only where it is put first is slow by its place (on 2026-12-06, in three
 runs on one H100, the first child read the largest ratio each time; in five runs on another
-H100 later that day it did not). ``--start reversed`` starts
-the children last to first and still times them in the given order: a first child that reads
-slowest either way is slow by its place in the rounds, one that moves with the start order is
-slow by being started first.
+H100 later that day it did not). ``--start reversed`` starts the children last to first (their
+``Popen`` calls, milliseconds apart; they warm up side by side) and still times them in the given
+order: a first child that reads slowest either way is slow by its place in the rounds, one that
+moves with the start order is slow by being started first.
 
     python benchmarks/cupti_probe_rounds.py                       # on a GPU, notebook 04's sizes
     python benchmarks/cupti_probe_rounds.py --variants never
