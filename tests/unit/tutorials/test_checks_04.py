@@ -49,7 +49,10 @@ def test_cpu_top_op_is_accepted_and_the_annotation_at_the_top_is_not(
     assert not wrong
     assert "user annotation" in wrong.message
     top = top_kernel(cpu_profile, gpu=False)
-    assert top.key.startswith("aten::")
+    # An op the train step ran. Which one is timing's: on two busy cores in CI, autograd's
+    # AccumulateGrad node once outran every aten:: op.
+    assert top.key.startswith(("aten::", "autograd::"))
+    assert not top.is_user_annotation
     right = check_top_kernel(cpu_profile, top.key, gpu=False)
     assert right
     # its time in the units a person reads (fmt_seconds), not "(0.001282 s)"
