@@ -49,11 +49,16 @@ class AutocastChannelsLast(Autocast):
         self.channels = ChannelsLast()
 
     def explain_skip(self, model: Any, ev: Evidence) -> str | None:
-        """Why not (``None``: try it): where either alone would not be tried."""
-        why = self.why_not(ev)
-        if why is None:
-            why = self.channels.explain_skip(model, ev)
-        return why
+        """Why not (``None``: try it): where either alone would not be tried.
+
+        The model's own reason first (no convolution weights; channels_last already): a fact of
+        the model, where the profile's shares move from run to run.
+        """
+        return (
+            self.channels.model_skip(model)
+            or self.why_not(ev)
+            or self.channels.explain_skip(model, ev)
+        )
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:

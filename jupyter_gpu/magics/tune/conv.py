@@ -77,6 +77,10 @@ class ChannelsLast(Fix):
     exact = True
 
     def explain_skip(self, model: Any, ev: Evidence) -> str | None:
+        return self.model_skip(model) or _no_convs(ev)
+
+    def model_skip(self, model: Any) -> str | None:
+        """Why not, from the model alone (no profile): it has nothing to convert."""
         import torch
 
         weights = _four_d(model)
@@ -84,7 +88,7 @@ class ChannelsLast(Fix):
             return "the model has no 4-D (convolution) weights"
         if all(w.is_contiguous(memory_format=torch.channels_last) for w in weights):
             return "the model's convolution weights are channels_last already"
-        return _no_convs(ev)
+        return None
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
