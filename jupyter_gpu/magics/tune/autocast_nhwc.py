@@ -54,11 +54,7 @@ class AutocastChannelsLast(Autocast):
         The model's own reason first (no convolution weights; channels_last already): a fact of
         the model, where the profile's shares move from run to run.
         """
-        return (
-            self.channels.model_skip(model)
-            or self.why_not(ev)
-            or self.channels.explain_skip(model, ev)
-        )
+        return self.channels.model_skip(model) or self.why_not(ev) or self.channels.profile_skip(ev)
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:

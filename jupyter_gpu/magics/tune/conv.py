@@ -77,7 +77,7 @@ class ChannelsLast(Fix):
     exact = True
 
     def explain_skip(self, model: Any, ev: Evidence) -> str | None:
-        return self.model_skip(model) or _no_convs(ev)
+        return self.model_skip(model) or self.profile_skip(ev)
 
     def model_skip(self, model: Any) -> str | None:
         """Why not, from the model alone (no profile): it has nothing to convert."""
@@ -89,6 +89,10 @@ class ChannelsLast(Fix):
         if all(w.is_contiguous(memory_format=torch.channels_last) for w in weights):
             return "the model's convolution weights are channels_last already"
         return None
+
+    def profile_skip(self, ev: Evidence) -> str | None:
+        """Why not, from the profile: convolutions took too small a share of the step."""
+        return _no_convs(ev)
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
