@@ -9,6 +9,7 @@ may send ``null``. The browser may be more careful than the server (an optional 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,16 @@ def interfaces() -> dict[str, dict[str, tuple[bool, str]]]:
     return found
 
 
+@functools.cache
+def schemas() -> dict[str, Any]:
+    """The served document's schemas, built once: kind_of reads them at every property, and
+    building the document each time made these tests 19 s of CPU instead of 2."""
+    found: dict[str, Any] = openapi_document()["components"]["schemas"]
+    return found
+
+
 def schema_at(path: tuple[str, ...]) -> dict[str, Any]:
-    node: Any = openapi_document()["components"]["schemas"]
+    node: Any = schemas()
     for step in path:
         node = node[int(step)] if isinstance(node, list) else node[step]
     assert isinstance(node, dict)
@@ -68,7 +77,7 @@ def schema_at(path: tuple[str, ...]) -> dict[str, Any]:
 
 def kind_of(schema: dict[str, Any]) -> tuple[str, bool]:
     """A property's kind (number, string, boolean, array, object) and whether it may be null."""
-    refs = openapi_document()["components"]["schemas"]
+    refs = schemas()
     if "$ref" in schema:
         target = refs[schema["$ref"].rsplit("/", 1)[1]]
         return kind_of({**target, **{k: v for k, v in schema.items() if k != "$ref"}})

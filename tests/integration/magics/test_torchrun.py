@@ -114,44 +114,27 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     assert not descendants()
 
 
-def test_a_finished_run_leaves_nothing_in_the_temporary_folder(
-    shell: Shell, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+def test_after_the_kernel_ran_a_step_the_ranks_all_reduce_and_o_brings_back_rank_0s_result(
+    shell: Shell, in_tmp: Path
 ) -> None:
-    # torchrun and its ranks read TMPDIR afresh (this process's tempfile has cached its folder):
-    # torch's agent made a torchelastic_* log folder there for every run, and left it.
-    ranks_tmp = in_tmp / "ranks-tmp"
-    ranks_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(ranks_tmp))
-    shell.ok("%%torchrun -n 2\nprint('ran', rank)\n")
-    assert not list(ranks_tmp.iterdir())
-
-
-def test_after_the_kernel_imported_torch_and_ran_a_step(shell: Shell, in_tmp: Path) -> None:
     shell.ok(
         "model = torch.nn.Linear(4, 1)\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "loss = model(torch.randn(8, 4)).pow(2).mean()\n"
         "loss.backward(); opt.step()\n"
+        "losses = 'before'\n"
     )
     ran = shell.ok(
-        "%%torchrun -n 2 --no-color\n"
+        "%%torchrun -n 2 -o losses --no-color\n"
         "import torch, torch.distributed as dist\n"
+        "from jupyter_gpu import torchrun_result\n"
         "t = torch.tensor([float(rank + 1)])\n"
         "dist.all_reduce(t)\n"
         "print('sum', t.item())\n"
+        "torchrun_result({'rank': rank, 'weights': torch.full((3,), float(rank))})\n"
     )
     assert "[rank 0] sum 3.0" in ran.text
     assert "[rank 1] sum 3.0" in ran.text
-
-
-def test_o_brings_back_rank_0s_result_on_the_cpu(shell: Shell, in_tmp: Path) -> None:
-    shell.ok("losses = 'before'")
-    shell.ok(
-        "%%torchrun -n 2 -o losses --no-color\n"
-        "import torch\n"
-        "from jupyter_gpu import torchrun_result\n"
-        "torchrun_result({'rank': rank, 'weights': torch.full((3,), float(rank))})\n"
-    )
     result = shell["losses"]
     assert result["rank"] == 0, "only rank 0's object comes back"
     assert result["weights"].tolist() == [0.0, 0.0, 0.0]
@@ -208,7 +191,14 @@ def test_a_name_from_the_notebook_gets_a_hint(shell: Shell, in_tmp: Path) -> Non
     assert re.search(r"rank [01] raised the same error", text), text
 
 
-def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Path) -> None:
+def test_a_module_written_with_writefile_is_importable_and_the_run_leaves_no_temporary_files(
+    shell: Shell, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun and its ranks read TMPDIR afresh (this process's tempfile has cached its folder):
+    # torch's agent made a torchelastic_* log folder there for every run, and left it.
+    ranks_tmp = in_tmp / "ranks-tmp"
+    ranks_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(ranks_tmp))
     shell.ok("%%writefile helpers_for_ranks.py\ndef scale(x):\n    return 10 * x\n")
     ran = shell.ok(
         "%%torchrun -n 2 --no-color\n"
@@ -216,6 +206,7 @@ def test_a_module_written_with_writefile_is_importable(shell: Shell, in_tmp: Pat
         "print(helpers_for_ranks.scale(rank))\n"
     )
     assert "[rank 1] 10" in ran.text
+    assert not list(ranks_tmp.iterdir())
 
 
 def test_interrupting_leaves_no_process(shell: Shell, in_tmp: Path) -> None:
