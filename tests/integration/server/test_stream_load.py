@@ -96,8 +96,9 @@ class Counter:
 
     def past(self, ts: float) -> bool:
         """Whether a sample taken at or after ``ts`` (the server's time.time()) has come: the
-        stream is in order, so every one taken before it has come too, or never will."""
-        return any(taken >= ts for _, taken, _ in list(self.got))
+        stream is in order, so the last one tells, and every one taken before it has come too,
+        or never will."""
+        return bool(self.got) and self.got[-1][1] >= ts
 
     def taken_between(self, start: float, end: float) -> tuple[list[int], list[float]]:
         """The seqs the server took from ``start`` to ``end`` (its time.time()), and their lags."""
