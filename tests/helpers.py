@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -38,11 +39,40 @@ FAST_SAMPLING = ("--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interva
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
+    """A TCP port on 127.0.0.1 that was free a moment ago, from below the kernel's ephemeral range.
+
+    A port that ``bind(0)`` hands out comes from the range the kernel also hands to outgoing
+    connections (a kernel's, a proxy's), so one could take it before the server it was meant for
+    binds it: a JupyterHub lost its port that way ("Address already in use", 8 of its tests
+    errored in a full run). Below the range the kernel gives no port unasked; the pick is random,
+    so that workers picking at the same moment seldom meet. The browser tests' fixed ports
+    (ui-tests/servers.json) are below ``_FREE_PORTS``.
+    """
+    low, high = _FREE_PORTS.start, min(_FREE_PORTS.stop, _ephemeral_ports_start())
+    pick = random.SystemRandom()
+    for _ in range(100 if high > low else 0):
+        port = pick.randrange(low, high)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use: another
+                continue
+            return port
+    with socket.socket() as s:  # a hundred in use: what the kernel gives
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        given: int = s.getsockname()[1]
+        return given
+
+
+_FREE_PORTS = range(20000, 32768)
+
+
+def _ephemeral_ports_start() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux; else its default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def wait_for(
