@@ -41,11 +41,12 @@ FAST_SAMPLING = ("--JupyterGpu.interval_s=0.5", "--JupyterGpu.kernel_map_interva
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, from below the kernel's ephemeral range.
 
-    A port that ``bind(0)`` hands out comes from the range the kernel also hands to outgoing
-    connections (a kernel's, a proxy's), so one could take it before the server it was meant for
-    binds it: a JupyterHub lost its port that way ("Address already in use", 8 of its tests
-    errored in a full run). Below the range the kernel gives no port unasked; the pick is random,
-    so that workers picking at the same moment seldom meet. The browser tests' fixed ports
+    A port that ``bind(0)`` hands out comes from the range the kernel hands to every other
+    ``bind(0)`` (a kernel's ports, another test's server) and every outgoing connection, so one of
+    them could take it before the server it was meant for binds it: a JupyterHub's port was taken
+    that way ("Address already in use", 8 hub tests errored in a full run of 2026-12-07; what took
+    it was not seen). Below the range the kernel gives no port unasked; the pick is random, so that
+    workers picking at the same moment seldom meet. The browser tests' fixed ports
     (ui-tests/servers.json) are below ``_FREE_PORTS``.
     """
     low, high = _FREE_PORTS.start, min(_FREE_PORTS.stop, _ephemeral_ports_start())
