@@ -47,33 +47,31 @@ def free_port() -> int:
     that way ("Address already in use", 8 hub tests errored in a full run of 2026-12-07; what took
     it was not seen). Below the range the kernel gives no port unasked; the pick is random, so that
     workers picking at the same moment seldom meet. The browser tests' fixed ports
-    (ui-tests/servers.json) are below ``_FREE_PORTS``.
+    (ui-tests/servers.json) are below ``free_port_range()``.
     """
-    low, high = _FREE_PORTS.start, min(_FREE_PORTS.stop, _ephemeral_ports_start())
-    pick = random.SystemRandom()
-    for _ in range(100 if high > low else 0):
-        port = pick.randrange(low, high)
+    below = free_port_range()
+    # SystemRandom: a test that seeds `random` must not make every worker pick the same ports.
+    for port in random.SystemRandom().sample(below, min(100, len(below))):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:  # in use: another
                 continue
             return port
-    with socket.socket() as s:  # a hundred in use: what the kernel gives
+    with socket.socket() as s:  # a hundred in use, or no range: what the kernel gives
         s.bind(("127.0.0.1", 0))
         given: int = s.getsockname()[1]
         return given
 
 
-_FREE_PORTS = range(20000, 32768)
-
-
-def _ephemeral_ports_start() -> int:
-    """The first port of the kernel's range for outgoing connections (Linux; else its default)."""
+def free_port_range() -> range:
+    """Where ``free_port`` picks: from 20000 (above the browser tests' fixed ports) up to the
+    first port of the kernel's ephemeral range (Linux's file; else its default, 32768)."""
     try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        return 32768
+        start = 32768
+    return range(20000, min(start, 32768))
 
 
 def wait_for(
