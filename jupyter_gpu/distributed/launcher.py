@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_gpu.distributed.agent import BOOTSTRAP
 from jupyter_gpu.distributed.failure import Diagnosis, environment_report, explain, started_ranks
 from jupyter_gpu.distributed.output import RankOutput
 from jupyter_gpu.distributed.process import RankId, alive, stop_tree
@@ -33,22 +34,9 @@ from jupyter_gpu.distributed.script import (
 
 POLL_S = 0.05
 
-# Set PR_SET_PDEATHSIG before becoming torchrun (execv keeps it): if the kernel dies (a restart
-# kills it with SIGKILL), torchrun gets SIGTERM and stops its ranks. Linux only; elsewhere it
-# just runs torchrun. The parent check closes the race of a parent that died before prctl.
-_BOOTSTRAP = """\
-import os, sys
-parent = int(sys.argv[1])
-if sys.platform.startswith("linux"):
-    import ctypes, signal
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        sys.exit(1)
-os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *sys.argv[2:]])
-"""
+# Where this package is imported from: torchrun's agent imports it from there when the
+# interpreter's own path lacks it (a kernel that found it through a path it was given).
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class TorchrunError(Exception):
@@ -139,7 +127,8 @@ def launch(
     argv = [
         sys.executable,
         "-c",
-        _BOOTSTRAP,
+        BOOTSTRAP,  # agent.py: tied to the kernel, ended without finalizing
+        _PACKAGE_ROOT,
         str(os.getpid()),
         *torchrun_args(spec),
         # torch's agent makes a log folder for every run (/tmp/torchelastic_*, never removed)

@@ -36,10 +36,11 @@ import time
 import traceback
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
 
+from jupyter_gpu.distributed.process_end import end_process
 from jupyter_gpu.distributed.script import KERNEL_PID_ENV, RUN_DIR_ENV
 
 CELL_FILENAME = "<torchrun cell>"
@@ -241,8 +242,11 @@ def _run_cell(config: dict[str, Any], run_dir: Path, rank: int) -> None:
         dist.destroy_process_group()
 
 
-def main(config_path: str) -> None:
-    """Run one rank of a ``%%torchrun`` cell (called by the generated ``main.py``)."""
+def main(config_path: str) -> NoReturn:
+    """Run one rank of a ``%%torchrun`` cell (called by the generated ``main.py``), then end.
+
+    The process ends with status 0, or 1 after a failure (reported in ``rank-N.error.json``).
+    """
     config_file = Path(config_path)
     run_dir = config_file.parent
     config = json.loads(config_file.read_text())
@@ -281,4 +285,7 @@ def main(config_path: str) -> None:
     try:
         record(run)()
     except BaseException:  # noqa: BLE001  # reported in rank-N.error.json, shown once by the notebook
-        sys.exit(1)
+        end_process(1)
+    # Not a normal exit: finalizing an interpreter that holds torch takes most of a second of
+    # CPU, and torchrun's agent (and so the cell) waits for it (process_end.py).
+    end_process(0)

@@ -86,8 +86,11 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     threading.Thread(target=release_when_shown, daemon=True).start()
     ran = shell.ok(
         f"%%torchrun -n 2\n"
-        f"import os, sys, time\n"
+        f"import atexit, os, sys, time\n"
         f"from tqdm import tqdm\n"
+        # A rank ends without finalizing the interpreter (process_end.py), but as a normal exit
+        # would: its atexit handlers run and what they print is shown.
+        f"atexit.register(print, 'atexit handler of rank', rank)\n"
         f"def wait_for(path):\n"
         f"    end = time.monotonic() + 120\n"
         f"    while rank == 0 and not os.path.exists(path) and time.monotonic() < end:\n"
@@ -107,6 +110,8 @@ def test_both_ranks_stream_their_output_and_rank_0s_bar_renders(shell: Shell, in
     assert "[rank 1] first line from rank 1 of 2 on cpu" in shown
     assert "[rank 0] done 0" in shown
     assert "[rank 1] done 1" in shown
+    assert "[rank 0] atexit handler of rank 0" in shown
+    assert "[rank 1] atexit handler of rank 1" in shown
     assert bar_seen.exists(), out
     assert bar_redrawn.search(out), out  # the open line was drawn over, not left behind
     assert re.search(r"^\[rank 0\] 100%\|.*\| 4/4", shown, re.M), shown
