@@ -152,13 +152,17 @@ def test_notebook_runs_in_smoke_mode(
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     nb = nbformat.read(path, as_version=4)
     # coalesce_streams: the executed copy keeps a progress bar's last state, as JupyterLab shows
-    # it, not every "\r" update it sent (off by default in nbclient).
+    # it, not every "\r" update it sent (off by default in nbclient). shutdown_kernel: the kernel's
+    # process group is killed once the last cell ran, instead of asked to exit and waited for
+    # (nbclient's default): nothing here reads what a kernel does after its last cell, and a
+    # kernel that trained ends its interpreter slowly (see distributed/process_end.py).
     client = NotebookClient(
         nb,
         timeout=180,
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
         coalesce_streams=True,
+        shutdown_kernel="immediate",
     )
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError, with the cell's traceback, on any error
