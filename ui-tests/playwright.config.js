@@ -54,11 +54,11 @@ module.exports = {
   // Python tests run beside these) a panel took more than Playwright's default 5 s to go live.
   expect: { timeout: 15000 },
   retries: 0,
-  // Two files at a time: the tests wait on chromium and the servers far more than they compute
-  // (about 140 s of CPU in 13 min on 2 cores). So a file that changes its server's state (the
-  // settings, the kernels it starts, a cache it clears, a restart) has a server of its own: no
-  // two files running at once share one that way (tests/README.md). PERF_ASSERT=1 (the budgets,
-  // on a quiet machine) runs one file at a time, so that no other file's page shares the cores.
+  // Two files at a time (alone they keep 2 cores 72 % busy: 598 s of CPU in 416 s, 2026-12-07,
+  // tests/README.md). So a file that changes its server's state (the settings, the kernels it
+  // starts, a cache it clears, a restart) has a server of its own: no two files running at
+  // once share one that way (tests/README.md). PERF_ASSERT=1 (the budgets, on a quiet machine)
+  // runs one file at a time, so that no other file's page shares the cores.
   workers: process.env.PERF_ASSERT === '1' ? 1 : 2,
   reporter: [['list'], ['json', { outputFile: 'test-results/results.json' }]],
   use: {
