@@ -8,11 +8,11 @@ for the agent; they now end through ``jupyter_gpu.distributed.process_end.end_pr
 timing method (``jupyter_gpu.measure.compare``: interleaved rounds, the order alternating, one
 call per block, ``perf_counter``), each figure with its interval:
 
-1. **a process**: ``python -c "import torch"`` then the end, each way (with ``--cuda``, after
-   the process made its CUDA context, as a rank on a GPU does);
+1. **a process**: ``python -c "import torch"`` then the end, each way (no CUDA: a process that
+   made a CUDA context always ends the normal way, ``process_end.py`` says why);
 2. **a cell**: an empty ``%%torchrun`` cell in a real IPython shell (``%load_ext jupyter_gpu``),
    launch to the cell's end: 2 CPU ranks with gloo, or one rank per GPU with nccl where torch
-   sees GPUs.
+   sees GPUs (there only torchrun's agent ends quickly: the ranks made CUDA contexts).
 
     python benchmarks/torchrun_launch.py                 # about 3 minutes on 2 cores
     python benchmarks/torchrun_launch.py --rounds 8 --json out.json
@@ -63,9 +63,9 @@ def _figures(timed: Any) -> dict[str, Any]:
     }
 
 
-def process_end(rounds: int, cuda: bool) -> dict[str, Any]:
-    """``import torch`` (and a CUDA context with ``cuda``) in a fresh process, then each end."""
-    work = "import torch\n" + ("torch.zeros(1, device='cuda')\n" if cuda else "")
+def process_end(rounds: int) -> dict[str, Any]:
+    """``import torch`` in a fresh process, then each end."""
+    work = "import torch\n"
     ends = {
         FULL: "import sys\nsys.exit(0)\n",
         QUICK: "from jupyter_gpu.distributed.process_end import end_process\nend_process(0)\n",
@@ -140,12 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         + f", torch {torch.__version__}, Python {platform.python_version()}"
     )
     print(f"{machine}; {args.rounds} rounds each", flush=True)
-    figures = {"machine": machine, "process": process_end(args.rounds, cuda=gpus > 0)}
+    figures = {"machine": machine, "process": process_end(args.rounds)}
     figures["cell"] = cell(args.rounds, gpus)
     print("| what | normal exit | end_process | saved (interval) | ratio |")
     print("|---|---|---|---|---|")
-    what = "`import torch`" + (" and a CUDA context" if gpus else "") + ", then the end"
-    print(_row(what, figures["process"]))
+    print(_row("`import torch`, then the end", figures["process"]))
     print(_row(f"an empty `%%torchrun {figures['cell']['ranks']}` cell", figures["cell"]))
     for part in ("process", "cell"):
         if figures[part]["machine"]:

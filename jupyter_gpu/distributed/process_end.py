@@ -18,6 +18,12 @@ system takes back anyway, and the destructors of objects still alive (a rank's c
 cleared and collected before, so the cell's own objects are finalized; open files are closed by
 the operating system).
 
+``os._exit`` also skips what C libraries registered with ``atexit(3)``. A process that
+initialised CUDA therefore ends the normal way: the CUDA runtime tears down through such
+handlers, and so may a profiler injected into the process (Nsight Systems, CUPTI), whose data
+must not be lost; this path has not yet been timed on a GPU either. ``%%torchrun``'s agent never
+touches CUDA; a CPU rank (gloo) does not unless its cell does.
+
 Only for processes this package starts and whose whole life it runs (``%%torchrun``'s agent
 and ranks): never in a user's kernel. ``JUPYTER_GPU_FULL_EXIT=1`` in their environment (the
 kernel's, or ``%%torchrun --env``) makes them end the normal way: for a tool that needs the
@@ -41,9 +47,10 @@ FULL_EXIT_ENV = "JUPYTER_GPU_FULL_EXIT"
 def end_process(code: int = 0) -> NoReturn:
     """Wait for non-daemon threads, run ``atexit`` handlers, flush every stream, ``_exit(code)``.
 
-    With ``JUPYTER_GPU_FULL_EXIT=1``, ``sys.exit(code)`` instead.
+    In a process that initialised CUDA, or with ``JUPYTER_GPU_FULL_EXIT=1``, ``sys.exit(code)``
+    instead (the module says why).
     """
-    if os.environ.get(FULL_EXIT_ENV) == "1":
+    if os.environ.get(FULL_EXIT_ENV) == "1" or _cuda_initialised():
         sys.exit(code)
     main = threading.main_thread()
     for thread in threading.enumerate():  # what the interpreter waits for before atexit
@@ -56,3 +63,12 @@ def end_process(code: int = 0) -> NoReturn:
     with contextlib.suppress(OSError, AttributeError):  # no C library: nothing buffered there
         ctypes.CDLL(None).fflush(None)
     os._exit(code)
+
+
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")  # never imported here: a process without torch has no CUDA
+    cuda = getattr(torch, "cuda", None)
+    try:
+        return bool(cuda is not None and cuda.is_initialized())
+    except Exception:  # noqa: BLE001  # a torch that cannot say: the normal, safe end
+        return True
