@@ -16,13 +16,13 @@ calls :func:`main`, which
 
 from __future__ import annotations
 
-import contextlib
 import os
 import runpy
 import signal
 import sys
 from typing import NoReturn
 
+from jupyter_gpu.distributed.process import die_with_parent
 from jupyter_gpu.distributed.process_end import end_process
 
 #: What the launcher runs with ``python -c`` (arguments: the package's root, the kernel's pid,
@@ -36,14 +36,9 @@ main()
 
 
 def _tie_to_kernel(kernel_pid: int) -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() != kernel_pid:  # the kernel is gone already: nobody would stop torchrun
+    die_with_parent(signal.SIGTERM)
+    # Linux: the kernel is gone already (before the prctl), so nobody would stop torchrun.
+    if sys.platform.startswith("linux") and os.getppid() != kernel_pid:
         sys.exit(1)
 
 

@@ -17,9 +17,26 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable
 
 import psutil
+
+
+def die_with_parent(sig: int) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere).
+
+    torchrun's agent asks for ``SIGTERM`` when the kernel exits (it then stops its ranks); each
+    rank for ``SIGKILL`` when the agent exits.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig)
+
 
 RankId = tuple[int, float | None]
 """A rank's ``(pid, start time in Unix seconds)``; ``None``: an older rank that did not say."""

@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 import psutil
 
+from jupyter_gpu.distributed.process import die_with_parent
 from jupyter_gpu.distributed.process_end import end_process
 from jupyter_gpu.distributed.script import KERNEL_PID_ENV, RUN_DIR_ENV
 
@@ -57,17 +58,6 @@ def _redirect_output(path: Path) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-
-
-def die_with_parent(sig: int) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig)
 
 
 def die_with_kernel(kernel_pid: int) -> None:
