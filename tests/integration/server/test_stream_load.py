@@ -10,12 +10,13 @@ what they can hold is about 64 x 512 KiB = 32 MiB. The bounds the test asserts:
 - the server's RSS never grows more than ``MEMORY_BOUND_MIB`` over its baseline (measured on
   this machine: see the report the assertion prints);
 - the counting client keeps up after the flood: every sample the server took in a window that
-  opens once the last of the thousand has its answer reaches it, none skipped, each within
-  ``LAG_S`` of being taken, and the stream does not stall (at least half the cadence's samples:
-  on two cores beside busy loops the sampler itself made 72 % of them, which is the sampler's
-  pace, not the stream's). The window is on the server's clock, the time each sample was
-  taken: a sample taken during the flood and sent as it ended is the flood's, not the steady
-  stream's (one such came 1.16 s late on a busy CI run, when the window was on arrival);
+  opens once the last of the thousand has its answer reaches it, none skipped, half of them
+  within ``MEDIAN_LAG_S`` of being taken and every one within ``MAX_LAG_S``, and the stream does
+  not stall (at least half the cadence's samples: on two cores beside busy loops the sampler
+  itself made 72 % of them, which is the sampler's pace, not the stream's). The window is on
+  the server's clock, the time each sample was taken: a sample taken during the flood and sent
+  as it ended is the flood's, not the steady stream's (one such came 1.16 s late on a busy CI
+  run, when the window was on arrival);
 - once the silent clients are gone, the RSS comes back to within ``RETURNED_MIB`` of the
   baseline.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -50,8 +52,18 @@ CLIENTS = 1000
 LIMIT = 64  # the default max_stream_clients
 INTERVAL_S = 0.1
 WINDOW_S = 5.0
-LAG_S = 1.0
-"""The longest a sample may take from being taken to reaching the counting client: ten ticks."""
+MEDIAN_LAG_S = 0.2
+"""The median time from a sample being taken to its reaching the counting client: two ticks
+(0.011 s on the CI machine at a load of 10 on two cores, 2026-12-07). A pause of 2.5 ms in each
+socket's push (0.16 s a sample for 64 clients) did not fail it, nor the one-second bound before
+it: the silent clients were dropped before the window opened, and the flood took 252 s instead
+of 28. What the silent clients cost while they are connected, this test does not bound."""
+MAX_LAG_S = 3.0
+"""The longest any one sample may take: thirty ticks. On that same CI run one sample of 40
+came 1.11 s late while the rest took 0.011-0.015 s: a process waiting for a core at a load of
+10 on two, not the stream (a bound of one second failed there). A stream held behind the
+silent clients stays held: the stall and the median checks catch that; this one catches a
+hold that ends."""
 MEMORY_BOUND_MIB = 64
 """The most the RSS may grow with the flood: 64 clients' budgets (512 KiB each, 32 MiB) and
 the handshakes of 1,000 connections. Measured on the 2-vCPU development VM: +24 MiB (2026-12-03)
@@ -196,8 +208,13 @@ def test_a_thousand_clients_that_never_read(server: RunningServer) -> None:
             f"the stream stalled: {len(seqs)} samples in {WINDOW_S:g} s"
         )
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
-        print(f"{len(seqs)} samples in the window, lag up to {max(lags):.3f} s")
-        assert max(lags) < LAG_S, f"samples came up to {max(lags):.2f} s after they were taken"
+        median_lag = statistics.median(lags)
+        print(
+            f"{len(seqs)} samples in the window, lag median {median_lag:.3f} s, "
+            f"up to {max(lags):.3f} s"
+        )
+        assert median_lag < MEDIAN_LAG_S, f"samples came {median_lag:.2f} s late (the median)"
+        assert max(lags) < MAX_LAG_S, f"a sample came {max(lags):.2f} s after it was taken"
         # The accepted silent clients pass their budget and are dropped.
         wait_for(
             lambda: gauge(fetch_text(server), "jupyter_gpu_stream_clients") == 1,
