@@ -30,11 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # One intra-op thread for every torch process the tests start (the workers, kernels, ranks,
     # servers: they inherit this environment), unless OMP_NUM_THREADS is set already. The tests
     # run many such processes at once, and each would otherwise start a thread per core whose
-    # OpenMP threads spin while they wait for work: on the 2-core build machine the whole suite
-    # (--slow -n 3) took 748 s and 1,428 s of CPU with torch's own count, 503 s and 933 s of CPU
-    # with one thread (notebook 07's smoke test 201 s against 73 s; tests/README.md). A run that
-    # chooses the GPU checks (-m gpu) keeps torch's own count: what they measure on the CPU's
-    # side is a figure of the machine, as a user's kernel would run it.
+    # OpenMP threads spin while they wait for work: on 2 cores the suite spent a third of its
+    # CPU that way (the figures: tests/README.md, "Where CI's time goes"). A run that chooses
+    # the GPU checks (-m gpu) keeps torch's own count: what they measure on the CPU's side is a
+    # figure of the machine, as a user's kernel would run it.
     markexpr = config.getoption("markexpr") or ""
     if not ("gpu" in markexpr and "not gpu" not in markexpr):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
