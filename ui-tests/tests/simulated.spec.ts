@@ -203,9 +203,10 @@ test('falls back to polling when WebSockets are blocked', async ({ page }) => {
 });
 
 test('pauses when hidden and catches up when shown', async ({ page }) => {
-  // On CI's busy cores the first socket once stayed silent past its open timeout (10 s): the
-  // panel polled, as designed, and tried the socket again a minute later (socketRetryMs). That
-  // start is the other tests' subject; this one waits for the retry and is about what follows.
+  // On CI's busy cores the panel once fell back to polling at the start (its socket silent
+  // for 10 s, or closed twice before a first sample: which, the run did not say). It tries the
+  // socket again a minute later (socketRetryMs); this test waits for that and is about what
+  // follows. A prompt 'live' is the other tests' subject.
   test.setTimeout(150000);
   let open = 0;
   await page.routeWebSocket(STREAM, ws => {
