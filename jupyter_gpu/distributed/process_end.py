@@ -23,8 +23,9 @@ initialised CUDA therefore ends the normal way: the CUDA runtime tears down thro
 handlers, and so may a profiler injected into the process (Nsight Systems, CUPTI), whose data
 must not be lost (the quick end has never been tried in a process with CUDA). ``%%torchrun``'s
 agent never touches CUDA; a CPU rank (gloo) does not unless its cell does. On one H100 an
-``nccl`` rank ending the normal way and the agent ending quickly passed the GPU checks
-(benchmarks/RESULTS.md, 2026-12-07).
+``nccl`` rank ending the normal way and the agent ending quickly passed the GPU checks, and
+there the agent's quick end alone saved nothing measurable in a 9 s cell (five rounds, the
+interval crossing zero; benchmarks/RESULTS.md, 2026-12-07).
 
 Only for processes this package starts and whose whole life it runs (``%%torchrun``'s agent
 and ranks): never in a user's kernel. ``JUPYTER_GPU_FULL_EXIT=1`` in their environment (the
