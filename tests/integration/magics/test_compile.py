@@ -317,18 +317,35 @@ def test_three_repeats_of_one_bench_each_carry_their_interval(shell: Shell) -> N
 
 # One large matmul a call: eager and the eager backend run the same kernel, and Dynamo's guard
 # check (about 30 µs here) is a small share of it, so the true ratio hardly depends on the
-# machine's state; what varies between repeats is noise, which the intervals must cover.
+# machine's state; what varies between repeats is noise, which the intervals must cover. The
+# share must be small on a fast CPU too: a 384 x 384 matmul takes 1.7 ms on one core of the
+# 2-core build machine but 1.1 ms on an H100 host's, where in the whole suite the eager backend
+# came out 7-10 % slower and that share moved between repeats further than the intervals
+# (0.90x, 0.92x, 0.93x, each +-0.7 %; 2026-12-07). So the size is the smallest whose matmul
+# takes 1.5 ms: 384 on the build machine, 512 there (2.7 ms; the test then passed twice).
 MATMUL_CELL = """
+import time
+
+def _matmul_s(n):
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    return (time.perf_counter() - start) / 5
+
+size = next((n for n in (384, 512, 768, 1024) if _matmul_s(n) >= 1.5e-3), 1536)
+
 class Projection(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(384, 384))
+        self.w = torch.nn.Parameter(torch.randn(size, size))
 
     def forward(self, t):
         return t @ self.w
 
 proj = Projection()
-big = torch.randn(384, 384)
+big = torch.randn(size, size)
 """
 
 
