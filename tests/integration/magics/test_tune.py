@@ -237,9 +237,11 @@ def two_cpus(files: Shell) -> Any:
     """
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, sorted(before)[:2])
-    assert dataloader_workers() == 1
-    yield files
-    os.sched_setaffinity(0, before)
+    try:
+        assert dataloader_workers() == 1
+        yield files
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 @pytest.mark.slow
