@@ -22,6 +22,7 @@ from jupyter_gpu.magics.replay.reach import Named
 from jupyter_gpu.magics.replay.runs import Restored, RestoredPart, restored_line
 from jupyter_gpu.magics.replay.settings import SavedSettings
 from jupyter_gpu.magics.replay.state import SavedState, bitwise_equal
+from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use
 from tests.unit.magics.cell_namespace import reached, run_source
 
 # ------------------------------------------------------------------ process-wide settings
@@ -63,7 +64,7 @@ def change_every_setting() -> set[str]:
     torch.set_grad_enabled(False)
     os.environ["JUPYTER_GPU_SETTINGS_TEST"] = "1"
     sys.path.append("jupyter-gpu-settings-test")
-    if torch.cuda.is_initialized() and torch.cuda.device_count() > 1:
+    if cuda_in_use() and torch.cuda.device_count() > 1:  # when SavedSettings has the setting
         torch.cuda.set_device((torch.cuda.current_device() + 1) % torch.cuda.device_count())
         return set()
     return {"current CUDA device"}
