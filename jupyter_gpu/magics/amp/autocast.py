@@ -28,7 +28,9 @@ def resolve_dtype(dtype: str | None, device: str) -> str:
     """
     if dtype is not None:
         return dtype
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     if device == "cuda" and not torch.cuda.is_bf16_supported(including_emulation=False):
         return "fp16"
     return "bf16"
@@ -40,7 +42,9 @@ def resolve_device(device: str | None) -> str:
     Raises:
         UsageError: cuda asked for on a machine where torch sees no GPU.
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -64,7 +68,9 @@ def make_autocast(device: str, dtype: str) -> Any:
     Raises:
         UsageError: this device cannot autocast to this dtype (e.g. bf16 on a pre-Ampere GPU).
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     torch_dtype = getattr(torch, DTYPE_NAMES[dtype])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -87,7 +93,9 @@ def autocast_nesting() -> int:
     decrement in ``__exit__``, which drops the cast cache at 0) and offers no reader, so this
     counts one up and back down: neither step clears the cache or changes what autocast does.
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     level = int(torch.autocast_increment_nesting())
     torch.autocast_decrement_nesting()
     return level - 1
@@ -96,7 +104,9 @@ def autocast_nesting() -> int:
 @contextlib.contextmanager
 def precision_mode(mode: str, device: str) -> Iterator[None]:
     """TF32 on for tf32, off otherwise; autocast off for fp32/tf32 (see ``step_in_mode``)."""
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     saved = Tf32Settings.read()
     set_tf32(mode == "tf32")
     try:
@@ -121,7 +131,9 @@ def step_in_mode(step: Callable[[], Any], mode: str, device: str) -> Callable[[]
     """
     if mode not in ("bf16", "fp16"):
         return step
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     dtype = getattr(torch, DTYPE_NAMES[mode])
 
     def run() -> Any:

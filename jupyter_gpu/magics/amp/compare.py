@@ -25,7 +25,7 @@ from jupyter_gpu.magics.probes.peak import PeakWatch
 from jupyter_gpu.magics.probes.precision import tf32_supported
 from jupyter_gpu.magics.replay.reach import Named
 from jupyter_gpu.magics.replay.runs import RepeatedRuns
-from jupyter_gpu.magics.shell.args import compile_expression, lookup, type_name
+from jupyter_gpu.magics.shell.args import compile_expression, lookup
 from jupyter_gpu.magics.shell.lazy_torch import loss_value, torch_module
 from jupyter_gpu.measure import Comparison, Variant, compare
 
@@ -53,26 +53,6 @@ def _parse_modes(text: str) -> list[str]:
     return ["fp32", *modes]
 
 
-def _named(shell: Any, args: argparse.Namespace, torch: Any) -> Named:
-    models, optimizers = {}, {}
-    if args.model:
-        model = lookup(shell.user_ns, args.model, "--model")
-        if not isinstance(model, torch.nn.Module):
-            raise UsageError(
-                f"--model {args.model} is a {type_name(model)}, not a torch.nn.Module."
-            )
-        models[args.model] = model
-    if args.optimizer:
-        optimizer = lookup(shell.user_ns, args.optimizer, "--optimizer")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise UsageError(
-                f"--optimizer {args.optimizer} is a {type_name(optimizer)}, "
-                "not a torch.optim.Optimizer."
-            )
-        optimizers[args.optimizer] = optimizer
-    return Named(models, optimizers)
-
-
 def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | None:
     """Run ``%amp compare`` from parsed magic arguments (see ``AmpMagics.amp``)."""
     if len(args.args) != 1:
@@ -80,11 +60,11 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
             '%amp compare takes one expression in quotes, e.g. %amp compare "train_step()" '
             "--model model --optimizer opt."
         )
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
     expr = args.args[0]
     code = compile_expression(shell, expr, "compare")
     modes = _parse_modes(args.modes)
-    named = _named(shell, args, torch)
+    named = Named.from_options(shell.user_ns, args.model, args.optimizer)
     device = prec.resolve_device(args.device)
     for mode in modes:
         if mode in ("bf16", "fp16"):
@@ -219,7 +199,9 @@ def _warm_up(step: Any, device: str) -> None:
     First-call costs (allocator growth, cuBLAS handles, kernel selection) would otherwise land
     on whichever mode runs first.
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     try:
         with prec.precision_mode("fp32", device):
             step()
@@ -239,7 +221,9 @@ def _first_step(
 
     The time comes later, from all the modes' interleaved rounds (``_time_modes``).
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     cuda = device == "cuda"
     run = prec.step_in_mode(step, mode, device)
     try:

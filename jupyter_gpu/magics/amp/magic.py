@@ -209,7 +209,9 @@ class AmpMagics(ShellMagics):
 
     @staticmethod
     def _tf32_note() -> str:
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         if not torch.cuda.is_available():
             return "No CUDA GPU: TF32 only changes CUDA matmuls and convolutions, not CPU ones."
         if not tf32_supported():
@@ -230,7 +232,9 @@ class AmpMagics(ShellMagics):
 
     def _ensure_scaler(self, name: str, device: str, *, quiet: bool) -> None:
         """Put a GradScaler in the notebook under ``name`` (unless one is there) and say how."""
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         check_identifier(name, "--scaler")
         user_ns = self.shell.user_ns
         existing = user_ns.get(name)

@@ -21,6 +21,7 @@ from jupyter_gpu.magics.shell.args import (
     argument,
     compile_expression,
     lookup,
+    lookup_optimizer,
     magic_arguments,
     output_options,
     parse,
@@ -187,17 +188,19 @@ class CompileMagics(ShellMagics):
         would reset every other compiled model.
         """
         args = parse(CompileMagics.compile, line)
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         name = args.name
         value = lookup(self.shell.user_ns, name)
         original = eager_original(value)
         if args.undo:
             return self._undo(name, value, original, args)
         eager = value if original is None else original
-        self._check_target(name, eager, torch)
-        options = self._options(args, torch)
+        self._check_target(name, eager)
+        options = self._options(args)
         bench_code = compile_expression(self.shell, args.bench, "--bench") if args.bench else None
-        runs = self._runs(name, eager, bench_code, args, torch)  # refuses before anything runs
+        runs = self._runs(name, eager, bench_code, args)  # refuses before anything runs
         try:
             compiled = torch.compile(eager, **options)
         except (RuntimeError, ValueError, TypeError) as exc:
@@ -214,7 +217,7 @@ class CompileMagics(ShellMagics):
             raise
         self.results[name] = result
         self._ensure_watcher()
-        self._track_calls(result, torch)
+        self._track_calls(result)
         if not args.quiet and bench_code is None:
             show_compiled(result.name, eager, options)
         return result if args.output else None
@@ -222,7 +225,9 @@ class CompileMagics(ShellMagics):
     # -------------------------------------------------------------------------- checks
 
     @staticmethod
-    def _check_target(name: str, eager: Any, torch: Any) -> None:
+    def _check_target(name: str, eager: object) -> None:
+        import torch  # loaded already: the magic imported it
+
         if isinstance(eager, torch.nn.Module):
             return
         if inspect.isclass(eager):
@@ -237,7 +242,7 @@ class CompileMagics(ShellMagics):
             )
 
     def _runs(
-        self, name: str, eager: Any, code: Any, args: argparse.Namespace, torch: Any
+        self, name: str, eager: Any, code: Any, args: argparse.Namespace
     ) -> RepeatedRuns | None:
         """The repeated runs of ``--bench`` (``None`` without it), checked before any runs.
 
@@ -253,15 +258,11 @@ class CompileMagics(ShellMagics):
                     '--bench "train_step()" --optimizer opt.'
                 )
             return None
+        import torch  # loaded already: the magic imported it
+
         optimizers = {}
         if args.optimizer:
-            opt = lookup(self.shell.user_ns, args.optimizer, "--optimizer")
-            if not isinstance(opt, torch.optim.Optimizer):
-                raise UsageError(
-                    f"--optimizer {args.optimizer} is a {type_name(opt)}, not a "
-                    "torch.optim.Optimizer."
-                )
-            optimizers[args.optimizer] = opt
+            optimizers[args.optimizer] = lookup_optimizer(self.shell.user_ns, args.optimizer)
         models = {name: eager} if isinstance(eager, torch.nn.Module) else {}
         return RepeatedRuns(
             self.shell,
@@ -273,11 +274,13 @@ class CompileMagics(ShellMagics):
             "about a second of timed runs each)",
         )
 
-    def _options(self, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
+    def _options(self, args: argparse.Namespace) -> dict[str, Any]:
+        import torch  # loaded already: the magic imported it
+
         options: dict[str, Any] = {"fullgraph": args.fullgraph, "dynamic": args.dynamic}
         backend: Any = args.backend or "inductor"
         if args.backend is not None:
-            backend = self._backend(args.backend, torch)
+            backend = self._backend(args.backend)
         options["backend"] = backend
         if args.mode is not None:
             if backend != "inductor":
@@ -291,7 +294,7 @@ class CompileMagics(ShellMagics):
             options["mode"] = args.mode
         return options
 
-    def _backend(self, name: str, torch: Any) -> Any:
+    def _backend(self, name: str) -> Any:
         from torch._dynamo import list_backends
 
         try:
@@ -404,8 +407,10 @@ class CompileMagics(ShellMagics):
         if not quiet:
             show_bench(bench, explanations if slow else [])
 
-    def _track_calls(self, result: CompileResult, torch: Any) -> None:
+    def _track_calls(self, result: CompileResult) -> None:
         """A compiled module tells the watcher when a cell calls it (its reports are its own)."""
+        import torch  # loaded already: the magic imported it
+
         if self.watcher is None or not isinstance(result.compiled, torch.nn.Module):
             return
         called, name = self.watcher.called, result.name

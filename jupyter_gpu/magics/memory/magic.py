@@ -91,7 +91,9 @@ class MemoryMagics(ShellMagics):
 
     @staticmethod
     def _device(args: argparse.Namespace) -> tuple[str, int | None]:
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         if not torch.cuda.is_available():
             if args.device is not None:
                 raise UsageError(f"-d {args.device}: torch sees no CUDA device in this kernel.")
@@ -194,7 +196,9 @@ class MemoryMagics(ShellMagics):
         counter back), so the cell's peak comes from probes/peak.py: the counter itself when
         the cell went above the earlier peak, else the allocator's trace of the cell.
         """
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         before = AllocatorStats.read(index)
         # With --snapshot the timeline's own recording is the trace.
         watch = PeakWatch(index, trace=not args.snapshot) if before.initialized else None

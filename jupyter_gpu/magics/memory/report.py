@@ -101,7 +101,9 @@ def show_summary(
     if index is None:
         note("No CUDA device in this kernel: the largest CPU tensors are listed instead.")
     else:
-        torch = torch_module()
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        import torch
+
         stats = Table(
             headers=["torch's caching allocator", "bytes", ""],
             numeric=[False, True, False],

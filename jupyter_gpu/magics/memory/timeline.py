@@ -61,7 +61,9 @@ def recording(max_entries: int) -> Iterator[bool]:
     A recording the user started themselves is left running; ours always stops, even if the
     block raises.
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     memory = torch.cuda.memory
     is_on = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     already = bool(is_on()) if is_on is not None else False

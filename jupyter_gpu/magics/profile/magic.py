@@ -20,13 +20,11 @@ from jupyter_gpu.magics.shell.args import (
     ShellMagics,
     allow_side_effects_option,
     argument,
-    lookup,
     magic_arguments,
     non_negative_int,
     output_options,
     parse,
     positive_int,
-    type_name,
 )
 from jupyter_gpu.magics.shell.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.shell.lazy_torch import torch_module
@@ -198,14 +196,13 @@ class ProfileMagics(ShellMagics):
                 "torch.profiler.profile block): stop it first, then run this cell again."
             )
         code = CellCode(self.shell, cell, first_line=first_line)
-        named = self._named(args, torch)
+        named = Named.from_options(self.shell.user_ns, args.model, args.optimizer)
         total = args.warmup + args.steps
         runs = self._repeated(args, code, named, total)  # refuses before anything runs
         from jupyter_gpu.magics.probes.precision import autocast_enabled
 
         autocast_on = autocast_enabled("cuda" if cuda else "cpu")
         prof = step_profiler(
-            torch,
             warmup=args.warmup,
             steps=args.steps,
             cuda=cuda,
@@ -230,7 +227,7 @@ class ProfileMagics(ShellMagics):
         traced = cuda and not args.stack and torch.cuda.is_initialized()
         places: Counter[str] = Counter()
         if runs is not None:  # the cell's own run: unprofiled, the sync pass where CUDA is up
-            passes.value, places = _run_once(torch, code, local_ns, cell_names, traced)
+            passes.value, places = _run_once(code, local_ns, cell_names, traced)
         try:
             analysis = analyse(
                 prof,
@@ -252,7 +249,7 @@ class ProfileMagics(ShellMagics):
             show_note(text, warn=True)
             return None if args.output else passes.value
         if runs is None and traced and analysis.syncs.count and (args.output or not args.quiet):
-            places = self._sync_pass(code, local_ns, named, cell_names, passes, torch)
+            places = self._sync_pass(code, local_ns, named, cell_names, passes)
         places.pop("?", None)  # counted by the profile; no line to show
         if places:
             analysis.syncs.places.update(places)
@@ -300,27 +297,6 @@ class ProfileMagics(ShellMagics):
 
     # -------------------------------------------------------------------------- runs
 
-    def _named(self, args: argparse.Namespace, torch: Any) -> Named:
-        """The models and optimizers named with --model/--optimizer (checked).
-
-        Raises:
-            UsageError: a name that is missing, or not a model or an optimizer.
-        """
-        models, optimizers = {}, {}
-        if args.model:
-            model = lookup(self.shell.user_ns, args.model, "--model")
-            if not isinstance(model, torch.nn.Module):
-                raise UsageError(f"--model {args.model} is a {type_name(model)}, not a model.")
-            models[args.model] = model
-        if args.optimizer:
-            opt = lookup(self.shell.user_ns, args.optimizer, "--optimizer")
-            if not isinstance(opt, torch.optim.Optimizer):
-                raise UsageError(
-                    f"--optimizer {args.optimizer} is a {type_name(opt)}, not an optimizer."
-                )
-            optimizers[args.optimizer] = opt
-        return Named(models, optimizers)
-
     def _repeated(
         self, args: argparse.Namespace, code: CellCode, named: Named, total: int
     ) -> RepeatedRuns | None:
@@ -353,7 +329,6 @@ class ProfileMagics(ShellMagics):
         named: Named,
         cell_names: dict[str, int],
         passes: Passes,
-        torch: Any,
     ) -> Counter[str]:
         """One more run, sync-debug mode on and no profiler, put back: the syncs' lines.
 
@@ -375,7 +350,7 @@ class ProfileMagics(ShellMagics):
                 "profile itself)"
             )
             return Counter()
-        spy = SyncSpy(torch, cell_names)
+        spy = SyncSpy(cell_names)
         try:
             with runs.recording():
                 with spy:
@@ -435,12 +410,12 @@ class ProfileMagics(ShellMagics):
 
 
 def _run_once(
-    torch: Any, code: CellCode, local_ns: Any, cell_names: dict[str, int], traced: bool
+    code: CellCode, local_ns: Any, cell_names: dict[str, int], traced: bool
 ) -> tuple[Any, Counter[str]]:
     """The cell's own run after the repeated ones: no profiler; the sync pass where ``traced``."""
     if not traced:
         return code.run(local_ns), Counter()
-    spy = SyncSpy(torch, cell_names)
+    spy = SyncSpy(cell_names)
     with spy:
         value = code.run(local_ns)
     return value, spy.places

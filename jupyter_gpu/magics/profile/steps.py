@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.shell.kineto import kineto_quiet
 
+if TYPE_CHECKING:
+    import torch
+
 
 def step_profiler(
-    torch: Any, *, warmup: int, steps: int, cuda: bool, memory: bool = False, stack: bool = False
-) -> Any:
+    *, warmup: int, steps: int, cuda: bool, memory: bool = False, stack: bool = False
+) -> torch.profiler.profile:
     """A ``torch.profiler.profile`` whose schedule makes each run of the code a step.
 
     ``schedule(skip_first=W-1, wait=0, warmup=1, active=N, repeat=1)`` for ``warmup`` W >= 1:
@@ -28,6 +31,8 @@ def step_profiler(
     ``profile.step()`` closes each ``ProfilerStep#n`` range (torch's step marker, which Holistic
     Trace Analysis reads too). ``memory`` records allocations, ``stack`` Python stacks.
     """
+    import torch  # loaded already: the magic imported it
+
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -49,11 +54,13 @@ def step_profiler(
         profile_memory=memory,
         with_stack=stack,
         acc_events=True,
-        experimental_config=stack_config(torch) if stack else None,
+        experimental_config=stack_config() if stack else None,
     )
 
 
-def profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) -> Any:
+def profiled_pass(
+    prof: torch.profiler.profile, run: Callable[[], Any], warmup: int, steps: int
+) -> Any:
     """Run the code ``warmup + steps`` times under ``prof``, a profiler step after each.
 
     Returns the last run's value. The profiler's own start and stop, and the steps that start
@@ -79,13 +86,15 @@ def profiled_pass(prof: Any, run: Callable[[], Any], warmup: int, steps: int) ->
     return value
 
 
-def stack_config(torch: Any) -> Any:
+def stack_config() -> torch._C._profiler._ExperimentalConfig | None:
     """The profiler's experimental config for ``--stack``: ``verbose`` on.
 
     torch 2.11 records no Python-function events with ``with_stack`` (on Python 3.11 and 3.12
     alike) and puts the Python stacks on its events only with ``verbose``; torch 2.13 records
     both either way. ``None`` (torch's default) where the option is missing.
     """
+    import torch  # loaded already: the magic imported it
+
     try:
         return torch._C._profiler._ExperimentalConfig(verbose=True)
     except (AttributeError, TypeError):

@@ -112,8 +112,7 @@ def user_place(frame: FrameType | None, cell_names: dict[str, int]) -> str:
 class SyncSpy:
     """Context manager: count the places of the device syncs made inside it (the sync pass)."""
 
-    def __init__(self, torch: Any, cell_names: dict[str, int]) -> None:
-        self.torch = torch
+    def __init__(self, cell_names: dict[str, int]) -> None:
         self.cell_names = cell_names
         self.places: Counter[str] = Counter()
         self._catch: Any = None
@@ -123,7 +122,9 @@ class SyncSpy:
         self._show: Any = None
 
     def __enter__(self) -> SyncSpy:
-        cuda = self.torch.cuda
+        import torch  # loaded already: the magic imported it
+
+        cuda = torch.cuda
         self._catch = warnings.catch_warnings()
         self._catch.__enter__()
         warnings.filterwarnings("always", message=_SYNC_WARNING.pattern, category=UserWarning)
@@ -163,7 +164,9 @@ class SyncSpy:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        cuda = self.torch.cuda
+        import torch  # loaded already: the magic imported it
+
+        cuda = torch.cuda
         cuda.synchronize = self._synchronize
         if self._mode is not None:
             cuda.set_sync_debug_mode(self._mode)

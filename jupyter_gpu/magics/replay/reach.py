@@ -45,6 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jupyter_gpu.magics.shell.args import lookup_model, lookup_optimizer
 from jupyter_gpu.magics.shell.lazy_torch import holds_no_memory
 from jupyter_gpu.magics.shell.origin import is_library_file
 
@@ -176,6 +177,19 @@ class Named:
     #: Objects the magic itself binds to the code's names for the runs and puts back itself
     #: (``%tune``'s own batch iterator under ``--batches NAME``): not looked into, no problem.
     supplied: tuple[Any, ...] = ()
+
+    @classmethod
+    def from_options(
+        cls, user_ns: dict[str, Any], model: str | None, optimizer: str | None
+    ) -> Named:
+        """The model and optimizer named with ``--model``/``--optimizer`` (either may be absent).
+
+        Raises:
+            UsageError: a name that is missing, or holds no model or no optimizer.
+        """
+        models = {model: lookup_model(user_ns, model)} if model else {}
+        optimizers = {optimizer: lookup_optimizer(user_ns, optimizer)} if optimizer else {}
+        return cls(models, optimizers)
 
 
 @dataclass

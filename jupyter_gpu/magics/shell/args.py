@@ -18,9 +18,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics
 
 if TYPE_CHECKING:
+    import torch
     from IPython.core.interactiveshell import InteractiveShell
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class ShellMagics(Magics):
@@ -179,6 +181,39 @@ def lookup(user_ns: dict[str, Any], name: str, what: str = "NAME") -> Any:
             f"that creates it) or check the spelling.{hint}"
         )
     return user_ns[name]
+
+
+#: What ``--model`` and ``--optimizer`` must hold: torch's name for it, its role, an example.
+_NAMED_KINDS = {
+    "--model": ("torch.nn.Module", "the model the code trains", "model"),
+    "--optimizer": ("torch.optim.Optimizer", "the optimizer it steps", "opt"),
+}
+
+
+def lookup_model(user_ns: dict[str, Any], name: str) -> torch.nn.Module:
+    """:func:`lookup` of ``--model NAME``; a ``UsageError`` naming what it holds if no model."""
+    import torch  # loaded already: the magic imported it
+
+    return _checked(lookup(user_ns, name, "--model"), torch.nn.Module, "--model", name)
+
+
+def lookup_optimizer(user_ns: dict[str, Any], name: str) -> torch.optim.Optimizer:
+    """:func:`lookup` of ``--optimizer NAME``; likewise."""
+    import torch  # loaded already: the magic imported it
+
+    value = lookup(user_ns, name, "--optimizer")
+    return _checked(value, torch.optim.Optimizer, "--optimizer", name)
+
+
+def _checked(value: object, kind: type[T], option: str, name: str) -> T:
+    """``value`` if it is a ``kind``, else the ``UsageError`` that says what ``option`` takes."""
+    if isinstance(value, kind):
+        return value
+    torch_name, role, example = _NAMED_KINDS[option]
+    raise UsageError(
+        f"{option} {name} is a {type_name(value)}, not a {torch_name}: name {role}, e.g. "
+        f"{option} {example}."
+    )
 
 
 def compile_expression(shell: Any, expr: str, option: str) -> Any:

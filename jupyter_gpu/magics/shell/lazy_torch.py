@@ -45,7 +45,9 @@ def cuda_device_index(device: int | None) -> int:
     Raises:
         UsageError: no such device.
     """
-    torch = torch_module()
+    torch_module()  # the UsageError that says how to install torch, where it is missing
+    import torch
+
     count = torch.cuda.device_count()
     if device is None:
         return int(torch.cuda.current_device())

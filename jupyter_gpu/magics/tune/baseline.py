@@ -12,7 +12,7 @@ profiled step with its matmuls' dtypes; one step under torch's FLOP counter.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.magics.probes.evidence import profile_one_call
@@ -33,15 +33,19 @@ PROFILE_S = 0.3
 _DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16"}
 
 
-def _autocast_dtype(torch: Any, device: str) -> str:
+def _autocast_dtype(device: str) -> str:
+    import torch  # loaded already: the magic imported it
+
     getter = getattr(torch, "get_autocast_dtype", None)
     if getter is None:
         return ""
     return _DTYPE_NAMES.get(str(getter(device)).removeprefix("torch."), "")
 
 
-def _free_bytes(torch: Any) -> int | None:
+def _free_bytes() -> int | None:
     """Bytes a bigger step could still use: free on the device plus torch's unused cache."""
+    import torch  # loaded already: the magic imported it
+
     try:
         free, _total = torch.cuda.mem_get_info()
         cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
@@ -52,7 +56,9 @@ def _free_bytes(torch: Any) -> int | None:
 
 def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
     """Measure the step as it is (see the module doc). Runs inside the session's runs."""
-    torch, target = s.torch, s.target
+    import torch  # loaded already: the magic imported it
+
+    target = s.target
     device = target.device
     base = s.variant([])
     with base.entered():
@@ -77,14 +83,14 @@ def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
         first,
         gpu_name=torch.cuda.get_device_name() if target.cuda else "",
         autocast_on=autocast_on,
-        autocast_dtype=_autocast_dtype(torch, device) if autocast_on else "",
+        autocast_dtype=_autocast_dtype(device) if autocast_on else "",
         tf32=tf32_enabled(),
         tf32_hardware=tf32_supported(),
         threads=int(torch.get_num_threads()),
         cpus=read_cpu_budget(),
     )
     cell_names = cell_filenames(s.shell)
-    prof = step_profiler(torch, warmup=1, steps=steps, cuda=target.cuda)
+    prof = step_profiler(warmup=1, steps=steps, cuda=target.cuda)
     with base.entered():
         profiled_pass(prof, base.run, 1, steps)
     try:
@@ -95,7 +101,7 @@ def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
     except UnicodeDecodeError:  # torch's own trace parse, now and then (see %%profile)
         ev.analysis = None
     if target.cuda and ev.sync_count:
-        spy = SyncSpy(torch, cell_names)
+        spy = SyncSpy(cell_names)
         with base.entered(), spy:
             base.run()
         synchronize(device)
@@ -105,5 +111,5 @@ def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
         ev.flops_per_step, ev.flops_note = count_flops(base.run)
     synchronize(device)
     if target.cuda:
-        ev.free_bytes = _free_bytes(torch)
+        ev.free_bytes = _free_bytes()
     return ev

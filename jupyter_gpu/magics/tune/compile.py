@@ -127,8 +127,10 @@ class Compile(Fix):
     def prepare(self, s: TuneSession) -> None:
         if self.compiled is not None:
             return
+        import torch  # loaded already: the magic imported it
+
         options: dict[str, Any] = {} if self.mode == "default" else {"mode": self.mode}
-        self.compiled = s.torch.compile(s.target.model, **options)
+        self.compiled = torch.compile(s.target.model, **options)
         assert s.runs is not None
         s.runs.save_also(s.target.model_name, self.compiled)
 

@@ -96,7 +96,8 @@ class ChannelsLast(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        torch = s.torch
+        import torch  # loaded already: the magic imported it
+
         model = s.target.model
         optimizers = _optimizers(s)
         model.to(memory_format=torch.channels_last)  # its gradients too (Module._apply)
@@ -115,9 +116,11 @@ class ChannelsLast(Fix):
         ]
 
     def apply(self, s: TuneSession) -> str:
+        import torch  # loaded already: the magic imported it
+
         name = s.target.model_name
-        s.target.model.to(memory_format=s.torch.channels_last)
-        _convert_state(_optimizers(s), s.torch.channels_last)
+        s.target.model.to(memory_format=torch.channels_last)
+        _convert_state(_optimizers(s), torch.channels_last)
         return (
             f"{name}'s convolution weights (and its optimizer's state for them) are "
             "channels_last; convert the step's input too"
@@ -146,7 +149,9 @@ class CudnnBenchmark(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        cudnn = s.torch.backends.cudnn
+        import torch  # loaded already: the magic imported it
+
+        cudnn = torch.backends.cudnn
         saved = cudnn.benchmark
         cudnn.benchmark = True
         try:
@@ -158,5 +163,7 @@ class CudnnBenchmark(Fix):
         return ["torch.backends.cudnn.benchmark = True  # cuDNN times its algorithms per shape"]
 
     def apply(self, s: TuneSession) -> str:
-        s.torch.backends.cudnn.benchmark = True
+        import torch  # loaded already: the magic imported it
+
+        torch.backends.cudnn.benchmark = True
         return "torch.backends.cudnn.benchmark = True"

@@ -137,11 +137,11 @@ class TuneMagics(ShellMagics):
             chosen = selection(args.only, args.skip)
         except argparse.ArgumentTypeError as err:
             raise UsageError(str(err)) from None
-        torch = torch_module()
-        target = read_target(self.shell, args, torch)
+        torch_module()  # the UsageError that says how to install torch, where it is missing
+        target = read_target(self.shell, args)
         budget = Budget(args.budget)
         progress = Progress(self.shell, budget, quiet=args.quiet)
-        session = Session[Fix](self.shell, target, torch, budget, progress)
+        session = Session[Fix](self.shell, target, budget, progress)
         result = TuneResult(target.expr, target.device, budget_s=args.budget)
         try:
             session.open()  # UsageError here: nothing ran, the names are as they were

@@ -68,8 +68,10 @@ class Tf32(Fix):
         return "TF32 on for float32 matmuls and convolutions (as %amp tf32 on)"
 
 
-def cpu_has_bf16(torch: Any) -> bool:
+def cpu_has_bf16() -> bool:
     """Whether this CPU computes bf16 in hardware (AVX512-BF16 or AMX tiles), as torch sees it."""
+    import torch  # loaded already: the magic imported it
+
     cpu = getattr(torch, "cpu", None)
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         check = getattr(cpu, probe, None)
@@ -102,14 +104,11 @@ class Autocast(Fix):
         low = ev.matmul_dtypes() & {"bfloat16", "float16"}
         if low:
             return f"the step's matmuls run in {', '.join(sorted(low))} already"
-        if not ev.cuda:
-            import torch
-
-            if not cpu_has_bf16(torch):
-                return (
-                    "this CPU has no bf16 instructions (AVX512-BF16 or AMX): CPU autocast would "
-                    "emulate bf16, slower than float32"
-                )
+        if not ev.cuda and not cpu_has_bf16():
+            return (
+                "this CPU has no bf16 instructions (AVX512-BF16 or AMX): CPU autocast would "
+                "emulate bf16, slower than float32"
+            )
         share = ev.matmul_share()
         if share < SMALL_SHARE:
             return (

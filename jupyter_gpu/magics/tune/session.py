@@ -60,13 +60,10 @@ class Session(Generic[F]):
     ``F``: the fixes its variants are made of (``fixes.Fix``).
     """
 
-    def __init__(
-        self, shell: Any, target: Target, torch: Any, budget: Budget, progress: Progress
-    ) -> None:
+    def __init__(self, shell: Any, target: Target, budget: Budget, progress: Progress) -> None:
         self.shell = shell
         self.user_ns: dict[str, Any] = shell.user_ns
         self.target = target
-        self.torch = torch
         self.budget = budget
         self.progress = progress
         self.source: BatchSource | None = BatchSource() if target.batches_name else None
@@ -253,9 +250,11 @@ class Session(Generic[F]):
                 batch = self.source.peek()
             watch = None
             if self.target.cuda:
+                import torch  # loaded already: the magic imported it
+
                 from jupyter_gpu.magics.probes.peak import PeakWatch
 
-                watch = PeakWatch(self.torch.cuda.current_device(), always_trace=True)
+                watch = PeakWatch(torch.cuda.current_device(), always_trace=True)
                 synchronize(device)
                 watch.start()
             try:

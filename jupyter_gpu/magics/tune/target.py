@@ -23,11 +23,21 @@ import argparse
 import inspect
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from jupyter_gpu.magics.shell.args import check_identifier, compile_expression, lookup, type_name
+from jupyter_gpu.magics.shell.args import (
+    check_identifier,
+    compile_expression,
+    lookup,
+    lookup_model,
+    lookup_optimizer,
+    type_name,
+)
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -64,30 +74,14 @@ class Target:
         return self.loader is not None and self.batches_name is None
 
 
-def _model(user_ns: dict[str, Any], name: str, torch: Any) -> Any:
-    model = lookup(user_ns, name, "--model")
-    if not isinstance(model, torch.nn.Module):
-        raise UsageError(
-            f"--model {name} is a {type_name(model)}, not a torch.nn.Module: name the model the "
-            "step trains, e.g. --model model."
-        )
+def _model(user_ns: dict[str, Any], name: str) -> torch.nn.Module:
+    model = lookup_model(user_ns, name)
     if hasattr(model, "_orig_mod"):
         raise UsageError(
             f"--model {name} is a torch.compile wrapper: %tune measures the step as it is and "
             f"tries compiling itself; give it the eager model (%compile {name} --undo first)."
         )
     return model
-
-
-def _optimizer(user_ns: dict[str, Any], name: str | None, torch: Any) -> Any:
-    if name is None:
-        return None
-    optimizer = lookup(user_ns, name, "--optimizer")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise UsageError(
-            f"--optimizer {name} is a {type_name(optimizer)}, not a torch.optim.Optimizer."
-        )
-    return optimizer
 
 
 def loader_in(value: Any, loader_type: type, user_ns: dict[str, Any]) -> Any:
@@ -123,12 +117,14 @@ def _device(model: Any) -> str:
     return "cpu"
 
 
-def read_target(shell: Any, args: argparse.Namespace, torch: Any) -> Target:
+def read_target(shell: Any, args: argparse.Namespace) -> Target:
     """Check the magic's line against the notebook and return what it names.
 
     Raises:
         UsageError: for each thing that cannot work, with what to do (nothing runs before).
     """
+    import torch  # loaded already: the magic imported it
+
     user_ns = shell.user_ns
     if len(args.step) != 1:
         raise UsageError(
@@ -142,8 +138,8 @@ def read_target(shell: Any, args: argparse.Namespace, torch: Any) -> Target:
             f'%tune needs --model NAME, the model {expr} trains: %tune "{expr}" --model model '
             "--optimizer opt (it is put back after the runs, and compiled or converted on trial)."
         )
-    model = _model(user_ns, args.model, torch)
-    optimizer = _optimizer(user_ns, args.optimizer, torch)
+    model = _model(user_ns, args.model)
+    optimizer = lookup_optimizer(user_ns, args.optimizer) if args.optimizer else None
     target = Target(expr, code, args.model, model, args.optimizer, optimizer)
     target.device = _device(model)
     data = torch.utils.data

@@ -42,7 +42,8 @@ class Threads(Fix):
 
     @contextlib.contextmanager
     def applied(self, s: TuneSession) -> Iterator[None]:
-        torch = s.torch
+        import torch  # loaded already: the magic imported it
+
         saved = torch.get_num_threads()
         torch.set_num_threads(self.count)
         try:
@@ -54,5 +55,7 @@ class Threads(Fix):
         return [f"torch.set_num_threads({self.count})  # the CPUs this kernel's quota allows"]
 
     def apply(self, s: TuneSession) -> str:
-        s.torch.set_num_threads(self.count)
+        import torch  # loaded already: the magic imported it
+
+        torch.set_num_threads(self.count)
         return f"torch.set_num_threads({self.count})"

@@ -148,6 +148,18 @@ def test_bad_input_runs_nothing(shell: Shell, tmp_path: Path) -> None:
     assert "unknown key" in shell.usage_error("%%profile --sort speed\nran = 1")
     assert "no GPU time" in shell.usage_error("%%profile --sort self_gpu\nran = 1")
     assert "at least 1" in shell.usage_error("%%profile --row-limit 0\nran = 1")
+    # --model/--optimizer: the same check and words as %amp compare, %compile and %tune
+    shell.ok("import torch\nnet = torch.nn.Linear(2, 2)\nlabel = 'net'")
+    shell.refuses(
+        {
+            "%%profile --steps 2 --model label\nran = 1": (
+                "--model label is a str, not a torch.nn.Module: name the model"
+            ),
+            "%%profile --steps 2 --model net --optimizer net\nran = 1": (
+                "--optimizer net is a Linear, not a torch.optim.Optimizer: name the optimizer"
+            ),
+        }
+    )
     assert "ran" not in shell.ip.user_ns
     assert not torch.autograd._profiler_enabled()
 

@@ -551,7 +551,7 @@ def test_autocast_with_channels_last_is_tried_for_a_conv_net_beside_each_alone(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A CPU without bf16 instructions emulates it (slowly, but the runs are the same).
-    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda torch: True)
+    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda: True)
     ran, before, memory_format = _tune_the_cnn(shell, "--only autocast,conv --budget 60s")
     result = shell["r"]
     tried = {f.name: f for f in result.fixes}
@@ -579,7 +579,7 @@ def test_autocast_with_channels_last_is_tried_for_a_conv_net_beside_each_alone(
 def test_autocast_with_channels_last_is_not_planned_for_a_net_without_convolutions(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda torch: True)
+    monkeypatch.setattr("jupyter_gpu.magics.tune.precision.cpu_has_bf16", lambda: True)
     # A profile whose matmuls took almost nothing (on two busy CI cores one measured 2 %): the
     # model's own reason, which no timing moves, is the one given.
     monkeypatch.setattr(
