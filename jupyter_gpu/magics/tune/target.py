@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any
@@ -111,10 +112,10 @@ def loader_in(value: Any, loader_type: type, user_ns: dict[str, Any]) -> Any:
     return next(iter(owners.values())) if len(owners) == 1 else None
 
 
-def _device(model: Any) -> str:
-    for tensor in [*model.parameters(), *model.buffers()]:
-        return "cuda" if tensor.device.type == "cuda" else tensor.device.type
-    return "cpu"
+def _device(model: torch.nn.Module) -> str:
+    """Where the model's first parameter (or buffer) is: "cuda", "cpu", ...; "cpu" with none."""
+    tensors = itertools.chain(model.parameters(), model.buffers())
+    return next((tensor.device.type for tensor in tensors), "cpu")
 
 
 def read_target(shell: Any, args: argparse.Namespace) -> Target:
