@@ -62,7 +62,7 @@ def compare_from_args(shell: Any, args: argparse.Namespace) -> AmpComparison | N
         )
     torch_module()  # the UsageError that says how to install torch, where it is missing
     expr = args.args[0]
-    code = compile_expression(shell, expr, "compare")
+    code = compile_expression(shell, expr, "%amp compare")
     modes = _parse_modes(args.modes)
     named = Named.from_options(shell.user_ns, args.model, args.optimizer)
     device = prec.resolve_device(args.device)

@@ -146,8 +146,10 @@ def show_summary(
         note(f"No live tensors on {s.device}.")
     if s.unnamed_bytes:
         note(
-            f"{fmt_bytes(s.unnamed_bytes)} of tensors is not reachable from any notebook name "
-            "(held by libraries, closures, compiled graphs or CUDA graph pools)."
+            f"{fmt_bytes(s.unnamed_bytes)} of tensors is not reachable from any notebook name: "
+            "held by libraries, closures, compiled graphs or CUDA graph pools, or left in "
+            "reference cycles that Python's cycle collector has not freed yet (gc.collect() "
+            "frees those; %memsummary --free runs it)."
         )
     held = held_note(
         held_by_error, held_by_outputs, oom=s.last_error_was_oom, cuda=index is not None

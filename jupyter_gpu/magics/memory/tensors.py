@@ -215,6 +215,9 @@ def census(shell: Any, device: str | None, *, find_unnamed: bool = True) -> Tens
         walker.visit(value, name, USER)
     for name, value in output_cache(shell):
         walker.visit(value, name, OUTPUT)
+    # The notebook's namespace, met again in a magic's frame (its local_ns), holds nothing
+    # more than the names above: its tensors are not the last error's.
+    walker.visited.update((id(shell.user_ns), id(shell.user_global_ns)))
     for name, value in traceback_locals(last_error_tracebacks(shell)):
         walker.visit(value, name, TRACEBACK)
     if find_unnamed:

@@ -25,6 +25,7 @@ from jupyter_gpu.magics.shell.args import (
     output_options,
     parse,
     positive_int,
+    with_call,
 )
 from jupyter_gpu.magics.shell.cell import CellCode, cell_filenames
 from jupyter_gpu.magics.shell.lazy_torch import torch_module
@@ -187,6 +188,13 @@ class ProfileMagics(ShellMagics):
                 )
         args = parse(ProfileMagics.profile, line)
         torch = torch_module()
+        called = with_call(self.shell.user_ns, cell)
+        if called is not None:
+            where = "%profile's statement" if first_line == 1 else "The cell"
+            raise UsageError(
+                f"{where} names {called.what} without calling it: running it would only look the "
+                f"name up, and the profile would hold nothing of it. Call it: {called.call}"
+            )
         cuda = bool(torch.cuda.is_available())
         sort = self._sort_key(args.sort, cuda)
         trace = self._trace_path(args.trace)

@@ -116,6 +116,22 @@ def raised_by_user_code(error: BaseException) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith("<")
 
 
+def frames_below_the_magic(error: BaseException) -> list[str]:
+    """The functions of the extension a usage error's traceback still holds, past its entry.
+
+    IPython keeps the last error until the next one, and each frame keeps its variables alive
+    (the model a magic looked up, among others).
+    """
+    names = []
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if "jupyter_gpu" in code.co_filename and code.co_name != "without_frames":
+            names.append(code.co_name)
+        tb = tb.tb_next
+    return names
+
+
 def reset(shell: Shell) -> None:
     """Undo what a magic that ran may have switched on (as a user would)."""
     for line in ("%amp off", "%gpu --watch off"):
@@ -162,6 +178,7 @@ def test_bad_arguments_are_usage_errors_and_change_nothing(shell: Shell, data: A
             if isinstance(error, UsageError):
                 assert str(error).strip(), source  # says what to do
                 assert state(shell) == before, source
+                assert frames_below_the_magic(error) == [], source
             return
         # The other acceptable error is the user's own: a magic that takes a statement
         # (`%profile STATEMENT`) runs it, and it may not compile or may raise.
@@ -182,3 +199,4 @@ def test_an_unbalanced_quote_is_a_usage_error_everywhere(shell: Shell, quote: st
         message = shell.usage_error(source)
         assert message.strip()
         assert state(shell) == before, source
+        assert frames_below_the_magic(shell.ip.last_execution_result.error_in_exec) == []

@@ -82,3 +82,68 @@ def test_lookup_says_what_to_do() -> None:
 def test_union_length_merges_overlaps() -> None:
     assert union_length([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == pytest.approx(3.0)
     assert union_length([]) == 0.0
+
+
+class _Trainer:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.model = __import__("torch").nn.Linear(2, 2)
+
+    def step(self, batch: object, lr: float = 0.1) -> None:
+        self.calls += 1
+
+    @property
+    def counted(self) -> object:
+        self.calls += 1  # a property would run if the check evaluated the name
+        return self.step
+
+
+def _step() -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("source", "what", "call"),
+    [
+        ("step", "a function", "step()"),
+        (" trainer.step ", "a method", "trainer.step(batch)"),  # bound: no self to pass
+        ("trainer.model", "a Linear", "trainer.model(input)"),  # a module: forward's arguments
+        ("_Trainer", "a class", "_Trainer()"),
+        ("print", "a builtin_function_or_method", "print()"),  # no signature: no arguments
+    ],
+)
+def test_a_name_of_a_callable_is_the_call_it_was_meant_to_be(
+    source: str, what: str, call: str
+) -> None:
+    trainer = _Trainer()
+    ns = {"step": _step, "trainer": trainer, "_Trainer": _Trainer, "print": print}
+    assert _args.with_call(ns, source) == _args.Uncalled(what, call)
+    assert trainer.calls == 0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "step()",  # calls
+        "trainer.step(1)",
+        "x @ w",  # work without a call
+        "trainer.counted",  # a property: resolving it would run code
+        "trainer.missing",
+        "missing",
+        "x",  # not callable
+        "lambda: step()",
+        "step(",  # not Python: compile_expression says so
+    ],
+)
+def test_anything_else_is_left_to_run(source: str) -> None:
+    trainer = _Trainer()
+    ns = {"step": _step, "trainer": trainer, "x": 1, "w": 2}
+    assert _args.with_call(ns, source) is None
+    assert trainer.calls == 0
+
+
+def test_compile_expression_refuses_a_step_without_its_call() -> None:
+    shell = argparse.Namespace(user_ns={"train_step": _step})
+    with pytest.raises(UsageError, match=r'Call it: %tune "train_step\(\)"\.$'):
+        _args.compile_expression(shell, "train_step", "%tune")
+    assert _args.compile_expression(shell, "train_step()", "%tune") is not None
