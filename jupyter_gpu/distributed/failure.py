@@ -58,6 +58,8 @@ ENV_HINTS: dict[str, str] = {
 
 _EXITCODE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 _STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+# torch.distributed's message for an init_process_group after ours (distributed_c10d.py).
+_SECOND_INIT = "trying to initialize the default process group twice"
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: (WorkNCCL\([^)]*\))")
 
 
@@ -261,6 +263,14 @@ def explain(
                 )
                 + " Define it in this cell, or put shared code in a module (%%writefile "
                 "helpers.py in a cell above, then import helpers here)."
+            )
+        if cause.type == "ValueError" and _SECOND_INIT in cause.message:
+            diag.notes.append(
+                "%%torchrun initialises the default process group before the cell runs (nccl "
+                "with the rank's GPU, else gloo), so the cell's dist.init_process_group was a "
+                "second one: leave it out, or guard it (if not dist.is_initialized(): ...) to "
+                "keep the code runnable as a script. The cell has rank, local_rank, world_size "
+                "and device already; a dist.destroy_process_group() at its end may stay."
             )
         same = [e.rank for e in errors[1:] if (e.type, e.message) == (cause.type, cause.message)]
         if same:

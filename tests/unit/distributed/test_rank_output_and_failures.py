@@ -146,6 +146,23 @@ def test_the_first_failure_is_the_cause(tmp_path: Path) -> None:
     assert diag.notes == ["then rank 0 failed too: RuntimeError: Connection closed by peer"]
 
 
+def test_a_cell_that_inits_the_process_group_again_is_told_to_leave_it_out(
+    tmp_path: Path,
+) -> None:
+    started(tmp_path, 0, 1)
+    message = "trying to initialize the default process group twice!"  # torch's own words
+    for r in (0, 1):
+        write_json(tmp_path / f"rank-{r}.error.json", error(r, 5.0 + r, message=message))
+    diag = explain(tmp_path, world_size=2, timeout_s=30, cell_source="x", torchrun_log="")
+    assert diag.headline == "rank 0 raised ValueError"
+    assert "so the cell's dist.init_process_group was a second one: leave it out" in diag.notes[0]
+    assert diag.notes[1:] == ["rank 1 raised the same error"]
+    write_json(tmp_path / "rank-0.error.json", error(0, 5.0))
+    write_json(tmp_path / "rank-1.error.json", error(1, 6.0))
+    other = explain(tmp_path, world_size=2, timeout_s=30, cell_source="x", torchrun_log="")
+    assert not any("init_process_group" in note for note in other.notes)
+
+
 def test_a_timeout_names_who_waited_and_where_the_others_were(tmp_path: Path) -> None:
     started(tmp_path, 0, 1, 2)
     for r in (0, 2):
