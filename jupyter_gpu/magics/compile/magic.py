@@ -264,7 +264,7 @@ class CompileMagics(ShellMagics):
         if args.optimizer:
             optimizers[args.optimizer] = lookup_optimizer(self.shell.user_ns, args.optimizer)
         models = {name: eager} if isinstance(eager, torch.nn.Module) else {}
-        return RepeatedRuns(
+        runs = RepeatedRuns(
             self.shell,
             [code],
             what=f'--bench "{args.bench}"',
@@ -273,6 +273,17 @@ class CompileMagics(ShellMagics):
             expected_runs="many times (warm-up, then interleaved rounds of eager and compiled, "
             "about a second of timed runs each)",
         )
+        routes = runs.reached.named_routes.get(name, [])
+        if models and name not in runs.reached.loaded_names:
+            # The bench binds the name to each model in turn: held another way (a closure,
+            # trainer.model), the compiled one would never run, and eager be timed twice.
+            how = f"holds {name} as {', '.join(routes[:2])}" if routes else f"does not use {name}"
+            raise UsageError(
+                f'--bench "{args.bench}" never loads the name {name} (it {how}), and the bench '
+                f"binds {name} to the eager and the compiled model in turn: both would time "
+                f'the eager one. Bench an expression that uses {name}, e.g. --bench "{name}(x)".'
+            )
+        return runs
 
     def _options(self, args: argparse.Namespace) -> dict[str, Any]:
         import torch  # loaded already: the magic imported it

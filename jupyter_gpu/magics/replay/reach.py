@@ -215,6 +215,13 @@ class Reached:
     #: "sys.path"; see ``settings.py``).
     process: set[str] = field(default_factory=set)
     problems: list[Problem] = field(default_factory=list)
+    #: The notebook's names the code loads (its own and the functions' it follows). A magic
+    #: that binds a name to another object for a run (``%tune``'s compiled model) changes the
+    #: code only where it loads that name.
+    loaded_names: set[str] = field(default_factory=set)
+    #: How the code reaches each named model and optimizer: the labels it finds it under (its
+    #: own name, or another way: a closure's ``net``, ``trainer.model``).
+    named_routes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _torch() -> Any:
@@ -226,8 +233,9 @@ def _numpy() -> Any:
 
 
 class _Walker:
-    def __init__(self, named: Named, cell_names: dict[str, int]) -> None:
+    def __init__(self, named: Named, cell_names: dict[str, int], namespace: dict[str, Any]) -> None:
         self.named = named
+        self.namespace = namespace  # the notebook's
         self.cell_names = cell_names
         self.out = Reached()
         self.seen: set[int] = set()
@@ -237,6 +245,9 @@ class _Walker:
         self.named_modules: dict[int, str] = {}
         self.named_tensors: set[int] = set()
         self.named_optimizers = {id(o): n for n, o in named.optimizers.items()}
+        self.named_objects = {
+            id(o): n for n, o in [*named.models.items(), *named.optimizers.items()]
+        }
         #: Objects it cannot look into, by id: (label, object, loads, data-attribute reads).
         #: One the code only reads data attributes of (``cfg.lr``, ``corpus.train``) is no
         #: problem; one it passes on or calls a method of is.
@@ -320,6 +331,8 @@ class _Walker:
                 if name in _BUILTIN_PROBLEMS:  # IPython puts its own open() in the namespace
                     self.builtin(name, code, line)
                 elif name in ns:
+                    if ns is self.namespace:
+                        self.out.loaded_names.add(name)
                     current = (prefix + name, ns[name])
                     self.value(ns[name], prefix + name, depth + 1, loaded=True)
                     self.count_load(ns[name])
@@ -468,6 +481,11 @@ class _Walker:
         if setting is not None:
             self.out.process.add(setting)
             return
+        named = self.named_objects.get(id(v))
+        if named is not None:  # before the seen check: every way to it counts
+            routes = self.out.named_routes.setdefault(named, [])
+            if label not in routes:
+                routes.append(label)
         if id(v) in self.seen or depth > _MAX_DEPTH:
             return
         self.seen.add(id(v))
@@ -788,7 +806,7 @@ def reach(
     cell_names: dict[str, int] | None = None,
 ) -> Reached:
     """What ``codes`` (run with ``namespace`` as globals) reach, sorted (see the module doc)."""
-    walker = _Walker(named, cell_names or {})
+    walker = _Walker(named, cell_names or {}, namespace)
     torch = _torch()
     for name, model in named.models.items():
         walker.seen.add(id(model))

@@ -92,17 +92,23 @@ def make_plan(s: TuneSession, ev: Evidence, chosen: set[str]) -> list[Planned]:
     larger = LargerBatch()
     autocast = Autocast.for_device(t.device)
     nhwc = AutocastChannelsLast(autocast.dtype, t.device)
+    compiled_unused = s.not_by_name(t.model_name, "the compiled model")
+    rebuilt_unused = (
+        s.not_by_name(t.optimizer_name, f"a {optimizer.how} rebuild of it")
+        if t.optimizer_name
+        else None
+    )
     planned = [
         Planned(loader, loader.explain_skip(s, ev)),
         *(Planned(fix, fix.why_not(ev)) for fix in (Tf32(), autocast)),
         # Right after autocast alone: early enough to be reached within a typical budget.
         Planned(nhwc, nhwc.explain_skip(t.model, ev)),
-        Planned(optimizer, optimizer.explain_skip(t.optimizer)),
+        Planned(optimizer, optimizer.explain_skip(t.optimizer) or rebuilt_unused),
         Planned(channels, channels.explain_skip(t.model, ev)),
         *(Planned(fix, fix.why_not(ev)) for fix in (CudnnBenchmark(), threads)),
         Planned(larger, larger.explain_skip(s, ev)),
         *(
-            Planned(fix, fix.why_not(ev))
+            Planned(fix, fix.why_not(ev) or compiled_unused)
             for fix in (
                 Compile("default"),
                 Compile("reduce-overhead"),

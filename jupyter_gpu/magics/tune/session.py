@@ -94,6 +94,25 @@ class Session(Generic[F]):
         """What ``name`` held before ``%tune`` rebound it."""
         return self._bound.get(name, self.user_ns.get(name))
 
+    def not_by_name(self, name: str, what: str) -> str | None:
+        """Why binding ``name`` to ``what`` would not change the step (``None``: it would).
+
+        A fix that works by rebinding a notebook name (the compiled model, the rebuilt
+        optimizer) changes the step only where the step loads that name: one that holds the
+        object another way (a closure, a default argument, ``trainer.model``) would run as it
+        was, and the fix would be timed at 1.00x on nothing.
+        """
+        assert self.runs is not None
+        if name in self.runs.reached.loaded_names:
+            return None
+        routes = self.runs.reached.named_routes.get(name, [])
+        how = f"holds it as {', '.join(routes[:2])}" if routes else f"does not use {name}"
+        return (
+            f"{self.target.expr} never loads the name {name} (it {how}), and %tune tries this "
+            f"by binding {name} to {what}: the step would run as it is. Use the name {name} "
+            "in the step (or a function it calls), or apply the fix where the step gets it"
+        )
+
     @contextlib.contextmanager
     def rebound(self, name: str, value: Any) -> Iterator[None]:
         """``name`` holds ``value`` inside; after, what it held before ``%tune`` rebound it."""

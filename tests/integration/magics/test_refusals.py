@@ -73,3 +73,21 @@ def test_the_notebooks_names_met_in_a_magics_frame_are_not_the_last_errors(shell
     assert "x" in labels
     assert "<last error> fails.held" in labels
     assert not [label for label in labels if "local_ns" in label], labels
+
+
+def test_a_bench_that_never_loads_the_compiled_name_is_refused(shell: Shell) -> None:
+    # %compile --bench binds NAME to the eager and the compiled model in turn; a step that
+    # holds the model in a closure would time the eager one twice.
+    shell.ok(
+        MODEL_CELL
+        + "def make_step(net):\n    return lambda: net(x).sum()\ncstep = make_step(model)\n"
+    )
+    shell.refuses(
+        {
+            '%compile model --bench "cstep()"': (
+                "never loads the name model (it holds model as <lambda>'s net), and the bench "
+                "binds model to the eager and the compiled model in turn"
+            )
+        }
+    )
+    assert not hasattr(shell["model"], "_orig_mod")  # nothing compiled, the name as it was

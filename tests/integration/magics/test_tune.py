@@ -662,6 +662,38 @@ def test_compile_is_tried_with_its_compile_time_apart(shell: Shell) -> None:
     assert "needs a GPU" in skipped["torch.compile max-autotune-no-cudagraphs"]
 
 
+CLOSURE_STEP_CELL = """
+def make_step(net, optim):
+    def closure_step():
+        optim.zero_grad()
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        optim.step()
+        return loss
+    return closure_step
+cstep = make_step(model, opt)
+"""
+
+
+def test_a_fix_that_rebinds_a_name_the_step_never_loads_is_not_tried(shell: Shell) -> None:
+    # %tune tries torch.compile and the fused optimizer by binding the names to the compiled
+    # model and the rebuilt optimizer: a step built by a closure holds the originals, ran
+    # as it was, and both were timed at 1.00x (the first "compiled" step compiled nothing).
+    shell.ok(MODEL_CELL + CLOSURE_STEP_CELL)
+    shell.ok('r = %tune "cstep()" --model model --optimizer opt --only compile,optimizer -q -o')
+    result = shell["r"]
+    assert result.fixes == []
+    skipped = {n.name: n.why for n in result.not_tried}
+    assert skipped["torch.compile"].startswith(
+        "cstep() never loads the name model (it holds it as closure_step's net), and %tune "
+        "tries this by binding model to the compiled model: the step would run as it is."
+    )
+    assert (
+        "never loads the name opt (it holds it as closure_step's optim)"
+        in (skipped["fused optimizer"])
+    )
+
+
 # Attention written out by hand: a softmax between two batched matmuls.
 ATTENTION_CELL = """
 class Attention(torch.nn.Module):

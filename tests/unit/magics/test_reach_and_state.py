@@ -87,6 +87,47 @@ def test_what_cannot_be_put_back_is_named(source: str, expr: str, phrase: str) -
     assert any(phrase in p for p in problems(ns, expr)), problems(ns, expr)
 
 
+ROUTES = """
+def make_step(net, optim):
+    def closure_step():
+        optim.zero_grad()
+        net(x).sum().backward()
+        optim.step()
+    return closure_step
+cstep = make_step(model, opt)
+alias = model
+def by_alias():
+    return alias(x)
+class Holder:
+    pass
+holder = Holder()
+holder.net = model
+"""
+
+
+@pytest.mark.parametrize(
+    ("expr", "routes"),
+    [
+        ("step()", {"model": ["model"], "opt": ["opt"]}),
+        ("cstep()", {"model": ["closure_step's net"], "opt": ["closure_step's optim"]}),
+        ("by_alias()", {"model": ["alias"]}),
+        ("(holder, step())", {"model": ["holder.net", "model"], "opt": ["opt"]}),
+        ("x.sum()", {}),
+    ],
+)
+def test_the_ways_the_code_reaches_a_named_model_are_listed(
+    expr: str, routes: dict[str, list[str]]
+) -> None:
+    # A magic that binds the name to another object (a compiled model) changes only a step
+    # that loads the name.
+    ns = run_source(MODEL + ROUTES)
+    named = Named({"model": ns["model"]}, {"opt": ns["opt"]})
+    found = reached(ns, expr, named)
+    assert found.named_routes == routes
+    loaded = {name for name, ways in routes.items() if name in ways}
+    assert found.loaded_names & {"model", "opt"} == loaded
+
+
 def test_harmless_and_restorable_objects_are_no_problem() -> None:
     ns = run_source(
         "import math, functools, random as rnd\n"
