@@ -11,7 +11,9 @@ closures and default arguments. Every object found is sorted into:
   optimizers step, in a named model or not); other modules whose tensors those hold (their
   hooks and submodules); tensors and NumPy arrays (values put back in place, a leaf's gradient
   too); objects with ``state_dict``/``load_state_dict`` (LR schedulers, ``GradScaler``, EMA
-  helpers: through those); dicts, lists and plain objects (their items put back); random
+  helpers: through those); dicts, lists and plain objects (their items put back); objects of
+  the user's own classes whose methods the code calls (``trainer.step()``: their ``__dict__``
+  put back, the methods followed, their stores on ``self`` allowed); random
   generators (their state); names the code rebinds (``global x``, a cell's assignments);
   closure cells it writes (``nonlocal``); ``os.environ`` and ``sys.path`` where the code
   touches them (the other process-wide settings are always saved: ``settings.py``);
@@ -43,7 +45,7 @@ import sys
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_gpu.magics.shell.args import lookup_model, lookup_optimizer
 from jupyter_gpu.magics.shell.lazy_torch import holds_no_memory
@@ -128,6 +130,15 @@ _BUILTIN_PROBLEMS = {
 }
 #: Functions in which setting attributes builds a new object rather than changing one.
 _BUILDERS = frozenset(("__init__", "__new__", "__post_init__", "__init_subclass__"))
+#: Which attribute stores in followed code are no problem: none (""), any ("any": a method of
+#: an object saved through its state_dict, which holds what they set), or those on the method's
+#: own ``self`` ("self": a method of an object of the user's own class, whose __dict__ is
+#: put back).
+Stores = Literal["", "any", "self"]
+#: Classes that define one of these compute their attributes: they are not read like data.
+_ATTRIBUTE_HOOKS = frozenset(
+    ("__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__slots__")
+)
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range, slice)
 _MAX_ITEMS = 10_000
 
@@ -254,6 +265,9 @@ class _Walker:
         self.opaque: dict[int, list[Any]] = {}
         #: Objects saved through their state_dict, by id (their methods are followed).
         self.stateful_objects: dict[int, Any] = {}
+        #: Objects of the user's own classes the code calls methods of, by id: their
+        #: __dict__ is put back, their methods are followed (``look_into``).
+        self.own_objects: dict[int, Any] = {}
         self._index_named()
 
     # ------------------------------------------------------------------ named state
@@ -304,17 +318,20 @@ class _Walker:
         owner: type | None = None,
         depth: int = 0,
         *,
-        stores_ok: bool = False,
+        stores: Stores = "",
     ) -> None:
         """Follow one code object: ``ns`` its globals, ``cells`` its closure (free variables).
 
-        ``stores_ok``: a method of an object whose ``state_dict`` is saved, so the attributes it
-        sets are put back with it.
+        ``stores``: which attribute stores are no problem (``Stores``).
         """
         if id(code) in self.codes or depth > _MAX_DEPTH:
             return
         self.codes.add(id(code))
-        builder = stores_ok or code.co_name in _BUILDERS
+        builder = stores == "any" or code.co_name in _BUILDERS
+        # A method of an object of the user's own class (``stores == "self"``): its stores on
+        # ``self`` are put back with the object's __dict__; the bytecode says which are.
+        self_name = code.co_varnames[0] if stores == "self" and code.co_argcount else None
+        on_self = SelfStores(self_name)
         prefix = "" if ns.get("__name__") == "__main__" else f"{ns.get('__name__', '?')}."
         line: int | None = None
         loaded: tuple[str, Any] | None = None  # the object the last instruction loaded
@@ -342,8 +359,8 @@ class _Walker:
                     self.out.bindings.append((ns, name))
             elif op in _ATTR_LOADS and isinstance(name, str):
                 self.attribute(name, code, line)
-                current = self.attribute_of(loaded, name, owner, depth, stores_ok)
-            elif op in _ATTR_STORES and not builder:
+                current = self.attribute_of(loaded, name, owner, depth, stores)
+            elif op in _ATTR_STORES and not builder and not on_self.targets(name):
                 self.problem(
                     "",
                     f"sets an attribute (.{name}) at {self.where(code, line)}, which it "
@@ -366,10 +383,13 @@ class _Walker:
             ):
                 self.out.cells.append(cells[name])
             loaded = current
+            on_self.after(op, ins.argval)
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 inner = {n: cells[n] for n in const.co_freevars if n in cells}
-                self.code(const, ns, inner, owner, depth + 1, stores_ok=stores_ok)
+                # Nested code (a lambda, a comprehension) has no self of its own.
+                inner_stores: Stores = "" if stores == "self" else stores
+                self.code(const, ns, inner, owner, depth + 1, stores=inner_stores)
 
     def attribute(self, name: str, code: types.CodeType, line: int | None) -> None:
         where = self.where(code, line)
@@ -386,7 +406,7 @@ class _Walker:
         name: str,
         owner: type | None,
         depth: int,
-        stores_ok: bool = False,
+        stores: Stores = "",
     ) -> tuple[str, Any] | None:
         """The value of ``loaded.name`` where it can be read without running code.
 
@@ -399,9 +419,7 @@ class _Walker:
             for cls in owner.__mro__:
                 fn = cls.__dict__.get(name)
                 if isinstance(fn, types.FunctionType):
-                    self.function(
-                        fn, f"{owner.__name__}.{name}", depth + 1, owner, stores_ok=stores_ok
-                    )
+                    self.function(fn, f"{owner.__name__}.{name}", depth + 1, owner, stores=stores)
                     break
         if loaded is None:
             return None
@@ -415,7 +433,13 @@ class _Walker:
             method = _class_function(type(obj), name)
             if method is not None:
                 label = f"{type(obj).__name__}.{name}"
-                self.function(method, label, depth + 1, type(obj), stores_ok=True)
+                self.function(method, label, depth + 1, type(obj), stores="any")
+            return None
+        if self.own_objects.get(id(obj)) is obj:
+            method = _class_function(type(obj), name)
+            if method is not None:
+                label = f"{type(obj).__name__}.{name}"
+                self.function(method, label, depth + 1, type(obj), stores="self")
             return None
         entry = self.opaque.get(id(obj))
         if entry is not None and entry[1] is obj:
@@ -424,6 +448,12 @@ class _Walker:
                 entry[3] += 1  # a read of plain data: the value is judged on its own
                 self.value(attr, f"{label}.{name}", depth + 1)
                 return (f"{label}.{name}", attr)
+            method = _class_function(type(obj), name)
+            if method is not None and _own_object(obj):
+                self.look_into(obj, label, depth)
+                self.function(
+                    method, f"{type(obj).__name__}.{name}", depth + 1, type(obj), stores="self"
+                )
             return None
         if isinstance(obj, types.ModuleType) and not _library_module(obj):
             value = obj.__dict__.get(name)
@@ -431,6 +461,19 @@ class _Walker:
                 self.value(value, f"{label}.{name}", depth + 1)
                 return (f"{label}.{name}", value)
         return None
+
+    def look_into(self, obj: Any, label: str, depth: int) -> None:
+        """Look into an object of the user's own class whose method the code calls.
+
+        Its ``__dict__`` is put back (a container), each attribute judged on its own, and the
+        methods the code calls on it are followed, their stores on ``self`` being that
+        ``__dict__``'s.
+        """
+        del self.opaque[id(obj)]
+        self.own_objects[id(obj)] = obj
+        self.out.containers[label] = obj
+        for key, item in list(vars(obj).items())[:_MAX_ITEMS]:
+            self.value(item, f"{label}.{key}", depth + 1)
 
     def count_load(self, v: Any) -> None:
         entry = self.opaque.get(id(v))
@@ -455,7 +498,7 @@ class _Walker:
         depth: int,
         owner: type | None = None,
         *,
-        stores_ok: bool = False,
+        stores: Stores = "",
     ) -> None:
         if id(fn) in self.followed:
             return
@@ -471,7 +514,7 @@ class _Walker:
                 except ValueError:
                     continue
             return
-        self.code(code, fn.__globals__, cells, owner, depth, stores_ok=stores_ok)
+        self.code(code, fn.__globals__, cells, owner, depth, stores=stores)
 
     def value(self, v: Any, label: str, depth: int = 0, *, loaded: bool = False) -> None:
         """Sort one object the code reaches (``loaded``: by a name the code loads)."""
@@ -693,7 +736,7 @@ class _Walker:
                     )
         call = _class_function(type(v), "__call__")  # ema(model): its __call__ runs
         if call is not None:
-            self.function(call, f"{type(v).__name__}.__call__", depth + 1, type(v), stores_ok=True)
+            self.function(call, f"{type(v).__name__}.__call__", depth + 1, type(v), stores="any")
 
     def owner_of(self, opt: torch.optim.Optimizer) -> str:
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
@@ -770,8 +813,7 @@ def _data_attribute(obj: Any, name: str) -> Any:
 def _class_function(cls: type, name: str) -> types.FunctionType | None:
     """``cls.name`` where the user's own class (not a library base) defines it."""
     for klass in cls.__mro__:
-        module = sys.modules.get(klass.__module__)
-        if is_library_file(getattr(module, "__file__", "") or ""):
+        if not _users_class(klass):
             return None
         fn = klass.__dict__.get(name)
         if isinstance(fn, types.FunctionType):
@@ -779,9 +821,82 @@ def _class_function(cls: type, name: str) -> types.FunctionType | None:
     return None
 
 
+def _users_class(klass: type) -> bool:
+    """Whether ``klass`` is the user's: its methods' code is in cells or the user's files.
+
+    A class without methods of its own is judged by its module's file (a cell's module, which
+    IPython puts in ``sys.modules``, has none).
+    """
+    functions = [f for f in vars(klass).values() if isinstance(f, types.FunctionType)]
+    if functions:
+        return not any(is_library_file(f.__code__.co_filename) for f in functions)
+    module = sys.modules.get(klass.__module__)
+    return not is_library_file(getattr(module, "__file__", "") or "")
+
+
 def _library_module(module: types.ModuleType) -> bool:
     filename = getattr(module, "__file__", None)
     return filename is None or is_library_file(filename)
+
+
+class SelfStores:
+    """Which ``STORE_ATTR``s of a method store on its own ``self``, read from the bytecode.
+
+    Two shapes: ``self.x = v`` (``self`` loaded right before the store) and ``self.x += v``
+    (``self`` loaded, copied, ``.x`` read, ..., ``SWAP``, the store). Any other store (on
+    ``self.model``, on another object) is not one; ``self_name`` ``None``: none is.
+    """
+
+    def __init__(self, self_name: str | None) -> None:
+        self.self_name = self_name
+        self.last_loads_self = False  # the last instruction pushed self
+        self.copied_self = False  # ...then COPY: an augmented assignment on self starts
+        self.augmented: str | None = None  # the attribute that assignment read
+        self.last_op = ""
+
+    def targets(self, name: str) -> bool:
+        """Whether the ``STORE_ATTR name`` now read stores on ``self``."""
+        if self.self_name is None:
+            return False
+        return self.last_loads_self or (self.last_op == "SWAP" and self.augmented == name)
+
+    def after(self, op: str, argval: Any) -> None:
+        """Note instruction ``op`` (its ``argval``), read after :meth:`targets`."""
+        if self.self_name is None:
+            return
+        loads = op in ("LOAD_FAST", "LOAD_FAST_CHECK") and argval == self.self_name
+        # Python 3.13 loads two locals in one instruction: self.x = v is (v, self).
+        loads |= op == "LOAD_FAST_LOAD_FAST" and tuple(argval)[-1:] == (self.self_name,)
+        if op == "COPY" and self.last_loads_self:
+            self.copied_self = True
+        elif op in _ATTR_LOADS and self.copied_self:
+            self.augmented, self.copied_self = argval, False
+        elif op in _ATTR_STORES:
+            self.augmented = None
+        elif op != "COPY":
+            self.copied_self = False
+        self.last_loads_self = loads
+        self.last_op = op
+
+
+def _own_object(v: Any) -> bool:
+    """Whether ``v`` is an object of the user's own classes that can be read like data.
+
+    A ``__dict__``, and in its classes (all the user's, but ``object``) no property, slot or
+    attribute hook.
+    """
+    if not hasattr(v, "__dict__") or isinstance(v, type):
+        return False
+    for klass in type(v).__mro__[:-1]:
+        if not _users_class(klass):
+            return False
+        for name, attr in klass.__dict__.items():
+            if name in _ATTRIBUTE_HOOKS:
+                return False
+            descriptor = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+            if descriptor and name not in ("__dict__", "__weakref__"):
+                return False
+    return True
 
 
 def _plain_object(v: Any) -> bool:

@@ -93,6 +93,47 @@ def test_compare_of_a_step_with_a_scheduler_and_a_scaler_puts_both_back(shell: S
     assert "scaler (state_dict)" in ran.text
 
 
+TRAINER_CELL = """
+class Trainer:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+        self.steps = 0
+        self.losses = []
+
+    def step(self):
+        self.opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.steps += 1
+        self.losses.append(loss.item())
+        return loss
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+trainer = Trainer(model, opt)
+trainer.step()
+"""
+
+
+def test_a_step_that_is_a_method_of_the_users_own_class_is_run_and_put_back(
+    shell: Shell,
+) -> None:
+    # trainer.step() was refused ("a Trainer, which it cannot look into"); the trainer's
+    # __dict__ is now put back and its method followed.
+    shell.ok(NET_CELL + TRAINER_CELL)
+    before = training_bits(shell)
+    losses = shell["trainer"].losses
+    ran = shell.ok('r = %amp compare "trainer.step()" --model model --optimizer opt --runs 3 -o')
+    assert shell["r"].restore.exact, shell["r"].restore.line
+    assert training_bits(shell) == before
+    trainer = shell["trainer"]
+    assert (trainer.steps, trainer.losses) == (1, losses)
+    assert trainer.losses is losses
+    assert "trainer, trainer.losses" in ran.text  # in the "checked bit for bit" line
+
+
 TWO_MODELS_CELL = """
 torch.manual_seed(3)
 enc = torch.nn.Linear(16, 8)

@@ -58,6 +58,29 @@ def test_an_optimizer_that_is_not_named_is_a_problem_with_its_fix() -> None:
     ]
 
 
+OWN_CLASS = """
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.n = 0
+        self.seen = []
+    def step(self, k):
+        self.n += k
+        self.seen.append(k)
+        self.last = k
+        return self.helper()
+    def helper(self):
+        self.n = self.n * 2
+    def flag_model(self):
+        self.model.flag = 1
+    def nested(self):
+        def bump(obj):
+            obj.n = 1
+        bump(self)
+trainer = Trainer(torch.nn.Linear(2, 2))
+"""
+
+
 @pytest.mark.parametrize(
     ("source", "expr", "phrase"),
     [
@@ -67,9 +90,25 @@ def test_an_optimizer_that_is_not_named_is_a_problem_with_its_fix() -> None:
         ("def f():\n    torch.cuda.reset_peak_memory_stats()", "f()", "peak counters"),
         ("it = iter(range(9))\ndef f():\n    return next(it)", "f()", "it: a range_iterator"),
         (
-            "class Box:\n    def add(self):\n        pass\nbox = Box()",
+            "class Box:\n    @property\n    def size(self):\n        return 1\n"
+            "    def add(self):\n        pass\nbox = Box()",
             "box.add()",
             "box: a Box, which it cannot look into",
+        ),
+        (  # a library's object
+            "import argparse\nparser = argparse.ArgumentParser()",
+            "parser.parse_args([])",
+            "parser: a ArgumentParser, which it cannot look into",
+        ),
+        (  # a store through self on another object
+            OWN_CLASS,
+            "trainer.flag_model()",
+            "sets an attribute (.flag) at cell [3] line 15 in flag_model",
+        ),
+        (  # a store in nested code, which has no self of its own
+            OWN_CLASS,
+            "trainer.nested()",
+            "sets an attribute (.n) at cell [3] line 18 in bump",
         ),
         ("def f():\n    f.calls = 1", "f()", "sets an attribute (.calls)"),
         ("def f():\n    return globals()", "f()", "uses globals()"),
@@ -335,3 +374,23 @@ def test_the_copys_room_on_the_gpu_leaves_the_runs_what_the_allocator_has_reserv
     assert room_beside_the_runs(20 * gib, 100 * gib, 130 * gib) == 0
     # A process that never reserved more than it holds now: all the free memory.
     assert room_beside_the_runs(100 * gib, 2 * gib, 2 * gib) == 100 * gib
+
+
+def test_an_object_of_the_users_class_is_looked_into_and_put_back() -> None:
+    # A method call on it (trainer.step()): its __dict__ is saved, each attribute judged on
+    # its own (the model is named), and the method is followed, stores on self allowed.
+    ns = run_source(OWN_CLASS)
+    trainer = ns["trainer"]
+    named = Named({"model": trainer.model})
+    found = reached(ns, "trainer.step(3)", named)
+    assert [p.sentence() for p in found.problems] == []
+    assert found.containers == {"trainer": trainer, "trainer.seen": trainer.seen}
+    assert found.named_routes == {"model": ["trainer.model"]}
+    seen = trainer.seen
+    state = SavedState(named.models, {}, found, what="test")
+    trainer.step(3)
+    assert (trainer.n, trainer.seen, trainer.last) == (6, [3], 3)
+    state.restore()
+    assert vars(trainer).keys() == {"model", "n", "seen"}  # .last, set by the run, is gone
+    assert (trainer.n, trainer.seen) == (0, [])
+    assert trainer.seen is seen
