@@ -134,7 +134,7 @@ _BUILDERS = frozenset(("__init__", "__new__", "__post_init__", "__init_subclass_
 #: an object saved through its state_dict, which holds what they set), or those on the method's
 #: own ``self`` ("self": a method of an object of the user's own class, whose __dict__ is
 #: put back).
-Stores = Literal["", "any", "self"]
+_Stores = Literal["", "any", "self"]
 #: Classes that define one of these compute their attributes: they are not read like data.
 _ATTRIBUTE_HOOKS = frozenset(
     ("__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__slots__")
@@ -318,11 +318,11 @@ class _Walker:
         owner: type | None = None,
         depth: int = 0,
         *,
-        stores: Stores = "",
+        stores: _Stores = "",
     ) -> None:
         """Follow one code object: ``ns`` its globals, ``cells`` its closure (free variables).
 
-        ``stores``: which attribute stores are no problem (``Stores``).
+        ``stores``: which attribute stores are no problem (``_Stores``).
         """
         if id(code) in self.codes or depth > _MAX_DEPTH:
             return
@@ -331,7 +331,7 @@ class _Walker:
         # A method of an object of the user's own class (``stores == "self"``): its stores on
         # ``self`` are put back with the object's __dict__; the bytecode says which are.
         self_name = code.co_varnames[0] if stores == "self" and code.co_argcount else None
-        on_self = SelfStores(self_name)
+        on_self = _SelfStores(self_name)
         prefix = "" if ns.get("__name__") == "__main__" else f"{ns.get('__name__', '?')}."
         line: int | None = None
         loaded: tuple[str, Any] | None = None  # the object the last instruction loaded
@@ -388,7 +388,7 @@ class _Walker:
             if isinstance(const, types.CodeType):
                 inner = {n: cells[n] for n in const.co_freevars if n in cells}
                 # Nested code (a lambda, a comprehension) has no self of its own.
-                inner_stores: Stores = "" if stores == "self" else stores
+                inner_stores: _Stores = "" if stores == "self" else stores
                 self.code(const, ns, inner, owner, depth + 1, stores=inner_stores)
 
     def attribute(self, name: str, code: types.CodeType, line: int | None) -> None:
@@ -406,7 +406,7 @@ class _Walker:
         name: str,
         owner: type | None,
         depth: int,
-        stores: Stores = "",
+        stores: _Stores = "",
     ) -> tuple[str, Any] | None:
         """The value of ``loaded.name`` where it can be read without running code.
 
@@ -498,7 +498,7 @@ class _Walker:
         depth: int,
         owner: type | None = None,
         *,
-        stores: Stores = "",
+        stores: _Stores = "",
     ) -> None:
         if id(fn) in self.followed:
             return
@@ -839,7 +839,7 @@ def _library_module(module: types.ModuleType) -> bool:
     return filename is None or is_library_file(filename)
 
 
-class SelfStores:
+class _SelfStores:
     """Which ``STORE_ATTR``s of a method store on its own ``self``, read from the bytecode.
 
     Two shapes: ``self.x = v`` (``self`` loaded right before the store) and ``self.x += v``
@@ -875,6 +875,9 @@ class SelfStores:
             self.augmented = None
         elif op != "COPY":
             self.copied_self = False
+        if op in ("STORE_FAST", "DELETE_FAST") and argval == self.self_name:
+            self.self_name = None  # self rebound: no store after this is known to be on it
+            loads = False
         self.last_loads_self = loads
         self.last_op = op
 

@@ -77,6 +77,9 @@ class Trainer:
         def bump(obj):
             obj.n = 1
         bump(self)
+    def rebinds_self(self, other):
+        self = other
+        self.n = 1
 trainer = Trainer(torch.nn.Linear(2, 2))
 """
 
@@ -109,6 +112,11 @@ trainer = Trainer(torch.nn.Linear(2, 2))
             OWN_CLASS,
             "trainer.nested()",
             "sets an attribute (.n) at cell [3] line 18 in bump",
+        ),
+        (  # self rebound first: the store is not known to be on the trainer
+            OWN_CLASS,
+            "trainer.rebinds_self(1)",
+            "sets an attribute (.n) at cell [3] line 22 in rebinds_self",
         ),
         ("def f():\n    f.calls = 1", "f()", "sets an attribute (.calls)"),
         ("def f():\n    return globals()", "f()", "uses globals()"),
