@@ -192,6 +192,13 @@ class CompileMagics(ShellMagics):
         import torch
 
         name = args.name
+        if "." in name and all(part.isidentifier() for part in name.split(".")):
+            # %compile rebinds a notebook name; an attribute is the user's to assign.
+            raise UsageError(
+                f"%compile rebinds a notebook name, and {name} is an attribute: compile it in "
+                f"place with {name} = torch.compile({name}), or bind it to a name and compile "
+                "that (what holds the attribute keeps the eager one)."
+            )
         value = lookup(self.shell.user_ns, name)
         original = eager_original(value)
         if args.undo:

@@ -222,6 +222,7 @@ def lookup_model(user_ns: dict[str, Any], name: str) -> torch.nn.Module:
     """:func:`lookup` of ``--model NAME``; a ``UsageError`` naming what it holds if no model."""
     import torch  # loaded already: the magic imported it
 
+    _not_an_attribute(name, "--model")
     return _checked(lookup(user_ns, name, "--model"), torch.nn.Module, "--model", name)
 
 
@@ -229,8 +230,23 @@ def lookup_optimizer(user_ns: dict[str, Any], name: str) -> torch.optim.Optimize
     """:func:`lookup` of ``--optimizer NAME``; likewise."""
     import torch  # loaded already: the magic imported it
 
+    _not_an_attribute(name, "--optimizer")
     value = lookup(user_ns, name, "--optimizer")
     return _checked(value, torch.optim.Optimizer, "--optimizer", name)
+
+
+def _not_an_attribute(name: str, option: str) -> None:
+    """The ``UsageError`` for ``--model trainer.model``: what to name instead.
+
+    The magics save and put back what a notebook name holds, and the runs reach the object
+    through the attribute as well, so a name bound to it serves.
+    """
+    parts = name.split(".")
+    if len(parts) > 1 and all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        raise UsageError(
+            f"{option} takes a notebook name, and {name} is an attribute: bind it to a name "
+            f"first ({parts[-1]} = {name}), then {option} {parts[-1]}."
+        )
 
 
 def _checked(value: object, kind: type[T], option: str, name: str) -> T:

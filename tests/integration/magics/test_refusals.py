@@ -91,3 +91,14 @@ def test_a_bench_that_never_loads_the_compiled_name_is_refused(shell: Shell) -> 
         }
     )
     assert not hasattr(shell["model"], "_orig_mod")  # nothing compiled, the name as it was
+
+
+def test_an_attribute_named_where_a_notebook_name_goes_gets_what_to_write(shell: Shell) -> None:
+    shell.ok(MODEL_CELL + "class Holder:\n    pass\nholder = Holder()\nholder.net = model\n")
+    shell.refuses(
+        {
+            "%compile holder.net": "in place with holder.net = torch.compile(holder.net)",
+            '%tune "train_step()" --model holder.net': "(net = holder.net), then --model net.",
+            '%tune "train_step()" --model model --optimizer holder.opt': "then --optimizer opt.",
+        }
+    )

@@ -132,6 +132,14 @@ def test_a_step_that_is_a_method_of_the_users_own_class_is_run_and_put_back(
     assert (trainer.steps, trainer.losses) == (1, losses)
     assert trainer.losses is losses
     assert "trainer, trainer.losses" in ran.text  # in the "checked bit for bit" line
+    shell.refuses(
+        {
+            '%amp compare "trainer.step()" --model trainer.model': (
+                "--model takes a notebook name, and trainer.model is an attribute: bind it to "
+                "a name first (model = trainer.model), then --model model."
+            )
+        }
+    )
 
 
 TWO_MODELS_CELL = """
