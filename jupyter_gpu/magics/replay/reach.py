@@ -263,11 +263,10 @@ class _Walker:
         #: One the code only reads data attributes of (``cfg.lr``, ``corpus.train``) is no
         #: problem; one it passes on or calls a method of is.
         self.opaque: dict[int, list[Any]] = {}
-        #: Objects saved through their state_dict, by id (their methods are followed).
-        self.stateful_objects: dict[int, Any] = {}
-        #: Objects of the user's own classes the code calls methods of, by id: their
-        #: __dict__ is put back, their methods are followed (``look_into``).
-        self.own_objects: dict[int, Any] = {}
+        #: Objects whose methods are followed, by id, with the stores those may make: saved
+        #: through their state_dict ("any": it holds what they set), or of the user's own
+        #: classes ("self": their __dict__ is put back; ``look_into``).
+        self.followed_objects: dict[int, tuple[Any, _Stores]] = {}
         self._index_named()
 
     # ------------------------------------------------------------------ named state
@@ -429,17 +428,9 @@ class _Walker:
             if setting is not None:
                 self.out.process.add(setting)
             return None
-        if self.stateful_objects.get(id(obj)) is obj:
-            method = _class_function(type(obj), name)
-            if method is not None:
-                label = f"{type(obj).__name__}.{name}"
-                self.function(method, label, depth + 1, type(obj), stores="any")
-            return None
-        if self.own_objects.get(id(obj)) is obj:
-            method = _class_function(type(obj), name)
-            if method is not None:
-                label = f"{type(obj).__name__}.{name}"
-                self.function(method, label, depth + 1, type(obj), stores="self")
+        followed = self.followed_objects.get(id(obj))
+        if followed is not None and followed[0] is obj:
+            self.method(obj, name, depth, followed[1])
             return None
         entry = self.opaque.get(id(obj))
         if entry is not None and entry[1] is obj:
@@ -448,12 +439,9 @@ class _Walker:
                 entry[3] += 1  # a read of plain data: the value is judged on its own
                 self.value(attr, f"{label}.{name}", depth + 1)
                 return (f"{label}.{name}", attr)
-            method = _class_function(type(obj), name)
-            if method is not None and _own_object(obj):
+            if _class_function(type(obj), name) is not None and _own_object(obj):
                 self.look_into(obj, label, depth)
-                self.function(
-                    method, f"{type(obj).__name__}.{name}", depth + 1, type(obj), stores="self"
-                )
+                self.method(obj, name, depth, "self")
             return None
         if isinstance(obj, types.ModuleType) and not _library_module(obj):
             value = obj.__dict__.get(name)
@@ -461,6 +449,12 @@ class _Walker:
                 self.value(value, f"{label}.{name}", depth + 1)
                 return (f"{label}.{name}", value)
         return None
+
+    def method(self, obj: Any, name: str, depth: int, stores: _Stores) -> None:
+        """Follow ``obj.name`` where the user's own class defines it (``stores``: its stores)."""
+        fn = _class_function(type(obj), name)
+        if fn is not None:
+            self.function(fn, f"{type(obj).__name__}.{name}", depth + 1, type(obj), stores=stores)
 
     def look_into(self, obj: Any, label: str, depth: int) -> None:
         """Look into an object of the user's own class whose method the code calls.
@@ -470,7 +464,7 @@ class _Walker:
         ``__dict__``'s.
         """
         del self.opaque[id(obj)]
-        self.own_objects[id(obj)] = obj
+        self.followed_objects[id(obj)] = (obj, "self")
         self.out.containers[label] = obj
         for key, item in list(vars(obj).items())[:_MAX_ITEMS]:
             self.value(item, f"{label}.{key}", depth + 1)
@@ -720,7 +714,7 @@ class _Walker:
         are the object's own, put back with it.
         """
         self.out.stateful[label] = v
-        self.stateful_objects[id(v)] = v
+        self.followed_objects[id(v)] = (v, "any")
         torch = _torch()
         if torch is not None:
             for attr in list(getattr(v, "__dict__", {}).values()):
