@@ -99,7 +99,7 @@ def test_bad_input_leaves_the_name_alone(shell: Shell) -> None:
             "%compile model --backend nope": "not a registered backend",
             '%compile model --bench "model(x"': "not a Python expression",
             "%compile model --bench model(x) extra": "quotes",
-            "%compile model.layer": "must be the name of a variable",
+            "%compile model.layer": "compile it in place with model.layer = torch.compile(",
         }
     )
     assert shell["model"] is eager
