@@ -113,6 +113,11 @@ class Loader(Fix):
             return "the step draws no batches from a DataLoader that %tune was told about"
         if t.loader_note:
             return f"the loader reads {t.loader_note}"
+        if t.batches_name is None and t.loader_name is not None:
+            # Without --batches, the new loader reaches the step only through the loader's name.
+            unused = s.not_by_name(t.loader_name, "the new loader")
+            if unused is not None:
+                return unused
         if ev.window_s > 0 and ev.loader_share < SMALL_SHARE:
             return (
                 f"the DataLoader's __next__ took {fmt_pct(ev.loader_share)} of the profiled "

@@ -106,7 +106,8 @@ class Session(Generic[F]):
         if name in self.runs.reached.loaded_names:
             return None
         routes = self.runs.reached.named_routes.get(name, [])
-        how = f"holds it as {', '.join(routes[:2])}" if routes else f"does not use {name}"
+        held = ", ".join(routes[:2])
+        how = f"holds it as {held}" if routes else "reaches it otherwise, if at all"
         return (
             f"{self.target.expr} never loads the name {name} (it {how}), and %tune tries this "
             f"by binding {name} to {what}: the step would run as it is. Use the name {name} "

@@ -596,6 +596,34 @@ def test_autocast_with_channels_last_is_not_planned_for_a_net_without_convolutio
     assert skipped.why == "the model has no 4-D (convolution) weights"
 
 
+def test_a_loader_the_step_holds_in_a_closure_is_not_replaced_by_its_name(shell: Shell) -> None:
+    # Without --batches the new loader reaches the step through the loader's name only.
+    shell.ok(
+        "class Items(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 32\n"
+        "    def __getitem__(self, i): return torch.full((4,), float(i)), torch.ones(2)\n"
+        "loader = torch.utils.data.DataLoader(Items(), batch_size=8)\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
+        "def make_epoch(dl):\n"
+        "    def epoch():\n"
+        "        for xb, yb in dl:\n"
+        "            opt.zero_grad()\n"
+        "            loss = torch.nn.functional.mse_loss(model(xb), yb)\n"
+        "            loss.backward()\n"
+        "            opt.step()\n"
+        "        return loss\n"
+        "    return epoch\n"
+        "epoch = make_epoch(loader)\n"
+    )
+    shell.ok('r = %tune "epoch()" --model model --optimizer opt --loader loader --only loader -o')
+    skipped = {n.name: n.why for n in shell["r"].not_tried}
+    assert skipped["input pipeline"].startswith(
+        "epoch() never loads the name loader (it reaches it otherwise, if at all), and %tune "
+        "tries this by binding loader to the new loader: the step would run as it is."
+    )
+
+
 def test_the_loader_alone_goes_on_over_epochs_shorter_than_a_steady_count(files: Shell) -> None:
     # 8 batches an epoch, under the 16 a steady figure needs: both loaders go on into their next
     # epochs (the new one's persistent workers kept), and the sentence says how many.
