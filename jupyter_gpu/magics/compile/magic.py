@@ -20,6 +20,7 @@ from jupyter_gpu.magics.shell.args import (
     allow_side_effects_option,
     argument,
     compile_expression,
+    is_attribute,
     lookup,
     lookup_optimizer,
     magic_arguments,
@@ -192,7 +193,7 @@ class CompileMagics(ShellMagics):
         import torch
 
         name = args.name
-        if "." in name and all(part.isidentifier() for part in name.split(".")):
+        if is_attribute(name):
             # %compile rebinds a notebook name; an attribute is the user's to assign.
             raise UsageError(
                 f"%compile rebinds a notebook name, and {name} is an attribute: compile it in "

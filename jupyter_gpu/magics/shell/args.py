@@ -69,8 +69,7 @@ def usage_errors_hold_nothing(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except UsageError as error:
-            error.__cause__ = error.__context__ = None
-            error.__suppress_context__ = True
+            error.__context__ = None  # ``from None`` drops the cause and hides the context
             raise error.with_traceback(None) from None
 
     return cast("F", without_frames)
@@ -241,12 +240,18 @@ def _not_an_attribute(name: str, option: str) -> None:
     The magics save and put back what a notebook name holds, and the runs reach the object
     through the attribute as well, so a name bound to it serves.
     """
-    parts = name.split(".")
-    if len(parts) > 1 and all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+    if is_attribute(name):
+        last = name.rsplit(".", 1)[-1]
         raise UsageError(
             f"{option} takes a notebook name, and {name} is an attribute: bind it to a name "
-            f"first ({parts[-1]} = {name}), then {option} {parts[-1]}."
+            f"first ({last} = {name}), then {option} {last}."
         )
+
+
+def is_attribute(name: str) -> bool:
+    """Whether ``name`` is a dotted name (``trainer.model``), which the magics cannot rebind."""
+    parts = name.split(".")
+    return len(parts) > 1 and all(p.isidentifier() and not keyword.iskeyword(p) for p in parts)
 
 
 def _checked(value: object, kind: type[T], option: str, name: str) -> T:

@@ -596,16 +596,21 @@ def test_autocast_with_channels_last_is_not_planned_for_a_net_without_convolutio
     assert skipped.why == "the model has no 4-D (convolution) weights"
 
 
+# A small DataLoader, a model and an optimizer, for the tests of how the new loader reaches a step.
+LOADER_CELL = (
+    "class Items(torch.utils.data.Dataset):\n"
+    "    def __len__(self): return 32\n"
+    "    def __getitem__(self, i): return torch.full((4,), float(i)), torch.ones(2)\n"
+    "loader = torch.utils.data.DataLoader(Items(), batch_size=8)\n"
+    "model = torch.nn.Linear(4, 2)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
+)
+
+
 def test_a_loader_the_step_holds_in_a_closure_is_not_replaced_by_its_name(shell: Shell) -> None:
     # Without --batches the new loader reaches the step through the loader's name only.
     shell.ok(
-        "class Items(torch.utils.data.Dataset):\n"
-        "    def __len__(self): return 32\n"
-        "    def __getitem__(self, i): return torch.full((4,), float(i)), torch.ones(2)\n"
-        "loader = torch.utils.data.DataLoader(Items(), batch_size=8)\n"
-        "model = torch.nn.Linear(4, 2)\n"
-        "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
-        "def make_epoch(dl):\n"
+        LOADER_CELL + "def make_epoch(dl):\n"
         "    def epoch():\n"
         "        for xb, yb in dl:\n"
         "            opt.zero_grad()\n"
@@ -644,13 +649,7 @@ def test_the_loader_alone_goes_on_over_epochs_shorter_than_a_steady_count(files:
 
 def test_a_loader_the_step_iterates_is_rebound_and_put_back(shell: Shell) -> None:
     shell.ok(
-        "class Items(torch.utils.data.Dataset):\n"
-        "    def __len__(self): return 32\n"
-        "    def __getitem__(self, i): return torch.full((4,), float(i)), torch.ones(2)\n"
-        "loader = torch.utils.data.DataLoader(Items(), batch_size=8)\n"
-        "model = torch.nn.Linear(4, 2)\n"
-        "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
-        "def epoch():\n"
+        LOADER_CELL + "def epoch():\n"
         "    for xb, yb in loader:\n"
         "        opt.zero_grad()\n"
         "        loss = torch.nn.functional.mse_loss(model(xb), yb)\n"
