@@ -16,8 +16,12 @@ was), the tutorials' timers and ``benchmarks/``. How it times:
    falls on both sides alike; a block of A followed by a block of B is what made one bench say
    1.13x, 1.28x and 1.30x on the same step.
 4. **Clock.** CUDA events on a GPU (on the current stream, read after a synchronise, so the
-   time is the GPU stream's from the block's first launch to its last kernel); ``perf_counter``
-   around a synchronised block on the CPU.
+   time is the GPU stream's to the block's last kernel), started behind one untimed lead-in
+   call, so that the GPU's queue is full when the clock starts, as in a training loop's steady
+   state (a clock started on an idle GPU also timed the host preparing the first call: a
+   compiled GPT forward read 0.98x where ``torch.utils.benchmark`` read 1.35x,
+   ``benchmarks/timing_peer.py``); ``perf_counter`` around a synchronised block on the CPU,
+   where the host's time is the step's.
 5. **Ratio.** Round ``i`` pairs the variants' per-call times; a ratio is the median of the
    paired ratios, with the order-statistic interval for that median taken over the medians of
    stretches of consecutive rounds (``interval.py``: neighbouring rounds share the machine's
@@ -86,6 +90,8 @@ class Comparison(Mapping[str, Timing]):
     clock: str
     machine: MachineNotes = field(default_factory=MachineNotes)
     level: float = LEVEL
+    #: Each block ran after an untimed lead-in call (CUDA; see the module doc, 4).
+    lead_in: bool = False
 
     def __getitem__(self, name: str) -> Timing:
         return self.timings[name]
@@ -123,11 +129,12 @@ class Comparison(Mapping[str, Timing]):
             if len(blocks) == 1
             else f"{blocks[0]:,} to {blocks[-1]:,} calls"
         )
+        lead_in = ", after an untimed lead-in call" if self.lead_in else ""
         return (
             f"{self.rounds} rounds, each timing every variant once (the order alternating), a "
-            f"block of {calls} back to back per variant and round, with {self.clock}; ratios "
-            "are medians of the rounds' paired ratios, with their interval (the level beside "
-            "each) over the medians of stretches of consecutive rounds"
+            f"block of {calls} back to back per variant and round{lead_in}, with {self.clock}; "
+            "ratios are medians of the rounds' paired ratios, with their interval (the level "
+            "beside each) over the medians of stretches of consecutive rounds"
         )
 
 
@@ -162,8 +169,8 @@ class _Clock:
                     torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
                 )
 
-    def block(self, run: Callable[[], object], calls: int) -> float:
-        """Seconds per call over ``calls`` calls queued back to back."""
+    def block(self, run: Callable[[], object], calls: int, lead_in: bool) -> float:
+        """Seconds per call over ``calls`` calls queued back to back (after a lead-in call)."""
         if self._events is None:
             start = time.perf_counter()
             for _ in range(calls):
@@ -173,6 +180,14 @@ class _Clock:
 
         begin, end = self._events
         torch.cuda.synchronize(self.cuda)
+        # An untimed lead-in call first. After the synchronisation the GPU is idle, and a clock
+        # started then would also time the host preparing the first call (a compiled call's
+        # guards, a step's Python), which a training loop hides behind the GPU's work: on one
+        # H100 that made a GPT forward's torch.compile read 0.98x in blocks of two calls where
+        # torch.utils.benchmark read 1.35x. Queued behind the lead-in's work, ``begin`` starts
+        # the clock with the queue full, as in the steady state of a loop.
+        if lead_in:
+            run()
         begin.record()
         for _ in range(calls):
             run()
@@ -197,6 +212,7 @@ def compare(
     watch: bool = True,
     probe: GpuProbe | None = None,
     on_round: Callable[[int, int], None] | None = None,
+    lead_in: bool = True,
 ) -> Comparison:
     """Time ``variants`` interleaved in rounds (the module doc says how).
 
@@ -218,6 +234,8 @@ def compare(
         probe: the GPU probe to use (tests); default: NVML's, for the CUDA device.
         on_round: called as ``on_round(done, most)`` after each round (a progress bar; ``most``
             is ``rounds``, or ``max_rounds`` when the rounds stop on time).
+        lead_in: on a GPU, start each block's clock behind one untimed call (the module doc,
+            4); ``False`` where a block's start is part of what it compares.
 
     Raises:
         ValueError: for no variants, an unknown baseline, ``warmup`` < 1 or ``rounds`` < 1.
@@ -258,7 +276,7 @@ def compare(
             for name in order if done % 2 == 0 else reversed(order):
                 variant = named[name]
                 with variant.entered():
-                    times[name].append(clock.block(variant.run, per_block[name]))
+                    times[name].append(clock.block(variant.run, per_block[name], lead_in))
             done += 1
             if machine is not None:
                 machine.tick()
@@ -279,4 +297,5 @@ def compare(
         done,
         clock.name,
         notes,
+        lead_in=lead_in and cuda is not None,
     )

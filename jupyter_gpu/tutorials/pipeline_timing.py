@@ -125,6 +125,7 @@ def compare_pipelines(
         rounds=rounds,
         calls=1,
         watch=watch,
+        lead_in=False,  # a block is whole waves of a loader started for it: its start counts
     )
     per_step = {
         name: Timing(

@@ -21,6 +21,9 @@ def test_rounds_alternate_the_order_and_blocks_hold_the_asked_calls() -> None:
     assert result["a"].runs == result["b"].runs == 3
     assert result["a"].calls_per_run == 2
     assert result.clock == "perf_counter"
+    # no lead-in call on the CPU: the host's time is the step's (tests/gpu/test_compare_gpu.py)
+    assert not result.lead_in
+    assert "lead-in" not in result.method()
     assert set(result) == {"a", "b"}
     assert "3 rounds" in result.method()
 
