@@ -41,6 +41,7 @@ import torch
 
 from benchmarks.outputs import write_json
 from jupyter_gpu.measure import Ratio, compare
+from jupyter_gpu.measure.machine import MachineWatch, cuda_probe
 from jupyter_gpu.tutorials.gpt import GPT, GPTConfig
 
 WORKLOADS = ("matmul", "gpt", "self")
@@ -71,11 +72,13 @@ def peer_ratio(
     *,
     pairs: int = 4,
     min_run_time: float = 0.5,
+    between: Callable[[], None] = lambda: None,
 ) -> PeerRatio:
     """Time both callables with ``blocked_autorange``, alternated ``pairs`` times.
 
     On all of torch's threads: ``Timer``'s default of one thread would time a different
-    program than ``compare`` does on a CPU.
+    program than ``compare`` does on a CPU. ``between`` is called after each measurement (a
+    machine watch's tick).
     """
     from torch.utils import benchmark
 
@@ -87,7 +90,10 @@ def peer_ratio(
     medians: tuple[list[float], list[float]] = ([], [])
     for i in range(pairs):
         order = (0, 1) if i % 2 == 0 else (1, 0)
-        got = {k: timers[k].blocked_autorange(min_run_time=min_run_time).median for k in order}
+        got = {}
+        for k in order:
+            got[k] = timers[k].blocked_autorange(min_run_time=min_run_time).median
+            between()
         medians[0].append(got[0])
         medians[1].append(got[1])
         ratios.append(got[0] / got[1])
@@ -162,6 +168,8 @@ def main() -> int:
     if not only <= set(WORKLOADS):
         parser.error(f"--only takes {', '.join(WORKLOADS)}, not {', '.join(only - set(WORKLOADS))}")
     device = torch.device(args.device)
+    if args.device == "cuda":  # an index: the machine watch reads that GPU
+        device = torch.device("cuda", torch.cuda.current_device())
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
 
@@ -174,12 +182,15 @@ def main() -> int:
             {"baseline": baseline, "variant": variant}, device=device, target_s=args.seconds
         )
         ours = c.ratio("variant")
+        watch = MachineWatch(cuda_probe(device.index) if device.type == "cuda" else None)
         peer = peer_ratio(
             baseline,
             variant,
             pairs=args.pairs,
             min_run_time=max(0.2, args.seconds / 2 / args.pairs),
+            between=watch.tick,
         )
+        peer_machine = "; ".join(watch.stop().notes) or "steady"
         agrees = peer.agrees_with(ours, args.tolerance)
         machine = "; ".join(c.machine.notes) or "steady"
         print(
@@ -187,7 +198,7 @@ def main() -> int:
             f"        ours  {ours.value:.3f} ({ours.low:.3f}-{ours.high:.3f}; {ours.how_sure()}), "
             f"baseline {c['baseline'].median_s * 1e3:.3f} ms, machine: {machine}\n"
             f"        peer  {peer.value:.3f} (pairs {peer.low:.3f}-{peer.high:.3f}, {peer.pairs}), "
-            f"baseline {peer.baseline_s * 1e3:.3f} ms\n"
+            f"baseline {peer.baseline_s * 1e3:.3f} ms, machine: {peer_machine}\n"
             f"        {'agree' if agrees else 'DISAGREE'} (tolerance {args.tolerance:.0%} a side; "
             f"{time.monotonic() - started:.0f} s)",
             flush=True,
