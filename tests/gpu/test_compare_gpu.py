@@ -7,7 +7,8 @@
   late one 0.8x: the clock started on an idle GPU and timed the host's first millisecond.
 - ``benchmarks/timing_peer.py``'s pairs (a matmul in two dtypes, a GPT forward eager against
   torch.compile, the forward against itself): ``compare``'s ratio agrees with
-  ``torch.utils.benchmark``'s on the same callables, in one process.
+  ``torch.utils.benchmark``'s on the same callables, in one process, wherever both runs saw a
+  steady machine (the script says why an unsteady one is not judged).
 
 Run on the GPU machine (about a minute): ``python3 -m pytest -m gpu tests/gpu/test_compare_gpu.py``.
 The figures go to ``$JUPYTER_GPU_OUT/timing_peer.json``.
