@@ -64,6 +64,9 @@ def test_the_ratios_agree_with_torch_utils_benchmark() -> None:
     argv = sys.argv
     sys.argv = ["timing_peer.py", "--device", "cuda", "--seconds", "3"]
     try:
-        assert peer.main() == 0
+        status = peer.main()
     finally:
         sys.argv = argv
+    if status == 2:
+        pytest.skip("no pair could be judged: the machine was not steady (the script said how)")
+    assert status == 0
