@@ -41,11 +41,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .interval import LEVEL, Ratio, paired_ratio
-from .machine import GpuProbe, MachineNotes, MachineWatch, cuda_probe
+from .machine import GpuProbe, MachineNotes, MachineWatch, cuda_probe, pace_note
 from .timing import Timing, time_first_call
 
 #: The length a timed block aims for (seconds): long beside the clock's cost, short beside drift.
@@ -291,6 +291,9 @@ def compare(
                 break
     finally:
         notes = machine.stop() if machine is not None else MachineNotes()
+    pace = pace_note(times) if watch else None
+    if pace is not None:
+        notes = replace(notes, notes=(*notes.notes, pace))
     return Comparison(
         {n: Timing(tuple(times[n]), warmup, per_block[n]) for n in named},
         base,

@@ -12,6 +12,10 @@ seen in this project's runs make a timing unsteady, and each is read here, not g
   as the monitor's host card reads them) less this process tree's own CPU time; reported when
   the CPUs were at least 90 % busy and others took half a CPU or more.
 
+A fourth is read from the timings themselves (:func:`pace_note`): a variant's own time moving by
+more than a quarter between the first and the last third of the rounds, which happens with none
+of the three above in sight.
+
 The watch never raises and never hangs: a GPU or counter that cannot be read is left out, and
 the notes say nothing about it rather than something unmeasured.
 """
@@ -19,14 +23,21 @@ the notes say nothing about it rather than something unmeasured.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import psutil
 
+from .timing import fmt_seconds
+
 #: A spread of the SM clock (max - min over max) above this is reported.
 CLOCK_SPREAD = 0.05
+#: How far a variant's own time may move between the first and last third of the rounds
+#: before it is reported (0.25: by a quarter).
+PACE_SPREAD = 0.25
 #: Busy share of this process's CPUs above which other processes' time is reported.
 CPU_SATURATED = 0.9
 #: Other processes' CPU use (in CPUs) below this is not worth a sentence.
@@ -213,3 +224,29 @@ def cuda_probe(device_index: int) -> GpuProbe | None:
         probe.close()
         return None
     return probe
+
+
+def pace_note(times_s: Mapping[str, Sequence[float]]) -> str | None:
+    """A sentence when a variant's own time moved by more than ``PACE_SPREAD`` while timed.
+
+    The median of its first third of rounds against that of its last third. Nothing the watch
+    reads need change for this to happen (on one H100 a GPT forward went from 3.2 to 5.0 ms a
+    call within one bench, NVML's SM clock at 1,980 MHz throughout): the machine's pace moved.
+    The ratio pairs each round, so it holds; the times printed beside it are medians over both.
+    """
+    moved = []
+    for name, times in times_s.items():
+        third = len(times) // 3
+        if third < 2:
+            continue
+        first, last = statistics.median(times[:third]), statistics.median(times[-third:])
+        if min(first, last) > 0 and max(first, last) / min(first, last) > 1 + PACE_SPREAD:
+            moved.append((max(first, last) / min(first, last), name, first, last))
+    if not moved:
+        return None
+    _, name, first, last = max(moved)
+    return (
+        f"{name} took {fmt_seconds(first)} a call in the first third of the rounds and "
+        f"{fmt_seconds(last)} in the last (the machine's pace moved: each round pairs variants "
+        "timed side by side, so the ratio holds; the times are medians over the whole)"
+    )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from jupyter_gpu.measure import compare
-from jupyter_gpu.measure.machine import MachineWatch
+from jupyter_gpu.measure.machine import MachineWatch, pace_note
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,30 @@ def test_compare_reads_the_probe_every_round_and_reports_it() -> None:
     assert probe.reads == 1 + 4 + 1  # start, each round, stop
     assert result.machine.sm_clock_mhz == (1700, 1980)
     assert not result.machine.steady
+
+
+def test_a_variant_whose_own_time_moves_is_reported_from_its_rounds() -> None:
+    steady = [1e-3] * 12
+    assert pace_note({"eager": steady, "compiled": [0.8e-3] * 12}) is None
+    # within a quarter: not worth a sentence; too few rounds for thirds: not judged
+    assert pace_note({"eager": [1e-3] * 6 + [1.2e-3] * 6}) is None
+    assert pace_note({"eager": [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]}) is None
+    note = pace_note({"eager": [3.2e-3] * 6 + [5.0e-3] * 6, "compiled": steady})
+    assert note is not None
+    assert note.startswith("eager took 3.20 ms a call in the first third of the rounds and 5.00 ms")
+
+
+def test_compare_says_when_a_variant_s_time_moved_and_not_when_it_is_not_watching() -> None:
+    calls = {"n": 0}
+
+    def slower_and_slower() -> None:  # 1 ms a call at first, 3 ms by the end
+        calls["n"] += 1
+        time.sleep(1e-3 if calls["n"] <= 6 else 3e-3)
+
+    variants = {"a": slower_and_slower, "b": lambda: time.sleep(1e-3)}
+    watched = compare(variants, device="cpu", rounds=12, calls=1, warmup=1)
+    assert any(n.startswith("a took ") and "first third" in n for n in watched.machine.notes)
+    assert not watched.machine.steady
+    calls["n"] = 0
+    unwatched = compare(variants, device="cpu", rounds=12, calls=1, warmup=1, watch=False)
+    assert unwatched.machine.notes == ()
