@@ -69,6 +69,10 @@ class PeerRatio:
     baseline_s: float
     variant_s: float
 
+    def can_judge(self, tolerance: float) -> bool:
+        """Whether its own pairs agree within twice ``tolerance``: else it cannot arbitrate."""
+        return self.high / self.low <= 1 + 2 * tolerance
+
     def agrees_with(self, ours: Ratio, tolerance: float) -> bool:
         """Whether this ratio lies inside ``ours``'s interval widened by ``tolerance`` a side."""
         return ours.low * (1 - tolerance) <= self.value <= ours.high * (1 + tolerance)
@@ -199,8 +203,7 @@ def main() -> int:
             between=watch.tick,
         )
         peer_notes = watch.stop().notes
-        if peer.high / peer.low > 1 + 2 * args.tolerance:
-            # the peer's own pairs differ by more than the tolerance: it cannot arbitrate
+        if not peer.can_judge(args.tolerance):
             peer_notes += (f"its own pairs spread {peer.low:.3f}-{peer.high:.3f}",)
         steady = not (c.machine.notes or peer_notes)
         agrees = peer.agrees_with(ours, args.tolerance)

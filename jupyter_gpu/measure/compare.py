@@ -18,10 +18,11 @@ was), the tutorials' timers and ``benchmarks/``. How it times:
 4. **Clock.** CUDA events on a GPU (on the current stream, read after a synchronise, so the
    time is the GPU stream's to the block's last kernel), started behind one untimed lead-in
    call, so that the GPU's queue is full when the clock starts, as in a training loop's steady
-   state (a clock started on an idle GPU also timed the host preparing the first call: a
-   compiled GPT forward read 0.98x where ``torch.utils.benchmark`` read 1.35x,
-   ``benchmarks/timing_peer.py``); ``perf_counter`` around a synchronised block on the CPU,
-   where the host's time is the step's.
+   state (a clock started on an idle GPU also timed the host preparing the first call: on one
+   H100, in blocks of two calls, a 2 ms kernel after 1 ms of host work read 1.27x slower than
+   the same kernel at once, and 1.00x behind the lead-in; ``tests/gpu/test_compare_gpu.py``);
+   ``perf_counter`` around a synchronised block on the CPU, where the host's time is the
+   step's. ``benchmarks/timing_peer.py`` compares the ratios with ``torch.utils.benchmark``'s.
 5. **Ratio.** Round ``i`` pairs the variants' per-call times; a ratio is the median of the
    paired ratios, with the order-statistic interval for that median taken over the medians of
    stretches of consecutive rounds (``interval.py``: neighbouring rounds share the machine's
@@ -182,10 +183,9 @@ class _Clock:
         torch.cuda.synchronize(self.cuda)
         # An untimed lead-in call first. After the synchronisation the GPU is idle, and a clock
         # started then would also time the host preparing the first call (a compiled call's
-        # guards, a step's Python), which a training loop hides behind the GPU's work: on one
-        # H100 that made a GPT forward's torch.compile read 0.98x in blocks of two calls where
-        # torch.utils.benchmark read 1.35x. Queued behind the lead-in's work, ``begin`` starts
-        # the clock with the queue full, as in the steady state of a loop.
+        # guards, a step's Python), which a training loop hides behind the GPU's work (the
+        # module doc, 4, has the H100's figures). Queued behind the lead-in's work, ``begin``
+        # starts the clock with the queue full, as in the steady state of a loop.
         if lead_in:
             run()
         begin.record()
