@@ -280,6 +280,13 @@ def explain(
                 continue
             first = other.message.strip().splitlines()[0] if other.message.strip() else ""
             diag.notes.append(f"then rank {other.rank} failed too: {other.type}: {first[:160]}")
+        # A rank that raised nothing but left a stack was stopped by torchrun once the first
+        # failed (on a busy machine before it reached the same line): say where it was.
+        raised = {e.rank for e in errors}
+        for r in sorted(set(started) - raised):
+            at = stuck_at(run_dir, r, cell_lines)
+            if at is not None:
+                diag.notes.append(f"rank {r} was stopped when rank {cause.rank} failed, at {at}")
         return diag
     codes = _exit_codes(torchrun_log)
     if codes:

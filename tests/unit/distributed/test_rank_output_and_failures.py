@@ -163,6 +163,26 @@ def test_a_cell_that_inits_the_process_group_again_is_told_to_leave_it_out(
     assert not any("init_process_group" in note for note in other.notes)
 
 
+def test_a_rank_stopped_after_another_failed_says_where_it_was(tmp_path: Path) -> None:
+    started(tmp_path, 0, 1, 2)
+    write_json(tmp_path / "rank-1.error.json", error(1, 5.0, type="NameError"))
+    (tmp_path / "rank-0.stack").write_text(
+        "Current thread 0x1 (most recent call first):\n"
+        '  File "<torchrun cell>", line 2 in <module>\n'
+        '  File "/x/rank_main.py", line 80 in _run_cell\n'
+    )
+    diag = explain(
+        tmp_path,
+        world_size=3,
+        timeout_s=30,
+        cell_source="import time\ntime.sleep(1)\nprint(learning_rate)\n",
+        torchrun_log="",
+    )
+    assert diag.headline == "rank 1 raised NameError"
+    # rank 2 left no stack (it may have ended on its own): nothing is said of it
+    assert diag.notes == ["rank 0 was stopped when rank 1 failed, at cell line 2 (time.sleep(1))"]
+
+
 def test_a_timeout_names_who_waited_and_where_the_others_were(tmp_path: Path) -> None:
     started(tmp_path, 0, 1, 2)
     for r in (0, 2):
