@@ -171,13 +171,8 @@ def test_a_rank_stopped_after_another_failed_says_where_it_was(tmp_path: Path) -
         '  File "<torchrun cell>", line 2 in <module>\n'
         '  File "/x/rank_main.py", line 80 in _run_cell\n'
     )
-    diag = explain(
-        tmp_path,
-        world_size=3,
-        timeout_s=30,
-        cell_source="import time\ntime.sleep(1)\nprint(learning_rate)\n",
-        torchrun_log="",
-    )
+    cell = "import time\ntime.sleep(1)\nprint(learning_rate)\n"
+    diag = explain(tmp_path, world_size=3, timeout_s=30, cell_source=cell, torchrun_log="")
     assert diag.headline == "rank 1 raised NameError"
     # rank 2 left no stack (it may have ended on its own): nothing is said of it
     assert diag.notes == ["rank 0 was stopped when rank 1 failed, at cell line 2 (time.sleep(1))"]
