@@ -38,10 +38,13 @@ With ``$OUT`` (or ``$JUPYTER_GPU_OUT``) set, the figures also go to ``timing_pee
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -119,6 +122,20 @@ def peer_ratio(
     )
 
 
+def no_grad_forward(
+    net: Callable[[torch.Tensor], torch.Tensor],
+    idx: torch.Tensor,
+    precision: Callable[[], AbstractContextManager[object]],
+) -> Callable[[], object]:
+    """A call of ``net(idx)`` without autograd, under a fresh ``precision()`` each call."""
+
+    def run() -> object:
+        with torch.no_grad(), precision():
+            return net(idx)
+
+    return run
+
+
 def workloads(
     device: torch.device, only: set[str]
 ) -> dict[str, tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -128,7 +145,7 @@ def workloads(
     if "matmul" in only:
         n = 4096 if gpu else 384
         wide, narrow = (torch.float32, torch.bfloat16) if gpu else (torch.float64, torch.float32)
-        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 here
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 here (main puts it back)
         a, b = (torch.randn(n, n, device=device, dtype=wide) for _ in range(2))
         a2, b2 = a.to(narrow), b.to(narrow)
         chosen["matmul"] = (
@@ -145,16 +162,10 @@ def workloads(
         torch.manual_seed(0)
         model = GPT(config).to(device).eval()
         idx = torch.randint(0, config.vocab_size, (32 if gpu else 4, config.context), device=device)
-        precision = (
-            torch.autocast("cuda", torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
-        )
 
         def forward(net: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], object]:
-            def run() -> object:
-                with torch.no_grad(), precision:
-                    return net(idx)
-
-            return run
+            bf16 = functools.partial(torch.autocast, "cuda", torch.bfloat16)
+            return no_grad_forward(net, idx, bf16 if gpu else contextlib.nullcontext)
 
         what = f"GPT forward ({config.describe()}{', bf16' if gpu else ''})"
         if "gpt" in only:
@@ -168,14 +179,66 @@ def workloads(
     return chosen
 
 
-def main() -> int:
+def judge(
+    key: str,
+    what: str,
+    baseline: Callable[[], object],
+    variant: Callable[[], object],
+    device: torch.device,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One pair timed both ways, printed, and its row for the JSON."""
+    for f in (baseline, variant):  # compiles and first calls before either clock starts
+        f()
+    started = time.monotonic()
+    c = compare({"baseline": baseline, "variant": variant}, device=device, target_s=args.seconds)
+    ours = c.ratio("variant")
+    watch = MachineWatch(cuda_probe(device.index) if device.type == "cuda" else None)
+    peer = peer_ratio(
+        baseline,
+        variant,
+        pairs=args.pairs,
+        min_run_time=max(0.2, args.seconds / 2 / args.pairs),
+        between=watch.tick,
+    )
+    peer_notes = watch.stop().notes
+    if not peer.can_judge(args.tolerance):
+        peer_notes += (f"its own pairs spread {peer.low:.3f}-{peer.high:.3f}",)
+    steady = not (c.machine.notes or peer_notes)
+    agrees = peer.agrees_with(ours, args.tolerance)
+    verdict = "agree" if agrees else "DISAGREE" if steady else "differ, on a machine not steady"
+    machine = "; ".join(c.machine.notes) or "steady"
+    peer_machine = "; ".join(peer_notes) or "steady"
+    print(
+        f"{key:7} {what}\n"
+        f"        ours  {ours.value:.3f} ({ours.low:.3f}-{ours.high:.3f}; {ours.how_sure()}), "
+        f"baseline {c['baseline'].median_s * 1e3:.3f} ms, machine: {machine}\n"
+        f"        peer  {peer.value:.3f} (pairs {peer.low:.3f}-{peer.high:.3f}, {peer.pairs}), "
+        f"baseline {peer.baseline_s * 1e3:.3f} ms, machine: {peer_machine}\n"
+        f"        {verdict} (tolerance {args.tolerance:.0%} a side; "
+        f"{time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+    return {
+        "workload": key,
+        "what": what,
+        "ours": asdict(ours),
+        "peer": asdict(peer),
+        "agree": agrees,
+        "steady": steady,
+        "machine": c.machine.notes,
+        "peer_machine": peer_notes,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads, comma-separated")
     parser.add_argument("--seconds", type=float, default=4.0, help="timed rounds per comparison")
     parser.add_argument("--pairs", type=int, default=4, help="the peer's alternations")
     parser.add_argument("--tolerance", type=float, default=0.05, help="widening a side (0.05)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     only = {w.strip() for w in args.only.split(",") if w.strip()}
     if not only <= set(WORKLOADS):
         parser.error(f"--only takes {', '.join(WORKLOADS)}, not {', '.join(only - set(WORKLOADS))}")
@@ -185,53 +248,11 @@ def main() -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
 
-    rows: list[dict[str, Any]] = []
-    for key, (what, baseline, variant) in workloads(device, only).items():
-        for f in (baseline, variant):  # compiles and first calls before either clock starts
-            f()
-        started = time.monotonic()
-        c = compare(
-            {"baseline": baseline, "variant": variant}, device=device, target_s=args.seconds
-        )
-        ours = c.ratio("variant")
-        watch = MachineWatch(cuda_probe(device.index) if device.type == "cuda" else None)
-        peer = peer_ratio(
-            baseline,
-            variant,
-            pairs=args.pairs,
-            min_run_time=max(0.2, args.seconds / 2 / args.pairs),
-            between=watch.tick,
-        )
-        peer_notes = watch.stop().notes
-        if not peer.can_judge(args.tolerance):
-            peer_notes += (f"its own pairs spread {peer.low:.3f}-{peer.high:.3f}",)
-        steady = not (c.machine.notes or peer_notes)
-        agrees = peer.agrees_with(ours, args.tolerance)
-        verdict = "agree" if agrees else "DISAGREE" if steady else "differ, on a machine not steady"
-        machine = "; ".join(c.machine.notes) or "steady"
-        peer_machine = "; ".join(peer_notes) or "steady"
-        print(
-            f"{key:7} {what}\n"
-            f"        ours  {ours.value:.3f} ({ours.low:.3f}-{ours.high:.3f}; {ours.how_sure()}), "
-            f"baseline {c['baseline'].median_s * 1e3:.3f} ms, machine: {machine}\n"
-            f"        peer  {peer.value:.3f} (pairs {peer.low:.3f}-{peer.high:.3f}, {peer.pairs}), "
-            f"baseline {peer.baseline_s * 1e3:.3f} ms, machine: {peer_machine}\n"
-            f"        {verdict} (tolerance {args.tolerance:.0%} a side; "
-            f"{time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-        rows.append(
-            {
-                "workload": key,
-                "what": what,
-                "ours": asdict(ours),
-                "peer": asdict(peer),
-                "agree": agrees,
-                "steady": steady,
-                "machine": c.machine.notes,
-                "peer_machine": peer_notes,
-            }
-        )
+    tf32 = torch.backends.cuda.matmul.allow_tf32  # the matmul pair turns TF32 off
+    try:
+        rows = [judge(key, *pair, device, args) for key, pair in workloads(device, only).items()]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     write_json("timing_peer.json", {"device": name, "torch": torch.__version__, "rows": rows})
     agreed = sum(r["agree"] for r in rows)
     disagreed = sum(not r["agree"] and r["steady"] for r in rows)

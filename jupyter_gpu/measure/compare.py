@@ -155,10 +155,14 @@ def _cuda_device(device: Any) -> int | None:
 
 
 class _Clock:
-    """Times one block of calls: CUDA events on ``cuda`` (an index), else ``perf_counter``."""
+    """Times one block of calls: CUDA events on ``cuda`` (an index), else ``perf_counter``.
 
-    def __init__(self, cuda: int | None) -> None:
+    ``lead_in``: on CUDA, each block runs one untimed call before its clock starts.
+    """
+
+    def __init__(self, cuda: int | None, lead_in: bool) -> None:
         self.cuda = cuda
+        self.lead_in = lead_in and cuda is not None
         self.name = "CUDA events" if cuda is not None else "perf_counter"
         self._events: tuple[Any, Any] | None = None
         if cuda is not None:
@@ -170,7 +174,7 @@ class _Clock:
                     torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
                 )
 
-    def block(self, run: Callable[[], object], calls: int, lead_in: bool) -> float:
+    def block(self, run: Callable[[], object], calls: int) -> float:
         """Seconds per call over ``calls`` calls queued back to back (after a lead-in call)."""
         if self._events is None:
             start = time.perf_counter()
@@ -186,7 +190,7 @@ class _Clock:
         # guards, a step's Python), which a training loop hides behind the GPU's work (the
         # module doc, 4, has the H100's figures). Queued behind the lead-in's work, ``begin``
         # starts the clock with the queue full, as in the steady state of a loop.
-        if lead_in:
+        if self.lead_in:
             run()
         begin.record()
         for _ in range(calls):
@@ -249,7 +253,7 @@ def compare(
     if warmup < 1 or (rounds is not None and rounds < 1) or (calls is not None and calls < 1):
         raise ValueError(f"need warmup, rounds and calls >= 1, got {warmup=}, {rounds=}, {calls=}")
     cuda = _cuda_device(device)
-    clock = _Clock(cuda)
+    clock = _Clock(cuda, lead_in)
     # The last warm-up call, synchronised and timed on its own, sizes the blocks.
     one_call_device = f"cuda:{cuda}" if cuda is not None else None
     estimate: dict[str, float] = {}
@@ -276,7 +280,7 @@ def compare(
             for name in order if done % 2 == 0 else reversed(order):
                 variant = named[name]
                 with variant.entered():
-                    times[name].append(clock.block(variant.run, per_block[name], lead_in))
+                    times[name].append(clock.block(variant.run, per_block[name]))
             done += 1
             if machine is not None:
                 machine.tick()
@@ -300,5 +304,5 @@ def compare(
         done,
         clock.name,
         notes,
-        lead_in=lead_in and cuda is not None,
+        lead_in=clock.lead_in,
     )

@@ -61,12 +61,7 @@ def test_a_step_that_starts_with_host_work_is_timed_at_its_steady_state() -> Non
 
 def test_the_ratios_agree_with_torch_utils_benchmark() -> None:
     peer = load_script(ROOT / "benchmarks" / "timing_peer.py")
-    argv = sys.argv
-    sys.argv = ["timing_peer.py", "--device", "cuda", "--seconds", "3"]
-    try:
-        status = peer.main()
-    finally:
-        sys.argv = argv
+    status = peer.main(["--device", "cuda", "--seconds", "3"])
     if status == 2:
         pytest.skip("no pair could be judged: the machine was not steady (the script said how)")
     assert status == 0

@@ -32,6 +32,7 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import tempfile
@@ -48,7 +49,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
-from benchmarks.timing_peer import peer_ratio  # noqa: E402
+from benchmarks.timing_peer import no_grad_forward, peer_ratio  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -129,19 +130,6 @@ def mlp_steps():
 train_step()
 torch.cuda.synchronize()
 """
-
-
-def forward(s: Session, net: Any) -> Any:
-    """What ``infer()`` runs, on ``net``: a bf16 forward of the session's batch, no grad."""
-    import torch
-
-    idx = s.ip.user_ns["idx"]
-
-    def run() -> Any:
-        with torch.no_grad(), torch.autocast("cuda", torch.bfloat16):
-            return net(idx)
-
-    return run
 
 
 def pct(fraction: float | None) -> str:
@@ -447,7 +435,12 @@ def run_all() -> Session:
         r = s.run('gpt = %compile model --bench "infer()" -o')
         gpt = s.ip.user_ns["gpt"]
         report = gpt.reports[0] if gpt.reports else None
-        ours, peer = gpt.bench.ratio, peer_ratio(forward(s, gpt.eager), forward(s, gpt.compiled))
+        # what infer() runs, on each model: a bf16 forward of the session's batch, no grad
+        bf16 = functools.partial(torch.autocast, "cuda", torch.bfloat16)
+        eager, compiled = (
+            no_grad_forward(m, s.ip.user_ns["idx"], bf16) for m in (gpt.eager, gpt.compiled)
+        )
+        ours, peer = gpt.bench.ratio, peer_ratio(eager, compiled)
         s.check(
             "%compile --bench: GPT forward (bf16) ratio agrees with torch.utils.benchmark",
             f"eager {gpt.bench.eager_s * 1e3:.2f} ms, "
