@@ -19,10 +19,11 @@ long as ours takes per variant; its ratio is the median over the pairs of A's me
 with the pairs' range beside it. They agree when the peer's ratio lies inside our interval
 widened by ``--tolerance`` on each side: the two runs come one after the other, so a machine that
 drifts between them moves one and not the other, and the widening allows for that much. Where
-either run saw the machine unsteady (the SM clock moving, another process), a difference is
-printed and not judged: on one H100 the matmul pair read 16.0 ours against 13.1 the peer's, the
-peer's long blocks of bf16 having pulled the SM clock down to 1,350 MHz where ours, alternating
-short blocks of fp32 and bf16, kept it above 1,725 (each run said so beside its figure). So is a
+either run saw the machine unsteady (the SM clock moving, another process), the pair is printed
+and not judged, whether the two agree or not: on one H100 the matmul pair read 16.0 ours against
+13.1 the peer's, the peer's long blocks of bf16 having pulled the SM clock down to 1,350 MHz where
+ours, alternating short blocks of fp32 and bf16, kept it above 1,725 (each run said so beside its
+figure). So is a
 pair whose peer disagrees with itself, its pairs spread wider than the tolerance twice over: on
 the same H100 the forward against itself read 0.817 by the peer (pairs 0.584-1.000), a call
 against itself, with NVML's clock steady, where ours read 0.994 (0.960-1.136).
@@ -204,9 +205,10 @@ def judge(
     peer_notes = watch.stop().notes
     if not peer.can_judge(args.tolerance):
         peer_notes += (f"its own pairs spread {peer.low:.3f}-{peer.high:.3f}",)
+    # judged only on a steady machine: there an agreement counts as much as a disagreement
     steady = not (c.machine.notes or peer_notes)
-    agrees = peer.agrees_with(ours, args.tolerance)
-    verdict = "agree" if agrees else "DISAGREE" if steady else "differ, on a machine not steady"
+    agrees = steady and peer.agrees_with(ours, args.tolerance)
+    verdict = "agree" if agrees else "DISAGREE" if steady else "not judged: not steady"
     machine = "; ".join(c.machine.notes) or "steady"
     peer_machine = "; ".join(peer_notes) or "steady"
     print(
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     unsteady = len(rows) - agreed - disagreed
     print(
         f"{agreed} of {len(rows)} pairs agree, {disagreed} disagree on a steady machine"
-        + (f", {unsteady} differ where the machine was not steady (not judged)" if unsteady else "")
+        + (f", {unsteady} not judged (the machine was not steady)" if unsteady else "")
     )
     return 0 if not disagreed and agreed else 1 if disagreed else 2
 
