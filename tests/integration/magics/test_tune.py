@@ -362,7 +362,8 @@ def test_the_second_fix_is_timed_on_top_of_the_first_then_both_together_and_appl
     if set(by_name) != {"input pipeline", "fused optimizer"} or not all(
         f.kept for f in result.fixes
     ):
-        unless_busy(result, ran.text, "both fixes were not measured and kept")
+        figures = "; ".join(f.describe() for f in result.fixes)
+        unless_busy(result, ran.text, f"both fixes were not measured and kept ({figures})")
         limits = [n for n in result.stack.notes if n.startswith("the new loader now limits")]
         if limits and by_name.get("input pipeline") and by_name["input pipeline"].kept:
             assert limits[0] in ran.text
