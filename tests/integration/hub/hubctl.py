@@ -211,13 +211,18 @@ class Hub:
             return err.code, err.read()
 
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The hub's REST API as the test service (raises ``HTTPError`` on an error status)."""
+        """The hub's REST API as the test service (raises ``HTTPError`` on an error status).
+
+        The error carries the hub's log: its body says only "Internal Server Error" on a 500 (a
+        spawn that failed under load, once, in the browser tests), and the log goes with the
+        hub's folder when it stops.
+        """
         status, data = self.request(method, "/hub/api/" + path, SERVICE_TOKEN, body)
         if status >= 400:
             raise urllib.error.HTTPError(
                 self.url + path,
                 status,
-                data.decode(errors="replace"),
+                f"{data.decode(errors='replace')}\nthe hub's log:\n{self.log()}",
                 None,
                 None,  # type: ignore[arg-type]  # urllib's hdrs
             )
