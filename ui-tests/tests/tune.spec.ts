@@ -3,82 +3,32 @@
  * runs, then the report (the ranked table, the code to paste, the waterfall). With
  * UPDATE_SCREENSHOTS=1 the report is docs/screenshot-tune.png (docs/magics.md shows it).
  */
+import * as fs from 'fs';
+import * as path from 'path';
 import { expect, test } from '@playwright/test';
 import { newNotebook, openLab, runCell } from './lab';
 
-// A step whose batches are read from "files" by a DataLoader without workers, and whose AdamW
-// steps a large embedding table with its for-loop; the step then waits for its stand-in GPU.
-// The cell sizes both stand-ins from this machine's own update, as tests/integration's
-// stacked-fixes %tune test does (its comment says why): the GPU waits as long as the update's CPU
-// work, and a read waits two thirds of the fused update (timed on a copy of the model), so the
-// new loader keeps ahead of the fused step and the fused optimizer, timed on top of it, shows its
-// gain. (A read half as long as the update, beside a fixed 5 ms GPU wait, left the worker barely
-// ahead of the fused step: the report said the new loader then limited the step.) Both fixes help.
-// An epoch is 16 batches: on top of a kept loader whose epoch is short, %tune times blocks of
-// whole epochs, and 64 batches (1.7 s of steps on CI's two busy cores) left the fused optimizer
-// "not reached" in the 40 s budget. With 16 it was not reached once more (2026-12-05, CI's load
+// A step that two fixes help: its batches read from "files" by a DataLoader without workers, and
+// its AdamW stepping a large embedding table with its for-loop, the stand-ins sized from this
+// machine's own update. The cell, and why it is sized so, is tests/integration/magics/
+// two_fixes_step.py, which %tune's stacked-fixes test runs too. An epoch is 16 batches; on CI's
+// two busy cores the fused optimizer was once "not reached" in a 40 s budget (2026-12-05, load
 // average 7, the input pipeline's trial taking the budget): the budget is 60 s, and the report is
 // asked to account for the fused optimizer, in the table or under "not tried" with its reason.
-const SETUP = `%load_ext jupyter_gpu
-import copy
-import time
-import torch
-torch.set_num_threads(1)
-
-class Files(torch.utils.data.Dataset):
-    def __init__(self):
-        self.x, self.y = torch.randn(1024, 64), torch.randn(1024, 4)
-        self.read_s = 0.0
-    def __len__(self):
-        return len(self.x)
-    def __getitem__(self, i):
-        return self.__getitems__([i])[0]
-    def __getitems__(self, indices):
-        time.sleep(self.read_s)  # reading a batch's files
-        return [(self.x[i], self.y[i]) for i in indices]
-
-class Tagged(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tags = torch.nn.Embedding(100_000, 16)
-        self.head = torch.nn.Linear(64 + 16, 4)
-    def forward(self, t):
-        ids = (t[:, 0] * 1000).long().abs() % 100_000
-        return self.head(torch.cat([t, self.tags(ids)], dim=1))
-
-model = Tagged()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-loader = torch.utils.data.DataLoader(Files(), batch_size=64)
-batches = iter(loader)
-device_s = 0.0  # the stand-in GPU's part of a step: set below
-
-def update(x, y, net, optim):
-    optim.zero_grad()
-    loss = torch.nn.functional.mse_loss(net(x), y)
-    loss.backward()
-    optim.step()
-    time.sleep(device_s)  # waiting for the GPU's kernels
-    return loss
-
-def train_step():
-    x, y = next(batches)
-    return update(x, y, model, opt)
-
-def fastest_update_s(net, optim):
-    x0, y0 = loader.dataset.x[:64], loader.dataset.y[:64]
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        update(x0, y0, net, optim)
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-device_s = fastest_update_s(model, opt)  # the GPU's part as long as the update's CPU part
-twin = copy.deepcopy(model)  # the fused update, timed on a copy: model and opt stay as they are
-fused_s = fastest_update_s(twin, torch.optim.AdamW(twin.parameters(), lr=1e-3, fused=True))
-loader.dataset.read_s = fused_s * 2 / 3
-del twin
-batches = iter(loader)`;
+const SETUP =
+  '%load_ext jupyter_gpu\n' +
+  fs.readFileSync(
+    path.join(
+      __dirname,
+      '..',
+      '..',
+      'tests',
+      'integration',
+      'magics',
+      'two_fixes_step.py'
+    ),
+    'utf8'
+  );
 
 const TUNE =
   '%tune "train_step()" --model model --optimizer opt --batches batches --skip compile,threads --budget 60s';
