@@ -23,10 +23,10 @@ either run saw the machine unsteady (the SM clock moving, another process), the 
 and not judged, whether the two agree or not: on one H100 the matmul pair read 16.0 ours against
 13.1 the peer's, the peer's long blocks of bf16 having pulled the SM clock down to 1,350 MHz where
 ours, alternating short blocks of fp32 and bf16, kept it above 1,725 (each run said so beside its
-figure). So is a
-pair whose peer disagrees with itself, its pairs spread wider than the tolerance twice over: on
-the same H100 the forward against itself read 0.817 by the peer (pairs 0.584-1.000), a call
-against itself, with NVML's clock steady, where ours read 0.994 (0.960-1.136).
+figure). So is a pair whose peer disagrees with itself, its pairs spread wider than the tolerance
+twice over: on the same H100 the forward against itself read 0.817 by the peer (pairs
+0.584-1.000), a call against itself, with NVML's clock steady, where ours read 0.994
+(0.960-1.136).
 
     python benchmarks/timing_peer.py                      # the GPU when there is one, else CPU
     python benchmarks/timing_peer.py --device cpu --only matmul,self --seconds 2
