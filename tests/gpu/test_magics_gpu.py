@@ -50,6 +50,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from benchmarks.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
 from benchmarks.timing_peer import no_grad_forward, peer_ratio  # noqa: E402
+from jupyter_gpu.measure import compare  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -138,6 +139,20 @@ def pct(fraction: float | None) -> str:
 
 def gib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / GIB:.3f} GiB"
+
+
+def host_ms(call: Any, times: int = 21) -> float:
+    """The median host time of one ``call`` started on an idle GPU, in ms: its launch cost."""
+    import torch
+
+    spent = []
+    for _ in range(times):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        call()
+        spent.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return sorted(spent)[times // 2] * 1e3
 
 
 @dataclass
@@ -448,6 +463,17 @@ def run_all() -> Session:
             f"{ours.value:.2f}x ({ours.low:.2f}-{ours.high:.2f}); peer {peer.value:.2f}x "
             f"(pairs {peer.low:.2f}-{peer.high:.2f})",
             peer.agrees_with(ours, 0.05) if peer.can_judge(0.05) else None,
+        )
+        # Where a bench and its peer differ, these say whether the magic's context or the moment
+        # did it (the same method outside the magic, right after) and whether the host set the
+        # pace (a call's launch time on an idle GPU against the bench's time a call).
+        outside = compare({"eager": eager, "compiled": compiled}, warmup=3, target_s=2.0)
+        again = outside.ratio("compiled")
+        s.check(
+            "%compile --bench: the same two callables, compare() outside the magic",
+            f"{again.value:.2f}x ({again.low:.2f}-{again.high:.2f}); host launch a call: "
+            f"eager {host_ms(eager):.2f} ms, compiled {host_ms(compiled):.2f} ms",
+            None,
         )
         s.check(
             "%compile: compile report",
