@@ -77,14 +77,20 @@ train_step()
 
 
 @pytest.fixture
-def files(shell: Shell) -> Any:
-    """A shell with the ``Files`` dataset; torch's threads as they were afterwards."""
+def loader_shell(shell: Shell) -> Any:
+    """A shell where a DataLoader worker gets a CPU; torch's threads as they were afterwards."""
     if dataloader_workers() < 1:
         pytest.skip("one CPU: a DataLoader worker would take turns with the step")
     threads = torch.get_num_threads()
-    shell.ok(FILES_CELL)
     yield shell
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def files(loader_shell: Shell) -> Shell:
+    """That shell with the ``Files`` dataset."""
+    loader_shell.ok(FILES_CELL)
+    return loader_shell
 
 
 def loader_state(shell: Shell) -> dict[str, Any]:
@@ -280,10 +286,10 @@ TWO_FIXES_CELL = (Path(__file__).parent / "two_fixes_step.py").read_text()
 
 @pytest.mark.slow
 def test_the_second_fix_is_timed_on_top_of_the_first_then_both_together_and_applied(
-    files: Shell,
+    loader_shell: Shell,
 ) -> None:
-    shell = files
-    shell.ok(TWO_FIXES_CELL)
+    shell = loader_shell
+    shell.ok(TWO_FIXES_CELL)  # its own dataset: no Files cell first
     old_loader, old_opt = shell["loader"], shell["opt"]
     # 120 s: each comparison aims at 2 s whatever the budget (timing_s), so the budget changes
     # only what is left for the second fix. With 60 s, a busy run (no busy note) estimated the
