@@ -1,4 +1,9 @@
-"""The one timing method on the CPU clock: blocks, alternating rounds, stopping on time."""
+"""The one timing method on the CPU clock: blocks, alternating rounds, stopping on time.
+
+Every call names ``device="cpu"``: without it the clock is CUDA events, with a lead-in call per
+block, in a worker where an earlier test used CUDA (the context test failed so in the GPU
+machine's suite, 2026-12-08, with two calls more than it counted).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ from tests.helpers import recording_variants
 
 def test_rounds_alternate_the_order_and_blocks_hold_the_asked_calls() -> None:
     order, variants = recording_variants("a", "b")
-    # device="cpu": the default clock is CUDA events in a worker where an earlier test used CUDA.
     result = compare(variants, device="cpu", warmup=1, rounds=3, calls=2, watch=False)
     assert order == ["a", "b", "a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
     assert result.rounds == 3
@@ -45,6 +49,7 @@ def test_a_variant_s_context_is_entered_around_its_blocks_only() -> None:
             "off": lambda: inside.append(state["on"]),
             "on": Variant(lambda: inside.append(state["on"]), switched),
         },
+        device="cpu",
         warmup=1,
         rounds=2,
         calls=1,
@@ -58,6 +63,7 @@ def test_a_variant_s_context_is_entered_around_its_blocks_only() -> None:
 def test_a_real_difference_is_measured_and_an_absent_one_is_not() -> None:
     result = compare(
         {"slow": lambda: time.sleep(0.008), "fast": lambda: time.sleep(0.001)},
+        device="cpu",
         rounds=12,
         calls=1,
         watch=False,
@@ -89,7 +95,7 @@ def test_a_call_against_itself_reads_no_measurable_difference() -> None:
     def same_work() -> int:
         return sum(range(3000))
 
-    runs = [compare({"a": work, "b": same_work}, target_s=0.6) for _ in range(5)]
+    runs = [compare({"a": work, "b": same_work}, device="cpu", target_s=0.6) for _ in range(5)]
     ratios = [run.ratio("b") for run in runs]
     held = [ratio.low <= 1.0 <= ratio.high for ratio in ratios]
     assert sum(held) >= 3, [(r, run.machine.notes) for r, run in zip(ratios, runs, strict=True)]
@@ -104,7 +110,9 @@ def test_without_a_round_count_the_rounds_stop_on_time_not_on_the_estimate() -> 
         time.sleep(0.0001 if calls["n"] <= 2 else 0.003)  # fast in warm-up, slow after
 
     started = time.monotonic()
-    result = compare({"a": slowing, "b": slowing}, warmup=2, target_s=0.3, watch=False)
+    result = compare(
+        {"a": slowing, "b": slowing}, device="cpu", warmup=2, target_s=0.3, watch=False
+    )
     assert time.monotonic() - started < 5
     assert 8 <= result.rounds < 100
     assert result.rounds % 2 == 0  # each order as often
