@@ -25,8 +25,11 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
   on the same two callables (``benchmarks/timing_peer.py``; informational where the peer's own
   pairs spread by more than 10 %). A fixed "faster than 1.1x" failed half the time on one H100,
   and twice the bench read 0.98x where the peer, seconds later, read 1.35x and 1.40x
-  (``benchmarks/RESULTS.md``, thirty-seventh session); the tiny MLP under reduce-overhead
-  faster; a graph break reported with the user's line.
+  (``benchmarks/RESULTS.md``, thirty-seventh session). On one H100 (2026-12-08) it read 1.03x
+  and 1.00x on a fresh and a warm machine, while ``compare()`` on the same callables outside
+  the magic read 1.43x and 1.35x: two informational rows follow it (the same method outside
+  the magic; the same bench again once torch's compile workers have started). The tiny MLP
+  under reduce-overhead faster; a graph break reported with the user's line.
 - ``%gpu``: one line per GPU with this kernel's torch memory.
 """
 
@@ -153,6 +156,27 @@ def host_ms(call: Any, times: int = 21) -> float:
         spent.append(time.perf_counter() - start)
     torch.cuda.synchronize()
     return sorted(spent)[times // 2] * 1e3
+
+
+def children_cpu() -> dict[int, float]:
+    """CPU seconds so far of each process below this one (torch's compile workers among them)."""
+    import psutil
+
+    spent = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # gone since it was listed
+            continue
+        spent[child.pid] = times.user + times.system
+    return spent
+
+
+def children_busy(before: dict[int, float], seconds: float) -> str:
+    """How busy the processes below this one kept the CPUs since ``before``, over ``seconds``."""
+    after = children_cpu()
+    used = sum(t - before.get(pid, 0.0) for pid, t in after.items())
+    return f"{used / max(seconds, 1e-9):.2f} CPUs over {seconds:.1f} s ({len(after)} processes)"
 
 
 @dataclass
@@ -447,7 +471,9 @@ def run_all() -> Session:
         )
 
     with s.stage("%compile"):
+        kids, started = children_cpu(), time.perf_counter()
         r = s.run('gpt = %compile model --bench "infer()" -o')
+        first_busy = children_busy(kids, time.perf_counter() - started)
         gpt = s.ip.user_ns["gpt"]
         report = gpt.reports[0] if gpt.reports else None
         # what infer() runs, on each model: a bf16 forward of the session's batch, no grad
@@ -473,6 +499,20 @@ def run_all() -> Session:
             "%compile --bench: the same two callables, compare() outside the magic",
             f"{again.value:.2f}x ({again.low:.2f}-{again.high:.2f}); host launch a call: "
             f"eager {host_ms(eager):.2f} ms, compiled {host_ms(compiled):.2f} ms",
+            None,
+        )
+        # The same bench again, now that torch's compile workers have started (the first
+        # torch.compile starts them, and on an H100 one of them kept a CPU busy for ~10 s after
+        # the first bench's compile, 2026-12-08): if this one reads like the peer and the first
+        # did not, the moment did it, not the magic's context.
+        kids, started = children_cpu(), time.perf_counter()
+        s.run('again = %compile model --bench "infer()" -o')
+        second = s.ip.user_ns["again"].bench.ratio
+        s.check(
+            "%compile --bench: the same bench again, after torch's compile workers started",
+            f"{second.value:.2f}x ({second.low:.2f}-{second.high:.2f}); processes below this "
+            f"one: first bench {first_busy}, this one "
+            f"{children_busy(kids, time.perf_counter() - started)}",
             None,
         )
         s.check(
