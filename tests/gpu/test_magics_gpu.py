@@ -35,12 +35,15 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import itertools
 import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +56,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from benchmarks.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
 from benchmarks.timing_peer import no_grad_forward, peer_ratio  # noqa: E402
-from jupyter_gpu.measure import compare  # noqa: E402
+from jupyter_gpu.measure import Variant, compare  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -177,6 +180,43 @@ def children_busy(before: dict[int, float], seconds: float) -> str:
     after = children_cpu()
     used = sum(t - before.get(pid, 0.0) for pid, t in after.items())
     return f"{used / max(seconds, 1e-9):.2f} CPUs over {seconds:.1f} s ({len(after)} processes)"
+
+
+def as_the_bench_runs(ip: Any, name: str, models: dict[str, Any], expr: str) -> str:
+    """``compare()`` as ``%compile --bench`` calls it, outside the magic: ``expr`` evaluated in
+    the notebook's namespace with ``name`` bound to each model in turn, warnings recorded."""
+    ns, code, held = ip.user_ns, compile(expr, "<bench>", "eval"), ip.user_ns[name]
+
+    def bound(model: Any) -> Any:
+        @contextlib.contextmanager
+        def binding() -> Any:
+            ns[name] = model
+            yield
+
+        return binding
+
+    def run() -> Any:
+        return eval(code, ns)  # the test's own expression
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = compare(
+                {label: Variant(run, bound(m)) for label, m in models.items()},
+                warmup=3,
+                target_s=2.0,
+            )
+    finally:
+        ns[name] = held
+    labels = list(models)
+    ratio = got.ratio(labels[1])
+    common = collections.Counter(str(w.message).splitlines()[0][:80] for w in caught)
+    top = "; ".join(f"{n} x {m}" for m, n in common.most_common(2)) or "none"
+    return (
+        f"{ratio.value:.2f}x ({ratio.low:.2f}-{ratio.high:.2f}), "
+        + ", ".join(f"{k} {got[k].median_s * 1e3:.2f} ms" for k in labels)
+        + f"; {len(caught)} warnings ({top})"
+    )
 
 
 @dataclass
@@ -499,6 +539,13 @@ def run_all() -> Session:
             "%compile --bench: the same two callables, compare() outside the magic",
             f"{again.value:.2f}x ({again.low:.2f}-{again.high:.2f}); host launch a call: "
             f"eager {host_ms(eager):.2f} ms, compiled {host_ms(compiled):.2f} ms",
+            None,
+        )
+        s.check(
+            "%compile --bench: compare() as the magic calls it (the name rebound, warnings kept)",
+            as_the_bench_runs(
+                s.ip, "model", {"eager": gpt.eager, "compiled": gpt.compiled}, "infer()"
+            ),
             None,
         )
         # The same bench again, now that torch's compile workers have started (the first
