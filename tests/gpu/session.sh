@@ -8,7 +8,9 @@
 #   bash tests/gpu/session.sh notebooks  # run_notebooks_gpu.py (NOTEBOOKS=00,01 TIER=16gb)
 #
 # On one H200 (GPU run 20), notebooks 00-04 took 337 s together, 06 over 201 s, 07 over 173 s:
-# give 06 and 07 a call each (NOTEBOOKS=06, NOTEBOOKS=07).
+# give 06 and 07 a call each (NOTEBOOKS=06, NOTEBOOKS=07). On one H100 (2026-12-08) 00-02 took
+# 433 s (43, 151 and 239 s) and 03 53 s, and 04 did not finish in the 250 s left (201-317 s
+# before): there, NOTEBOOKS=00,01,02 in one call and 03,04 in the next.
 #
 # LIMIT_S (default 540) bounds the whole part; results go to $OUT (else ./gpu-run) as one
 # archive, gpu-<part>.tgz, plus the part's log (gpu-<TAG>.tgz and <TAG>.log with TAG set, so that
