@@ -210,15 +210,25 @@ for (const height of [700, 1000]) {
           }
         }
         // Every process row keeps its kernel actions within the panel, visible once scrolled to.
-        for (const row of await rows.all()) {
+        // A row is found by its pid, and each button's checks are retried as one: the rows are
+        // ordered by memory, which the simulated GPUs move, so the first row can become the
+        // second while it is scrolled to (a clean-clone CI failed so, "not attached to the DOM").
+        const pids = await rows.evaluateAll(trs =>
+          trs.map(tr => (tr as HTMLElement).dataset.pid ?? '')
+        );
+        expect(pids, at).toHaveLength(2);
+        for (const pid of pids) {
+          const row = panel.locator(`tr.jp-gpu-proc-row[data-pid="${pid}"]`);
           for (const name of [
             /^Interrupt the kernel of /,
             /^Shut down the kernel of /
           ]) {
             const button = row.getByRole('button', { name });
-            await button.scrollIntoViewIfNeeded();
-            await expect(button, at).toBeVisible();
-            expect(await withinSideways(button, panel), at).toBe(true);
+            await expect(async () => {
+              await button.scrollIntoViewIfNeeded({ timeout: 2000 });
+              await expect(button, at).toBeVisible({ timeout: 1000 });
+              expect(await withinSideways(button, panel), at).toBe(true);
+            }).toPass({ timeout: 15000 });
           }
         }
         // Narrow: the rows are small cards (no header row), the notebook first.
