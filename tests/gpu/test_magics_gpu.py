@@ -36,7 +36,6 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import itertools
 import sys
@@ -56,6 +55,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from benchmarks.outputs import out_dir, write_json, write_text  # noqa: E402 (after the path set-up)
 from benchmarks.timing_peer import no_grad_forward, peer_ratio  # noqa: E402
+from jupyter_gpu.magics.compile.magic import bound  # noqa: E402
 from jupyter_gpu.measure import Variant, compare  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -187,14 +187,6 @@ def as_the_bench_runs(ip: Any, name: str, models: dict[str, Any], expr: str) -> 
     the notebook's namespace with ``name`` bound to each model in turn, warnings recorded."""
     ns, code, held = ip.user_ns, compile(expr, "<bench>", "eval"), ip.user_ns[name]
 
-    def bound(model: Any) -> Any:
-        @contextlib.contextmanager
-        def binding() -> Any:
-            ns[name] = model
-            yield
-
-        return binding
-
     def run() -> Any:
         return eval(code, ns)  # the test's own expression
 
@@ -202,7 +194,7 @@ def as_the_bench_runs(ip: Any, name: str, models: dict[str, Any], expr: str) -> 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             got = compare(
-                {label: Variant(run, bound(m)) for label, m in models.items()},
+                {label: Variant(run, bound(ns, name, m)) for label, m in models.items()},
                 warmup=3,
                 target_s=2.0,
             )

@@ -75,6 +75,23 @@ def measure_cache(report: CompileReport) -> None:
     walk.then(fill)
 
 
+def bound(
+    namespace: dict[str, Any], name: str, value: Any
+) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """A context that binds ``name`` to ``value`` in ``namespace``: one variant of the bench.
+
+    Not put back on exit: the bench binds the next variant's model, and the name ends as the
+    compiled one (tests/gpu/test_magics_gpu.py runs ``compare()`` with it, outside the magic).
+    """
+
+    @contextlib.contextmanager
+    def binding() -> Iterator[None]:
+        namespace[name] = value
+        yield
+
+    return binding
+
+
 def eager_original(value: Any) -> Any | None:
     """The eager object behind a ``torch.compile`` result, or ``None`` if it is not compiled."""
     torch_module()
@@ -354,14 +371,6 @@ class CompileMagics(ShellMagics):
         report: CompileReport | None = None
         profile = None
 
-        def bound(model: Any) -> Callable[[], contextlib.AbstractContextManager[None]]:
-            @contextlib.contextmanager
-            def binding() -> Iterator[None]:
-                user_ns[result.name] = model
-                yield
-
-            return binding
-
         try:
             with runs.recording():
                 user_ns[result.name] = result.compiled
@@ -381,8 +390,8 @@ class CompileMagics(ShellMagics):
                 # third call. Eager and compiled then take turns, round after round.
                 comparison = compare(
                     {
-                        "eager": Variant(run, bound(result.eager)),
-                        "compiled": Variant(run, bound(result.compiled)),
+                        "eager": Variant(run, bound(user_ns, result.name, result.eager)),
+                        "compiled": Variant(run, bound(user_ns, result.name, result.compiled)),
                     },
                     warmup=3,
                     target_s=_BENCH_S,
