@@ -13,6 +13,7 @@ import shutil
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,14 +25,19 @@ from jupyter_gpu.compile_cache.records import CacheDirSample, CacheKind, Compile
 
 
 def scan_dir(
-    path: str, stop: threading.Event | None = None, yield_every: int = 2000
+    path: str,
+    stop: threading.Event | None = None,
+    yield_every: int = 2000,
+    pause: Callable[[], object] | None = None,
 ) -> tuple[bool, int, int]:
     """Walk one tree: ``(exists, size_bytes, file_count)`` of its regular files.
 
     A missing directory is ``(False, 0, 0)``; unreadable subdirectories are skipped, and so is
     every mount point inside (another device, or a bind mount the mount table lists:
     ``mounts.py``), whose files are not the cache's. Every ``yield_every`` entries the walk gives
-    up the GIL for a moment and checks ``stop``.
+    up the GIL for a moment and checks ``stop``. ``pause`` is called before each directory and
+    may block: the notebook's walk waits there while a figure is timed
+    (``jupyter_gpu/measure/quiet.py``).
     """
     try:
         top = Path(path).stat()
@@ -44,6 +50,8 @@ def scan_dir(
     stack = [(path, "")]
     while stack:
         folder, rel = stack.pop()
+        if pause is not None:
+            pause()
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
@@ -78,13 +86,17 @@ def scan_caches(
     dirs: tuple[tuple[CacheKind, str], ...] | None = None,
     stop: threading.Event | None = None,
     clock: float | None = None,
+    pause: Callable[[], object] | None = None,
 ) -> CompileCacheSample:
-    """Scan every cache directory; totals count a directory inside another one only once."""
+    """Scan every cache directory; totals count a directory inside another one only once.
+
+    ``pause``: called before each directory (see :func:`scan_dir`).
+    """
     dirs = cache_dirs() if dirs is None else dirs
     results: list[CacheDirSample] = []
     size_total = count_total = 0
     for i, (kind, path) in enumerate(dirs):
-        exists, size, count = scan_dir(path, stop)
+        exists, size, count = scan_dir(path, stop, pause=pause)
         results.append(CacheDirSample(kind, printable(path), exists, size, count))
         counted_elsewhere = any(_inside(path, other) for j, (_, other) in enumerate(dirs) if j < i)
         counted_elsewhere = counted_elsewhere or any(

@@ -30,6 +30,9 @@ was), the tutorials' timers and ``benchmarks/``. How it times:
    measurable difference".
 6. **The machine.** Whether it stayed steady (SM clock, other GPU processes, CPU load) is read
    while the rounds run (``machine.py``) and said beside the figures.
+7. **Our own background work waits.** ``%compile``'s walk of the compile caches stops, between two
+   directories, while this times (``quiet.py``): beside the rounds it made the calls it timed
+   twice as long.
 
 torch is imported only when a GPU is used; the CPU path needs none of it.
 """
@@ -47,6 +50,7 @@ from typing import Any
 
 from .interval import LEVEL, Ratio, paired_ratio
 from .machine import GpuProbe, MachineNotes, MachineWatch, cuda_probe, pace_note
+from .quiet import timing_in_progress
 from .timing import Timing, time_first_call
 
 #: The length a timed block aims for (seconds): long beside the clock's cost, short beside drift.
@@ -200,6 +204,7 @@ class _Clock:
         return float(begin.elapsed_time(end)) / 1e3 / calls
 
 
+@timing_in_progress()  # our own background work (the compile-cache walk) waits meanwhile: quiet.py
 def compare(
     variants: Mapping[str, Callable[[], object] | Variant],
     *,

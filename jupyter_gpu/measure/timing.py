@@ -3,6 +3,8 @@
 A comparison of two ways to run a step never uses two of these timers one after the other: it
 goes through :func:`jupyter_gpu.measure.compare` (interleaved rounds, an interval). These time
 one thing: a first call (compile included), or a step's steady time for a throughput figure.
+Each holds ``quiet.timing_in_progress`` while it times, as ``compare()`` does: our own background
+work waits meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .digits import three_digits
+from .quiet import timing_in_progress
 
 
 def fmt_seconds(s: float | None) -> str:
@@ -141,6 +144,7 @@ def _timed(fn: Callable[[], object], device: Any) -> float:
     return time.perf_counter() - start
 
 
+@timing_in_progress()
 def time_steady(
     fn: Callable[[], object],
     *,
@@ -170,6 +174,7 @@ def time_steady(
     return Timing(tuple(_timed(fn, device) for _ in range(runs)), warmup)
 
 
+@timing_in_progress()
 def time_back_to_back(
     fn: Callable[[], object],
     *,
@@ -203,6 +208,7 @@ def time_back_to_back(
     return Timing(tuple(times), warmup, calls)
 
 
+@timing_in_progress()
 def time_first_call(fn: Callable[[], object], *, device: Any = None) -> float:
     """Seconds for one call, synchronised (e.g. a compiled model's first step, compile included)."""
     return _timed(fn, device)

@@ -6,7 +6,9 @@ for the end of every compiling cell, which used to walk them in full. Here one d
 walks them (``jupyter_gpu.compile_cache.scan_caches``, which never follows symlinks); the cell
 waits for it only a few milliseconds (``WAIT_S``). A small cache is measured within that and
 the report shows the figure at once; a large one is measured after the cell, and the figure
-lands in the report object (``CompileReport.cache_bytes_added``) when the walk ends.
+lands in the report object (``CompileReport.cache_bytes_added``) when the walk ends. The walk
+stops, between two directories, while a figure is timed (``jupyter_gpu/measure/quiet.py``):
+beside ``--bench``'s rounds or a timing cell it would slow the calls it times.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ WAIT_S = 0.02
 def _scan() -> int | None:
     try:
         from jupyter_gpu.compile_cache import scan_caches
+        from jupyter_gpu.measure.quiet import pause_while_timing
 
-        return int(scan_caches().size_bytes)
+        # The walk waits while a figure is timed (--bench starts it just before its rounds).
+        return int(scan_caches(pause=pause_while_timing).size_bytes)
     except OSError:
         return None
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.shell.kineto import kineto_quiet as _stderr_silenced
 from jupyter_gpu.magics.shell.lazy_torch import cuda_in_use, torch_if_imported
+from jupyter_gpu.measure.quiet import timing_in_progress
 from jupyter_gpu.measure.timing import union_length
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class CallProfile:
         return self.gpu_busy_s if self.cuda and self.gpu_busy_s is not None else self.work_s
 
 
+@timing_in_progress()  # our own background work waits meanwhile (measure/quiet.py)
 def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | None:
     """Profile ``calls`` calls of ``run`` (CPU ops, and CUDA kernels when CUDA is in use).
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jupyter_gpu.magics.shell.kineto import kineto_quiet
+from jupyter_gpu.measure.quiet import timing_in_progress
 
 if TYPE_CHECKING:
     import torch
@@ -58,6 +59,7 @@ def step_profiler(
     )
 
 
+@timing_in_progress()  # our own background work waits meanwhile (measure/quiet.py)
 def profiled_pass(
     prof: torch.profiler.profile, run: Callable[[], Any], warmup: int, steps: int
 ) -> Any:
