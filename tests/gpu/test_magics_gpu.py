@@ -36,16 +36,20 @@ plain JSON). Takes about 2 to 3 minutes on an H200, most of it torch.compile. Ch
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import gc
 import itertools
 import sys
 import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -210,6 +214,60 @@ def as_the_bench_runs(ip: Any, name: str, models: dict[str, Any], expr: str) -> 
         + ", ".join(f"{k} {got[k].median_s * 1e3:.2f} ms" for k in labels)
         + f"; {len(caught)} warnings ({top})"
     )
+
+
+class RoundsCollections:
+    """Python's garbage collections while ``%compile --bench``'s rounds ran (its ``compare()``).
+
+    torch.utils.benchmark, the peer, times with the collector off (``timeit``); ours leaves it on,
+    as a training loop runs. Right after a compile the heap holds many more objects, and a full
+    collection walks them all: one inside a block would slow that block's calls. On the 2-core VM
+    none came during the rounds (2026-12-08); this row says whether one does on a GPU machine.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, float, float]] = []  # generation, start, seconds
+        self.rounds: list[tuple[float, float]] = []
+        self._started = 0.0
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.events.append(
+                (info["generation"], self._started, time.perf_counter() - self._started)
+            )
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        from jupyter_gpu.magics.compile import magic
+
+        def rounds(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return compare(*args, **kwargs)  # what the magic imported
+            finally:
+                self.rounds.append((start, time.perf_counter()))
+
+        gc.callbacks.append(self._collected)
+        try:
+            with mock.patch.object(magic, "compare", rounds):
+                yield
+        finally:
+            gc.callbacks.remove(self._collected)
+
+    def summary(self) -> str:
+        if not self.rounds:
+            return "no rounds ran"
+        start, end = self.rounds[0]
+        inside = [(g, d) for g, t, d in self.events if start <= t <= end]
+        per = ", ".join(
+            f"gen{g} {sum(1 for x, _ in inside if x == g)} "
+            f"({sum(d for x, d in inside if x == g) * 1e3:.0f} ms)"
+            for g in (0, 1, 2)
+        )
+        longest = max((d for _, d in inside), default=0.0) * 1e3
+        return f"{per}, the longest {longest:.1f} ms, in {end - start:.2f} s of rounds"
 
 
 @dataclass
@@ -505,8 +563,15 @@ def run_all() -> Session:
 
     with s.stage("%compile"):
         kids, started = children_cpu(), time.perf_counter()
-        r = s.run('gpt = %compile model --bench "infer()" -o')
+        collections_first = RoundsCollections()
+        with collections_first.watching():
+            r = s.run('gpt = %compile model --bench "infer()" -o')
         first_busy = children_busy(kids, time.perf_counter() - started)
+        s.check(
+            "%compile --bench: Python's garbage collections during the magic's rounds",
+            collections_first.summary(),
+            None,
+        )
         gpt = s.ip.user_ns["gpt"]
         report = gpt.reports[0] if gpt.reports else None
         # what infer() runs, on each model: a bf16 forward of the session's batch, no grad
