@@ -9,6 +9,7 @@ Analysis read).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,29 @@ def step_profiler(
     )
 
 
-@timing_in_progress()  # our own background work waits meanwhile (measure/quiet.py)
+class UnreadableTrace(UnicodeDecodeError):
+    """torch's profiler met a garbled event name reading back its own trace.
+
+    torch 2.13 on the CPU, now and then, with ``--stack`` most often (a frame of
+    ``torch/profiler/_cupti_monitor.py`` named by freed bytes): the parse at the end of the
+    recorded steps raises ``UnicodeDecodeError``. The runs had all finished; ``value`` is the last
+    one's. A subclass, so that a handler of torch's parse errors catches it too, while the code's
+    own ``UnicodeDecodeError`` stays the code's.
+    """
+
+    value: Any = None
+
+
+def _profilers_own(call: Callable[[], object], value: Any) -> None:
+    """One of the profiler's own calls (``step``, ``stop``), a garbled trace raised as such."""
+    try:
+        call()
+    except UnicodeDecodeError as err:
+        lost = UnreadableTrace(err.encoding, err.object, err.start, err.end, err.reason)
+        lost.value = value
+        raise lost from err
+
+
 def profiled_pass(
     prof: torch.profiler.profile, run: Callable[[], Any], warmup: int, steps: int
 ) -> Any:
@@ -69,22 +92,29 @@ def profiled_pass(
     or stop its trace, run with kineto's log lines kept out of the output
     (``shell/kineto.py``); the steps between measured runs do not, so that its few syscalls
     stay out of the measured window, and the user's code never does. It stops even if the code
-    raises.
+    raises, and the code's error is the one that goes on.
+
+    Raises:
+        UnreadableTrace: torch could not read back its trace; the runs had all finished.
     """
-    with kineto_quiet():
-        prof.start()
-    value = None
-    try:
-        for done in range(1, warmup + steps + 1):
-            value = run()
-            if warmup < done < warmup + steps:  # between two measured steps: no transition
-                prof.step()
-                continue
-            with kineto_quiet():
-                prof.step()
-    finally:
+    with timing_in_progress():  # our own background work waits meanwhile (measure/quiet.py)
         with kineto_quiet():
-            prof.stop()
+            prof.start()
+        value = None
+        try:
+            for done in range(1, warmup + steps + 1):
+                value = run()
+                if warmup < done < warmup + steps:  # between two measured steps: no transition
+                    _profilers_own(prof.step, value)
+                    continue
+                with kineto_quiet():
+                    _profilers_own(prof.step, value)
+        except BaseException:
+            with kineto_quiet(), contextlib.suppress(UnicodeDecodeError):
+                prof.stop()  # a garbled trace must not replace the error that stopped the runs
+            raise
+        with kineto_quiet():
+            _profilers_own(prof.stop, value)
     return value
 
 

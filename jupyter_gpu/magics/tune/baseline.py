@@ -18,7 +18,7 @@ from jupyter_gpu.host.cpus import read_cpu_budget
 from jupyter_gpu.magics.probes.evidence import profile_one_call
 from jupyter_gpu.magics.probes.precision import autocast_enabled, tf32_enabled, tf32_supported
 from jupyter_gpu.magics.profile.analysis import analyse
-from jupyter_gpu.magics.profile.steps import profiled_pass, step_profiler
+from jupyter_gpu.magics.profile.steps import UnreadableTrace, profiled_pass, step_profiler
 from jupyter_gpu.magics.profile.syncs import SyncSpy
 from jupyter_gpu.magics.shell.cell import cell_filenames
 from jupyter_gpu.measure import compare, synchronize
@@ -91,15 +91,23 @@ def measure_baseline(s: TuneSession, *, timing_s: float) -> Evidence:
     )
     cell_names = cell_filenames(s.shell)
     prof = step_profiler(warmup=1, steps=steps, cuda=target.cuda)
-    with base.entered():
-        profiled_pass(prof, base.run, 1, steps)
     try:
-        ev.analysis = analyse(
-            prof, cuda=target.cuda, autocast_on=autocast_on, cell_names=cell_names, timeline=False
-        )
-        ev.profiler = prof
-    except UnicodeDecodeError:  # torch's own trace parse, now and then (see %%profile)
+        with base.entered():
+            profiled_pass(prof, base.run, 1, steps)
+    except UnreadableTrace:  # torch could not read back its trace (see %%profile): no analysis
         ev.analysis = None
+    else:
+        try:
+            ev.analysis = analyse(
+                prof,
+                cuda=target.cuda,
+                autocast_on=autocast_on,
+                cell_names=cell_names,
+                timeline=False,
+            )
+            ev.profiler = prof
+        except UnicodeDecodeError:  # torch's own trace parse, now and then (see %%profile)
+            ev.analysis = None
     if target.cuda and ev.sync_count:
         spy = SyncSpy(cell_names)
         with base.entered(), spy:

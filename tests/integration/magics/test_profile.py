@@ -11,7 +11,7 @@ import torch
 
 from jupyter_gpu.magics.output.render import PLOTLY_MIMETYPE
 
-from .conftest import MODEL_CELL, Shell, training_bits
+from .conftest import MODEL_CELL, Ran, Shell, training_bits
 
 
 def test_profile_shows_a_table_a_timeline_and_hints(shell: Shell) -> None:
@@ -49,6 +49,18 @@ def test_profile_result_object(shell: Shell) -> None:
     assert all(row.calls > 0 for row in result.rows)
 
 
+def profiled(shell: Shell, source: str, tries: int = 3) -> Ran:
+    """``shell.ok(source)``, run again, as the magic's note asks, where torch could not read back
+    its trace: torch 2.13 garbles an event name now and then, with ``--stack`` most often (6 of
+    20 runs of the places test alone, 2026-12-08). The test is about the profile, not the garble.
+    """
+    for _ in range(tries - 1):
+        ran = shell.ok(source)
+        if "a trace it cannot read" not in ran.text:
+            return ran
+    return shell.ok(source)
+
+
 def test_sort_and_row_limit(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     ran = shell.ok("%%profile --sort calls --row-limit 3\ntrain_step()")
@@ -59,7 +71,7 @@ def test_sort_and_row_limit(shell: Shell) -> None:
 def test_stack_shows_the_calling_cell_line(shell: Shell) -> None:
     shell.ok(MODEL_CELL)
     defining_cell = shell.ip.execution_count - 1
-    ran = shell.ok("%%profile --stack\ntrain_step()")
+    ran = profiled(shell, "%%profile --stack\ntrain_step()")
     assert "called from" in ran.text
     assert f"cell [{defining_cell}] line" in ran.text, ran.text
 
@@ -67,10 +79,10 @@ def test_stack_shows_the_calling_cell_line(shell: Shell) -> None:
 def test_places_name_the_cell_that_ran(shell: Shell) -> None:
     # In [N] of the cell that ran (IPython 9 has counted up already while it runs). torch's
     # stacks give module-level code line 0: the place is then the cell alone.
-    ran = shell.ok("%%profile --stack\na = torch.ones(64, 64)\nb = a @ a")
+    ran = profiled(shell, "%%profile --stack\na = torch.ones(64, 64)\nb = a @ a")
     assert re.search(rf"cell \[{ran.result.execution_count}\]$", ran.text, re.MULTILINE), ran.text
     assert "line 0" not in ran.text
-    ran = shell.ok("%profile --stack b = a @ a")
+    ran = profiled(shell, "%profile --stack b = a @ a")
     assert f"cell [{ran.result.execution_count}]" in ran.text, ran.text
 
 
@@ -101,6 +113,44 @@ def test_a_trace_torch_cannot_read_loses_the_profile_not_the_cell(
     assert ran.result.result == 42
     assert shell.ok("r = %profile -o z").text.count("cannot read") == 1
     assert shell["r"] is None
+
+
+def _garbled_when_the_trace_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's profiler raises as torch 2.13 does, now and then, when its recording stops.
+
+    The step that ends the recorded steps parses the trace, and a garbled event name there
+    raised ``UnicodeDecodeError`` out of ``prof.step()`` (6 of 20 runs of
+    ``test_places_name_the_cell_that_ran``, 2026-12-08).
+    """
+    import torch
+    from torch.profiler import ProfilerAction
+
+    step = torch.profiler.profile.step
+
+    def garbled(self: torch.profiler.profile) -> None:
+        recording = self.current_action == ProfilerAction.RECORD_AND_SAVE
+        step(self)
+        if recording and self.current_action != ProfilerAction.RECORD_AND_SAVE:
+            raise UnicodeDecodeError("utf-8", b"\xe5", 0, 1, "invalid continuation byte")
+
+    monkeypatch.setattr(torch.profiler.profile, "step", garbled)
+
+
+def test_a_trace_torch_cannot_read_back_at_the_last_step_keeps_the_cell(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _garbled_when_the_trace_stops(monkeypatch)
+    ran = shell.ok("%%profile\nz = 41 + 1\nz")
+    assert "cannot read (invalid continuation byte in an event name)" in ran.text
+    assert "Traceback" not in ran.text
+    assert ran.result.result == 42
+    # Repeated runs are put back, then the cell runs once as its own run, as without the garble.
+    shell.ok("n = 0")
+    ran = shell.ok("%%profile --warmup 1 --steps 2\nn += 1\nn")
+    assert "cannot read" in ran.text
+    assert ran.result.result == 1
+    assert shell["n"] == 1
+    assert not shell.ip.run_cell("import torch; torch.autograd._profiler_enabled()").result
 
 
 def test_memory_adds_a_memory_column(shell: Shell) -> None:
@@ -188,8 +238,8 @@ def test_rows_are_torchs_key_averages(shell: Shell) -> None:
 
     shell.ok(MODEL_CELL)
     for line in ("-o -q --memory", "-o -q --stack"):
-        result = shell.ok(
-            f"%%profile {line}\nfor i in range(3):\n    loss = train_step()"
+        result = profiled(
+            shell, f"%%profile {line}\nfor i in range(3):\n    loss = train_step()"
         ).result.result
         places = {row.name: row.called_from for row in result.rows}
         assert result.rows == rows_from_key_averages(result.profiler, places)

@@ -1,0 +1,48 @@
+"""``profiled_pass``: torch's unreadable trace is told apart from the code's own errors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.profiler import ProfilerAction  # noqa: E402
+
+from jupyter_gpu.magics.profile.steps import (  # noqa: E402
+    UnreadableTrace,
+    profiled_pass,
+    step_profiler,
+)
+
+
+def test_the_code_s_own_decode_error_stays_the_code_s_and_the_profiler_stops() -> None:
+    def step() -> None:
+        b"\xe5".decode()
+
+    prof = step_profiler(warmup=1, steps=2, cuda=False)
+    with pytest.raises(UnicodeDecodeError) as raised:
+        profiled_pass(prof, step, 1, 2)
+    assert not isinstance(raised.value, UnreadableTrace)
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_a_garble_when_the_recording_stops_is_an_unreadable_trace_with_the_last_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = torch.profiler.profile.step
+
+    def garbled(self: torch.profiler.profile) -> None:
+        recording = self.current_action == ProfilerAction.RECORD_AND_SAVE
+        step(self)
+        if recording and self.current_action != ProfilerAction.RECORD_AND_SAVE:
+            raise UnicodeDecodeError("utf-8", b"\xe5", 0, 1, "invalid continuation byte")
+
+    monkeypatch.setattr(torch.profiler.profile, "step", garbled)
+    runs: list[int] = []
+    prof = step_profiler(warmup=1, steps=2, cuda=False)
+    with pytest.raises(UnreadableTrace) as raised:
+        profiled_pass(prof, lambda: runs.append(len(runs)) or len(runs), 1, 2)
+    assert runs == [0, 1, 2]  # every run had finished
+    assert raised.value.value == 3
+    assert raised.value.reason == "invalid continuation byte"
+    assert not torch.autograd._profiler_enabled()
