@@ -32,7 +32,7 @@ was), the tutorials' timers and ``benchmarks/``. How it times:
    while the rounds run (``machine.py``) and said beside the figures.
 7. **Our own background work waits.** ``%compile``'s walk of the compile caches stops, between two
    directories, while this times (``quiet.py``): beside the rounds it made the calls it timed
-   twice as long.
+   2.1-2.5x as long on a 2-core VM.
 
 torch is imported only when a GPU is used; the CPU path needs none of it.
 """

@@ -6,7 +6,7 @@ walks the on-disk compile caches in one (``magics/compile/cache_walk.py``), righ
 that times. Such a thread competes with the timed calls for the GIL and the CPU: on the 2-core
 development VM, a walk of a 100,000-file cache beside :func:`~jupyter_gpu.measure.compare` made
 a small GPT forward's calls 2.1-2.5x as long, and moved its compiled-over-eager ratio from 1.35x
-to 1.55x with an interval three times as wide (``benchmarks/background_walk.py``, 2026-12-08;
+(1.35-1.37x) to 1.55x (1.36-1.78x) (``benchmarks/background_walk.py``, 2026-12-08;
 ``benchmarks/RESULTS.md``). A figure must not carry the cost of the tool that measures it.
 
 So every timed stretch of ours holds :func:`timing_in_progress` (``compare()``, the steady and
