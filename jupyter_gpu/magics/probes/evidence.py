@@ -20,6 +20,7 @@ process's stderr at start and stop, are kept out of the notebook (stderr is poin
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections import Counter
@@ -178,11 +179,14 @@ def profile_calls(run: Callable[[], Any], *, calls: int = 3) -> CallProfile | No
                 run()
             if cuda:
                 torch.cuda.synchronize()
-        finally:
-            wall = (time.perf_counter() - start) / calls
-            with _stderr_silenced():
-                prof.stop()
+        except BaseException:
+            with _stderr_silenced(), contextlib.suppress(UnicodeDecodeError):
+                prof.stop()  # a garbled trace must not replace the code's own error
+            raise
+        wall = (time.perf_counter() - start) / calls
         try:
+            with _stderr_silenced():
+                prof.stop()  # torch reads its trace back here, and now and then garbles it
             return read_profile(prof, calls=calls, cuda=cuda, wall_s=wall)
         except (RuntimeError, UnicodeDecodeError, AttributeError):
             return None  # a trace torch cannot parse (see %%profile): no evidence, no guess

@@ -1,4 +1,4 @@
-"""``profiled_pass``: torch's unreadable trace is told apart from the code's own errors."""
+"""The profiles: torch's unreadable trace is told apart from the code's own errors."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 
 from torch.profiler import ProfilerAction  # noqa: E402
 
+from jupyter_gpu.magics.probes.evidence import profile_calls  # noqa: E402
 from jupyter_gpu.magics.profile.steps import (  # noqa: E402
     UnreadableTrace,
     profiled_pass,
@@ -45,4 +46,28 @@ def test_a_garble_when_the_recording_stops_is_an_unreadable_trace_with_the_last_
     assert runs == [0, 1, 2]  # every run had finished
     assert raised.value.value == 3
     assert raised.value.reason == "invalid continuation byte"
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_the_profile_behind_a_why_is_lost_not_raised_when_torch_garbles_its_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stop = torch.profiler.profile.stop
+
+    def garbled(self: torch.profiler.profile) -> None:
+        stop(self)
+        raise UnicodeDecodeError("utf-8", b"\xe5", 0, 1, "invalid continuation byte")
+
+    monkeypatch.setattr(torch.profiler.profile, "stop", garbled)
+    x = torch.randn(32, 32)
+    assert profile_calls(lambda: x @ x, calls=2) is None  # no evidence, no guess
+    assert not torch.autograd._profiler_enabled()
+
+    def step() -> None:
+        b"\xe5".decode()
+
+    with pytest.raises(UnicodeDecodeError) as raised:
+        profile_calls(step)
+    assert raised.value.reason == "unexpected end of data"  # the code's, not the garble's
+    assert raised.value.__context__ is None  # the code's own, not the profiler's
     assert not torch.autograd._profiler_enabled()
