@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from jupyter_gpu.magics.output.render import PLOTLY_MIMETYPE
+from tests.helpers import garble_when_recording_stops
 
 from .conftest import MODEL_CELL, Ran, Shell, training_bits
 
@@ -115,31 +116,10 @@ def test_a_trace_torch_cannot_read_loses_the_profile_not_the_cell(
     assert shell["r"] is None
 
 
-def _garbled_when_the_trace_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch's profiler raises as torch 2.13 does, now and then, when its recording stops.
-
-    The step that ends the recorded steps parses the trace, and a garbled event name there
-    raised ``UnicodeDecodeError`` out of ``prof.step()`` (6 of 20 runs of
-    ``test_places_name_the_cell_that_ran``, 2026-12-08).
-    """
-    import torch
-    from torch.profiler import ProfilerAction
-
-    step = torch.profiler.profile.step
-
-    def garbled(self: torch.profiler.profile) -> None:
-        recording = self.current_action == ProfilerAction.RECORD_AND_SAVE
-        step(self)
-        if recording and self.current_action != ProfilerAction.RECORD_AND_SAVE:
-            raise UnicodeDecodeError("utf-8", b"\xe5", 0, 1, "invalid continuation byte")
-
-    monkeypatch.setattr(torch.profiler.profile, "step", garbled)
-
-
 def test_a_trace_torch_cannot_read_back_at_the_last_step_keeps_the_cell(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _garbled_when_the_trace_stops(monkeypatch)
+    garble_when_recording_stops(monkeypatch)
     ran = shell.ok("%%profile\nz = 41 + 1\nz")
     assert "cannot read (invalid continuation byte in an event name)" in ran.text
     assert "Traceback" not in ran.text

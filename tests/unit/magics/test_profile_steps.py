@@ -6,14 +6,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.profiler import ProfilerAction  # noqa: E402
-
 from jupyter_gpu.magics.probes.evidence import profile_calls  # noqa: E402
 from jupyter_gpu.magics.profile.steps import (  # noqa: E402
     UnreadableTrace,
     profiled_pass,
     step_profiler,
 )
+from tests.helpers import garble_when_recording_stops  # noqa: E402
 
 
 def test_the_code_s_own_decode_error_stays_the_code_s_and_the_profiler_stops() -> None:
@@ -30,15 +29,7 @@ def test_the_code_s_own_decode_error_stays_the_code_s_and_the_profiler_stops() -
 def test_a_garble_when_the_recording_stops_is_an_unreadable_trace_with_the_last_value(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    step = torch.profiler.profile.step
-
-    def garbled(self: torch.profiler.profile) -> None:
-        recording = self.current_action == ProfilerAction.RECORD_AND_SAVE
-        step(self)
-        if recording and self.current_action != ProfilerAction.RECORD_AND_SAVE:
-            raise UnicodeDecodeError("utf-8", b"\xe5", 0, 1, "invalid continuation byte")
-
-    monkeypatch.setattr(torch.profiler.profile, "step", garbled)
+    garble_when_recording_stops(monkeypatch)
     runs: list[int] = []
     prof = step_profiler(warmup=1, steps=2, cuda=False)
     with pytest.raises(UnreadableTrace) as raised:
