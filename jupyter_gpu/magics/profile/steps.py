@@ -48,6 +48,13 @@ def step_profiler(
             active=steps,
             repeat=1,
         )
+    # torch 2.13's first record_function in a process imports torch.profiler._cupti_monitor;
+    # inside a --stack trace that import's module frame is recorded, its code object freed, and
+    # the trace read back with the freed bytes as a name (a UnicodeDecodeError, 7 of 20 fresh
+    # runs of one --stack cell, 2026-12-08). The step markers are record_functions: one here,
+    # before any trace, makes that import happen outside it.
+    with torch.autograd.profiler.record_function("jupyter_gpu: before the profile"):
+        pass
     # acc_events: one cycle, so nothing to accumulate; without it torch 2.11 warns that the
     # profiler "clears events at the end of each cycle", about a cycle the user never ran.
     return torch.profiler.profile(
@@ -63,11 +70,13 @@ def step_profiler(
 class UnreadableTrace(UnicodeDecodeError):
     """torch's profiler met a garbled event name reading back its own trace.
 
-    torch 2.13 on the CPU, now and then, with ``--stack`` most often (a frame of
-    ``torch/profiler/_cupti_monitor.py`` named by freed bytes): the parse at the end of the
-    recorded steps raises ``UnicodeDecodeError``. The runs had all finished; ``value`` is the last
-    one's. A subclass, so that a handler of torch's parse errors catches it too, while the code's
-    own ``UnicodeDecodeError`` stays the code's.
+    torch 2.13 with ``--stack``: a module imported for the first time inside the trace has its
+    frame recorded and its code object freed, and the parse at the end of the recorded steps
+    reads the freed bytes as a name (``UnicodeDecodeError``). :func:`step_profiler` makes torch's
+    own such import (``_cupti_monitor``, 7 of 20 fresh runs) happen before the trace; a cell that
+    imports a module for the first time can still meet it, and runs again cleanly. The runs had
+    all finished; ``value`` is the last one's. A subclass, so that a handler of torch's parse
+    errors catches it too, while the code's own ``UnicodeDecodeError`` stays the code's.
     """
 
     value: Any = None
