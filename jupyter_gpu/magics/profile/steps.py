@@ -70,13 +70,15 @@ def step_profiler(
 class UnreadableTrace(UnicodeDecodeError):
     """torch's profiler met a garbled event name reading back its own trace.
 
-    torch 2.13 with ``--stack``: a module imported for the first time inside the trace has its
-    frame recorded and its code object freed, and the parse at the end of the recorded steps
-    reads the freed bytes as a name (``UnicodeDecodeError``). :func:`step_profiler` makes torch's
-    own such import (``_cupti_monitor``, 7 of 20 fresh runs) happen before the trace; a cell that
-    imports a module for the first time can still meet it, and runs again cleanly. The runs had
-    all finished; ``value`` is the last one's. A subclass, so that a handler of torch's parse
-    errors catches it too, while the code's own ``UnicodeDecodeError`` stays the code's.
+    torch 2.13 with ``--stack``: the parse at the end of the recorded steps reads a name from
+    bytes that are no longer a name (``UnicodeDecodeError``), always a module's frame
+    (``torch/profiler/_cupti_monitor.py(0)``), as far as we can tell one imported for the first
+    time inside the trace: :func:`step_profiler` makes torch's own such import happen before the
+    trace, and 7 of 20 fresh runs garbled before, 0 of 20 after. pytorch/pytorch#136180 saw the
+    same name for ``torch/_inductor/config.py``, #136040 the error. A cell that imports a module
+    for the first time may still meet it, and runs again cleanly. The runs had all finished;
+    ``value`` is the last one's. A subclass, so that a handler of torch's parse errors catches it
+    too, while the code's own ``UnicodeDecodeError`` stays the code's.
     """
 
     value: Any = None
