@@ -52,8 +52,10 @@ def test_profile_result_object(shell: Shell) -> None:
 
 def profiled(shell: Shell, source: str, tries: int = 3) -> Ran:
     """``shell.ok(source)``, run again, as the magic's note asks, where torch could not read back
-    its trace: torch 2.13 garbles an event name now and then, with ``--stack`` most often (6 of
-    20 runs of the places test alone, 2026-12-08). The test is about the profile, not the garble.
+    its trace. torch 2.13 garbled ``--stack`` traces in 6 of 20 runs of the places test alone
+    (2026-12-08) until ``step_profiler`` moved torch's lazy import out of the trace
+    (``test_profile_steps.py`` holds that); a first import inside a trace may still garble one.
+    The tests are about the profile, not the garble.
     """
     for _ in range(tries - 1):
         ran = shell.ok(source)
