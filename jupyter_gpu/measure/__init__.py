@@ -8,6 +8,7 @@
 - :mod:`.interval`: the ratio and its order-statistic interval, and the ratio's format;
 - :mod:`.digits`: three significant digits that read alike at both ends of an interval;
 - :mod:`.machine`: whether the machine stayed steady while it was timed;
+- :mod:`.quiet`: our own background work (the compile-cache walk) waits while a figure is timed;
 - :mod:`.peaks`: NVIDIA's data-sheet dense peaks per GPU and dtype, and MFU by its definition;
 - :mod:`.gemms`: a training step's matrix products, from a model's ``Linear`` layers;
 - :mod:`.matmul_rate`: the matmul rate measured here (those products, sustained, timed as above).
