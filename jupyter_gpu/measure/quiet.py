@@ -26,11 +26,16 @@ from collections.abc import Iterator
 
 
 class _TimedStretches:
-    """How many timed stretches are in progress (they nest: compare() times a first call too)."""
+    """The timed stretches in progress, per thread (they nest: compare() times a first call too)."""
 
     def __init__(self) -> None:
         self.changed = threading.Condition()
         self.count = 0
+        self.by_thread: dict[int, int] = {}
+
+    def others(self) -> bool:
+        """Whether a thread other than this one is timing (call with ``changed`` held)."""
+        return self.count > self.by_thread.get(threading.get_ident(), 0)
 
 
 _STRETCHES = _TimedStretches()
@@ -42,15 +47,19 @@ def timing_in_progress() -> Iterator[None]:
 
     Also a decorator (``@timing_in_progress()``), for a function that times.
     """
+    me = threading.get_ident()
     with _STRETCHES.changed:
         _STRETCHES.count += 1
+        _STRETCHES.by_thread[me] = _STRETCHES.by_thread.get(me, 0) + 1
     try:
         yield
     finally:
         with _STRETCHES.changed:
             _STRETCHES.count -= 1
-            if not _STRETCHES.count:
-                _STRETCHES.changed.notify_all()
+            _STRETCHES.by_thread[me] -= 1
+            if not _STRETCHES.by_thread[me]:
+                del _STRETCHES.by_thread[me]
+            _STRETCHES.changed.notify_all()
 
 
 def timing_now() -> bool:
@@ -59,15 +68,17 @@ def timing_now() -> bool:
 
 
 def pause_while_timing() -> float:
-    """Wait while a timed stretch is in progress; the seconds waited (0 at once when none is).
+    """Wait while another thread times; the seconds waited (0 at once when none does).
 
-    For background threads only, between pieces of their work: called from the thread that
-    holds :func:`timing_in_progress`, it would wait for itself.
+    For work between small pieces of itself. The thread that times never waits for itself: work
+    it runs inside its own timed stretch goes on (that work is then part of the figure).
     """
     if not _STRETCHES.count:  # the common case: one read, no lock
         return 0.0
-    start = time.monotonic()
     with _STRETCHES.changed:
-        while _STRETCHES.count:
+        if not _STRETCHES.others():
+            return 0.0
+        start = time.monotonic()
+        while _STRETCHES.others():
             _STRETCHES.changed.wait()
     return time.monotonic() - start

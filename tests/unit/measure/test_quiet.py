@@ -64,6 +64,17 @@ def test_an_error_in_the_timed_code_lets_the_background_go_on() -> None:
     assert not timing_now()
 
 
+def test_the_thread_that_times_never_waits_for_itself() -> None:
+    with timing_in_progress():
+        assert pause_while_timing() == 0.0  # work inside its own timed stretch goes on
+    thread, past = _waiter()
+    with timing_in_progress():
+        thread.start()
+        assert pause_while_timing() == 0.0
+        assert not past.wait(0.2)  # another thread still waits
+    assert past.wait(5)
+
+
 TIMERS: dict[str, Callable[[Callable[[], object]], object]] = {
     "compare": lambda fn: compare({"a": fn, "b": fn}, device="cpu", rounds=2, watch=False),
     "time_steady": lambda fn: time_steady(fn, runs=2, device="cpu"),
