@@ -18,6 +18,9 @@ import pytest
 from jupyter_gpu.magics.compile.cache_walk import CacheSizer
 from jupyter_gpu.measure import compare, time_back_to_back, time_first_call, time_steady
 from jupyter_gpu.measure.quiet import pause_while_timing, timing_in_progress, timing_now
+from tests.helpers import load_script
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _waiter() -> tuple[threading.Thread, threading.Event]:
@@ -92,20 +95,12 @@ def test_every_timer_holds_the_gate_while_it_calls_the_step(timer: str) -> None:
     assert not timing_now()
 
 
-def _cache_tree(root: Path, folders: int, files: int) -> int:
-    """``folders`` folders of ``files`` files each (100 bytes a file); their total bytes."""
-    for i in range(folders):
-        folder = root / "fxgraph" / f"{i:02x}"
-        folder.mkdir(parents=True)
-        for j in range(files):
-            (folder / f"entry_{j}").write_bytes(b"\0" * 100)
-    return folders * files * 100
-
-
 def test_the_compile_cache_walk_stops_while_a_figure_is_timed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    total = _cache_tree(tmp_path / "inductor", folders=20, files=5)
+    # The synthetic cache of benchmarks/compile_cache_walk.py: 100 files in about as many folders.
+    walk_bench = load_script(ROOT / "benchmarks" / "compile_cache_walk.py")
+    total = walk_bench.build_cache(tmp_path / "inductor", 100)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # torch's default folder: none here
